@@ -1,0 +1,37 @@
+"""The `replicator` command: one sub-command group per module in this package."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from replicator.cli import stack
+from replicator.localstack import StackError
+
+#: Errors whose message is already a complete, actionable line for the user.
+_USER_ERRORS = (StackError,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replicator",
+        description="Kafka disaster recovery: replication, offsets, failover and drills.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    stack.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args) or 0)
+    except _USER_ERRORS as exc:
+        print(f"replicator: error: {exc}", file=sys.stderr)
+        return 1

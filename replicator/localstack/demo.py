@@ -1,0 +1,125 @@
+"""Demo traffic for the local stack: a steady stream into a few realistic topics.
+
+It gives the replicator, the dashboards and the failover procedures something
+to move when a person runs `make run`. Records carry keys (some null), headers
+and timestamps, like the traffic of a real estate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+log = logging.getLogger(__name__)
+
+#: Demo topics and their partition counts.
+DEMO_TOPICS: dict[str, int] = {"demo.orders": 6, "demo.payments": 3, "demo.pageviews": 12}
+_TICK_S = 0.1
+
+
+@dataclass
+class DemoCounts:
+    produced: int = 0
+    failed: int = 0
+    last_error: str | None = None
+
+
+def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    """Create the topics that do not exist yet (existing ones are left as they are)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=10).topics
+    missing = [
+        NewTopic(name, num_partitions=partitions, replication_factor=1)
+        for name, partitions in topics.items()
+        if name not in existing
+    ]
+    if not missing:
+        return
+    for future in admin.create_topics(missing, operation_timeout=30).values():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def _demo_record(topic: str, sequence: int) -> tuple[bytes | None, bytes]:
+    customer = random.randrange(1000)  # noqa: S311 - demo data, not security
+    if topic == "demo.orders":
+        body = {"order": sequence, "customer": customer, "amount": round(random.random() * 500, 2)}  # noqa: S311
+        return f"customer-{customer}".encode(), json.dumps(body).encode()
+    if topic == "demo.payments":
+        body = {"payment": sequence, "customer": customer, "status": "captured"}
+        return f"customer-{customer}".encode(), json.dumps(body).encode()
+    # Page views are anonymous: null keys, spread round-robin by the producer.
+    body = {"view": sequence, "path": f"/product/{customer}"}
+    return None, json.dumps(body).encode()
+
+
+class DemoTraffic:
+    """Produces `rate` records per second, spread over the demo topics, until stopped."""
+
+    def __init__(self, bootstrap: str, rate: int = 50) -> None:
+        self.bootstrap = bootstrap
+        self.rate = rate
+        self.counts = DemoCounts()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-traffic", daemon=True)
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20}
+        )
+
+    def start(self) -> None:
+        ensure_topics(self.bootstrap, DEMO_TOPICS)
+        self._thread.start()
+
+    def stop(self, flush_timeout: float = 10.0) -> DemoCounts:
+        self._stop.set()
+        self._thread.join()
+        self._producer.flush(flush_timeout)
+        return self.counts
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.counts.produced += 1
+            return
+        self.counts.failed += 1
+        self.counts.last_error = f"{message.topic()}: {error.str()}"
+        log.error("demo record to %s not delivered: %s", message.topic(), error.str())
+
+    def _produce(
+        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
+    ) -> None:
+        # While a cluster is down the local queue fills up; wait for room rather
+        # than drop the record, so the demo resumes by itself when it returns.
+        while not self._stop.is_set():
+            try:
+                self._producer.produce(
+                    topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.5)
+
+    def _run(self) -> None:
+        topics = list(DEMO_TOPICS)
+        per_tick = max(1, round(self.rate * _TICK_S))
+        sequence = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            for _ in range(per_tick):
+                topic = topics[sequence % len(topics)]
+                key, value = _demo_record(topic, sequence)
+                headers = [("app", b"demo"), ("trace-id", uuid.uuid4().hex.encode())]
+                self._produce(topic, key, value, headers)
+                sequence += 1
+            self._producer.poll(0)
+            self._stop.wait(max(0.0, _TICK_S - (time.monotonic() - started)))

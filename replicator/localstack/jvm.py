@@ -1,0 +1,53 @@
+"""Finding Java and the Kafka jars that `make setup` resolved from Maven Central.
+
+Both are looked up once per command so that a missing JDK or an unresolved
+artifact set is reported in one line before any process is started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from replicator.localstack.errors import StackError
+
+#: Where `make setup` copies the JVM artifacts (relative to the project root).
+DEFAULT_JVM_DIR = Path(".cache/jvm")
+
+
+def jvm_dir() -> Path:
+    """The folder holding the resolved artifact sets (`kafka/`, `spark-kafka/`)."""
+    return Path(os.environ.get("REPLICATOR_JVM_DIR", DEFAULT_JVM_DIR)).resolve()
+
+
+def find_java() -> Path:
+    """The `java` executable: `$JAVA_HOME/bin/java` if set, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+        raise StackError(
+            f"JAVA_HOME={java_home} has no executable bin/java; "
+            "point JAVA_HOME at a JDK 17+ or unset it to use java from PATH"
+        )
+    found = shutil.which("java")
+    if found is None:
+        raise StackError(
+            "java not found on PATH and JAVA_HOME is not set; "
+            "install OpenJDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)"
+        )
+    return Path(found)
+
+
+def artifact_classpath(artifact_set: str) -> str:
+    """A `-cp` value for one resolved artifact set, e.g. ``kafka``."""
+    folder = jvm_dir() / artifact_set
+    jars = sorted(folder.glob("*.jar"))
+    if not jars:
+        raise StackError(
+            f"no jars in {folder} (artifact set {artifact_set!r}); "
+            "run `make setup` to resolve them from Maven Central"
+        )
+    return os.pathsep.join(str(jar) for jar in jars)
