@@ -1,0 +1,40 @@
+"""Session fixtures: the two real local Kafka clusters every integration test uses.
+
+They run on ports of their own (18092, 28092), so a `make run` stack on the
+default ports can stay up while tests run, and under `.data/test-stack`, which
+each session wipes first and leaves behind for inspection when tests fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replicator.localstack import ClusterSpec, LocalStack
+
+TEST_CLUSTERS = (ClusterSpec("primary", 18092), ClusterSpec("dr", 28092))
+TEST_DATA_DIR = Path(".data/test-stack")
+
+
+@pytest.fixture(scope="session")
+def kafka_stack() -> Iterator[LocalStack]:
+    """Both clusters, started once per session with the same code as `replicator stack up`."""
+    stack = LocalStack(TEST_CLUSTERS, data_dir=TEST_DATA_DIR)
+    stack.down(wipe=True)  # whatever an interrupted session left behind
+    stack.up(timeout=120)
+    yield stack
+    stack.down()
+
+
+@pytest.fixture(scope="session")
+def primary(kafka_stack: LocalStack) -> str:
+    """Bootstrap address of the `primary` test cluster."""
+    return kafka_stack.bootstrap("primary")
+
+
+@pytest.fixture(scope="session")
+def dr(kafka_stack: LocalStack) -> str:
+    """Bootstrap address of the `dr` test cluster."""
+    return kafka_stack.bootstrap("dr")

@@ -1,0 +1,136 @@
+"""Helpers shared by tests that talk to real brokers: unique topics, producing
+records with keys, headers and timestamps, and reading a partition to its end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record as produced or as read back, comparable field by field."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int
+
+    @classmethod
+    def from_message(cls, message: Message) -> Record:
+        timestamp_type, timestamp = message.timestamp()
+        assert timestamp_type == TIMESTAMP_CREATE_TIME, "records keep their CreateTime"
+        headers = tuple((name, value) for name, value in message.headers() or [])
+        return cls(message.key(), message.value(), headers, timestamp)
+
+
+def unique_topic(prefix: str = "test") -> str:
+    """A topic name no other test (or earlier run on the same cluster) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+    admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)
+
+
+def make_records(
+    count: int, null_key_every: int = 7, base_timestamp: int | None = None
+) -> list[Record]:
+    """`count` distinct records: every `null_key_every`-th has a null key, all have
+    two headers (one repeated name) and strictly increasing CreateTime timestamps."""
+    base = base_timestamp if base_timestamp is not None else int(time.time() * 1000) - count
+    return [
+        Record(
+            key=None if i % null_key_every == 0 else f"key-{i % 97}".encode(),
+            value=f"value-{i}".encode() * (1 + i % 5),
+            headers=(("seq", str(i).encode()), ("tag", b"a"), ("tag", b"b")),
+            timestamp=base + i,
+        )
+        for i in range(count)
+    ]
+
+
+def produce_records(
+    bootstrap: str, topic: str, records: list[Record]
+) -> dict[int, list[tuple[int, Record]]]:
+    """Produce `records` with an idempotent producer; return, per partition, the
+    (offset, record) pairs the broker acknowledged, in offset order. Raises on
+    any delivery failure, naming the record."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    delivered: dict[int, list[tuple[int, Record]]] = defaultdict(list)
+    failures: list[str] = []
+
+    def on_delivery(record: Record, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failures.append(f"{record.headers[0][1].decode()}: {error}")
+        else:
+            delivered[message.partition()].append((message.offset(), record))
+
+    for record in records:
+        producer.produce(
+            topic,
+            key=record.key,
+            value=record.value,
+            headers=list(record.headers),
+            timestamp=record.timestamp,
+            on_delivery=lambda e, m, r=record: on_delivery(r, e, m),
+        )
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} records to {topic} still undelivered after 60s"
+    assert not failures, f"delivery to {topic} failed: {failures[:5]}"
+    return {p: sorted(pairs, key=lambda pair: pair[0]) for p, pairs in delivered.items()}
+
+
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout: float = 60.0
+) -> list[tuple[int, Record]]:
+    """Every (offset, record) of one partition, from its start to the end it had
+    when called (read_committed, so control records and aborted data are skipped)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        tp = TopicPartition(topic, partition)
+        _, end = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        records: list[tuple[int, Record]] = []
+        deadline = time.monotonic() + timeout
+        while end > 0 and consumer.position([tp])[0].offset < end:
+            assert time.monotonic() < deadline, (
+                f"{topic}[{partition}] not read to offset {end} within {timeout}s "
+                f"(got {len(records)} records)"
+            )
+            for message in consumer.consume(num_messages=1000, timeout=0.5):
+                if message.error():
+                    raise AssertionError(f"{topic}[{partition}]: {message.error()}")
+                records.append((message.offset(), Record.from_message(message)))
+        return records
+    finally:
+        consumer.close()
