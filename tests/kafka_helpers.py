@@ -3,6 +3,7 @@ records with keys, headers and timestamps, and reading a partition to its end.""
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from collections import defaultdict
@@ -18,6 +19,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.localstack.broker import port_in_use
 
 Headers = tuple[tuple[str, bytes], ...]
 
@@ -134,3 +137,14 @@ def read_partition(
         return records
     finally:
         consumer.close()
+
+
+def free_port_pair() -> int:
+    """A port P such that P and P+1 are both free right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port < 65534 and not port_in_use(port + 1):
+            return port
+    raise AssertionError("no free port pair found")

@@ -12,25 +12,7 @@ import pytest
 from replicator.localstack import ClusterSpec, LocalStack, StackError
 from replicator.localstack.broker import LocalBroker, new_cluster_id
 
-
-def _free_port_pair() -> int:
-    """A port P such that P and P+1 are both free right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 65534 and not _listening(port + 1):
-            return port
-    raise AssertionError("no free port pair found")
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
+from kafka_helpers import free_port_pair
 
 
 def _one_line(error: pytest.ExceptionInfo[StackError]) -> str:
@@ -65,7 +47,7 @@ def test_port_taken_is_refused(tmp_path: Path) -> None:
 def test_missing_java_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    stack = LocalStack([ClusterSpec("nojava", _free_port_pair())], data_dir=tmp_path)
+    stack = LocalStack([ClusterSpec("nojava", free_port_pair())], data_dir=tmp_path)
 
     with pytest.raises(StackError) as error:
         stack.up(timeout=10)
@@ -75,7 +57,7 @@ def test_missing_java_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_broken_java_home_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk-here"))
-    stack = LocalStack([ClusterSpec("badjdk", _free_port_pair())], data_dir=tmp_path)
+    stack = LocalStack([ClusterSpec("badjdk", free_port_pair())], data_dir=tmp_path)
 
     with pytest.raises(StackError) as error:
         stack.up(timeout=10)
@@ -85,7 +67,7 @@ def test_broken_java_home_is_reported(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_missing_jars_point_to_make_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLICATOR_JVM_DIR", str(tmp_path / "jvm"))
-    stack = LocalStack([ClusterSpec("nojars", _free_port_pair())], data_dir=tmp_path)
+    stack = LocalStack([ClusterSpec("nojars", free_port_pair())], data_dir=tmp_path)
 
     with pytest.raises(StackError) as error:
         stack.up(timeout=10)
@@ -102,7 +84,7 @@ def test_missing_jars_point_to_make_setup(tmp_path: Path, monkeypatch: pytest.Mo
     ],
 )
 def test_corrupt_data_dir_is_reported(tmp_path: Path, meta: str | None, problem: str) -> None:
-    stack = LocalStack([ClusterSpec("corrupt", _free_port_pair())], data_dir=tmp_path)
+    stack = LocalStack([ClusterSpec("corrupt", free_port_pair())], data_dir=tmp_path)
     storage = stack.brokers["corrupt"].storage_dir
     storage.mkdir(parents=True)
     if meta is None:
@@ -121,7 +103,7 @@ def test_corrupt_data_dir_is_reported(tmp_path: Path, meta: str | None, problem:
 
 def test_broker_that_dies_at_start_fails_with_its_log(tmp_path: Path) -> None:
     # A heap far too small for Kafka: the JVM starts, then the broker dies.
-    stack = LocalStack([ClusterSpec("tiny", _free_port_pair())], data_dir=tmp_path, heap="8m")
+    stack = LocalStack([ClusterSpec("tiny", free_port_pair())], data_dir=tmp_path, heap="8m")
 
     with pytest.raises(StackError) as error:
         stack.up(timeout=60)
@@ -195,7 +177,7 @@ def test_cluster_ids_look_like_kafkas() -> None:
 
 @pytest.mark.integration
 def test_down_leaves_no_jvm_and_restart_reuses_storage(tmp_path: Path) -> None:
-    stack = LocalStack([ClusterSpec("lonely", _free_port_pair())], data_dir=tmp_path)
+    stack = LocalStack([ClusterSpec("lonely", free_port_pair())], data_dir=tmp_path)
     stack.up(timeout=90)
     broker: LocalBroker = stack.brokers["lonely"]
     assert len(broker.pids()) == 1

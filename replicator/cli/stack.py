@@ -109,8 +109,9 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Foreground supervisor of the embedded default; stops only what it started."""
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _raise_interrupt)
+    # SIGINT too: a shell starting us in the background would have it ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_interrupt)
     stack = _stack_from(args)
     started: list[str] = []
     demo: DemoTraffic | None = None
@@ -136,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
     finally:
+        # A second Ctrl-C must not leave brokers half stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if demo is not None:
             demo.stop()
         stack.down(started)

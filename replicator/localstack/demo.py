@@ -74,7 +74,12 @@ class DemoTraffic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-traffic", daemon=True)
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20}
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 20,
+                "logger": log,
+            }
         )
 
     def start(self) -> None:
@@ -85,6 +90,7 @@ class DemoTraffic:
         self._stop.set()
         self._thread.join()
         self._producer.flush(flush_timeout)
+        self._producer.close()
         return self.counts
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
