@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
-MVN := mvn -B -q -s include/jvm/settings.xml
+MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 
 # Artifacts the Spark wheel already ships; the connector folder keeps only what Spark lacks.

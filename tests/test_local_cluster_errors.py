@@ -170,9 +170,10 @@ def test_cli_prints_one_line_error(tmp_path: Path) -> None:
 
 
 def test_cluster_ids_look_like_kafkas() -> None:
-    ids = {new_cluster_id() for _ in range(100)}
-    assert len(ids) == 100
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
     assert all(len(i) == 22 and "=" not in i for i in ids)
+    assert not any(i.startswith("-") for i in ids), "an id like '-abc' reads as an option"
 
 
 @pytest.mark.integration

@@ -67,8 +67,15 @@ class ClusterSpec:
 
 
 def new_cluster_id() -> str:
-    """A random KRaft cluster id, in the form `kafka-storage random-uuid` prints."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id, in the form `kafka-storage random-uuid` prints.
+
+    Like Kafka's own `Uuid.randomUuid()`, never one starting with "-", which
+    command-line parsers take for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def port_in_use(port: int) -> bool:
@@ -237,10 +244,8 @@ class LocalBroker:
         command = self._java_command(
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            new_cluster_id(),
-            "--config",
-            str(self.config_file),
+            f"--cluster-id={new_cluster_id()}",
+            f"--config={self.config_file}",
             heap="128m",
         )
         with (self.logs_dir / "format.log").open("ab") as out:
