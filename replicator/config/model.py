@@ -1,0 +1,132 @@
+"""Typed configuration of the replicator, as loaded from MM2's properties format.
+
+`replicator.config.loader` fills these from a `mm2.properties` file; everything
+else in the engine reads only these objects. Defaults follow MirrorMaker 2.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from replicator.config.redact import redact
+from replicator.errors import ConfigError
+
+#: What to do when records cannot be replicated as they are (see "Nothing silent").
+FailurePolicy = Literal["fail", "skip"]
+
+
+@dataclass(frozen=True)
+class NameFilter:
+    """Include/exclude lists of Java-style regexes (comma means "or"), matched
+    against the whole name, as MM2's DefaultTopicFilter and DefaultGroupFilter do."""
+
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, name: str) -> bool:
+        return any(p.fullmatch(name) for p in self.include) and not any(
+            p.fullmatch(name) for p in self.exclude
+        )
+
+    def why_not(self, name: str) -> str | None:
+        """None if `name` matches, else which setting rules it out (for `replicator topics`)."""
+        if not any(p.fullmatch(name) for p in self.include):
+            return "matches no include pattern"
+        for pattern in self.exclude:
+            if pattern.fullmatch(name):
+                return f"excluded by pattern {pattern.pattern!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One cluster alias and the librdkafka settings of each client kind on it.
+
+    The three dicts are complete librdkafka configurations (bootstrap servers,
+    security and overrides already merged with MM2's precedence and translated
+    from Java client names); secrets are in them as plain values, so never log
+    them: use `replicator.config.redact`.
+    """
+
+    alias: str
+    bootstrap_servers: str
+    consumer: dict[str, str] = field(default_factory=dict)
+    producer: dict[str, str] = field(default_factory=dict)
+    admin: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # The generated repr would print passwords; this one is safe to log,
+        # and FlowConfig's and ReplicatorConfig's reprs use it.
+        return (
+            f"ClusterConfig(alias={self.alias!r}, bootstrap_servers={self.bootstrap_servers!r}, "
+            f"consumer={redact(self.consumer)!r}, producer={redact(self.producer)!r}, "
+            f"admin={redact(self.admin)!r})"
+        )
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """One replication flow `source->target` with every setting resolved.
+
+    Client settings here already include the flow-level overrides
+    (`A->B.consumer.*`, `A->B.producer.*`, ...) on top of the clusters' own.
+    """
+
+    source: ClusterConfig
+    target: ClusterConfig
+    topics: NameFilter
+    groups: NameFilter
+    replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+    replication_policy_separator: str = "."
+    replication_factor: int = 2
+    tasks_max: int = 1
+    offset_lag_max: int = 100
+    refresh_topics_enabled: bool = True
+    refresh_topics_interval_seconds: float = 600.0
+    refresh_groups_enabled: bool = True
+    refresh_groups_interval_seconds: float = 600.0
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_seconds: float = 600.0
+    config_properties_exclude: tuple[re.Pattern[str], ...] = ()
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: float = 600.0
+    emit_heartbeats_enabled: bool = True
+    emit_heartbeats_interval_seconds: float = 1.0
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: float = 60.0
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: float = 60.0
+    offset_syncs_topic_location: Literal["source", "target"] = "source"
+    heartbeats_topic_replication_factor: int = 3
+    checkpoints_topic_replication_factor: int = 3
+    offset_syncs_topic_replication_factor: int = 3
+    exactly_once: bool = False
+    # Our own settings (MM2 has no equivalent); see README "Nothing silent".
+    retention_gap_policy: FailurePolicy = "fail"
+    topic_reset_policy: FailurePolicy = "fail"
+    oversized_record_policy: FailurePolicy = "fail"
+    status_topic_replication_factor: int = 3
+    metrics_port: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.source.alias}->{self.target.alias}"
+
+
+@dataclass(frozen=True)
+class ReplicatorConfig:
+    """Everything one `mm2.properties` file describes."""
+
+    clusters: dict[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...]  # enabled flows only, in the order of `clusters`
+    source_file: str | None = None
+
+    def flow(self, name: str) -> FlowConfig:
+        """The enabled flow `name` ("A->B"); ConfigError naming the choices otherwise."""
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        enabled = ", ".join(f.name for f in self.flows) or "none"
+        raise ConfigError(f"flow {name!r} is not enabled in the configuration (enabled: {enabled})")

@@ -1,0 +1,190 @@
+"""Java `.properties` files, and Kafka's `${provider:...}` indirection for secrets.
+
+MirrorMaker 2 reads its configuration with `java.util.Properties.load`, so an
+existing `mm2.properties` can only be read unchanged if every rule of that
+format is followed: `#`/`!` comment lines, `=`/`:`/whitespace separators,
+backslash line continuation, `\\uXXXX` and the other escapes. Values are
+returned exactly as Java would return them (trailing whitespace included);
+trimming is the loader's business, as it is Kafka's ConfigDef's.
+
+Secrets are usually kept out of the file with Kafka's ConfigProvider syntax:
+`${env:VAR}` (EnvVarConfigProvider) and `${file:path:key}` (FileConfigProvider,
+which reads `key` from the properties file at `path`). Both are resolved here
+whether or not the file declares `config.providers`, since a replicator
+configuration has no other use for that syntax.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from replicator.errors import ConfigError
+
+_log = logging.getLogger(__name__)
+
+# Java splits natural lines on \n, \r and \r\n only (not on the other
+# characters str.splitlines() knows).
+_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = " \t\f"
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+# Kafka's ConfigTransformer pattern: ${provider:[path:]key}.
+_REFERENCE = re.compile(r"\$\{([^}:]*):([^}]*)\}")
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Parse the `.properties` file at `path` (UTF-8, or ISO-8859-1 as Java writes it)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read configuration file {os.fspath(path)}: {exc.strerror}"
+        ) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
+    return parse_properties(text, source=os.fspath(path))
+
+
+def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, str]:
+    """Parse `.properties` text exactly as `java.util.Properties.load` does.
+
+    A key given twice keeps its last value, as in Java; a warning names the key
+    and the lines, because in an `mm2.properties` it is usually a mistake.
+    """
+    props: dict[str, str] = {}
+    first_seen: dict[str, int] = {}
+    lines = _NATURAL_LINES.split(text)
+    index = 0
+    while index < len(lines):
+        lineno = index + 1
+        logical = lines[index].lstrip(_WHITESPACE)
+        index += 1
+        if not logical or logical[0] in "#!":
+            continue
+        while _continues(logical):
+            logical = logical[:-1]
+            if index == len(lines):
+                break
+            logical += lines[index].lstrip(_WHITESPACE)
+            index += 1
+        key, value = _split_entry(logical, source, lineno)
+        if key in first_seen:
+            _log.warning(
+                "%s: key %r is set on line %d and again on line %d; the last one is used",
+                source,
+                key,
+                first_seen[key],
+                lineno,
+            )
+        first_seen.setdefault(key, lineno)
+        props[key] = value
+    return props
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes joins the next natural line."""
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_entry(line: str, source: str, lineno: int) -> tuple[str, str]:
+    """Split a logical line into key and value at the first unescaped separator."""
+    key_end = len(line)
+    value_start = len(line)
+    has_separator = False
+    escaped = False
+    for position, char in enumerate(line):
+        if not escaped and char in "=:":
+            key_end, value_start, has_separator = position, position + 1, True
+            break
+        if not escaped and char in _WHITESPACE:
+            key_end, value_start = position, position + 1
+            break
+        escaped = char == "\\" and not escaped
+    while value_start < len(line):
+        char = line[value_start]
+        if char not in _WHITESPACE:
+            if has_separator or char not in "=:":
+                break
+            has_separator = True
+        value_start += 1
+    key = _unescape(line[:key_end], source, lineno, what="key")
+    value = _unescape(line[value_start:], source, lineno, what=f"value of {key!r}")
+    return key, value
+
+
+def _unescape(raw: str, source: str, lineno: int, *, what: str) -> str:
+    r"""Apply Java's escapes: \t \n \r \f, \uXXXX, and \c meaning c for any other c."""
+    if "\\" not in raw:
+        return raw
+    out: list[str] = []
+    position = 0
+    while position < len(raw):
+        char = raw[position]
+        position += 1
+        if char != "\\" or position == len(raw):
+            if char != "\\":
+                out.append(char)
+            continue
+        escape = raw[position]
+        position += 1
+        if escape == "u":
+            digits = raw[position : position + 4]
+            if len(digits) != 4 or not set(digits) <= _HEX:
+                # Never quote the text: it may be a secret.
+                raise ConfigError(f"{source}:{lineno}: malformed \\uXXXX escape in the {what}")
+            out.append(chr(int(digits, 16)))
+            position += 4
+        else:
+            out.append(_SIMPLE_ESCAPES.get(escape, escape))
+    # Java strings are UTF-16: join surrogate pairs written as two \u escapes.
+    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+
+
+def resolve_references(props: Mapping[str, str]) -> dict[str, str]:
+    """Replace every `${env:VAR}` and `${file:path:key}` in the values of `props`.
+
+    A missing variable, file or key is a ConfigError naming the configuration
+    key that referred to it, and the reference itself, never a resolved value.
+    Relative paths are relative to the working directory, as in Kafka's
+    FileConfigProvider. Resolved values are not scanned again.
+    """
+    files: dict[str, dict[str, str]] = {}
+
+    def resolve(key: str, match: re.Match[str]) -> str:
+        provider, body = match.group(1), match.group(2)
+        if provider == "env":
+            variable = body.rpartition(":")[2]
+            if variable not in os.environ:
+                raise ConfigError(
+                    f"{key}: environment variable {variable} (from {match.group(0)}) is not set"
+                )
+            return os.environ[variable]
+        if provider == "file":
+            path, colon, file_key = body.rpartition(":")
+            if not colon or not path:
+                raise ConfigError(f"{key}: expected ${{file:path:key}}, got {match.group(0)}")
+            if path not in files:
+                try:
+                    files[path] = read_properties(path)
+                except ConfigError as exc:
+                    raise ConfigError(f"{key}: {match.group(0)}: {exc}") from exc
+            if file_key not in files[path]:
+                raise ConfigError(f"{key}: {path} has no key {file_key!r} (from {match.group(0)})")
+            return files[path][file_key]
+        raise ConfigError(
+            f"{key}: config provider {provider!r} in {match.group(0)} is not supported "
+            "(use ${env:VAR} or ${file:path:key})"
+        )
+
+    return {
+        key: _REFERENCE.sub(lambda match, key=key: resolve(key, match), value)
+        for key, value in props.items()
+    }

@@ -1,0 +1,45 @@
+"""The two headers every replicated record carries.
+
+`__dr_src` names the cluster the record was read from (provenance) and
+`__dr_off` holds its offset there (8 bytes, big-endian). They make resume,
+offset translation and failback exact. A record that has travelled more than
+one hop also carries `__dr_origin`, the cluster it was first produced to, so
+loops are caught even in rings and under the Identity policy.
+"""
+
+from __future__ import annotations
+
+import struct
+
+SOURCE_HEADER = "__dr_src"
+OFFSET_HEADER = "__dr_off"
+ORIGIN_HEADER = "__dr_origin"
+_OFFSET = struct.Struct(">q")
+
+Headers = list[tuple[str, bytes | None]]
+OURS = frozenset({SOURCE_HEADER, OFFSET_HEADER, ORIGIN_HEADER})
+
+
+def encode_offset(offset: int) -> bytes:
+    return _OFFSET.pack(offset)
+
+
+def decode_offset(value: bytes | None) -> int | None:
+    if value is None or len(value) != _OFFSET.size:
+        return None
+    return _OFFSET.unpack(value)[0]
+
+
+def replica_source_offset(headers: Headers | None, source_alias: bytes) -> int | None:
+    """The source offset of a record on the target, if `source_alias` wrote it."""
+    if not headers:
+        return None
+    source = offset = None
+    for name, value in headers:
+        if name == SOURCE_HEADER:
+            source = value
+        elif name == OFFSET_HEADER:
+            offset = value
+    if source != source_alias:
+        return None
+    return decode_offset(offset)

@@ -1,0 +1,634 @@
+"""The replication task: source partitions in, the same partitions of the remote
+topics out, every record intact and carrying its provenance and source offset.
+
+One task runs one flow in one process. Its partitions come from Kafka's
+consumer-group protocol on the source cluster, so more tasks of the same flow
+(on any machine) share the work without a coordinator. It never commits
+consumer offsets: the tail of each target partition says where to resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator import metrics
+from replicator.config.model import FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.formats import Heartbeat, OffsetSync
+from replicator.headers import (
+    OFFSET_HEADER,
+    ORIGIN_HEADER,
+    OURS,
+    SOURCE_HEADER,
+    Headers,
+    encode_offset,
+)
+from replicator.policies import ReplicationPolicy, load_policy
+from replicator.status import PartitionStatus, StatusWriter, WorkerStatus, ensure_status_topic
+from replicator.tail import TailReader
+from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
+
+log = logging.getLogger(__name__)
+
+_CONSUME_BATCH = 10_000
+_CONSUME_TIMEOUT_S = 0.2
+_HOUSEKEEPING_S = 1.0
+_OFFSET_SYNC_TIMER_S = 10.0
+_STATUS_EVERY_S = 10.0
+#: Fixed bytes a single record adds to a batch beyond key, value and headers.
+_RECORD_OVERHEAD = 61 + 5 * 6
+_AUTH_ERRORS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+    }
+)
+
+
+class TaskFailed(ReplicatorError):
+    """The task stopped because a failure policy said `fail`; status says where."""
+
+
+@dataclass
+class PartitionTracker:
+    """Progress of one source partition; updated per record, published per second."""
+
+    flow: str
+    topic: str
+    partition: int
+    remote: str
+    next_offset: int
+    size_limit: int
+    pending: deque[int] = field(default_factory=deque)
+    last_source: int = -1
+    last_target: int = -1
+    last_synced_source: int = -1
+    last_synced_target: int = -1
+    replicated: int = 0
+    replicated_bytes: int = 0
+    published_records: int = 0
+    published_bytes: int = 0
+    skipped: int = 0
+    lost: int = 0
+    stopped: str | None = None
+    last_ack_timestamp_ms: int = 0
+
+    def status(self, lag: int | None) -> PartitionStatus:
+        return PartitionStatus(
+            flow=self.flow,
+            topic=self.topic,
+            partition=self.partition,
+            state="stopped" if self.stopped else "replicating",
+            next_offset=self.next_offset,
+            lag=lag,
+            replicated=self.replicated,
+            skipped=self.skipped,
+            lost=self.lost,
+            error=self.stopped,
+        )
+
+
+class ReplicationTask:
+    """Runs one flow until `stop_event` is set or a failure policy stops it."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        stop_event: threading.Event | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.flow = flow
+        self.stop_event = stop_event or threading.Event()
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.policy: ReplicationPolicy = load_policy(
+            flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
+        )
+        self._alias = flow.source.alias.encode()
+        self._target_alias = flow.target.alias.encode()
+        self.topic_sync = TopicSync(flow, self.policy)
+        self._trackers: dict[tuple[str, int], PartitionTracker] = {}
+        self._by_remote: dict[tuple[str, int], PartitionTracker] = {}
+        self._size_limits: dict[str, int] = {}
+        self._topics: dict[str, int] = {}
+        self._fatal: str | None = None
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._source_producer: Producer | None = None
+        self._status: StatusWriter | None = None
+        self._tail: TailReader | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Replicate until stopped. Raises TaskFailed when a `fail` policy fires."""
+        flow = self.flow
+        self._prepare()
+        log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
+        next_housekeeping = next_refresh = time.monotonic()
+        next_heartbeat = next_status = time.monotonic()
+        try:
+            while not self.stop_event.is_set() and self._fatal is None:
+                messages = self._consumer.consume(_CONSUME_BATCH, _CONSUME_TIMEOUT_S)
+                if messages:
+                    self._replicate(messages)
+                self._producer.poll(0)
+                now = time.monotonic()
+                if now >= next_housekeeping:
+                    self._housekeeping()
+                    next_housekeeping = now + _HOUSEKEEPING_S
+                if flow.emit_heartbeats_enabled and now >= next_heartbeat:
+                    self._emit_heartbeat()
+                    next_heartbeat = now + flow.emit_heartbeats_interval_seconds
+                if now >= next_status:
+                    self._publish_status("running")
+                    next_status = now + _STATUS_EVERY_S
+                if flow.refresh_topics_enabled and now >= next_refresh:
+                    self._refresh_topics()
+                    next_refresh = now + flow.refresh_topics_interval_seconds
+        finally:
+            self._shutdown()
+        if self._fatal is not None:
+            raise TaskFailed(self._fatal)
+
+    def _prepare(self) -> None:
+        flow = self.flow
+        ensure_status_topic(flow.target, flow.status_topic_replication_factor)
+        self._ensure_internal_topics()
+        self._topics = self.topic_sync.replicated_topics()
+        report = self.topic_sync.sync(self._topics)
+        self._size_limits.update(report.max_message_bytes)
+        self._producer = self._make_target_producer()
+        self._source_producer = Producer(
+            {**flow.source.producer, "enable.idempotence": True, "linger.ms": 50}
+        )
+        self._status = StatusWriter(self._producer)
+        self._tail = TailReader(flow.target.consumer, flow.source.alias)
+        self._consumer = Consumer(
+            {
+                **flow.source.consumer,
+                "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                # Never jump silently: an out-of-range position is a retention gap
+                # or a recreated topic, and the failure policies decide.
+                "auto.offset.reset": "error",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "topic.metadata.refresh.interval.ms": 10_000,
+            }
+        )
+        self._subscribe()
+
+    def _make_target_producer(self) -> Producer:
+        largest = max(self._size_limits.values(), default=1_048_588)
+        smallest = min(self._size_limits.values(), default=1_048_588)
+        return Producer(
+            {
+                "linger.ms": 20,
+                "compression.type": "lz4",
+                **self.flow.target.producer,
+                "enable.idempotence": True,
+                # A failed batch must stop the partition, never leave a hole behind it.
+                "enable.gapless.guarantee": True,
+                "message.max.bytes": largest + HEADER_HEADROOM_BYTES,
+                "batch.size": max(16_384, smallest - HEADER_HEADROOM_BYTES),
+            }
+        )
+
+    def _ensure_internal_topics(self) -> None:
+        """MM2's offset-syncs and heartbeats topics: one partition, compacted."""
+        flow = self.flow
+        wanted = [
+            (
+                flow.source.admin,
+                self.policy.offset_syncs_topic(flow.target.alias),
+                flow.offset_syncs_topic_replication_factor,
+            ),
+            (
+                flow.source.admin,
+                self.policy.heartbeats_topic(),
+                flow.heartbeats_topic_replication_factor,
+            ),
+        ]
+        for admin_config, topic, replication_factor in wanted:
+            admin = AdminClient(admin_config)
+            if topic in admin.list_topics(timeout=30).topics:
+                continue
+            new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
+            try:
+                admin.create_topics([new])[topic].result(timeout=30)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise ReplicatorError(
+                        f"cannot create {topic} on {flow.source.alias!r}: {exc.args[0].str()}"
+                    ) from exc
+
+    def _subscribe(self) -> None:
+        self._consumer.subscribe(
+            sorted(self._topics), on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+
+    def _shutdown(self) -> None:
+        if self._producer is not None:
+            self._flush_in_flight()
+            self._emit_due_offset_syncs(force=True)
+        if self._status is not None:
+            self._publish_status("failed" if self._fatal else "stopped")
+        for producer in (self._producer, self._source_producer):
+            if producer is not None:
+                producer.flush(30)
+        if self._consumer is not None:
+            self._consumer.close()
+        if self._tail is not None:
+            self._tail.close()
+
+    def _flush_in_flight(self) -> None:
+        remaining = self._producer.flush(60)
+        if remaining:
+            self._fail(
+                f"flow {self.flow.name}: {remaining} records still unacknowledged by "
+                f"{self.flow.target.alias!r} after 60 s; they will be replicated again "
+                "from the target tail on restart"
+            )
+
+    # -- assignment ------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        missing = {
+            tp.topic: self._topics.get(tp.topic, tp.partition + 1)
+            for tp in partitions
+            if self._remote_partition_missing(tp)
+        }
+        if missing:
+            self._topics.update(missing)
+            self._size_limits.update(self.topic_sync.sync(missing).max_message_bytes)
+        assignment, to_pause = [], []
+        for tp in partitions:
+            tracker = self._start_partition(tp)
+            assignment.append(TopicPartition(tp.topic, tp.partition, tracker.next_offset))
+            if tracker.stopped:
+                to_pause.append(TopicPartition(tp.topic, tp.partition))
+        consumer.incremental_assign(assignment)
+        if to_pause:
+            consumer.pause(to_pause)
+        log.info(
+            "flow %s: assigned %s",
+            self.flow.name,
+            ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in assignment),
+        )
+
+    def _remote_partition_missing(self, tp: TopicPartition) -> bool:
+        return tp.topic not in self._topics or tp.partition >= self._topics[tp.topic]
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Finish what is in flight so the next owner resumes exactly after it.
+        self._flush_in_flight()
+        self._emit_due_offset_syncs(force=True)
+        for tp in partitions:
+            tracker = self._trackers.pop((tp.topic, tp.partition), None)
+            if tracker is not None:
+                self._by_remote.pop((tracker.remote, tp.partition), None)
+                status = tracker.status(lag=None)
+                status.state = "revoked"
+                self._status.publish(status)
+        consumer.incremental_unassign(partitions)
+
+    def _start_partition(self, tp: TopicPartition) -> PartitionTracker:
+        remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
+        tail = self._tail.position(remote, tp.partition)
+        low, high = self._consumer.get_watermark_offsets(
+            TopicPartition(tp.topic, tp.partition), timeout=30
+        )
+        tracker = PartitionTracker(
+            flow=self.flow.name,
+            topic=tp.topic,
+            partition=tp.partition,
+            remote=remote,
+            next_offset=low if tail.next_source_offset is None else tail.next_source_offset,
+            size_limit=self._size_limits.get(remote, 1_048_588) - _RECORD_OVERHEAD,
+        )
+        if tail.next_source_offset is not None:
+            self._check_position(tracker, low, high)
+        self._trackers[(tp.topic, tp.partition)] = tracker
+        self._by_remote[(remote, tp.partition)] = tracker
+        return tracker
+
+    def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> None:
+        """Apply the failure policies when the resume point is outside the source log."""
+        position = tracker.next_offset
+        where = f"{tracker.topic}[{tracker.partition}]"
+        if position < low:
+            lost = low - position
+            metrics.LOST.labels(tracker.flow, tracker.topic, tracker.partition, "retention").inc(
+                lost
+            )
+            metrics.ERRORS.labels(tracker.flow, "retention_gap").inc()
+            tracker.lost += lost
+            message = (
+                f"{where}: offsets {position}..{low - 1} ({lost} records) were deleted from "
+                f"{self.flow.source.alias!r} before they were replicated"
+            )
+            self._apply_policy(
+                tracker,
+                self.flow.retention_gap_policy,
+                message,
+                "retention.gap.policy",
+                new_position=low,
+            )
+        elif position > high:
+            message = (
+                f"{where}: resume offset {position} is beyond the source log end {high}; "
+                "the source topic was deleted and recreated or truncated"
+            )
+            metrics.ERRORS.labels(tracker.flow, "topic_reset").inc()
+            self._apply_policy(
+                tracker, self.flow.topic_reset_policy, message, "topic.reset.policy", low
+            )
+
+    def _apply_policy(
+        self, tracker: PartitionTracker, policy: str, message: str, key: str, new_position: int
+    ) -> None:
+        if policy == "skip":
+            log.warning("%s; skipping to offset %d as %s=skip says", message, new_position, key)
+            tracker.next_offset = new_position
+            return
+        tracker.stopped = message
+        metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(1)
+        log.error(
+            "%s. The partition is stopped (%s=fail). To accept the loss and continue, set "
+            "%s=skip and restart; to keep it stopped, leave it and investigate.",
+            message,
+            key,
+            key,
+        )
+
+    # -- the hot path --------------------------------------------------------------------
+
+    def _replicate(self, messages: list[Message]) -> None:
+        produce = self._producer.produce
+        target_alias = self._target_alias
+        source_entry = (SOURCE_HEADER, self._alias)
+        tracker: PartitionTracker | None = None
+        key_of_tracker: tuple[str, int] | None = None
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_consume_error(message, error)
+                continue
+            key = (message.topic(), message.partition())
+            if key != key_of_tracker:
+                tracker = self._trackers.get(key)
+                key_of_tracker = key
+            if tracker is None or tracker.stopped:
+                continue
+            offset = message.offset()
+            value = message.value()
+            record_key = message.key()
+            size = (len(value) if value else 0) + (len(record_key) if record_key else 0)
+            headers = message.headers()
+            origin = None
+            if headers:
+                out_headers, origin, header_bytes = _own_headers(headers)
+                if origin == target_alias:
+                    tracker.skipped += 1  # it came from the target: replicating it would loop
+                    tracker.next_offset = offset + 1
+                    continue
+                size += header_bytes
+            else:
+                out_headers = []
+            if size > tracker.size_limit:
+                self._on_oversized(tracker, offset, size)
+                continue
+            out_headers.append(source_entry)
+            out_headers.append((OFFSET_HEADER, encode_offset(offset)))
+            if origin is not None:
+                out_headers.append((ORIGIN_HEADER, origin))
+            while True:
+                try:
+                    produce(
+                        tracker.remote,
+                        value,
+                        record_key,
+                        partition=message.partition(),
+                        timestamp=message.timestamp()[1],
+                        headers=out_headers,
+                        on_delivery=self._on_delivery,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+            tracker.pending.append(offset)
+            tracker.replicated_bytes += size
+            tracker.next_offset = offset + 1
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        tracker = self._by_remote.get((message.topic(), message.partition()))
+        if tracker is None:
+            return  # revoked while in flight; the flush in _on_revoke waited for it
+        source_offset = tracker.pending.popleft()
+        if error is not None:
+            metrics.ERRORS.labels(tracker.flow, "delivery").inc()
+            self._fail(
+                f"{tracker.topic}[{tracker.partition}] offset {source_offset}: the target "
+                f"{self.flow.target.alias!r} rejected the record for {tracker.remote}: "
+                f"{error.str()}. Replication of the flow is stopped; fix the cause and "
+                "restart, it resumes at this record"
+            )
+            return
+        target_offset = message.offset()
+        tracker.replicated += 1
+        tracker.last_ack_timestamp_ms = message.timestamp()[1]
+        if (
+            source_offset != tracker.last_source + 1
+            or target_offset != tracker.last_target + 1
+            or source_offset - tracker.last_synced_source >= self.flow.offset_lag_max
+        ):
+            self._emit_offset_sync(tracker, source_offset, target_offset)
+        tracker.last_source = source_offset
+        tracker.last_target = target_offset
+
+    # -- errors --------------------------------------------------------------------------
+
+    def _on_consume_error(self, message: Message, error: KafkaError) -> None:
+        code = error.code()
+        topic, partition = message.topic(), message.partition()
+        if code == KafkaError._AUTO_OFFSET_RESET:
+            tracker = self._trackers.get((topic, partition))
+            if tracker is not None:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30
+                )
+                self._check_position(tracker, low, high)
+                self._reseek(tracker)
+            return
+        if code in _AUTH_ERRORS:
+            metrics.ERRORS.labels(self.flow.name, "authorization").inc()
+            self._fail(
+                f"flow {self.flow.name}: not allowed on {self.flow.source.alias!r}"
+                f"{f' for topic {topic}' if topic else ''}: {error.str()}; grant the "
+                "replicator's principal READ and DESCRIBE on the topics and its group"
+            )
+            return
+        if error.fatal() or not error.retriable():
+            metrics.ERRORS.labels(self.flow.name, "consume").inc()
+            self._fail(f"flow {self.flow.name}: consuming {topic}[{partition}]: {error.str()}")
+            return
+        log.warning("flow %s: transient consume error: %s", self.flow.name, error.str())
+
+    def _reseek(self, tracker: PartitionTracker) -> None:
+        tp = TopicPartition(tracker.topic, tracker.partition, tracker.next_offset)
+        if tracker.stopped:
+            self._consumer.pause([tp])
+        else:
+            self._consumer.seek(tp)
+
+    def _on_oversized(self, tracker: PartitionTracker, offset: int, size: int) -> None:
+        metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
+        limit = tracker.size_limit + _RECORD_OVERHEAD
+        message = (
+            f"{tracker.topic}[{tracker.partition}] offset {offset}: record of about {size} "
+            f"bytes exceeds max.message.bytes={limit} of {tracker.remote} on "
+            f"{self.flow.target.alias!r}; enable sync.topic.configs or raise the target "
+            "topic's max.message.bytes"
+        )
+        if self.flow.oversized_record_policy == "skip":
+            tracker.skipped += 1
+            tracker.next_offset = offset + 1
+            metrics.SKIPPED.labels(
+                tracker.flow, tracker.topic, tracker.partition, "record_too_large"
+            ).inc()
+            log.warning("%s; skipped (oversized.record.policy=skip)", message)
+            return
+        tracker.stopped = message
+        tracker.next_offset = offset
+        metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(1)
+        self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+        log.error("%s. The partition is stopped (oversized.record.policy=fail).", message)
+
+    def _fail(self, message: str) -> None:
+        if self._fatal is None:
+            log.error(message)
+            self._fatal = message
+
+    # -- periodic work -------------------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        self._emit_due_offset_syncs(force=False)
+        now_ms = time.time() * 1000
+        for tracker in self._trackers.values():
+            labels = (tracker.flow, tracker.topic, tracker.partition)
+            if tracker.replicated > tracker.published_records:
+                metrics.RECORDS.labels(*labels).inc(tracker.replicated - tracker.published_records)
+                metrics.BYTES.labels(*labels).inc(
+                    tracker.replicated_bytes - tracker.published_bytes
+                )
+                tracker.published_records = tracker.replicated
+                tracker.published_bytes = tracker.replicated_bytes
+                metrics.RECORD_AGE.labels(*labels).set(
+                    max(0.0, (now_ms - tracker.last_ack_timestamp_ms) / 1000)
+                )
+            metrics.LAG.labels(*labels).set(self._lag(tracker) or 0)
+
+    def _lag(self, tracker: PartitionTracker) -> int | None:
+        _, high = self._consumer.get_watermark_offsets(
+            TopicPartition(tracker.topic, tracker.partition), cached=True
+        )
+        if high is None or high < 0 or tracker.next_offset < 0:
+            return None
+        return max(0, high - tracker.next_offset)
+
+    def _emit_offset_sync(self, tracker: PartitionTracker, source: int, target: int) -> None:
+        sync = OffsetSync(tracker.topic, tracker.partition, source, target)
+        self._source_producer.produce(
+            self.policy.offset_syncs_topic(self.flow.target.alias),
+            key=sync.key(),
+            value=sync.value(),
+        )
+        tracker.last_synced_source = source
+        tracker.last_synced_target = target
+        if tracker.last_ack_timestamp_ms:
+            metrics.LATENCY.labels(tracker.flow).observe(
+                max(0.0, time.time() - tracker.last_ack_timestamp_ms / 1000)
+            )
+
+    def _emit_due_offset_syncs(self, force: bool) -> None:
+        """On a timer (and before giving partitions up), sync the newest position
+        of every partition that moved since its last sync."""
+        for tracker in self._trackers.values():
+            if tracker.last_source > tracker.last_synced_source:
+                self._emit_offset_sync(tracker, tracker.last_source, tracker.last_target)
+        self._source_producer.poll(0)
+        if force:
+            self._source_producer.flush(30)
+
+    def _emit_heartbeat(self) -> None:
+        beat = Heartbeat(self.flow.source.alias, self.flow.target.alias, int(time.time() * 1000))
+        self._source_producer.produce(
+            self.policy.heartbeats_topic(), key=beat.key(), value=beat.value()
+        )
+
+    def _publish_status(self, state: str) -> None:
+        for tracker in self._trackers.values():
+            self._status.publish(tracker.status(self._lag(tracker)))
+        self._status.publish(
+            WorkerStatus(
+                flow=self.flow.name,
+                worker=self.worker_id,
+                state=state,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                partitions=len(self._trackers),
+                error=self._fatal,
+            )
+        )
+        self._producer.poll(0)
+
+    def _refresh_topics(self) -> None:
+        """Pick up new matching topics and partition increases without a restart."""
+        current = self.topic_sync.replicated_topics()
+        changed = {t: n for t, n in current.items() if self._topics.get(t) != n}
+        report = self.topic_sync.sync(current)
+        self._size_limits.update(report.max_message_bytes)
+        for tracker in self._trackers.values():
+            limit = self._size_limits.get(tracker.remote)
+            if limit:
+                tracker.size_limit = limit - _RECORD_OVERHEAD
+        if changed:
+            log.info("flow %s: topics changed: %s", self.flow.name, changed)
+            self._topics = current
+            self._subscribe()
+
+
+def _own_headers(headers: Headers) -> tuple[Headers, bytes | None, int]:
+    """The record's own headers (ours dropped), the cluster it originated on if it
+    was itself replicated, and the bytes its own headers add to the record."""
+    own: Headers = []
+    origin = None
+    size = 0
+    for name, value in headers:
+        if name in OURS:
+            if name == ORIGIN_HEADER or (name == SOURCE_HEADER and origin is None):
+                origin = value
+            continue
+        own.append((name, value))
+        size += len(name) + (len(value) if value else 0) + 10
+    return own, origin, size

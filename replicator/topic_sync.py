@@ -1,0 +1,262 @@
+"""Which source topics a flow replicates, and keeping their remote topics in shape.
+
+Remote topics are created with the source's partition count and the flow's
+`replication.factor`, grow when the source grows, and carry the source's
+non-default topic configs minus `config.properties.exclude`. `max.message.bytes`
+is always set high enough on the target that every record the source admitted
+fits, with our two headers added.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from replicator.config.model import FlowConfig
+from replicator.errors import ConfigError, ReplicatorError
+from replicator.policies import ReplicationPolicy
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = "max.message.bytes"
+#: What our headers (and a longer cluster alias) may add to a record batch.
+HEADER_HEADROOM_BYTES = 1024
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TopicDecision:
+    """Whether a source topic is replicated, and why not if it is not."""
+
+    source_topic: str
+    remote_topic: str
+    partitions: int
+    replicate: bool
+    reason: str
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    grown: dict[str, int] = field(default_factory=dict)
+    configs_changed: dict[str, list[str]] = field(default_factory=dict)
+    #: remote topic -> its max.message.bytes on the target after the sync
+    max_message_bytes: dict[str, int] = field(default_factory=dict)
+
+
+class TopicSync:
+    """Discovery and remote-topic maintenance for one flow."""
+
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
+        self.flow = flow
+        self.policy = policy
+        self.source_admin = AdminClient(flow.source.admin)
+        self.target_admin = AdminClient(flow.target.admin)
+
+    # -- discovery -------------------------------------------------------------------
+
+    def decisions(self) -> list[TopicDecision]:
+        """Every source topic with the decision and its reason (`replicator topics`)."""
+        metadata = self.source_admin.list_topics(timeout=_TIMEOUT_S)
+        decisions = []
+        for name in sorted(metadata.topics):
+            partitions = len(metadata.topics[name].partitions)
+            remote = self.policy.format_remote_topic(self.flow.source.alias, name)
+            reason = self._why_not(name)
+            decisions.append(
+                TopicDecision(name, remote, partitions, reason is None, reason or "replicated")
+            )
+        return decisions
+
+    def replicated_topics(self) -> dict[str, int]:
+        """Source topics this flow replicates, with their partition counts."""
+        return {d.source_topic: d.partitions for d in self.decisions() if d.replicate}
+
+    def _why_not(self, topic: str) -> str | None:
+        target = self.flow.target.alias
+        if self.policy.is_internal_topic(topic):
+            return "internal topic (Kafka, Connect or MirrorMaker 2)"
+        if self.policy.is_cycle(topic, target):
+            return f"came from {target!r}: replicating it back would loop"
+        if self.policy.is_heartbeats_topic(topic):
+            return None  # heartbeats always flow, as in MM2
+        reason = self.flow.topics.why_not(topic)
+        return f"topics filter: {reason}" if reason else None
+
+    # -- remote topics -------------------------------------------------------------------
+
+    def sync(self, topics: dict[str, int]) -> SyncReport:
+        """Create missing remote topics, grow partition counts, and (if enabled)
+        propagate topic configs. Idempotent."""
+        report = SyncReport()
+        existing = self.target_admin.list_topics(timeout=_TIMEOUT_S).topics
+        desired = self._desired_configs(list(topics)) if topics else {}
+        to_create = []
+        for source_topic, partitions in topics.items():
+            remote = self.policy.format_remote_topic(self.flow.source.alias, source_topic)
+            if remote not in existing:
+                to_create.append(
+                    NewTopic(
+                        remote,
+                        num_partitions=partitions,
+                        replication_factor=self.flow.replication_factor,
+                        config=desired.get(source_topic, {}),
+                    )
+                )
+                continue
+            have = len(existing[remote].partitions)
+            if have < partitions:
+                self._grow(remote, partitions)
+                report.grown[remote] = partitions
+            elif have > partitions:
+                log.warning(
+                    "remote topic %s has %d partitions, source %s only %d: was the source "
+                    "topic recreated? Partitions beyond %d receive nothing",
+                    remote, have, source_topic, partitions, partitions,
+                )  # fmt: skip
+            if self.flow.sync_topic_configs_enabled:
+                changed = self._apply_configs(remote, desired.get(source_topic, {}))
+                if changed:
+                    report.configs_changed[remote] = changed
+        self._create(to_create)
+        report.created = [t.topic for t in to_create]
+        remotes = [self.policy.format_remote_topic(self.flow.source.alias, t) for t in topics]
+        report.max_message_bytes = self._max_message_bytes(remotes)
+        return report
+
+    def _create(self, topics: list[NewTopic]) -> None:
+        if not topics:
+            return
+        futures = self.target_admin.create_topics(topics, operation_timeout=_TIMEOUT_S)
+        for name, future in futures.items():
+            try:
+                future.result(timeout=_TIMEOUT_S)
+                log.info("created remote topic %s on %s", name, self.flow.target.alias)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
+                    raise ConfigError(
+                        f"replication.factor={self.flow.replication_factor} for flow "
+                        f"{self.flow.name}: cluster {self.flow.target.alias!r} cannot create "
+                        f"{name} ({error.str()}); lower replication.factor"
+                    ) from exc
+                raise ReplicatorError(
+                    f"cannot create remote topic {name} on {self.flow.target.alias!r}: "
+                    f"{error.str()}"
+                ) from exc
+        self._wait_until_served([t.topic for t in topics])
+
+    def _wait_until_served(self, topics: list[str]) -> None:
+        """A created topic is not described or produced to until every partition
+        has a leader in the metadata; wait for that instead of failing later."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            metadata = self.target_admin.list_topics(timeout=_TIMEOUT_S).topics
+            pending = [
+                t
+                for t in topics
+                if t not in metadata
+                or metadata[t].error is not None
+                or any(p.leader < 0 for p in metadata[t].partitions.values())
+            ]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ReplicatorError(
+                    f"remote topics {pending} on {self.flow.target.alias!r} have no leader "
+                    f"{_TIMEOUT_S:.0f}s after creation; check the target cluster's health"
+                )
+            time.sleep(0.1)
+
+    def _grow(self, remote: str, partitions: int) -> None:
+        futures = self.target_admin.create_partitions(
+            [NewPartitions(remote, partitions)], operation_timeout=_TIMEOUT_S
+        )
+        try:
+            futures[remote].result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ReplicatorError(
+                f"cannot grow remote topic {remote} to {partitions} partitions on "
+                f"{self.flow.target.alias!r}: {exc.args[0].str()}"
+            ) from exc
+        log.info("grew remote topic %s to %d partitions", remote, partitions)
+
+    # -- configs ---------------------------------------------------------------------------
+
+    def _describe(self, admin: AdminClient, topics: list[str]) -> dict[str, dict[str, ConfigEntry]]:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        described = {}
+        futures = admin.describe_configs(resources, request_timeout=_TIMEOUT_S)
+        for resource, future in futures.items():
+            described[resource.name] = future.result(timeout=_TIMEOUT_S)
+        return described
+
+    def _desired_configs(self, source_topics: list[str]) -> dict[str, dict[str, str]]:
+        """Per source topic, the configs its remote topic should have."""
+        desired: dict[str, dict[str, str]] = {}
+        for topic, entries in self._describe(self.source_admin, source_topics).items():
+            configs: dict[str, str] = {}
+            if self.flow.sync_topic_configs_enabled:
+                configs = {
+                    name: entry.value
+                    for name, entry in entries.items()
+                    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                    and entry.value is not None
+                    and not self._excluded(name)
+                }
+                source_limit = int(entries[MAX_MESSAGE_BYTES].value)
+                configs[MAX_MESSAGE_BYTES] = str(source_limit + HEADER_HEADROOM_BYTES)
+            desired[topic] = configs
+        return desired
+
+    def _excluded(self, name: str) -> bool:
+        return any(p.fullmatch(name) for p in self.flow.config_properties_exclude)
+
+    def _apply_configs(self, remote: str, desired: dict[str, str]) -> list[str]:
+        """Make the remote topic's dynamic configs equal `desired` (excluded
+        properties set locally on the target are left alone)."""
+        current = {
+            name: entry.value
+            for name, entry in self._describe(self.target_admin, [remote])[remote].items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        }
+        changes = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in desired.items()
+            if current.get(name) != value
+        ]
+        changes += [
+            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+            for name in current
+            if name not in desired and not self._excluded(name)
+        ]
+        if not changes:
+            return []
+        resource = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=changes)
+        for future in self.target_admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=_TIMEOUT_S)
+        changed = sorted(entry.name for entry in changes)
+        log.info("synced configs of %s: %s", remote, ", ".join(changed))
+        return changed
+
+    def _max_message_bytes(self, remotes: list[str]) -> dict[str, int]:
+        if not remotes:
+            return {}
+        return {
+            topic: int(entries[MAX_MESSAGE_BYTES].value)
+            for topic, entries in self._describe(self.target_admin, remotes).items()
+        }
