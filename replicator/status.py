@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.watermarks import watermarks
 
 STATUS_TOPIC = "replicator-status.internal"
 _TIMEOUT_S = 30.0
@@ -103,8 +104,10 @@ def read_status(target: ClusterConfig, flow: str | None = None) -> list[dict[str
     )
     latest: dict[bytes, dict[str, object]] = {}
     try:
+        if STATUS_TOPIC not in consumer.list_topics(timeout=_TIMEOUT_S).topics:
+            return []  # no replicator has run against this target yet
         tp = TopicPartition(STATUS_TOPIC, 0)
-        _, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S)
+        _, high = watermarks(consumer, STATUS_TOPIC, 0)
         if high == 0:
             return []
         consumer.assign([TopicPartition(STATUS_TOPIC, 0, 0)])

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from replicator.errors import ReplicatorError
 from replicator.headers import replica_source_offset
+from replicator.watermarks import watermarks
 
 _FIRST_WINDOW = 16
 _READ_TIMEOUT_S = 30.0
@@ -51,9 +52,7 @@ class TailReader:
         """Scan back from the end of `topic[partition]` in growing windows (control
         records and records written by others may sit at the end) until a record
         replicated from our source is found, or the log start is reached."""
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S
-        )
+        low, high = watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
         window = _FIRST_WINDOW
         end = high
         while end > low:

@@ -43,6 +43,7 @@ from replicator.policies import ReplicationPolicy, load_policy
 from replicator.status import PartitionStatus, StatusWriter, WorkerStatus, ensure_status_topic
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
+from replicator.watermarks import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class ReplicationTask:
         flow = self.flow
         self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
-        next_housekeeping = next_refresh = time.monotonic()
+        next_housekeeping = next_refresh = next_config_sync = time.monotonic()
         next_heartbeat = next_status = time.monotonic()
         try:
             while not self.stop_event.is_set() and self._fatal is None:
@@ -162,8 +163,11 @@ class ReplicationTask:
                     self._publish_status("running")
                     next_status = now + _STATUS_EVERY_S
                 if flow.refresh_topics_enabled and now >= next_refresh:
-                    self._refresh_topics()
+                    sync_configs = flow.sync_topic_configs_enabled and now >= next_config_sync
+                    self._refresh_topics(sync_configs)
                     next_refresh = now + flow.refresh_topics_interval_seconds
+                    if sync_configs:
+                        next_config_sync = now + flow.sync_topic_configs_interval_seconds
         finally:
             self._shutdown()
         if self._fatal is not None:
@@ -184,6 +188,9 @@ class ReplicationTask:
         self._tail = TailReader(flow.target.consumer, flow.source.alias)
         self._consumer = Consumer(
             {
+                # A worker that dies hands its partitions over within seconds.
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 1_000,
                 **flow.source.consumer,
                 "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
                 "enable.auto.commit": False,
@@ -248,16 +255,15 @@ class ReplicationTask:
         )
 
     def _shutdown(self) -> None:
-        if self._producer is not None:
-            self._flush_in_flight()
-            self._emit_due_offset_syncs(force=True)
+        # Closing the consumer revokes its partitions (flush, final offset syncs,
+        # "revoked" status); only then are the producers flushed for the last time.
+        if self._consumer is not None:
+            self._consumer.close()
         if self._status is not None:
             self._publish_status("failed" if self._fatal else "stopped")
         for producer in (self._producer, self._source_producer):
             if producer is not None:
                 producer.flush(30)
-        if self._consumer is not None:
-            self._consumer.close()
         if self._tail is not None:
             self._tail.close()
 
@@ -281,6 +287,10 @@ class ReplicationTask:
         if missing:
             self._topics.update(missing)
             self._size_limits.update(self.topic_sync.sync(missing).max_message_bytes)
+        for topic in {tp.topic for tp in partitions}:
+            # The producer must know the remote's partitions before the first record.
+            remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
+            self._producer.list_topics(remote, timeout=30)
         assignment, to_pause = [], []
         for tp in partitions:
             tracker = self._start_partition(tp)
@@ -315,9 +325,7 @@ class ReplicationTask:
     def _start_partition(self, tp: TopicPartition) -> PartitionTracker:
         remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
         tail = self._tail.position(remote, tp.partition)
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(tp.topic, tp.partition), timeout=30
-        )
+        low, high = watermarks(self._consumer, tp.topic, tp.partition)
         tracker = PartitionTracker(
             flow=self.flow.name,
             topic=tp.topic,
@@ -474,9 +482,7 @@ class ReplicationTask:
         if code == KafkaError._AUTO_OFFSET_RESET:
             tracker = self._trackers.get((topic, partition))
             if tracker is not None:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30
-                )
+                low, high = watermarks(self._consumer, topic, partition)
                 self._check_position(tracker, low, high)
                 self._reseek(tracker)
             return
@@ -602,11 +608,11 @@ class ReplicationTask:
         )
         self._producer.poll(0)
 
-    def _refresh_topics(self) -> None:
+    def _refresh_topics(self, sync_configs: bool) -> None:
         """Pick up new matching topics and partition increases without a restart."""
         current = self.topic_sync.replicated_topics()
         changed = {t: n for t, n in current.items() if self._topics.get(t) != n}
-        report = self.topic_sync.sync(current)
+        report = self.topic_sync.sync(current, sync_configs=sync_configs)
         self._size_limits.update(report.max_message_bytes)
         for tracker in self._trackers.values():
             limit = self._size_limits.get(tracker.remote)

@@ -97,9 +97,9 @@ class TopicSync:
 
     # -- remote topics -------------------------------------------------------------------
 
-    def sync(self, topics: dict[str, int]) -> SyncReport:
-        """Create missing remote topics, grow partition counts, and (if enabled)
-        propagate topic configs. Idempotent."""
+    def sync(self, topics: dict[str, int], sync_configs: bool = True) -> SyncReport:
+        """Create missing remote topics, grow partition counts, and (if enabled
+        for the flow and asked for now) propagate topic configs. Idempotent."""
         report = SyncReport()
         existing = self.target_admin.list_topics(timeout=_TIMEOUT_S).topics
         desired = self._desired_configs(list(topics)) if topics else {}
@@ -126,7 +126,7 @@ class TopicSync:
                     "topic recreated? Partitions beyond %d receive nothing",
                     remote, have, source_topic, partitions, partitions,
                 )  # fmt: skip
-            if self.flow.sync_topic_configs_enabled:
+            if self.flow.sync_topic_configs_enabled and sync_configs:
                 changed = self._apply_configs(remote, desired.get(source_topic, {}))
                 if changed:
                     report.configs_changed[remote] = changed
@@ -193,6 +193,7 @@ class TopicSync:
                 f"cannot grow remote topic {remote} to {partitions} partitions on "
                 f"{self.flow.target.alias!r}: {exc.args[0].str()}"
             ) from exc
+        self._wait_until_served([remote])
         log.info("grew remote topic %s to %d partitions", remote, partitions)
 
     # -- configs ---------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,34 +10,41 @@ from dataclasses import replace
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from replicator.config.model import ClusterConfig, FlowConfig, NameFilter
+from replicator.config import load_config
+from replicator.config.model import FlowConfig
 from replicator.task import ReplicationTask
 
 
-def cluster(alias: str, bootstrap: str) -> ClusterConfig:
-    base = {"bootstrap.servers": bootstrap}
-    return ClusterConfig(
-        alias, bootstrap, consumer=dict(base), producer=dict(base), admin=dict(base)
-    )
-
-
 def flow_config(
-    source: tuple[str, str], target: tuple[str, str], topics: str, **overrides: object
+    source: tuple[str, str],
+    target: tuple[str, str],
+    topics: str,
+    properties: dict[str, str] | None = None,
+    **overrides: object,
 ) -> FlowConfig:
-    """A flow for one test: only `topics` (a regex), one-replica internal topics."""
-    flow = FlowConfig(
-        source=cluster(*source),
-        target=cluster(*target),
-        topics=NameFilter(include=(re.compile(topics),)),
-        groups=NameFilter(include=(re.compile(".*"),)),
-        replication_factor=1,
-        heartbeats_topic_replication_factor=1,
-        checkpoints_topic_replication_factor=1,
-        offset_syncs_topic_replication_factor=1,
-        status_topic_replication_factor=1,
-        refresh_topics_interval_seconds=1.0,
+    """A flow for one test, loaded the way users load theirs (MM2 properties with
+    MM2's defaults): only `topics` (a regex), one-replica topics for one-broker
+    clusters, fast refreshes. `properties` adds MM2 keys; `overrides` set fields."""
+    (source_alias, source_bootstrap), (target_alias, target_bootstrap) = source, target
+    name = f"{source_alias}->{target_alias}"
+    config = load_config(
+        {
+            "clusters": f"{source_alias}, {target_alias}",
+            f"{source_alias}.bootstrap.servers": source_bootstrap,
+            f"{target_alias}.bootstrap.servers": target_bootstrap,
+            f"{name}.enabled": "true",
+            f"{name}.topics": topics,
+            "replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "status.topic.replication.factor": "1",
+            "refresh.topics.interval.seconds": "1",
+            "sync.topic.configs.interval.seconds": "1",
+            **(properties or {}),
+        }
     )
-    return replace(flow, **overrides)
+    return replace(config.flow(name), **overrides)
 
 
 @contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from replication_helpers import end_offsets, flow_config, running, wait_until
 
@@ -13,8 +15,11 @@ pytestmark = pytest.mark.integration
 
 
 def _records(count: int) -> list[Record]:
-    """Keys, null keys, tombstones (null values), headers and explicit timestamps."""
-    base = 1_700_000_000_000
+    """Keys, null keys, tombstones (null values), headers and explicit timestamps.
+
+    Timestamps are recent: older than the brokers' 7-day retention, records are
+    deleted by retention on the target (and source) within minutes."""
+    base = int(time.time() * 1000) - 3_600_000
     return [
         Record(
             key=None if i % 11 == 0 else f"k{i % 500}".encode(),

@@ -6,11 +6,12 @@ import argparse
 import logging
 import sys
 
-from replicator.cli import stack
+from replicator.cli import replication, stack
+from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
 #: Errors whose message is already a complete, actionable line for the user.
-_USER_ERRORS = (StackError,)
+_USER_ERRORS = (StackError, ReplicatorError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack.register(commands)
+    replication.register(commands)
     return parser
 
 

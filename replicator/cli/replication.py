@@ -1,0 +1,84 @@
+"""`replicator run | status | topics`: the replication engine from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from replicator.config import load_config
+from replicator.policies import load_policy
+from replicator.runner import run_flows, select_flows
+from replicator.status import read_status
+from replicator.topic_sync import TopicSync
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser("run", help="replicate until stopped (SIGTERM/Ctrl-C flush first)")
+    _add_config(run)
+    run.set_defaults(handler=_run)
+
+    status = commands.add_parser("status", help="flows, partitions, lag and errors")
+    _add_config(status)
+    status.add_argument("--json", action="store_true", help="print JSON for scripts")
+    status.set_defaults(handler=_status)
+
+    topics = commands.add_parser("topics", help="what each flow replicates, and why not")
+    _add_config(topics)
+    topics.set_defaults(handler=_topics)
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, required=True, help="mm2.properties-style configuration"
+    )
+    parser.add_argument(
+        "--flow", action="append", metavar="A->B", help="only this flow (repeatable)"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    flows = select_flows(load_config(args.config), args.flow)
+    run_flows(flows)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    rows = []
+    for flow in select_flows(load_config(args.config), args.flow):
+        rows += read_status(flow.target, flow.name)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+        return 0
+    for row in sorted(rows, key=lambda r: (r["flow"], "partition" in r, _where(r))):
+        kind = f"partition {_where(row)}" if "partition" in row else f"worker {row['worker']}"
+        figures = (
+            f"next={row['next_offset']} lag={row['lag']} replicated={row['replicated']} "
+            f"lost={row['lost']}"
+            if "partition" in row
+            else f"partitions={row['partitions']}"
+        )
+        error = f"  ERROR: {row['error']}" if row.get("error") else ""
+        print(f"{row['flow']:<16} {kind:<48} {row['state']:<12} {figures}{error}")
+    return 0
+
+
+def _where(row: dict[str, object]) -> str:
+    if "partition" in row:
+        return f"{row['topic']}[{row['partition']}]"
+    return str(row.get("worker", ""))
+
+
+def _topics(args: argparse.Namespace) -> int:
+    for flow in select_flows(load_config(args.config), args.flow):
+        policy = load_policy(
+            flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
+        )
+        print(f"flow {flow.name}:")
+        for decision in TopicSync(flow, policy).decisions():
+            mark = "->" if decision.replicate else "  "
+            target = decision.remote_topic if decision.replicate else decision.reason
+            print(f"  {mark} {decision.source_topic:<40} {target}")
+    return 0

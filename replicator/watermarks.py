@@ -1,0 +1,49 @@
+"""Low and high watermarks of a partition, asked again while leadership settles.
+
+Right after a topic is created or a broker restarts, a watermark request can
+fail with a retriable error (no leader yet). That is not a reason to stop a
+replication task; anything else, or the same error past the timeout, is.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from replicator.errors import ReplicatorError
+
+_RETRY_PAUSE_S = 0.2
+#: Errors that only mean "ask again in a moment", although not all are flagged retriable.
+_SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
+def watermarks(
+    consumer: Consumer, topic: str, partition: int, timeout: float = 30.0
+) -> tuple[int, int]:
+    """(log start offset, high watermark) of `topic[partition]`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(1.0, deadline - time.monotonic())
+            )
+        except KafkaException as exc:
+            error = exc.args[0]
+            settling = error.retriable() or error.code() in _SETTLING
+            if not settling or time.monotonic() > deadline:
+                raise ReplicatorError(
+                    f"cannot read the offsets of {topic}[{partition}]: {error.str()}"
+                ) from exc
+            time.sleep(_RETRY_PAUSE_S)
+            # The client's metadata may predate new partitions: ask the cluster again.
+            consumer.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
