@@ -3,10 +3,13 @@
 They run on ports of their own (18092, 28092), so a `make run` stack on the
 default ports can stay up while tests run, and under `.data/test-stack`, which
 each session wipes first and leaves behind for inspection when tests fail.
+`REPLICATOR_TEST_PORTS=P1,P2` and `REPLICATOR_TEST_DATA_DIR` move them, so two
+test sessions can run side by side.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +17,9 @@ import pytest
 
 from replicator.localstack import ClusterSpec, LocalStack
 
-TEST_CLUSTERS = (ClusterSpec("primary", 18092), ClusterSpec("dr", 28092))
-TEST_DATA_DIR = Path(".data/test-stack")
+_PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
+TEST_CLUSTERS = (ClusterSpec("primary", int(_PORTS[0])), ClusterSpec("dr", int(_PORTS[1])))
+TEST_DATA_DIR = Path(os.environ.get("REPLICATOR_TEST_DATA_DIR", ".data/test-stack"))
 
 
 @pytest.fixture(scope="session")
