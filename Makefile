@@ -49,7 +49,7 @@ $(JVM_DIR)/spark-kafka/.resolved: include/jvm/spark-kafka/pom.xml include/jvm/se
 	touch $@
 
 run: setup
-	$(BIN)/replicator stack run
+	$(BIN)/replicator stack run --replicate include/config/local.properties
 
 test: setup lint
 	$(BIN)/pytest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     run.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
     run.add_argument("--rate", type=int, default=50, help="demo records per second")
     run.add_argument("--no-demo", action="store_true", help="start the clusters only")
+    run.add_argument(
+        "--replicate",
+        type=Path,
+        metavar="CONFIG",
+        help="also run `replicator run --config CONFIG` (log in the data dir)",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -103,6 +110,17 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_replicator(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The replicator as its own process, as in production, logging to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "replicator", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -115,33 +133,53 @@ def _run(args: argparse.Namespace) -> int:
     stack = _stack_from(args)
     started: list[str] = []
     demo: DemoTraffic | None = None
+    replicator: subprocess.Popen[bytes] | None = None
+    replicator_log = stack.data_dir / "replicator.log"
     try:
         started = stack.up(timeout=args.timeout, keep_running=True)
         if not args.no_demo:
             demo = DemoTraffic(stack.bootstrap(stack.clusters[0].name), rate=args.rate)
             demo.start()
-        print("\nLocal Kafka clusters:")
-        for spec in stack.clusters:
-            print(f"  {spec.name:<10} bootstrap.servers={spec.bootstrap}")
-        print(f"  data and logs under {stack.data_dir}")
-        if demo is not None:
-            print(f"Demo traffic: {args.rate} records/s into {stack.clusters[0].name}")
-        print("Status: .venv/bin/replicator stack status    Stop: Ctrl-C\n", flush=True)
-        while True:
-            time.sleep(_REPORT_EVERY_S)
-            if demo is not None:
-                counts = demo.counts
-                print(
-                    f"demo: {counts.produced} records delivered, {counts.failed} failed", flush=True
-                )
+        if args.replicate is not None:
+            replicator = _start_replicator(args.replicate, replicator_log)
+        _print_where_to_look(stack, args, replicator_log)
+        _supervise(demo, replicator)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
     finally:
         # A second Ctrl-C must not leave brokers half stopped.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if replicator is not None and replicator.poll() is None:
+            replicator.terminate()  # SIGTERM: it flushes what is in flight, then exits
+            replicator.wait(60)
         if demo is not None:
             demo.stop()
         stack.down(started)
         if started:
             print(f"stopped: {', '.join(started)}", flush=True)
     return 0
+
+
+def _print_where_to_look(stack: LocalStack, args: argparse.Namespace, replicator_log: Path) -> None:
+    print("\nLocal Kafka clusters:")
+    for spec in stack.clusters:
+        print(f"  {spec.name:<10} bootstrap.servers={spec.bootstrap}")
+    print(f"  data and logs under {stack.data_dir}")
+    if not args.no_demo:
+        print(f"Demo traffic: {args.rate} records/s into {stack.clusters[0].name}")
+    if args.replicate is not None:
+        print(f"Replicator: --config {args.replicate}, log {replicator_log}")
+        print(f"  .venv/bin/replicator status --config {args.replicate}")
+    print("Status: .venv/bin/replicator stack status    Stop: Ctrl-C\n", flush=True)
+
+
+def _supervise(demo: DemoTraffic | None, replicator: subprocess.Popen[bytes] | None) -> None:
+    """Report progress until interrupted; say so when the replicator exits."""
+    while True:
+        time.sleep(_REPORT_EVERY_S)
+        if replicator is not None and replicator.poll() is not None:
+            print(f"replicator exited with {replicator.returncode}; see its log", flush=True)
+            replicator = None
+        if demo is not None:
+            counts = demo.counts
+            print(f"demo: {counts.produced} records delivered, {counts.failed} failed", flush=True)
