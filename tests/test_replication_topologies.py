@@ -21,12 +21,17 @@ def _count(bootstrap: str, topic: str, partitions: int = 3) -> int:
     return sum(end_offsets(bootstrap, topic, partitions) or [-1])
 
 
-def test_active_active_default_policy(primary: str, dr: str) -> None:
-    topic = unique_topic("aa")
-    for bootstrap in (primary, dr):
+def _same_topic_on_both(primary: str, dr: str, prefix: str) -> str:
+    """One topic name, 3 partitions on each cluster: 300 local records on primary, 200 on dr."""
+    topic = unique_topic(prefix)
+    for bootstrap, count in ((primary, 300), (dr, 200)):
         create_topic(bootstrap, topic, partitions=3)
-    produce_records(primary, topic, make_records(300))
-    produce_records(dr, topic, make_records(200))
+        produce_records(bootstrap, topic, make_records(count))
+    return topic
+
+
+def test_active_active_default_policy(primary: str, dr: str) -> None:
+    topic = _same_topic_on_both(primary, dr, "aa")
     forward = flow_config(("primary", primary), ("dr", dr), topics=topic)
     backward = flow_config(("dr", dr), ("primary", primary), topics=topic)
 
@@ -41,11 +46,7 @@ def test_active_active_default_policy(primary: str, dr: str) -> None:
 
 
 def test_active_active_identity_policy(primary: str, dr: str) -> None:
-    topic = unique_topic("identity")
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, topic, partitions=3)
-    produce_records(primary, topic, make_records(300))
-    produce_records(dr, topic, make_records(200))
+    topic = _same_topic_on_both(primary, dr, "identity")
     properties = {"replication.policy.class": IDENTITY}
     forward = flow_config(("primary", primary), ("dr", dr), topic, properties)
     backward = flow_config(("dr", dr), ("primary", primary), topic, properties)
