@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
+from replicator.headers import OFFSET_HEADER, decode_offset
 from replicator.task import ReplicationTask
 
 
@@ -95,3 +100,77 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> No
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
         time.sleep(0.2)
     del seen
+
+
+def preload(bootstrap: str, topic: str, records: int, partitions: int) -> list[int]:
+    """`records` small records round-robin over `partitions`, fast (no delivery
+    callbacks); returns the count per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000})
+    value = b"x" * 100
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=b"%d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    return [
+        records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)
+    ]
+
+
+def write_config(
+    tmp_path: Path, primary: str, dr: str, topic: str, extra: tuple[str, ...] = ()
+) -> Path:
+    """An mm2.properties for `replicator run`: primary->dr for `topic`."""
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "\n".join(
+            [
+                "clusters = primary, dr",
+                f"primary.bootstrap.servers = {primary}",
+                f"dr.bootstrap.servers = {dr}",
+                "primary->dr.enabled = true",
+                f"primary->dr.topics = {topic}",
+                "replication.factor = 1",
+                "heartbeats.topic.replication.factor = 1",
+                "checkpoints.topic.replication.factor = 1",
+                "offset-syncs.topic.replication.factor = 1",
+                "status.topic.replication.factor = 1",
+                *extra,
+            ]
+        )
+    )
+    return path
+
+
+def start_replicator(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`replicator run --config` as a separate process, logging to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "replicator", "run", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def source_offsets_on_target(bootstrap: str, topic: str, partition: int, end: int) -> list[int]:
+    """The `__dr_off` header of every record of a target partition, in order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    offsets: list[int] = []
+    try:
+        while consumer.position([TopicPartition(topic, partition)])[0].offset < end:
+            for message in consumer.consume(10_000, timeout=1.0):
+                assert message.error() is None, message.error()
+                offsets.append(decode_offset(dict(message.headers())[OFFSET_HEADER]))
+    finally:
+        consumer.close()
+    return offsets
