@@ -1,0 +1,114 @@
+"""Workers of one flow share its partitions through the consumer group; a worker
+killed with -9 loses nothing: its partitions move and resume at the target tail."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from replication_helpers import (
+    end_offsets,
+    preload,
+    source_offsets_on_target,
+    start_replicator,
+    wait_until,
+    write_config,
+)
+
+from kafka_helpers import create_topic, unique_topic
+
+pytestmark = pytest.mark.integration
+
+GROUP = "replicator-primary-dr"
+PARTITIONS = 12
+RECORDS = 600_000
+
+
+def _assignments(primary: str, topic: str) -> list[int]:
+    """Partitions of `topic` owned by each member of the flow's group."""
+    admin = AdminClient({"bootstrap.servers": primary})
+    try:
+        group = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=10)
+    except KafkaException:
+        return []  # the group coordinator is still loading or moving
+    return sorted(
+        sum(1 for tp in member.assignment.topic_partitions if tp.topic == topic)
+        for member in group.members
+    )
+
+
+def _both_own_some(primary: str, topic: str) -> bool:
+    owned = [count for count in _assignments(primary, topic) if count]
+    return len(owned) == 2 and sum(owned) == PARTITIONS
+
+
+def _exactly_once(dr: str, remote: str, wanted: list[int]) -> None:
+    for partition in range(PARTITIONS):
+        copied = source_offsets_on_target(dr, remote, partition, wanted[partition])
+        assert copied == list(range(wanted[partition])), f"partition {partition}"
+
+
+def _stop(process: subprocess.Popen[bytes], log: Path) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log.read_text()[-3000:]
+
+
+def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: str, dr: str) -> None:
+    topic = unique_topic("shared")
+    create_topic(primary, topic, partitions=PARTITIONS)
+    wanted = preload(primary, topic, RECORDS, PARTITIONS)
+    remote = f"primary.{topic}"
+    config = write_config(tmp_path, primary, dr, topic)
+    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
+    workers = [start_replicator(config, log) for log in logs]
+    try:
+        wait_until(lambda: _both_own_some(primary, topic), 90, "both workers owning partitions")
+        wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress")
+        workers[0].send_signal(signal.SIGKILL)
+        workers[0].wait(10)
+        assert sum(end_offsets(dr, remote, PARTITIONS) or [0]) < RECORDS, "killed mid-stream"
+
+        wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
+        assert [a for a in _assignments(primary, topic) if a] == [PARTITIONS], "survivor owns all"
+        _stop(workers[1], logs[1])
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    _exactly_once(dr, remote, wanted)
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(line) for line in found.stdout.split()]
+
+
+def test_tasks_max_runs_worker_processes_and_restarts_a_killed_one(
+    tmp_path: Path, primary: str, dr: str
+) -> None:
+    topic = unique_topic("tasks")
+    create_topic(primary, topic, partitions=PARTITIONS)
+    wanted = preload(primary, topic, RECORDS, PARTITIONS)
+    remote = f"primary.{topic}"
+    config = write_config(tmp_path, primary, dr, topic, extra=("tasks.max = 2",))
+    log = tmp_path / "replicator.log"
+    parent = start_replicator(config, log)
+    try:
+        wait_until(lambda: _both_own_some(primary, topic), 90, "two workers owning partitions")
+        workers = _children(parent.pid)
+        assert len(workers) >= 2, f"expected two worker processes, found {workers}"
+        subprocess.run(["kill", "-9", str(workers[-1])], check=True)
+
+        wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
+        wait_until(lambda: "starting it again" in log.read_text(), 30, "the worker restarted")
+        _stop(parent, log)
+        assert not _children(parent.pid)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    _exactly_once(dr, remote, wanted)
