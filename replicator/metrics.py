@@ -41,7 +41,8 @@ LATENCY = Histogram(
 )
 PARTITION_STATE = Gauge(
     "replicator_partition_stopped",
-    "1 when a partition is stopped by a failure policy and needs an operator.",
+    "1 when a partition is stopped by a failure policy and needs an operator, 0 while it "
+    "replicates; only the worker owning the partition reports it.",
     _LABELS,
 )
 

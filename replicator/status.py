@@ -29,7 +29,9 @@ class PartitionStatus:
     flow: str
     topic: str
     partition: int
-    state: str  # "replicating", "stopped" (needs an operator), "revoked"
+    #: "replicating", "stopped" (by a failure policy: needs an operator; published as
+    #: soon as it happens, and kept when the partition is revoked), or "revoked".
+    state: str
     next_offset: int | None = None
     lag: int | None = None
     replicated: int = 0

@@ -52,6 +52,10 @@ _CONSUME_TIMEOUT_S = 0.2
 _HOUSEKEEPING_S = 1.0
 _OFFSET_SYNC_TIMER_S = 10.0
 _STATUS_EVERY_S = 10.0
+#: An oversized record makes its topic's configs sync at once, at most this often.
+_RESYNC_EVERY_S = 10.0
+#: The brokers' default max.message.bytes, assumed for a remote topic not described yet.
+_DEFAULT_LIMIT = 1_048_588
 #: Fixed bytes a single record adds to a batch beyond key, value and headers.
 _RECORD_OVERHEAD = 61 + 5 * 6
 _AUTH_ERRORS = frozenset(
@@ -91,6 +95,10 @@ class PartitionTracker:
     skipped: int = 0
     lost: int = 0
     stopped: str | None = None
+    #: An oversized record waits for a config sync of its topic (partition paused).
+    held: bool = False
+    #: Offset of the oversized record a config sync was already tried for.
+    resynced_at: int = -1
     last_ack_timestamp_ms: int = 0
 
     def status(self, lag: int | None) -> PartitionStatus:
@@ -129,6 +137,9 @@ class ReplicationTask:
         self._trackers: dict[tuple[str, int], PartitionTracker] = {}
         self._by_remote: dict[tuple[str, int], PartitionTracker] = {}
         self._size_limits: dict[str, int] = {}
+        self._held: list[PartitionTracker] = []
+        self._resynced: dict[str, float] = {}  # topic -> when an oversized record synced it
+        self._producer_limits: tuple[int, int] = (0, 0)
         self._topics: dict[str, int] = {}
         self._fatal: str | None = None
         self._consumer: Consumer | None = None
@@ -151,6 +162,8 @@ class ReplicationTask:
                 messages = self._consumer.consume(_CONSUME_BATCH, _CONSUME_TIMEOUT_S)
                 if messages:
                     self._replicate(messages)
+                if self._held:
+                    self._resync_held()
                 self._producer.poll(0)
                 now = time.monotonic()
                 if now >= next_housekeeping:
@@ -205,9 +218,15 @@ class ReplicationTask:
         )
         self._subscribe()
 
+    def _wanted_producer_limits(self) -> tuple[int, int]:
+        """(message.max.bytes, batch.size) for the target producer: room for a record
+        as large as the largest remote topic takes, and batches no remote rejects."""
+        largest = max(self._size_limits.values(), default=_DEFAULT_LIMIT)
+        smallest = min(self._size_limits.values(), default=_DEFAULT_LIMIT)
+        return largest + HEADER_HEADROOM_BYTES, max(16_384, smallest - HEADER_HEADROOM_BYTES)
+
     def _make_target_producer(self) -> Producer:
-        largest = max(self._size_limits.values(), default=1_048_588)
-        smallest = min(self._size_limits.values(), default=1_048_588)
+        self._producer_limits = message_max_bytes, batch_size = self._wanted_producer_limits()
         return Producer(
             {
                 "linger.ms": 20,
@@ -216,9 +235,34 @@ class ReplicationTask:
                 "enable.idempotence": True,
                 # A failed batch must stop the partition, never leave a hole behind it.
                 "enable.gapless.guarantee": True,
-                "message.max.bytes": largest + HEADER_HEADROOM_BYTES,
-                "batch.size": max(16_384, smallest - HEADER_HEADROOM_BYTES),
+                "message.max.bytes": message_max_bytes,
+                "batch.size": batch_size,
             }
+        )
+
+    def _update_size_limits(self, limits: dict[str, int]) -> None:
+        """New max.message.bytes of remote topics: the trackers' limits follow, and so
+        does the target producer, recreated when its limits no longer fit (a topic
+        with a larger limit appeared, or one with a smaller limit)."""
+        self._size_limits.update(limits)
+        for tracker in self._trackers.values():
+            limit = self._size_limits.get(tracker.remote)
+            if limit:
+                tracker.size_limit = limit - _RECORD_OVERHEAD
+        message_max_bytes, batch_size = self._wanted_producer_limits()
+        have_max, have_batch = self._producer_limits
+        if self._producer is None or (message_max_bytes <= have_max and batch_size >= have_batch):
+            return
+        self._flush_in_flight()  # the new producer must not overtake the old one's records
+        if self._fatal is not None:
+            return
+        self._producer = self._make_target_producer()
+        self._status = StatusWriter(self._producer)
+        log.info(
+            "flow %s: target producer recreated for the remote topics' limits "
+            "(message.max.bytes=%d, batch.size=%d)",
+            self.flow.name,
+            *self._producer_limits,
         )
 
     def _ensure_internal_topics(self) -> None:
@@ -286,7 +330,7 @@ class ReplicationTask:
         }
         if missing:
             self._topics.update(missing)
-            self._size_limits.update(self.topic_sync.sync(missing).max_message_bytes)
+            self._update_size_limits(self.topic_sync.sync(missing).max_message_bytes)
         for topic in {tp.topic for tp in partitions}:
             # The producer must know the remote's partitions before the first record.
             remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
@@ -318,8 +362,11 @@ class ReplicationTask:
             if tracker is not None:
                 self._by_remote.pop((tracker.remote, tp.partition), None)
                 status = tracker.status(lag=None)
-                status.state = "revoked"
+                if not tracker.stopped:  # a stopped partition still needs an operator
+                    status.state = "revoked"
                 self._status.publish(status)
+                # Its next owner reports on it now; a stale 1 here would alert forever.
+                metrics.PARTITION_STATE.remove(tracker.flow, tracker.topic, tracker.partition)
         consumer.incremental_unassign(partitions)
 
     def _start_partition(self, tp: TopicPartition) -> PartitionTracker:
@@ -332,18 +379,22 @@ class ReplicationTask:
             partition=tp.partition,
             remote=remote,
             next_offset=low if tail.next_source_offset is None else tail.next_source_offset,
-            size_limit=self._size_limits.get(remote, 1_048_588) - _RECORD_OVERHEAD,
+            size_limit=self._size_limits.get(remote, _DEFAULT_LIMIT) - _RECORD_OVERHEAD,
         )
         if tail.next_source_offset is not None:
             self._check_position(tracker, low, high)
+        if not tracker.stopped:
+            metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(0)
         self._trackers[(tp.topic, tp.partition)] = tracker
         self._by_remote[(remote, tp.partition)] = tracker
         return tracker
 
-    def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> None:
-        """Apply the failure policies when the resume point is outside the source log."""
+    def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:
+        """Apply the failure policies when the resume point is outside the source log;
+        False when it is inside (nothing to do)."""
         position = tracker.next_offset
         where = f"{tracker.topic}[{tracker.partition}]"
+        source = self.flow.source.alias
         if position < low:
             lost = low - position
             metrics.LOST.labels(tracker.flow, tracker.topic, tracker.partition, "retention").inc(
@@ -351,43 +402,71 @@ class ReplicationTask:
             )
             metrics.ERRORS.labels(tracker.flow, "retention_gap").inc()
             tracker.lost += lost
-            message = (
+            problem = (
                 f"{where}: offsets {position}..{low - 1} ({lost} records) were deleted from "
-                f"{self.flow.source.alias!r} before they were replicated"
+                f"{source!r} before they were replicated"
+            )
+            fix = (
+                f"To accept the loss, set retention.gap.policy=skip and restart: replication "
+                f"continues at offset {low}. Otherwise leave it stopped and find out why "
+                f"retention on {source!r} outran the replicator"
             )
             self._apply_policy(
-                tracker,
-                self.flow.retention_gap_policy,
-                message,
-                "retention.gap.policy",
-                new_position=low,
+                tracker, "retention.gap.policy", problem, fix, new_position=low, high=high
             )
-        elif position > high:
-            message = (
+            return True
+        if position > high:
+            problem = (
                 f"{where}: resume offset {position} is beyond the source log end {high}; "
                 "the source topic was deleted and recreated or truncated"
             )
+            fix = (
+                f"To replicate the source partition from its start (offset {low}) after the "
+                f"records already in {tracker.remote}, set topic.reset.policy=skip and restart; "
+                f"to start {tracker.remote} afresh instead, delete it on "
+                f"{self.flow.target.alias!r} and restart"
+            )
             metrics.ERRORS.labels(tracker.flow, "topic_reset").inc()
             self._apply_policy(
-                tracker, self.flow.topic_reset_policy, message, "topic.reset.policy", low
+                tracker, "topic.reset.policy", problem, fix, new_position=low, high=high
             )
+            return True
+        return False
 
     def _apply_policy(
-        self, tracker: PartitionTracker, policy: str, message: str, key: str, new_position: int
+        self,
+        tracker: PartitionTracker,
+        key: str,
+        problem: str,
+        fix: str,
+        *,
+        new_position: int,
+        high: int,
     ) -> None:
+        """Skip to `new_position` or stop the partition, as the policy `key` says, and
+        publish the partition's status at once either way."""
+        policy = {
+            "retention.gap.policy": self.flow.retention_gap_policy,
+            "topic.reset.policy": self.flow.topic_reset_policy,
+        }[key]
         if policy == "skip":
-            log.warning("%s; skipping to offset %d as %s=skip says", message, new_position, key)
+            log.warning("%s; skipping to offset %d as %s=skip says", problem, new_position, key)
             tracker.next_offset = new_position
-            return
+        else:
+            self._stop_partition(
+                tracker, f"{problem}. The partition is stopped ({key}=fail). {fix}"
+            )
+        self._publish_partition(tracker, max(0, high - tracker.next_offset))
+
+    def _stop_partition(self, tracker: PartitionTracker, message: str) -> None:
         tracker.stopped = message
         metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(1)
-        log.error(
-            "%s. The partition is stopped (%s=fail). To accept the loss and continue, set "
-            "%s=skip and restart; to keep it stopped, leave it and investigate.",
-            message,
-            key,
-            key,
-        )
+        log.error("flow %s: %s", self.flow.name, message)
+
+    def _publish_partition(self, tracker: PartitionTracker, lag: int | None) -> None:
+        """Publish one partition's status now (a policy fired: operators see it at once)."""
+        self._status.publish(tracker.status(lag))
+        self._producer.poll(0)
 
     # -- the hot path --------------------------------------------------------------------
 
@@ -406,7 +485,7 @@ class ReplicationTask:
             if key != key_of_tracker:
                 tracker = self._trackers.get(key)
                 key_of_tracker = key
-            if tracker is None or tracker.stopped:
+            if tracker is None or tracker.stopped or tracker.held:
                 continue
             offset = message.offset()
             value = message.value()
@@ -480,11 +559,23 @@ class ReplicationTask:
         code = error.code()
         topic, partition = message.topic(), message.partition()
         if code == KafkaError._AUTO_OFFSET_RESET:
+            # The fetch position left the source log while running (retention outran us,
+            # or the topic was truncated); the fetcher stands still until restarted.
             tracker = self._trackers.get((topic, partition))
-            if tracker is not None:
-                low, high = watermarks(self._consumer, topic, partition)
-                self._check_position(tracker, low, high)
-                self._reseek(tracker)
+            if tracker is None:
+                return
+            if tracker.stopped:  # already reported; assigned paused at its old position
+                self._consumer.pause([TopicPartition(topic, partition)])
+                return
+            low, high = watermarks(self._consumer, topic, partition)
+            if not self._check_position(tracker, low, high):
+                log.warning(
+                    "flow %s: %s[%d] offset %d reported out of range although the source "
+                    "log is %d..%d; fetching it again: %s",
+                    self.flow.name, topic, partition, tracker.next_offset, low, high,
+                    error.str(),
+                )  # fmt: skip
+            self._restart_fetch(tracker)
             return
         if code in _AUTH_ERRORS:
             metrics.ERRORS.labels(self.flow.name, "authorization").inc()
@@ -500,21 +591,42 @@ class ReplicationTask:
             return
         log.warning("flow %s: transient consume error: %s", self.flow.name, error.str())
 
-    def _reseek(self, tracker: PartitionTracker) -> None:
-        tp = TopicPartition(tracker.topic, tracker.partition, tracker.next_offset)
+    def _restart_fetch(self, tracker: PartitionTracker) -> None:
+        """Fetch the partition again from `tracker.next_offset`, or keep it paused when
+        it is stopped. Reassigning, not seeking: librdkafka refuses a seek once an
+        offset-reset error has stopped the partition's fetcher."""
+        tp = TopicPartition(tracker.topic, tracker.partition)
         if tracker.stopped:
             self._consumer.pause([tp])
-        else:
-            self._consumer.seek(tp)
+            return
+        self._consumer.incremental_unassign([tp])
+        self._consumer.incremental_assign(
+            [TopicPartition(tracker.topic, tracker.partition, tracker.next_offset)]
+        )
+        self._consumer.resume([tp])
 
     def _on_oversized(self, tracker: PartitionTracker, offset: int, size: int) -> None:
+        tp = TopicPartition(tracker.topic, tracker.partition)
+        if (
+            self.flow.sync_topic_configs_enabled
+            and tracker.resynced_at != offset
+            and time.monotonic() - self._resynced.get(tracker.topic, -_RESYNC_EVERY_S)
+            >= _RESYNC_EVERY_S
+        ):
+            # The source topic's limit may have been raised after the last config sync:
+            # sync the topic now (after this batch) and look at the record again.
+            tracker.held = True
+            tracker.resynced_at = offset
+            tracker.next_offset = offset
+            self._consumer.pause([tp])
+            self._held.append(tracker)
+            return
         metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
         limit = tracker.size_limit + _RECORD_OVERHEAD
-        message = (
+        target = self.flow.target.alias
+        problem = (
             f"{tracker.topic}[{tracker.partition}] offset {offset}: record of about {size} "
-            f"bytes exceeds max.message.bytes={limit} of {tracker.remote} on "
-            f"{self.flow.target.alias!r}; enable sync.topic.configs or raise the target "
-            "topic's max.message.bytes"
+            f"bytes exceeds max.message.bytes={limit} of {tracker.remote} on {target!r}"
         )
         if self.flow.oversized_record_policy == "skip":
             tracker.skipped += 1
@@ -522,13 +634,38 @@ class ReplicationTask:
             metrics.SKIPPED.labels(
                 tracker.flow, tracker.topic, tracker.partition, "record_too_large"
             ).inc()
-            log.warning("%s; skipped (oversized.record.policy=skip)", message)
+            log.warning("%s; skipped (oversized.record.policy=skip)", problem)
+            self._publish_partition(tracker, self._lag(tracker))
             return
-        tracker.stopped = message
+        wanted = size + _RECORD_OVERHEAD + HEADER_HEADROOM_BYTES
+        raise_it = f"raise max.message.bytes of {tracker.remote} on {target!r} to at least {wanted}"
+        if self.flow.sync_topic_configs_enabled:
+            how = f"{raise_it} (topic sync did not: is max.message.bytes set there by hand?)"
+        else:
+            how = f"set sync.topic.configs.enabled=true to have topic sync raise it, or {raise_it}"
         tracker.next_offset = offset
-        metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(1)
-        self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
-        log.error("%s. The partition is stopped (oversized.record.policy=fail).", message)
+        self._consumer.pause([tp])
+        self._stop_partition(
+            tracker,
+            f"{problem}. The partition is stopped at this offset "
+            f"(oversized.record.policy=fail). To replicate the record, {how}, and restart; "
+            "to skip records too large for the target instead, set "
+            "oversized.record.policy=skip and restart",
+        )
+        self._publish_partition(tracker, self._lag(tracker))
+
+    def _resync_held(self) -> None:
+        """Sync the configs of topics with a held oversized record, then fetch those
+        partitions again from that record: it now fits, or its policy applies."""
+        held, self._held = self._held, []
+        topics = {t.topic: self._topics.get(t.topic, t.partition + 1) for t in held}
+        now = time.monotonic()
+        self._resynced.update(dict.fromkeys(topics, now))
+        self._update_size_limits(self.topic_sync.sync(topics).max_message_bytes)
+        for tracker in held:
+            tracker.held = False
+            if self._trackers.get((tracker.topic, tracker.partition)) is tracker:
+                self._restart_fetch(tracker)
 
     def _fail(self, message: str) -> None:
         if self._fatal is None:
@@ -613,11 +750,7 @@ class ReplicationTask:
         current = self.topic_sync.replicated_topics()
         changed = {t: n for t, n in current.items() if self._topics.get(t) != n}
         report = self.topic_sync.sync(current, sync_configs=sync_configs)
-        self._size_limits.update(report.max_message_bytes)
-        for tracker in self._trackers.values():
-            limit = self._size_limits.get(tracker.remote)
-            if limit:
-                tracker.size_limit = limit - _RECORD_OVERHEAD
+        self._update_size_limits(report.max_message_bytes)
         if changed:
             log.info("flow %s: topics changed: %s", self.flow.name, changed)
             self._topics = current
