@@ -43,6 +43,7 @@ from replicator.policies import ReplicationPolicy, load_policy
 from replicator.status import PartitionStatus, StatusWriter, WorkerStatus, ensure_status_topic
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
+from replicator.transactions import Outcome, TransactionalWriters
 from replicator.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,12 @@ class PartitionTracker:
     #: Offset of the oversized record a config sync was already tried for.
     resynced_at: int = -1
     last_ack_timestamp_ms: int = 0
+    #: The producer writing this partition: shared, or its own in exactly-once mode.
+    producer: Producer | None = None
+    #: Exactly-once mode: offset syncs held until their transaction commits, and
+    #: the progress to return to if it aborts.
+    uncommitted_syncs: list[tuple[int, int]] = field(default_factory=list)
+    rollback: tuple[int, int, int, int, int] | None = None
 
     def status(self, lag: int | None) -> PartitionStatus:
         return PartitionStatus(
@@ -147,6 +154,11 @@ class ReplicationTask:
         self._source_producer: Producer | None = None
         self._status: StatusWriter | None = None
         self._tail: TailReader | None = None
+        self._writers = (
+            TransactionalWriters(flow.name, self._transactional_config)
+            if flow.exactly_once
+            else None
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -226,19 +238,23 @@ class ReplicationTask:
         return largest + HEADER_HEADROOM_BYTES, max(16_384, smallest - HEADER_HEADROOM_BYTES)
 
     def _make_target_producer(self) -> Producer:
-        self._producer_limits = message_max_bytes, batch_size = self._wanted_producer_limits()
-        return Producer(
-            {
-                "linger.ms": 20,
-                "compression.type": "lz4",
-                **self.flow.target.producer,
-                "enable.idempotence": True,
-                # A failed batch must stop the partition, never leave a hole behind it.
-                "enable.gapless.guarantee": True,
-                "message.max.bytes": message_max_bytes,
-                "batch.size": batch_size,
-            }
-        )
+        self._producer_limits = self._wanted_producer_limits()
+        # A failed batch must stop the partition, never leave a hole behind it.
+        return Producer({**self._target_producer_config(), "enable.gapless.guarantee": True})
+
+    def _target_producer_config(self) -> dict[str, object]:
+        message_max_bytes, batch_size = self._wanted_producer_limits()
+        return {
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            **self.flow.target.producer,
+            "enable.idempotence": True,
+            "message.max.bytes": message_max_bytes,
+            "batch.size": batch_size,
+        }
+
+    def _transactional_config(self, transactional_id: str) -> dict[str, object]:
+        return {**self._target_producer_config(), "transactional.id": transactional_id}
 
     def _update_size_limits(self, limits: dict[str, int]) -> None:
         """New max.message.bytes of remote topics: the trackers' limits follow, and so
@@ -258,6 +274,12 @@ class ReplicationTask:
             return
         self._producer = self._make_target_producer()
         self._status = StatusWriter(self._producer)
+        if self._writers is not None:
+            for tracker in self._trackers.values():
+                tracker.producer = self._writers.open(tracker.topic, tracker.partition)
+        else:
+            for tracker in self._trackers.values():
+                tracker.producer = self._producer
         log.info(
             "flow %s: target producer recreated for the remote topics' limits "
             "(message.max.bytes=%d, batch.size=%d)",
@@ -303,6 +325,8 @@ class ReplicationTask:
         # "revoked" status); only then are the producers flushed for the last time.
         if self._consumer is not None:
             self._consumer.close()
+        if self._writers is not None:
+            self._writers.close_all()
         if self._status is not None:
             self._publish_status("failed" if self._fatal else "stopped")
         for producer in (self._producer, self._source_producer):
@@ -359,6 +383,8 @@ class ReplicationTask:
         self._emit_due_offset_syncs(force=True)
         for tp in partitions:
             tracker = self._trackers.pop((tp.topic, tp.partition), None)
+            if self._writers is not None:
+                self._writers.close(tp.topic, tp.partition)
             if tracker is not None:
                 self._by_remote.pop((tracker.remote, tp.partition), None)
                 status = tracker.status(lag=None)
@@ -371,6 +397,12 @@ class ReplicationTask:
 
     def _start_partition(self, tp: TopicPartition) -> PartitionTracker:
         remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
+        # Exactly-once: fence every earlier owner first, so the tail read next is final.
+        producer = (
+            self._writers.open(tp.topic, tp.partition)
+            if self._writers is not None
+            else self._producer
+        )
         tail = self._tail.position(remote, tp.partition)
         low, high = watermarks(self._consumer, tp.topic, tp.partition)
         tracker = PartitionTracker(
@@ -380,6 +412,7 @@ class ReplicationTask:
             remote=remote,
             next_offset=low if tail.next_source_offset is None else tail.next_source_offset,
             size_limit=self._size_limits.get(remote, _DEFAULT_LIMIT) - _RECORD_OVERHEAD,
+            producer=producer,
         )
         if tail.next_source_offset is not None:
             self._check_position(tracker, low, high)
@@ -483,8 +516,10 @@ class ReplicationTask:
                 continue
             key = (message.topic(), message.partition())
             if key != key_of_tracker:
-                tracker = self._trackers.get(key)
                 key_of_tracker = key
+                tracker = self._enter(key)
+                if tracker is not None:
+                    produce = tracker.producer.produce
             if tracker is None or tracker.stopped or tracker.held:
                 continue
             offset = message.offset()
@@ -509,23 +544,43 @@ class ReplicationTask:
             out_headers.append((OFFSET_HEADER, encode_offset(offset)))
             if origin is not None:
                 out_headers.append((ORIGIN_HEADER, origin))
-            while True:
-                try:
-                    produce(
-                        tracker.remote,
-                        value,
-                        record_key,
-                        partition=message.partition(),
-                        timestamp=message.timestamp()[1],
-                        headers=out_headers,
-                        on_delivery=self._on_delivery,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            record = (tracker.remote, value, record_key)
+            options = {
+                "partition": message.partition(),
+                "timestamp": message.timestamp()[1],
+                "headers": out_headers,
+                "on_delivery": self._on_delivery,
+            }
+            try:
+                produce(*record, **options)
+            except BufferError:
+                self._produce_when_room(tracker.producer, record, options)
             tracker.pending.append(offset)
             tracker.replicated_bytes += size
             tracker.next_offset = offset + 1
+        if self._writers is not None:
+            self._commit_transactions()
+
+    def _enter(self, key: tuple[str, int]) -> PartitionTracker | None:
+        """The tracker of the partition the next records belong to; in exactly-once
+        mode its transaction is open from here on."""
+        tracker = self._trackers.get(key)
+        if tracker is not None and self._writers is not None:
+            self._begin_transaction(tracker)
+        return tracker
+
+    @staticmethod
+    def _produce_when_room(
+        producer: Producer, record: tuple[str, bytes | None, bytes | None], options: dict
+    ) -> None:
+        """The producer's queue is full: serve delivery reports until it takes the record."""
+        while True:
+            producer.poll(0.05)
+            try:
+                producer.produce(*record, **options)
+                return
+            except BufferError:
+                continue
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         tracker = self._by_remote.get((message.topic(), message.partition()))
@@ -549,9 +604,61 @@ class ReplicationTask:
             or target_offset != tracker.last_target + 1
             or source_offset - tracker.last_synced_source >= self.flow.offset_lag_max
         ):
-            self._emit_offset_sync(tracker, source_offset, target_offset)
+            if self._writers is None:
+                self._emit_offset_sync(tracker, source_offset, target_offset)
+            else:  # only a committed record may be pointed at
+                tracker.uncommitted_syncs.append((source_offset, target_offset))
+                tracker.last_synced_source = source_offset
         tracker.last_source = source_offset
         tracker.last_target = target_offset
+
+    # -- exactly-once mode -----------------------------------------------------------------
+
+    def _begin_transaction(self, tracker: PartitionTracker) -> None:
+        if tracker.rollback is None:
+            tracker.rollback = (
+                tracker.next_offset,
+                tracker.last_source,
+                tracker.last_target,
+                tracker.replicated,
+                tracker.replicated_bytes,
+            )
+        self._writers.begin(tracker.topic, tracker.partition)
+
+    def _commit_transactions(self) -> None:
+        """Commit every partition's open transaction (one per consume batch); emit
+        the offset syncs of what committed, rewind what aborted, and let go of
+        partitions another worker has fenced us out of."""
+        for (topic, partition), outcome in self._writers.commit_open().items():
+            tracker = self._trackers.get((topic, partition))
+            if tracker is None:
+                continue
+            if outcome is Outcome.COMMITTED:
+                for source, target in tracker.uncommitted_syncs:
+                    self._emit_offset_sync(tracker, source, target)
+            elif outcome is Outcome.ABORTED:
+                (
+                    tracker.next_offset,
+                    tracker.last_source,
+                    tracker.last_target,
+                    tracker.replicated,
+                    tracker.replicated_bytes,
+                ) = tracker.rollback
+                self._consumer.seek(TopicPartition(topic, partition, tracker.next_offset))
+            else:
+                self._let_go(tracker)
+            tracker.uncommitted_syncs.clear()
+            tracker.rollback = None
+
+    def _let_go(self, tracker: PartitionTracker) -> None:
+        """Fenced: the partition belongs to another worker. Stop writing it at once;
+        the group takes it from us at the next rebalance."""
+        key = (tracker.topic, tracker.partition)
+        self._trackers.pop(key, None)
+        self._by_remote.pop((tracker.remote, tracker.partition), None)
+        self._writers.close(*key)
+        self._consumer.pause([TopicPartition(*key)])
+        metrics.ERRORS.labels(tracker.flow, "fenced").inc()
 
     # -- errors --------------------------------------------------------------------------
 
