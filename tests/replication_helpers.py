@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -18,6 +18,8 @@ from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.headers import OFFSET_HEADER, decode_offset
 from replicator.task import ReplicationTask
+
+from kafka_helpers import create_topic, unique_topic
 
 
 def flow_config(
@@ -174,3 +176,30 @@ def source_offsets_on_target(bootstrap: str, topic: str, partition: int, end: in
     finally:
         consumer.close()
     return offsets
+
+
+@dataclass(frozen=True)
+class PreloadedFlow:
+    """A source topic full of records and the config of a replicator for it."""
+
+    topic: str
+    remote: str
+    wanted: list[int]  # records per partition
+    config: Path
+
+
+def preloaded_flow(
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    prefix: str,
+    records: int,
+    partitions: int,
+    extra: tuple[str, ...] = (),
+) -> PreloadedFlow:
+    """Create a topic on `primary`, preload it and write a primary->dr config for it."""
+    topic = unique_topic(prefix)
+    create_topic(primary, topic, partitions=partitions)
+    wanted = preload(primary, topic, records, partitions)
+    config = write_config(tmp_path, primary, dr, topic, extra=extra)
+    return PreloadedFlow(topic, f"primary.{topic}", wanted, config)

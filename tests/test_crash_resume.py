@@ -8,14 +8,11 @@ from pathlib import Path
 import pytest
 from replication_helpers import (
     end_offsets,
-    preload,
+    preloaded_flow,
     source_offsets_on_target,
     start_replicator,
     wait_until,
-    write_config,
 )
-
-from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +23,8 @@ RECORDS = 400_000
 def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
     tmp_path: Path, primary: str, dr: str
 ) -> None:
-    topic = unique_topic("crash")
-    create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, topic, RECORDS, PARTITIONS)
-    remote = f"primary.{topic}"
-    config = write_config(tmp_path, primary, dr, topic)
+    flow = preloaded_flow(tmp_path, primary, dr, "crash", RECORDS, PARTITIONS)
+    remote, wanted, config = flow.remote, flow.wanted, flow.config
     log = tmp_path / "replicator.log"
 
     first = start_replicator(config, log)

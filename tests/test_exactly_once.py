@@ -10,11 +10,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from replication_helpers import (
-    preload,
+    preloaded_flow,
     source_offsets_on_target,
     start_replicator,
     wait_until,
-    write_config,
 )
 
 from replicator.errors import ReplicatorError
@@ -76,11 +75,8 @@ def _stop(process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 def test_zombie_is_fenced_and_rejoins(tmp_path: Path, primary: str, dr: str) -> None:
-    topic = unique_topic("zombie")
-    create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, topic, RECORDS, PARTITIONS)
-    remote = f"primary.{topic}"
-    config = write_config(tmp_path, primary, dr, topic, extra=EXACTLY_ONCE)
+    flow = preloaded_flow(tmp_path, primary, dr, "zombie", RECORDS, PARTITIONS, extra=EXACTLY_ONCE)
+    topic, remote, wanted, config = flow.topic, flow.remote, flow.wanted, flow.config
     logs = [tmp_path / "zombie.log", tmp_path / "survivor.log"]
     zombie, survivor = (start_replicator(config, log) for log in logs)
     try:
@@ -109,11 +105,10 @@ def test_zombie_is_fenced_and_rejoins(tmp_path: Path, primary: str, dr: str) -> 
 
 
 def test_kill_9_mid_transaction(tmp_path: Path, primary: str, dr: str) -> None:
-    topic = unique_topic("eos-crash")
-    create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, topic, RECORDS, PARTITIONS)
-    remote = f"primary.{topic}"
-    config = write_config(tmp_path, primary, dr, topic, extra=EXACTLY_ONCE)
+    flow = preloaded_flow(
+        tmp_path, primary, dr, "eos-crash", RECORDS, PARTITIONS, extra=EXACTLY_ONCE
+    )
+    remote, wanted, config = flow.remote, flow.wanted, flow.config
     log = tmp_path / "replicator.log"
 
     first = start_replicator(config, log)

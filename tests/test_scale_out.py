@@ -12,14 +12,11 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from replication_helpers import (
     end_offsets,
-    preload,
+    preloaded_flow,
     source_offsets_on_target,
     start_replicator,
     wait_until,
-    write_config,
 )
-
-from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -59,11 +56,8 @@ def _stop(process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: str, dr: str) -> None:
-    topic = unique_topic("shared")
-    create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, topic, RECORDS, PARTITIONS)
-    remote = f"primary.{topic}"
-    config = write_config(tmp_path, primary, dr, topic)
+    flow = preloaded_flow(tmp_path, primary, dr, "shared", RECORDS, PARTITIONS)
+    topic, remote, wanted, config = flow.topic, flow.remote, flow.wanted, flow.config
     logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
     workers = [start_replicator(config, log) for log in logs]
     try:
@@ -91,11 +85,10 @@ def _children(pid: int) -> list[int]:
 def test_tasks_max_runs_worker_processes_and_restarts_a_killed_one(
     tmp_path: Path, primary: str, dr: str
 ) -> None:
-    topic = unique_topic("tasks")
-    create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, topic, RECORDS, PARTITIONS)
-    remote = f"primary.{topic}"
-    config = write_config(tmp_path, primary, dr, topic, extra=("tasks.max = 2",))
+    flow = preloaded_flow(
+        tmp_path, primary, dr, "tasks", RECORDS, PARTITIONS, extra=("tasks.max = 2",)
+    )
+    topic, remote, wanted, config = flow.topic, flow.remote, flow.wanted, flow.config
     log = tmp_path / "replicator.log"
     parent = start_replicator(config, log)
     try:
