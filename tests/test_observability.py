@@ -1,0 +1,66 @@
+"""What operators see: Prometheus metrics over HTTP, `replicator status`, `replicator topics`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from replication_helpers import preloaded_flow, wait_until
+
+from replicator.config import load_config
+from replicator.runner import run_flows
+
+from kafka_helpers import free_port_pair
+
+pytestmark = pytest.mark.integration
+
+
+def _scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return response.read().decode()
+    except urllib.error.URLError:
+        return ""  # the endpoint is not up yet
+
+
+def _cli(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "replicator", *args], capture_output=True, text=True, check=True
+    )
+    return result.stdout
+
+
+def test_metrics_status_and_topics(tmp_path: Path, primary: str, dr: str) -> None:
+    port = free_port_pair()
+    flow = preloaded_flow(
+        tmp_path, primary, dr, "observed", 3_000, 3, extra=(f"metrics.port = {port}",)
+    )
+    config = load_config(flow.config)
+    stop = threading.Event()
+    runner = threading.Thread(target=run_flows, args=(list(config.flows), stop), daemon=True)
+    runner.start()
+    try:
+        labels = f'flow="primary->dr",partition="0",topic="{flow.topic}"'
+        series = f"replicator_records_replicated_total{{{labels}}}"
+        wait_until(lambda: f"{series} {float(flow.wanted[0])}" in _scrape(port), 60, series)
+        assert 'replicator_lag_records{flow="primary->dr",partition="0"' in _scrape(port)
+    finally:
+        stop.set()
+        runner.join(60)
+
+    rows = json.loads(_cli("status", "--config", str(flow.config), "--json"))
+    mine = [r for r in rows if r.get("topic") == flow.topic]
+    assert sorted(r["partition"] for r in mine) == [0, 1, 2]
+    assert sum(r["replicated"] for r in mine) == 3_000
+    assert all(r["error"] is None for r in mine)
+    assert f"partition {flow.topic}[0]" in _cli("status", "--config", str(flow.config))
+
+    topics = _cli("topics", "--config", str(flow.config))
+    assert f"-> {flow.topic}" in topics and flow.remote in topics
+    assert "__consumer_offsets" in topics and "internal topic" in topics
