@@ -1,0 +1,1037 @@
+"""Our replicator against MirrorMaker 2, on the same brokers, in the same run.
+
+Starts its own two single-node clusters (`src` on 15092, `dst` on 25092) and, for
+100 B and 1 KB values, alternates runs of the two systems (ours, MM2, ours, MM2,
+...) so that whatever else the machine does falls on both alike. Each run:
+
+1. creates a fresh 12-partition source topic and preloads it from Python (in 1 KB
+   runs also an empty "latency" topic), and makes the flow's `topics` exactly these;
+2. starts the replicator (ours: `ReplicationTask` in spawned processes; MM2: the
+   dedicated-mode `MirrorMaker` JVM with a generated mm2.properties) and polls
+   the remote topic's high watermarks every 0.1 s until the backlog is copied,
+   then reads the replicator's CPU time and peak RSS from /proc;
+3. in 1 KB runs, with the replicator still running and idle, offers a fixed load
+   below saturation to the latency topic and measures, per record, the time it
+   became visible on the target minus its CreateTime;
+4. stops the replicator with SIGTERM and deletes every topic on both clusters, so
+   the next run starts from the same empty state.
+
+After the runs of a size, the Kafka perf tools (ProducerPerformance,
+ConsumerPerformance) from the same jars measure what the broker and a Java client
+do alone on this machine: the ceiling both replicators work under.
+
+Run: `.venv/bin/python bench/compare_mm2.py [--records-100b N] [--records-1k N]
+[--runs 3] [--tasks 1] [--partitions 12]`. One table per size is printed, and
+everything is written to `bench/results/compare_mm2-<UTC timestamp>.json`.
+See bench/README.md for the method and how to read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from harness import (
+    BROKER_HEAP,
+    KEY_BYTES,
+    KEY_FORMAT,
+    STOP_TIMEOUT_S,
+    VALUE_POOL,
+    Figures,
+    Machine,
+    OurReplicator,
+    Replicator,
+    TargetWatermarks,
+    bench_stack,
+    broker_pids,
+    create_topics,
+    default_records,
+    delete_topics,
+    flow_config,
+    markdown_table,
+    measure_backlog,
+    median_fields,
+    preload,
+    random_values,
+    remote_topic,
+    write_report,
+)
+
+from replicator.localstack import ClusterSpec, LocalStack
+from replicator.localstack.jvm import artifact_classpath, find_java
+
+SOURCE = ClusterSpec("src", 15092)
+TARGET = ClusterSpec("dst", 25092)
+FLOW = f"{SOURCE.name}->{TARGET.name}"
+DATA_DIR = Path(".data/bench-mm2")
+#: MM2's and the perf tools' configs and logs, one folder per run (kept until the next start).
+JVM_DIR = DATA_DIR / "jvm"
+MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
+MM2_HEAP = "-Xmx1g"
+#: What Kafka's kafka-run-class.sh gives every tool and connect-mirror-maker.sh, so MM2
+#: runs as an operator would start it.
+JVM_PERFORMANCE_OPTS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+#: The perf tools' scripts (kafka-*-perf-test.sh) set this heap.
+TOOL_HEAP = "-Xmx512m"
+SIZES = (100, 1024)
+#: Our target producer (replicator/task.py): lz4, linger 20 ms, batches up to about
+#: the topic's max.message.bytes (1 MB), idempotent (so acks=all) with librdkafka's 5
+#: requests in flight. MM2's task producer and ProducerPerformance get the same, in
+#: Java's names; Connect's defaults (no compression, linger 0, 16 KB batches, one
+#: request in flight) would compare defaults, not engines. Connect sets acks=all.
+PRODUCER_SETTINGS = {
+    "compression.type": "lz4",
+    "linger.ms": "20",
+    "batch.size": "1048576",
+    "enable.idempotence": "true",
+    "max.in.flight.requests.per.connection": "5",
+}
+#: Ours reads the source with read_committed; MM2 reads read_uncommitted by default.
+CONSUMER_SETTINGS = {"isolation.level": "read_committed"}
+#: Client ids of MM2's task producer (Connect's, per task) and replication consumer, whose
+#: logged configs are checked against the settings above after every MM2 run.
+MM2_TASK_PRODUCER = "connector-producer-MirrorSourceConnector-"
+MM2_TASK_CONSUMER = "|replication-consumer"
+#: ERROR lines MM2 4.x always logs with emit.checkpoints.enabled=false: since KAFKA-16254
+#: the MirrorCheckpointConnector's config is rejected as having nothing to do, and MM2
+#: goes on without it. Not counted as errors.
+EXPECTED_MM2_ERRORS = ("Failed to configure MirrorCheckpointConnector",)
+#: Payloads of the ProducerPerformance file: about 8 MB of distinct lines, so a payload
+#: rarely recurs within lz4's 64 KB window (the tool picks lines at random).
+PAYLOAD_FILE_BYTES = 8_000_000
+SYSTEMS = ("ours", "MM2")
+#: A JVM that ran its shutdown hooks after SIGTERM exits with 128 + 15.
+JVM_SIGTERM_EXIT = 143
+LATENCY_WAIT_S = 60.0
+#: The latency phase runs in the runs of this value size (1 KB, as the issue asks):
+#: once per run rather than once per size keeps the default run under 25 minutes.
+LATENCY_VALUE_BYTES = 1024
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Replication latency at a fixed offered load: time a record became visible on the
+    target (received by a consumer there) minus its CreateTime, in milliseconds."""
+
+    records: int
+    offered_per_s: float  # the rate actually produced
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    #: The same probe on the source topic: producer linger, broker append, probe
+    #: overhead. The part of the target's figures that is not the replicator's.
+    source_p50_ms: float
+    source_p99_ms: float
+
+    @classmethod
+    def median(cls, runs: Sequence[Latency]) -> Latency:
+        return cls(**median_fields(cls, runs))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of one system on a freshly preloaded topic."""
+
+    system: str
+    run: int
+    source_topic: str
+    preload_s: float
+    figures: Figures
+    latency: Latency | None
+    #: Exit codes after SIGTERM: 0 for ours (one per process), 143 (128 + SIGTERM) for
+    #: a JVM that ran its shutdown hooks; anything else is a failed clean stop.
+    exit_codes: list[int | None]
+    #: ERROR lines in MM2's log (None for ours, whose warnings go to the terminal).
+    log_errors: int | None
+    #: 1-minute load average right after the run: above nproc, something else competed.
+    loadavg_1m: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Medians of one system's runs."""
+
+    system: str
+    figures: Figures
+    latency: Latency | None
+
+
+@dataclass(frozen=True)
+class RawLimits:
+    """The Kafka perf tools alone against the `src` cluster, with the same record sizes."""
+
+    #: ProducerPerformance with PRODUCER_SETTINGS (lz4 on near-incompressible payloads).
+    produce_records_per_s: float
+    produce_mb_per_s: float
+    #: ConsumerPerformance reading an uncompressed topic preloaded as the runs' are;
+    #: fetch rate (group join excluded).
+    consume_records_per_s: float
+    consume_mb_per_s: float
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """Every run of one value size, both systems' medians, their ratios and the limits."""
+
+    value_bytes: int
+    records: int
+    partitions: int
+    tasks: int
+    runs: list[Run]
+    ours: Summary
+    mm2: Summary
+    #: ours / MM2 of each median (Figures and Latency fields): above 1 is more of it.
+    ratios: dict[str, float]
+    limits: RawLimits
+
+
+# -- the JVM side: MirrorMaker 2 and the perf tools ---------------------------------------
+
+
+LOG4J2_PROPERTIES = """\
+# Written by bench/compare_mm2.py: everything a JVM logs goes to one file per process.
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:bench.log.file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = ${sys:bench.log.level:-info}
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def jvm_command(main_class: str, heap: str, log_file: Path, log_level: str) -> list[str]:
+    """`java ... main_class` with the Kafka classpath, logging only to `log_file`."""
+    log4j = JVM_DIR / "log4j2.properties"
+    if not log4j.exists():
+        log4j.write_text(LOG4J2_PROPERTIES, encoding="utf-8")
+    return [
+        str(find_java()),
+        heap,
+        *JVM_PERFORMANCE_OPTS,
+        f"-Dlog4j2.configurationFile={log4j.resolve()}",
+        f"-Dbench.log.file={log_file.resolve()}",
+        f"-Dbench.log.level={log_level}",
+        "-cp",
+        artifact_classpath("kafka"),
+        main_class,
+    ]
+
+
+def mm2_properties(topics: Sequence[str], tasks: int, run_id: str) -> dict[str, str]:
+    """mm2.properties for one run: the flow of exactly `topics`, with ours' settings.
+
+    Connect's internal topics and worker group are named after the run, so no run
+    can resume from another's stored offsets or wait for another's worker to leave.
+    """
+    return {
+        "clusters": f"{SOURCE.name}, {TARGET.name}",
+        f"{SOURCE.name}.bootstrap.servers": SOURCE.bootstrap,
+        f"{TARGET.name}.bootstrap.servers": TARGET.bootstrap,
+        f"{FLOW}.enabled": "true",
+        f"{FLOW}.topics": ",".join(topics),
+        f"{TARGET.name}->{SOURCE.name}.enabled": "false",
+        # MM2 runs a heartbeat herder even for a disabled flow; ours has no reverse flow.
+        f"{TARGET.name}->{SOURCE.name}.emit.heartbeats.enabled": "false",
+        "tasks.max": str(tasks),
+        # Ours emits no checkpoints yet: MM2 does not either, for fairness.
+        "emit.checkpoints.enabled": "false",
+        "sync.topic.acls.enabled": "false",
+        "replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "offset.storage.topic": f"mm2-offsets.{run_id}.internal",
+        "config.storage.topic": f"mm2-configs.{run_id}.internal",
+        "status.storage.topic": f"mm2-status.{run_id}.internal",
+        f"{FLOW}.group.id": f"mm2-{run_id}",
+        # The records go through the Connect worker's producer, configured per target
+        # cluster: `src->dst.producer.*` would reach only the offset-syncs producer.
+        **{f"{TARGET.name}.producer.{key}": value for key, value in PRODUCER_SETTINGS.items()},
+        # The replication consumer takes the flow's `consumer.*`.
+        **{f"{FLOW}.consumer.{key}": value for key, value in CONSUMER_SETTINGS.items()},
+    }
+
+
+class MirrorMaker2:
+    """MM2 in dedicated mode (`connect-mirror-maker.sh mm2.properties`), one JVM,
+    in its own session so that a Ctrl-C in the terminal reaches only the benchmark,
+    which then stops it like after a run."""
+
+    label = "MM2"
+
+    def __init__(self, properties: dict[str, str], workdir: Path) -> None:
+        self._properties = properties
+        self.workdir = workdir
+        self.log_file = workdir / "mm2.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._console: IO[bytes] | None = None
+        self.started_at = 0.0
+        self.exit_codes: list[int | None] = []
+
+    def __enter__(self) -> MirrorMaker2:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "mm2.properties"
+        config.write_text(
+            "".join(f"{key} = {value}\n" for key, value in self._properties.items()),
+            encoding="utf-8",
+        )
+        command = [*jvm_command(MM2_MAIN, MM2_HEAP, self.log_file, "info"), str(config.resolve())]
+        self._console = (self.workdir / "console.log").open("wb")
+        self.started_at = time.monotonic()
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """SIGTERM (MM2's shutdown hook stops the connectors), SIGKILL if it hangs;
+        either way the JVM is reaped before this returns."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                print(f"  WARNING: MM2 ignored SIGTERM for {STOP_TIMEOUT_S} s; killing it")
+                process.kill()
+                process.wait()
+        if self._console is not None:
+            self._console.close()
+        self.exit_codes = [process.returncode]
+
+    def pids(self) -> list[int]:
+        return [self._process.pid] if self._process is not None else []
+
+    def failure(self) -> str | None:
+        code = self._process.poll() if self._process is not None else None
+        return None if code is None else f"the JVM exited with code {code}; see {self.log_file}"
+
+    def log_lines(self) -> list[str]:
+        if not self.log_file.exists():
+            return []
+        return self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+
+    def log_errors(self) -> list[str]:
+        """ERROR lines of the log, less those MM2 always logs in this setup."""
+        return [
+            line
+            for line in self.log_lines()
+            if "] ERROR " in line and not any(known in line for known in EXPECTED_MM2_ERRORS)
+        ]
+
+    def check_client_settings(self) -> None:
+        """Fail unless MM2's task producers and replication consumers ran with our
+        settings (read from the configs Kafka clients log when they are created):
+        a wrong key in mm2.properties is silently ignored, and would skew every figure."""
+        lines = self.log_lines()
+        checks = (
+            ("ProducerConfig", MM2_TASK_PRODUCER, PRODUCER_SETTINGS),
+            ("ConsumerConfig", MM2_TASK_CONSUMER, CONSUMER_SETTINGS),
+        )
+        for kind, client, wanted in checks:
+            logged = [
+                config
+                for config in logged_client_configs(lines, kind)
+                if client in config.get("client.id", "")
+            ]
+            wrong = [
+                f"{config['client.id']}: {key} = {config.get(key)}, not {value}"
+                for config in logged
+                for key, value in wanted.items()
+                if config.get(key) != value
+            ]
+            if not logged or wrong:
+                raise RuntimeError(
+                    f"MM2 did not run its {client!r} clients with the benchmark's settings "
+                    f"({'; '.join(wrong) or 'no such client in the log'}); see {self.log_file}"
+                )
+
+
+def logged_client_configs(lines: Sequence[str], kind: str) -> list[dict[str, str]]:
+    """The `<kind> values:` blocks a Kafka client logs when it is created: one line
+    with the header, then one tab-indented `key = value` line per setting."""
+    configs: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in lines:
+        if current is not None and line.startswith("\t"):
+            key, _, value = line.strip().partition(" = ")
+            current[key] = value
+            continue
+        current = None
+        if f" {kind} values:" in line:
+            current = {}
+            configs.append(current)
+    return configs
+
+
+def stray_mm2_jvms() -> list[int]:
+    """MM2 JVMs started from this benchmark's folder that are still running (found by
+    command line, like the brokers, so an interrupted earlier run is noticed)."""
+    marker = str(JVM_DIR.resolve())
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # the process ended while we looked
+        text = [arg.decode(errors="replace") for arg in args]
+        if MM2_MAIN in text and any(marker in arg for arg in text):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def run_tool(main_class: str, args: Sequence[str], workdir: Path) -> str:
+    """Run a Kafka tool to completion; return its standard output (its results)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = [*jvm_command(main_class, TOOL_HEAP, workdir / "tool.log", "warn"), *args]
+    with (workdir / "stderr.log").open("wb") as stderr:
+        result = subprocess.run(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900, check=False
+        )
+    (workdir / "stdout.log").write_text(result.stdout, encoding="utf-8")
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{main_class} exited with code {result.returncode}; see {workdir}/stderr.log"
+        )
+    return result.stdout
+
+
+def write_payload_file(path: Path, record_bytes: int) -> None:
+    """Lines of random printable ASCII (no newline), each `record_bytes` long."""
+    count = max(VALUE_POOL, PAYLOAD_FILE_BYTES // record_bytes)
+    raw = os.urandom(count * record_bytes)
+    printable = bytes(33 + b % 94 for b in raw)  # "!" .. "~"
+    lines = [printable[i : i + record_bytes] for i in range(0, len(printable), record_bytes)]
+    path.write_bytes(b"\n".join(lines))
+
+
+def raw_limits(records: int, value_bytes: int, partitions: int) -> RawLimits:
+    """ProducerPerformance and ConsumerPerformance against `src`, same record sizes."""
+    record_bytes = KEY_BYTES + value_bytes
+    read_topic, write_topic = f"limit-read-{value_bytes}b", f"limit-write-{value_bytes}b"
+    workdir = JVM_DIR / f"limits-{value_bytes}b"
+    create_topics(SOURCE.bootstrap, [read_topic, write_topic], partitions)
+    try:
+        preload(SOURCE.bootstrap, read_topic, records, value_bytes, partitions)
+        consumed = run_tool(
+            "org.apache.kafka.tools.ConsumerPerformance",
+            [
+                "--bootstrap-server",
+                SOURCE.bootstrap,
+                "--topic",
+                read_topic,
+                "--messages",
+                str(records),
+                "--group",
+                f"limit-{uuid.uuid4().hex}",
+            ],
+            workdir / "consumer",
+        )
+        consume_rate = consumer_performance_rate(consumed, records)
+        payloads = workdir / "payloads.txt"
+        write_payload_file(payloads, record_bytes)
+        produced = run_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            [
+                "--topic",
+                write_topic,
+                "--num-records",
+                str(records),
+                "--throughput",
+                "-1",
+                "--payload-file",
+                str(payloads.resolve()),
+                "--producer-props",
+                f"bootstrap.servers={SOURCE.bootstrap}",
+                *(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()),
+            ],
+            workdir / "producer",
+        )
+        produce_rate = producer_performance_rate(produced, records)
+    finally:
+        delete_topics(SOURCE.bootstrap, [read_topic, write_topic])
+    return RawLimits(
+        produce_records_per_s=produce_rate,
+        produce_mb_per_s=produce_rate * record_bytes / 1e6,
+        consume_records_per_s=consume_rate,
+        consume_mb_per_s=consume_rate * record_bytes / 1e6,
+    )
+
+
+def producer_performance_rate(output: str, records: int) -> float:
+    """records/s from the summary line `N records sent, R records/sec (...)`."""
+    # Progress lines look the same; the summary is the last one.
+    found = re.findall(r"^(\d+) records sent, ([\d.]+) records/sec", output, re.MULTILINE)
+    if not found or int(found[-1][0]) != records:
+        raise RuntimeError(f"ProducerPerformance did not send {records} records:\n{output}")
+    return float(found[-1][1])
+
+
+def consumer_performance_rate(output: str, records: int) -> float:
+    """fetch.nMsg.sec from the header and data lines of ConsumerPerformance's output."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    header_index = next(i for i, line in enumerate(lines) if line.startswith("start.time"))
+    header = [cell.strip() for cell in lines[header_index].split(",")]
+    values = [cell.strip() for cell in lines[header_index + 1].split(",")]
+    row = dict(zip(header, values, strict=True))
+    if int(row["data.consumed.in.nMsg"]) != records:
+        raise RuntimeError(f"ConsumerPerformance did not read {records} records:\n{output}")
+    return float(row["fetch.nMsg.sec"])
+
+
+# -- latency ---------------------------------------------------------------------------------
+
+
+def probe_main(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    ready: EventType,
+    stop: EventType,
+    expected: ctypes.c_longlong,
+    results: Connection,
+) -> None:
+    """Entry of a spawned latency probe: read `topic` from its beginning and record, per
+    record, the time it was received minus its CreateTime (ms), until `expected`
+    records are in or `stop` is set; send back (latencies, error).
+
+    read_uncommitted and a 5 ms fetch.wait.max.ms, so a record is fetched as soon
+    as the broker has it; poll() returns each record as soon as it is there (a
+    batch consume would wait out its timeout).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-latency-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "fetch.wait.max.ms": 5,
+        }
+    )
+    assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+    consumer.assign(assigned)
+    latencies: list[float] = []
+    error = None
+    try:
+        while not stop.is_set() and not 0 <= expected.value <= len(latencies):
+            message = consumer.poll(0.1)
+            if message is None:
+                if not ready.is_set() and fetching(consumer, assigned):
+                    ready.set()
+                continue
+            received_ms = time.time() * 1000
+            if message.error() is not None:
+                error = message.error().str()
+                break
+            kind, timestamp_ms = message.timestamp()
+            if kind != TIMESTAMP_CREATE_TIME:
+                error = f"record {message.offset()} has no CreateTime"
+                break
+            latencies.append(received_ms - timestamp_ms)
+    finally:
+        consumer.close()
+        results.send((latencies, error))
+
+
+def fetching(consumer: Consumer, assigned: list[TopicPartition]) -> bool:
+    """Whether every partition has had a fetch response (which carries its high
+    watermark): from then on a new record is fetched within fetch.wait.max.ms.
+    Records produced before that would be measured with the probe's start-up."""
+    for partition in assigned:
+        _low, high = consumer.get_watermark_offsets(partition, cached=True)
+        if high < 0:
+            return False
+    return True
+
+
+class LatencyProbe:
+    """A consumer of `topic` in its own process, so that it shares no interpreter lock
+    with the load producer or the other probe: in one process, three busy threads
+    delayed each other by seconds and the probes measured themselves."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._ready, self._stop = context.Event(), context.Event()
+        self._expected = context.RawValue("q", -1)
+        self._results, child_end = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=probe_main,
+            args=(bootstrap, topic, partitions),
+            kwargs={
+                "ready": self._ready,
+                "stop": self._stop,
+                "expected": self._expected,
+                "results": child_end,
+            },
+            name=f"latency probe on {topic}",
+            daemon=True,
+        )
+
+    def __enter__(self) -> LatencyProbe:
+        self._process.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+    def wait_ready(self) -> None:
+        if not self._ready.wait(60):
+            raise RuntimeError(f"{self._process.name} did not start within 60 s")
+
+    def collect(self, expected: int, timeout: float) -> list[float]:
+        """The latencies of the first `expected` records, or of those received within
+        `timeout`."""
+        self._expected.value = expected
+        if not self._results.poll(timeout):
+            self._stop.set()
+        latencies, error = self._results.recv()
+        if error is not None:
+            raise RuntimeError(f"{self._process.name}: {error}")
+        return latencies
+
+
+def wait_for_topic(bootstrap: str, topic: str, timeout: float) -> None:
+    """Until `topic` exists with partitions (the replicator creates remote topics)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{topic} did not appear on {bootstrap} within {timeout} s")
+
+
+def offer_load(
+    topic: str, rate: int, seconds: float, value_bytes: int, partitions: int
+) -> tuple[int, float]:
+    """Produce `rate` records/s to `topic` on the source for `seconds`; return the count
+    and the rate achieved.
+
+    librdkafka stamps each record's CreateTime when produce() is called; linger
+    stays at librdkafka's default of 5 ms, acks=all.
+    """
+    producer = Producer({"bootstrap.servers": SOURCE.bootstrap, "linger.ms": 5, "acks": "all"})
+    values = random_values(value_bytes)
+    started = time.monotonic()
+    sent = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while sent < due:
+            producer.produce(
+                topic, values[sent % VALUE_POOL], KEY_FORMAT % sent, partition=sent % partitions
+            )
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+    achieved = sent / (time.monotonic() - started)
+    remaining = producer.flush(30)
+    if remaining:
+        raise RuntimeError(f"{remaining} latency records to {topic} not delivered in 30 s")
+    return sent, achieved
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float]:
+    """p50 and p99."""
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return cuts[49], cuts[98]
+
+
+def measure_latency(
+    topic: str, *, rate: int, seconds: float, value_bytes: int, partitions: int
+) -> Latency:
+    """Offer the load to `topic` while probes read it on both clusters."""
+    remote = remote_topic(SOURCE.name, topic)
+    wait_for_topic(TARGET.bootstrap, remote, timeout=60)
+    with (
+        LatencyProbe(SOURCE.bootstrap, topic, partitions) as source_probe,
+        LatencyProbe(TARGET.bootstrap, remote, partitions) as target_probe,
+    ):
+        source_probe.wait_ready()
+        target_probe.wait_ready()
+        sent, offered_per_s = offer_load(topic, rate, seconds, value_bytes, partitions)
+        source = source_probe.collect(sent, LATENCY_WAIT_S)
+        target = target_probe.collect(sent, LATENCY_WAIT_S)
+    if len(target) != sent or len(source) != sent:
+        raise RuntimeError(
+            f"latency: {sent} records offered to {topic}, {len(source)} read on the source "
+            f"and {len(target)} on the target within {LATENCY_WAIT_S} s"
+        )
+    p50, p99 = percentiles(target)
+    source_p50, source_p99 = percentiles(source)
+    return Latency(sent, offered_per_s, p50, p99, max(target), source_p50, source_p99)
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+def wipe_topics(bootstrap: str) -> None:
+    """Delete every topic but Kafka's own (`__*`): the run's, the replicators' internal
+    topics (heartbeats, offset syncs, status, Connect's), so runs cannot interfere."""
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+    delete_topics(bootstrap, [topic for topic in topics if not topic.startswith("__")])
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The command line, as the runs need it."""
+
+    runs: int
+    tasks: int
+    partitions: int
+    latency_rate: int
+    latency_seconds: float
+    timeout: float
+
+
+def make_replicator(system: str, topics: list[str], run_id: str, tasks: int) -> Replicator:
+    if system == "ours":
+        return OurReplicator(flow_config(SOURCE, TARGET, topics, tasks), tasks)
+    return MirrorMaker2(mm2_properties(topics, tasks, run_id), JVM_DIR / f"mm2-{run_id}")
+
+
+def one_run(
+    stack: LocalStack, system: str, run: int, *, value_bytes: int, records: int, settings: Settings
+) -> Run:
+    key = system.lower()
+    topic = f"bench-{value_bytes}b-{key}-{run}"
+    latency_topic = f"latency-{value_bytes}b-{key}-{run}"
+    with_latency = settings.latency_seconds > 0 and value_bytes == LATENCY_VALUE_BYTES
+    topics = [topic, latency_topic] if with_latency else [topic]
+    create_topics(SOURCE.bootstrap, topics, settings.partitions)
+    print(f"{value_bytes} B, {system} run {run}/{settings.runs}: preloading {records:,} records")
+    preload_s = preload(SOURCE.bootstrap, topic, records, value_bytes, settings.partitions)
+    replicator = make_replicator(system, topics, f"{value_bytes}b-{run}", settings.tasks)
+    latency = None
+    with replicator:
+        figures = measure_backlog(
+            replicator,
+            TargetWatermarks(
+                TARGET.bootstrap, remote_topic(SOURCE.name, topic), settings.partitions
+            ),
+            records=records,
+            record_bytes=KEY_BYTES + value_bytes,
+            timeout=settings.timeout,
+            brokers=broker_pids(stack),
+        )
+        print(
+            f"  copied in {figures.wall_s:.1f} s (first record after "
+            f"{figures.first_record_s:.1f} s): steady {figures.steady_records_per_s:,.0f} "
+            f"records/s, {figures.cpu_s_per_million:.1f} CPU s per million"
+        )
+        if with_latency:
+            # The backlog's writes still sit in the page cache; their writeback would
+            # stall the brokers' appends in the middle of the latency phase.
+            os.sync()
+            latency = measure_latency(
+                latency_topic,
+                rate=settings.latency_rate,
+                seconds=settings.latency_seconds,
+                value_bytes=value_bytes,
+                partitions=settings.partitions,
+            )
+            print(
+                f"  latency at {latency.offered_per_s:,.0f} records/s: p50 "
+                f"{latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms "
+                f"(source alone: p50 {latency.source_p50_ms:.0f} ms)"
+            )
+    log_errors = None
+    clean_exit = 0
+    if isinstance(replicator, MirrorMaker2):
+        replicator.check_client_settings()
+        errors = replicator.log_errors()
+        log_errors = len(errors)
+        if errors:
+            print(f"  WARNING: {len(errors)} ERROR lines in {replicator.log_file}: {errors[0]}")
+        clean_exit = JVM_SIGTERM_EXIT
+    if any(code != clean_exit for code in replicator.exit_codes):
+        print(f"  WARNING: {system} exited with {replicator.exit_codes} after SIGTERM")
+    loadavg = os.getloadavg()[0]
+    wipe_topics(SOURCE.bootstrap)
+    wipe_topics(TARGET.bootstrap)
+    return Run(
+        system,
+        run,
+        topic,
+        preload_s,
+        figures,
+        latency,
+        replicator.exit_codes,
+        log_errors,
+        loadavg,
+    )
+
+
+def summarize(system: str, runs: Sequence[Run]) -> Summary:
+    mine = [r for r in runs if r.system == system]
+    latencies = [r.latency for r in mine if r.latency is not None]
+    return Summary(
+        system,
+        Figures.median([r.figures for r in mine]),
+        Latency.median(latencies) if latencies else None,
+    )
+
+
+def ratios(ours: Summary, mm2: Summary) -> dict[str, float]:
+    """ours / MM2 for every median field both have (a zero MM2 figure is left out)."""
+    pairs = [(ours.figures, mm2.figures)]
+    if ours.latency is not None and mm2.latency is not None:
+        pairs.append((ours.latency, mm2.latency))
+    return {
+        f.name: getattr(a, f.name) / getattr(b, f.name)
+        for a, b in pairs
+        for f in fields(a)
+        if getattr(b, f.name)
+    }
+
+
+def bench_size(stack: LocalStack, value_bytes: int, records: int, settings: Settings) -> SizeResult:
+    done = [
+        one_run(stack, system, run, value_bytes=value_bytes, records=records, settings=settings)
+        for run in range(1, settings.runs + 1)
+        for system in SYSTEMS
+    ]
+    print(f"{value_bytes} B: raw limits with the Kafka perf tools")
+    limits = raw_limits(records, value_bytes, settings.partitions)
+    ours, mm2 = summarize("ours", done), summarize("MM2", done)
+    return SizeResult(
+        value_bytes,
+        records,
+        settings.partitions,
+        settings.tasks,
+        done,
+        ours,
+        mm2,
+        ratios(ours, mm2),
+        limits,
+    )
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def fixed(digits: int) -> Callable[[float], str]:
+    return f"{{:,.{digits}f}}".format
+
+
+#: Printed columns: field (of Figures, or of Latency), header, format.
+COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("wall_s", "wall s", fixed(1)),
+    ("records_per_s", "rec/s", fixed(0)),
+    ("first_record_s", "1st rec s", fixed(1)),
+    ("steady_records_per_s", "steady rec/s", fixed(0)),
+    ("steady_mb_per_s", "steady MB/s", fixed(1)),
+    ("cpu_s_per_million", "CPU s/M rec", fixed(1)),
+    ("cores", "cores", fixed(2)),
+    ("peak_rss_mib", "RSS MiB", fixed(0)),
+    ("p50_ms", "p50 ms", fixed(0)),
+    ("p99_ms", "p99 ms", fixed(0)),
+)
+
+
+def cells(figures: Figures, latency: Latency | None) -> list[str]:
+    values = {**asdict(figures), **(asdict(latency) if latency is not None else {})}
+    return [fmt(values[name]) if name in values else "-" for name, _, fmt in COLUMNS]
+
+
+def table(result: SizeResult) -> str:
+    """Every run, both medians, the ratios ours/MM2 and the raw limits as one Markdown
+    table; the last column, the load average after each run, shows which runs had
+    company."""
+    header = ["", *(title for _, title, _ in COLUMNS), "load 1m"]
+    body = [
+        [f"{r.system} {r.run}", *cells(r.figures, r.latency), f"{r.loadavg_1m:.1f}"]
+        for r in result.runs
+    ]
+    for summary in (result.ours, result.mm2):
+        body.append([f"{summary.system} median", *cells(summary.figures, summary.latency), ""])
+    body.append(
+        [
+            "ours/MM2",
+            *(
+                f"{result.ratios[name]:.2f}" if name in result.ratios else "-"
+                for name, _, _ in COLUMNS
+            ),
+            "",
+        ]
+    )
+    limits = result.limits
+    limit_rows = {
+        "limit: produce": (limits.produce_records_per_s, limits.produce_mb_per_s),
+        "limit: consume": (limits.consume_records_per_s, limits.consume_mb_per_s),
+    }
+    titles = [name for name, _, _ in COLUMNS]
+    for label, (rate, mb) in limit_rows.items():
+        row = ["-"] * len(COLUMNS)
+        row[titles.index("steady_records_per_s")] = fixed(0)(rate)
+        row[titles.index("steady_mb_per_s")] = fixed(1)(mb)
+        body.append([label, *row, ""])
+    if result.ours.latency is not None:
+        floor = ["-"] * len(COLUMNS)
+        floor[titles.index("p50_ms")] = fixed(0)(result.ours.latency.source_p50_ms)
+        floor[titles.index("p99_ms")] = fixed(0)(result.ours.latency.source_p99_ms)
+        body.append(["floor: on source", *floor, ""])
+    ceiling = min(limits.produce_records_per_s, limits.consume_records_per_s)
+    share = ", ".join(
+        f"{s.system} {s.figures.steady_records_per_s / ceiling:.0%}"
+        for s in (result.ours, result.mm2)
+    )
+    title = (
+        f"{result.value_bytes} B values, {KEY_BYTES} B keys, {result.records:,} records, "
+        f"{result.partitions} partitions, {result.tasks} task(s); steady rate as a share of "
+        f"the lower raw limit: {share}"
+    )
+    return f"{title}\n\n{markdown_table(header, body)}"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--records-100b",
+        type=int,
+        default=default_records(100),
+        help="records per run with 100 B values (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--records-1k",
+        type=int,
+        default=default_records(1024),
+        help="records per run with 1024 B values (default: %(default)s)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per system and size (3)")
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=1,
+        help="MM2's tasks.max, and the number of our replicator processes (1)",
+    )
+    parser.add_argument("--partitions", type=int, default=12, help="partitions per topic (12)")
+    parser.add_argument(
+        "--latency-rate", type=int, default=5000, help="offered load, records/s (5000)"
+    )
+    parser.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=30.0,
+        help="how long the load is offered in each 1 KB run; 0 skips the latency phase (30)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="give up on a run after S seconds (900)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = Settings(
+        runs=args.runs,
+        tasks=args.tasks,
+        partitions=args.partitions,
+        latency_rate=args.latency_rate,
+        latency_seconds=args.latency_seconds,
+        timeout=args.timeout,
+    )
+    records = {100: args.records_100b, 1024: args.records_1k}
+    stray = stray_mm2_jvms()
+    if stray:
+        raise SystemExit(
+            f"MirrorMaker 2 JVMs from an earlier run are still running (pids {stray}); "
+            f"stop them with kill {' '.join(map(str, stray))}"
+        )
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    machine = Machine.describe()
+    shutil.rmtree(JVM_DIR, ignore_errors=True)
+    with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
+        JVM_DIR.mkdir(parents=True)
+        results = [bench_size(stack, size, records[size], settings) for size in SIZES]
+    left = stray_mm2_jvms()
+    if left:
+        print(f"WARNING: MM2 JVMs still running after the benchmark: pids {left}")
+    print()
+    for result in results:
+        print(table(result))
+        print()
+    path = write_report(
+        "compare_mm2",
+        started,
+        machine,
+        {
+            "clusters": "one KRaft broker each, loopback, heap " + BROKER_HEAP,
+            "settings": asdict(settings),
+            "mm2_command": f"java {MM2_HEAP} {' '.join(JVM_PERFORMANCE_OPTS)} {MM2_MAIN}",
+            "mm2_properties": mm2_properties(["<topic>", "<latency topic>"], args.tasks, "<run>"),
+            "producer_settings": PRODUCER_SETTINGS,
+            "consumer_settings": CONSUMER_SETTINGS,
+            "duration_s": round(time.monotonic() - clock),
+        },
+        [asdict(result) for result in results],
+    )
+    print(f"total {time.monotonic() - clock:.0f} s; results written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

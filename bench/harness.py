@@ -1,0 +1,452 @@
+"""What the benchmarks share: clusters, preloading, our replicator's process, measuring.
+
+`replication_throughput.py` (our engine alone) and `compare_mm2.py` (ours against
+MirrorMaker 2) measure a run the same way, so that their figures mean the same
+thing: a replicator is started on a preloaded backlog, the target's high
+watermarks are polled until they add up to the source's record count, and the
+replicator's CPU time and peak memory are read from /proc before it is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import multiprocessing
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+import confluent_kafka
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from replicator.config import FlowConfig, load_config
+from replicator.localstack import ClusterSpec, LocalStack
+from replicator.localstack.jvm import find_java
+from replicator.task import ReplicationTask
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+BROKER_HEAP = "1g"
+#: Keys are b"k000000042": ten bytes, like a short id.
+KEY_FORMAT = b"k%09d"
+KEY_BYTES = 10
+#: Distinct random values cycled through the preload. Random bytes do not compress,
+#: and with 1024 of them the same value recurs only ~100 KB later, beyond lz4's
+#: 64 KB window, so the target producer's lz4 cannot cheat on repeated values.
+VALUE_POOL = 1024
+POLL_INTERVAL_S = 0.1
+STOP_TIMEOUT_S = 90.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one backlog replication measured; the median of several runs has the same shape."""
+
+    wall_s: float  # replicator process start -> last record on the target
+    records_per_s: float
+    mb_per_s: float  # key + value bytes, MB = 10**6 bytes
+    first_record_s: float  # process start -> first record on the target (startup, group join)
+    steady_records_per_s: float  # first record on the target -> last
+    steady_mb_per_s: float
+    cpu_s: float  # replicator process(es), user + system, all threads, until the last record
+    cpu_s_per_million: float
+    cores: float  # cpu_s / wall_s: how much of the machine the replicator used
+    peak_rss_mib: float  # VmHWM of the replicator process (summed over processes)
+    broker_cpu_s: float  # both brokers' JVMs over the same wall time
+
+    @classmethod
+    def median(cls, runs: Sequence[Figures]) -> Figures:
+        return cls(**median_fields(cls, runs))
+
+
+def median_fields(cls: type, runs: Sequence[object]) -> dict[str, float]:
+    """Each field's own median over `runs` (instances of the dataclass `cls`)."""
+    return {f.name: statistics.median(getattr(r, f.name) for r in runs) for f in fields(cls)}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Enough about the host to tell whether two result files are comparable."""
+
+    nproc: int
+    cpu_model: str
+    memory_gib: float
+    kernel: str
+    python: str
+    confluent_kafka: str
+    librdkafka: str
+    java: str
+    loadavg_at_start: tuple[float, float, float]
+
+    @classmethod
+    def describe(cls) -> Machine:
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in cpuinfo.splitlines()
+                if "model name" in line
+            ),
+            platform.processor() or "unknown",
+        )
+        meminfo = Path("/proc/meminfo").read_text(encoding="utf-8").split()
+        memory_kib = int(meminfo[meminfo.index("MemTotal:") + 1])
+        # `java -version` prints to stderr; its first line names the JDK and version.
+        java = subprocess.run(
+            [str(find_java()), "-version"], capture_output=True, text=True, check=True
+        ).stderr.splitlines()[0]
+        return cls(
+            nproc=len(os.sched_getaffinity(0)),
+            cpu_model=model,
+            memory_gib=round(memory_kib / 2**20, 1),
+            kernel=platform.release(),
+            python=platform.python_version(),
+            confluent_kafka=confluent_kafka.__version__,
+            librdkafka=confluent_kafka.libversion()[0],
+            java=java,
+            loadavg_at_start=os.getloadavg(),
+        )
+
+
+def write_report(
+    benchmark: str, started: datetime, machine: Machine, setup: dict[str, object], results: object
+) -> Path:
+    """Write `bench/results/<benchmark>-<UTC timestamp>.json`; return its path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{benchmark}-{started:%Y%m%dT%H%M%SZ}.json"
+    report = {
+        "benchmark": benchmark,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": asdict(machine),
+        "setup": {
+            "key_bytes": KEY_BYTES,
+            "values": f"random bytes, {VALUE_POOL} distinct values cycled (incompressible)",
+            "mb": "10**6 bytes of key + value",
+            **setup,
+        },
+        "results": results,
+    }
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Right-aligned Markdown table (pastes into an issue note and reads in a terminal)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+# -- clusters and topics -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def bench_stack(source: ClusterSpec, target: ClusterSpec, data_dir: Path) -> Iterator[LocalStack]:
+    """Two fresh single-node clusters for the benchmark's lifetime, stopped on any exit."""
+    stack = LocalStack([source, target], data_dir=data_dir, heap=BROKER_HEAP)
+    stack.down(wipe=True)
+    names = " and ".join(f"{c.name} ({c.bootstrap})" for c in (source, target))
+    print(f"starting clusters {names}")
+    stack.up()
+    try:
+        yield stack
+    finally:
+        # Admin clients whose futures ended in an exception sit in reference cycles;
+        # collect them now, or they log "connection refused" as the brokers stop.
+        gc.collect()
+        stack.down()
+
+
+def broker_pids(stack: LocalStack) -> list[int]:
+    return [pid for broker in stack.brokers.values() for pid in broker.pids()]
+
+
+def create_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1) for topic in topics])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def delete_topics(bootstrap: str, topics: Sequence[str]) -> None:
+    """Free the disk between runs (a default run writes several GB per cluster)."""
+    if not topics:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(list(topics), operation_timeout=30).values():
+        future.result()
+
+
+def remote_topic(source_alias: str, topic: str) -> str:
+    """Where a flow writes `topic` on the target (MM2's DefaultReplicationPolicy)."""
+    return f"{source_alias}.{topic}"
+
+
+def random_values(value_bytes: int) -> list[bytes]:
+    return [os.urandom(value_bytes) for _ in range(VALUE_POOL)]
+
+
+def preload(bootstrap: str, topic: str, records: int, value_bytes: int, partitions: int) -> float:
+    """Produce `records` records round-robin over the partitions; return seconds taken.
+
+    No delivery callback and no compression: the point is to have the backlog
+    in place quickly, and flush() still fails loudly on any undelivered record.
+    """
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
+    values = random_values(value_bytes)
+    produce = producer.produce
+    started = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                produce(topic, values[i % VALUE_POOL], KEY_FORMAT % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"preload of {topic}: {remaining} records not delivered in 120 s")
+    return time.monotonic() - started
+
+
+# -- our replicator ----------------------------------------------------------------------------
+
+
+def flow_config(
+    source: ClusterSpec, target: ClusterSpec, topics: Sequence[str], tasks: int = 1
+) -> FlowConfig:
+    """The `source->target` flow of exactly `topics`, as an MM2 user would write it.
+
+    Everything else is left at MM2's defaults (heartbeats on, topic config
+    sync on), so the benchmark measures the engine as it is deployed; only
+    replication factors are 1 because each cluster has one broker.
+    """
+    flow = f"{source.name}->{target.name}"
+    properties = {
+        "clusters": f"{source.name}, {target.name}",
+        f"{source.name}.bootstrap.servers": source.bootstrap,
+        f"{target.name}.bootstrap.servers": target.bootstrap,
+        f"{flow}.enabled": "true",
+        f"{flow}.topics": ",".join(topics),
+        "tasks.max": str(tasks),
+        "replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "status.topic.replication.factor": "1",
+    }
+    return load_config(properties).flow(flow)
+
+
+def replicator_main(flow: FlowConfig) -> None:
+    """Entry of a spawned replicator process: run the task until SIGTERM.
+
+    SIGINT is ignored so that a Ctrl-C in the terminal reaches only the parent,
+    which then stops this process the same way as after a run.
+    """
+    stop_event = threading.Event()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_event.set())
+    logging.basicConfig(level=logging.WARNING, format="replicator: %(levelname)s %(message)s")
+    ReplicationTask(flow, stop_event=stop_event).run()
+
+
+class Replicator(Protocol):
+    """A replicator under test, started by `with` and stopped (SIGTERM) when it ends."""
+
+    label: str
+    #: time.monotonic() just before the first process was started.
+    started_at: float
+    #: Exit codes after the stop, one per process (None while running).
+    exit_codes: list[int | None]
+
+    def pids(self) -> list[int]: ...
+
+    def failure(self) -> str | None:
+        """Why the replicator is no longer running, or None while it is."""
+        ...
+
+
+class OurReplicator:
+    """`ReplicationTask` in `tasks` spawned processes that share the flow's partitions
+    through its consumer group, as `replicator run` processes on several machines
+    would; each process is its own, so its CPU time and memory are not the benchmark's."""
+
+    label = "ours"
+
+    def __init__(self, flow: FlowConfig, tasks: int = 1) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._processes = [
+            context.Process(target=replicator_main, args=(flow,), name=f"replicator-{i}")
+            for i in range(tasks)
+        ]
+        self.started_at = 0.0
+        self.exit_codes: list[int | None] = []
+
+    def __enter__(self) -> OurReplicator:
+        self.started_at = time.monotonic()
+        for process in self._processes:
+            process.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """SIGTERM (the task finishes in-flight work and exits), SIGKILL if it hangs."""
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self._processes:
+            process.join(STOP_TIMEOUT_S)
+            if process.is_alive():
+                print(
+                    f"  WARNING: {process.name} ignored SIGTERM for {STOP_TIMEOUT_S} s; killing it"
+                )
+                process.kill()
+                process.join()
+        self.exit_codes = [process.exitcode for process in self._processes]
+
+    def pids(self) -> list[int]:
+        return [process.pid for process in self._processes if process.pid is not None]
+
+    def failure(self) -> str | None:
+        for process in self._processes:
+            if not process.is_alive():
+                return f"{process.name} exited with code {process.exitcode}; its traceback is above"
+        return None
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system time of every thread of `pid` (librdkafka's and the JVM's included)."""
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    after_name = stat.rsplit(")", 1)[1].split()  # the name in (...) may hold spaces
+    utime, stime = int(after_name[11]), int(after_name[12])
+    return (utime + stime) / CLOCK_TICKS
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
+
+
+class TargetWatermarks:
+    """Sum of the remote topic's high watermarks: with an idempotent producer and
+    no transactions, exactly the number of records the replicator wrote."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+
+    def total(self) -> int:
+        futures = self._admin.list_offsets(self._request, request_timeout=5)
+        try:
+            return sum(future.result().offset for future in futures.values())
+        except KafkaException:
+            return 0  # the replicator has not created the remote topic yet
+
+
+def measure_backlog(
+    replicator: Replicator,
+    watermarks: TargetWatermarks,
+    *,
+    records: int,
+    record_bytes: int,
+    timeout: float,
+    brokers: Sequence[int],
+) -> Figures:
+    """Poll the target until it holds every record of the backlog; measure the running
+    `replicator` up to that moment (it is left running: the caller stops it)."""
+    started = replicator.started_at
+    brokers_cpu_before = sum(cpu_seconds(pid) for pid in brokers)
+    first_at, first_count = None, 0
+    while True:
+        failure = replicator.failure()
+        if failure is not None:
+            raise RuntimeError(
+                f"{replicator.label} stopped before the backlog was copied: {failure}"
+            )
+        count = watermarks.total()
+        now = time.monotonic()
+        if count and first_at is None:
+            first_at, first_count = now, count
+        if count >= records:
+            break
+        if now - started > timeout:
+            raise RuntimeError(
+                f"{replicator.label}: only {count} of {records} records after {timeout} s"
+            )
+        time.sleep(POLL_INTERVAL_S)
+    pids = replicator.pids()
+    cpu = sum(cpu_seconds(pid) for pid in pids)
+    rss = sum(peak_rss_mib(pid) for pid in pids)
+    brokers_cpu = sum(cpu_seconds(pid) for pid in brokers) - brokers_cpu_before
+    if count > records:
+        print(f"  WARNING: the target holds {count} records, the source {records}: duplicates")
+    if first_at is None or first_count >= records:
+        raise RuntimeError(
+            f"all {records} records arrived within one {POLL_INTERVAL_S} s poll; "
+            "use more records to measure a steady state"
+        )
+    wall = now - started
+    steady = now - first_at
+    return Figures(
+        wall_s=wall,
+        records_per_s=records / wall,
+        mb_per_s=records * record_bytes / wall / 1e6,
+        first_record_s=first_at - started,
+        steady_records_per_s=(records - first_count) / steady,
+        steady_mb_per_s=(records - first_count) * record_bytes / steady / 1e6,
+        cpu_s=cpu,
+        cpu_s_per_million=cpu / records * 1e6,
+        cores=cpu / wall,
+        peak_rss_mib=rss,
+        broker_cpu_s=brokers_cpu,
+    )
+
+
+def default_records(value_bytes: int) -> int:
+    """3 M records or about 2 GB of values, whichever is fewer: a run of 30 s or more
+    on 2 cores for the default sizes (the engine did 2 M x 100 B in ~28 s and
+    1 M x 1 KB in ~18 s there), without filling the disk for large values."""
+    return min(3_000_000, 2_048_000_000 // value_bytes)
