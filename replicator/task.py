@@ -171,7 +171,7 @@ class ReplicationTask:
         next_heartbeat = next_status = time.monotonic()
         try:
             while not self.stop_event.is_set() and self._fatal is None:
-                messages = self._consumer.consume(_CONSUME_BATCH, _CONSUME_TIMEOUT_S)
+                messages = self._next_batch()
                 if messages:
                     self._replicate(messages)
                 if self._held:
@@ -197,6 +197,18 @@ class ReplicationTask:
             self._shutdown()
         if self._fatal is not None:
             raise TaskFailed(self._fatal)
+
+    def _next_batch(self) -> list[Message]:
+        """What the consumer has now, up to a full batch; when it has nothing, wait for
+        the first record only. (`consume(n, timeout)` waits the whole timeout for `n`
+        records, which at moderate rates adds the timeout to every record's latency.)"""
+        consume = self._consumer.consume
+        messages = consume(_CONSUME_BATCH, 0)
+        if not messages:
+            messages = consume(1, _CONSUME_TIMEOUT_S)
+            if messages:
+                messages += consume(_CONSUME_BATCH - 1, 0)
+        return messages
 
     def _prepare(self) -> None:
         flow = self.flow
@@ -505,6 +517,7 @@ class ReplicationTask:
 
     def _replicate(self, messages: list[Message]) -> None:
         produce = self._producer.produce
+        on_delivery = self._on_delivery
         target_alias = self._target_alias
         source_entry = (SOURCE_HEADER, self._alias)
         tracker: PartitionTracker | None = None
@@ -544,17 +557,18 @@ class ReplicationTask:
             out_headers.append((OFFSET_HEADER, encode_offset(offset)))
             if origin is not None:
                 out_headers.append((ORIGIN_HEADER, origin))
-            record = (tracker.remote, value, record_key)
-            options = {
-                "partition": message.partition(),
-                "timestamp": message.timestamp()[1],
-                "headers": out_headers,
-                "on_delivery": self._on_delivery,
-            }
             try:
-                produce(*record, **options)
+                produce(
+                    tracker.remote,
+                    value,
+                    record_key,
+                    partition=message.partition(),
+                    timestamp=message.timestamp()[1],
+                    headers=out_headers,
+                    on_delivery=on_delivery,
+                )
             except BufferError:
-                self._produce_when_room(tracker.producer, record, options)
+                self._produce_when_room(tracker, message, out_headers)
             tracker.pending.append(offset)
             tracker.replicated_bytes += size
             tracker.next_offset = offset + 1
@@ -569,15 +583,22 @@ class ReplicationTask:
             self._begin_transaction(tracker)
         return tracker
 
-    @staticmethod
     def _produce_when_room(
-        producer: Producer, record: tuple[str, bytes | None, bytes | None], options: dict
+        self, tracker: PartitionTracker, message: Message, headers: Headers
     ) -> None:
         """The producer's queue is full: serve delivery reports until it takes the record."""
         while True:
-            producer.poll(0.05)
+            tracker.producer.poll(0.05)
             try:
-                producer.produce(*record, **options)
+                tracker.producer.produce(
+                    tracker.remote,
+                    message.value(),
+                    message.key(),
+                    partition=message.partition(),
+                    timestamp=message.timestamp()[1],
+                    headers=headers,
+                    on_delivery=self._on_delivery,
+                )
                 return
             except BufferError:
                 continue
