@@ -47,7 +47,6 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from types import TracebackType
-from typing import IO
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -84,7 +83,14 @@ from harness import (
 )
 
 from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.jvm import artifact_classpath, find_java
+from replicator.localstack.mirrormaker import (
+    JVM_SIGTERM_EXIT,
+    MIRROR_MAKER_MAIN,
+    MirrorMaker,
+    connect_state_properties,
+    java_command,
+    mirror_maker_pids,
+)
 
 SOURCE = ClusterSpec("src", 15092)
 TARGET = ClusterSpec("dst", 25092)
@@ -92,8 +98,7 @@ FLOW = f"{SOURCE.name}->{TARGET.name}"
 DATA_DIR = Path(".data/bench-mm2")
 #: MM2's and the perf tools' configs and logs, one folder per run (kept until the next start).
 JVM_DIR = DATA_DIR / "jvm"
-MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
-MM2_HEAP = "-Xmx1g"
+MM2_HEAP = "1g"
 #: What Kafka's kafka-run-class.sh gives every tool and connect-mirror-maker.sh, so MM2
 #: runs as an operator would start it.
 JVM_PERFORMANCE_OPTS = (
@@ -104,7 +109,7 @@ JVM_PERFORMANCE_OPTS = (
     "-Djava.awt.headless=true",
 )
 #: The perf tools' scripts (kafka-*-perf-test.sh) set this heap.
-TOOL_HEAP = "-Xmx512m"
+TOOL_HEAP = "512m"
 SIZES = (100, 1024)
 #: Our target producer (replicator/task.py): lz4, linger 20 ms, batches up to about
 #: the topic's max.message.bytes (1 MB), idempotent (so acks=all) with librdkafka's 5
@@ -132,8 +137,6 @@ EXPECTED_MM2_ERRORS = ("Failed to configure MirrorCheckpointConnector",)
 #: rarely recurs within lz4's 64 KB window (the tool picks lines at random).
 PAYLOAD_FILE_BYTES = 8_000_000
 SYSTEMS = ("ours", "MM2")
-#: A JVM that ran its shutdown hooks after SIGTERM exits with 128 + 15.
-JVM_SIGTERM_EXIT = 143
 LATENCY_WAIT_S = 60.0
 #: The latency phase runs in the runs of this value size (1 KB, as the issue asks):
 #: once per run rather than once per size keeps the default run under 25 minutes.
@@ -223,37 +226,6 @@ class SizeResult:
 # -- the JVM side: MirrorMaker 2 and the perf tools ---------------------------------------
 
 
-LOG4J2_PROPERTIES = """\
-# Written by bench/compare_mm2.py: everything a JVM logs goes to one file per process.
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = ${sys:bench.log.file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = ${sys:bench.log.level:-info}
-rootLogger.appenderRef.file.ref = file
-"""
-
-
-def jvm_command(main_class: str, heap: str, log_file: Path, log_level: str) -> list[str]:
-    """`java ... main_class` with the Kafka classpath, logging only to `log_file`."""
-    log4j = JVM_DIR / "log4j2.properties"
-    if not log4j.exists():
-        log4j.write_text(LOG4J2_PROPERTIES, encoding="utf-8")
-    return [
-        str(find_java()),
-        heap,
-        *JVM_PERFORMANCE_OPTS,
-        f"-Dlog4j2.configurationFile={log4j.resolve()}",
-        f"-Dbench.log.file={log_file.resolve()}",
-        f"-Dbench.log.level={log_level}",
-        "-cp",
-        artifact_classpath("kafka"),
-        main_class,
-    ]
-
-
 def mm2_properties(topics: Sequence[str], tasks: int, run_id: str) -> dict[str, str]:
     """mm2.properties for one run: the flow of exactly `topics`, with ours' settings.
 
@@ -280,10 +252,7 @@ def mm2_properties(topics: Sequence[str], tasks: int, run_id: str) -> dict[str, 
         "offset.storage.replication.factor": "1",
         "config.storage.replication.factor": "1",
         "status.storage.replication.factor": "1",
-        "offset.storage.topic": f"mm2-offsets.{run_id}.internal",
-        "config.storage.topic": f"mm2-configs.{run_id}.internal",
-        "status.storage.topic": f"mm2-status.{run_id}.internal",
-        f"{FLOW}.group.id": f"mm2-{run_id}",
+        **connect_state_properties(TARGET.name, run_id),
         # The records go through the Connect worker's producer, configured per target
         # cluster: `src->dst.producer.*` would reach only the offset-syncs producer.
         **{f"{TARGET.name}.producer.{key}": value for key, value in PRODUCER_SETTINGS.items()},
@@ -292,83 +261,28 @@ def mm2_properties(topics: Sequence[str], tasks: int, run_id: str) -> dict[str, 
     }
 
 
-class MirrorMaker2:
-    """MM2 in dedicated mode (`connect-mirror-maker.sh mm2.properties`), one JVM,
-    in its own session so that a Ctrl-C in the terminal reaches only the benchmark,
-    which then stops it like after a run."""
+class MirrorMaker2(MirrorMaker):
+    """MM2 as the benchmark runs it: the heap and JVM options of Kafka's start scripts,
+    the benchmark's stop timeout, and the checks made after each run."""
 
     label = "MM2"
 
     def __init__(self, properties: dict[str, str], workdir: Path) -> None:
-        self._properties = properties
-        self.workdir = workdir
-        self.log_file = workdir / "mm2.log"
-        self._process: subprocess.Popen[bytes] | None = None
-        self._console: IO[bytes] | None = None
-        self.started_at = 0.0
-        self.exit_codes: list[int | None] = []
-
-    def __enter__(self) -> MirrorMaker2:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config = self.workdir / "mm2.properties"
-        config.write_text(
-            "".join(f"{key} = {value}\n" for key, value in self._properties.items()),
-            encoding="utf-8",
+        super().__init__(
+            properties,
+            workdir,
+            heap=MM2_HEAP,
+            jvm_options=JVM_PERFORMANCE_OPTS,
+            stop_timeout_s=STOP_TIMEOUT_S,
         )
-        command = [*jvm_command(MM2_MAIN, MM2_HEAP, self.log_file, "info"), str(config.resolve())]
-        self._console = (self.workdir / "console.log").open("wb")
-        self.started_at = time.monotonic()
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._console,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """SIGTERM (MM2's shutdown hook stops the connectors), SIGKILL if it hangs;
-        either way the JVM is reaped before this returns."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                print(f"  WARNING: MM2 ignored SIGTERM for {STOP_TIMEOUT_S} s; killing it")
-                process.kill()
-                process.wait()
-        if self._console is not None:
-            self._console.close()
-        self.exit_codes = [process.returncode]
-
-    def pids(self) -> list[int]:
-        return [self._process.pid] if self._process is not None else []
-
-    def failure(self) -> str | None:
-        code = self._process.poll() if self._process is not None else None
-        return None if code is None else f"the JVM exited with code {code}; see {self.log_file}"
-
-    def log_lines(self) -> list[str]:
-        if not self.log_file.exists():
-            return []
-        return self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    @property
+    def exit_codes(self) -> list[int | None]:
+        return [] if self.exit_code is None else [self.exit_code]
 
     def log_errors(self) -> list[str]:
         """ERROR lines of the log, less those MM2 always logs in this setup."""
-        return [
-            line
-            for line in self.log_lines()
-            if "] ERROR " in line and not any(known in line for known in EXPECTED_MM2_ERRORS)
-        ]
+        return self.error_lines(EXPECTED_MM2_ERRORS)
 
     def check_client_settings(self) -> None:
         """Fail unless MM2's task producers and replication consumers ran with our
@@ -415,26 +329,19 @@ def logged_client_configs(lines: Sequence[str], kind: str) -> list[dict[str, str
     return configs
 
 
-def stray_mm2_jvms() -> list[int]:
-    """MM2 JVMs started from this benchmark's folder that are still running (found by
-    command line, like the brokers, so an interrupted earlier run is noticed)."""
-    marker = str(JVM_DIR.resolve())
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue  # the process ended while we looked
-        text = [arg.decode(errors="replace") for arg in args]
-        if MM2_MAIN in text and any(marker in arg for arg in text):
-            found.append(int(cmdline.parent.name))
-    return found
-
-
 def run_tool(main_class: str, args: Sequence[str], workdir: Path) -> str:
     """Run a Kafka tool to completion; return its standard output (its results)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    command = [*jvm_command(main_class, TOOL_HEAP, workdir / "tool.log", "warn"), *args]
+    command = [
+        *java_command(
+            main_class,
+            heap=TOOL_HEAP,
+            log_file=workdir / "tool.log",
+            log_level="warn",
+            jvm_options=JVM_PERFORMANCE_OPTS,
+        ),
+        *args,
+    ]
     with (workdir / "stderr.log").open("wb") as stderr:
         result = subprocess.run(
             command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900, check=False
@@ -994,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=args.timeout,
     )
     records = {100: args.records_100b, 1024: args.records_1k}
-    stray = stray_mm2_jvms()
+    stray = mirror_maker_pids(JVM_DIR)
     if stray:
         raise SystemExit(
             f"MirrorMaker 2 JVMs from an earlier run are still running (pids {stray}); "
@@ -1007,7 +914,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
         JVM_DIR.mkdir(parents=True)
         results = [bench_size(stack, size, records[size], settings) for size in SIZES]
-    left = stray_mm2_jvms()
+    left = mirror_maker_pids(JVM_DIR)
     if left:
         print(f"WARNING: MM2 JVMs still running after the benchmark: pids {left}")
     print()
@@ -1021,7 +928,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         {
             "clusters": "one KRaft broker each, loopback, heap " + BROKER_HEAP,
             "settings": asdict(settings),
-            "mm2_command": f"java {MM2_HEAP} {' '.join(JVM_PERFORMANCE_OPTS)} {MM2_MAIN}",
+            "mm2_command": (
+                f"java -Xmx{MM2_HEAP} {' '.join(JVM_PERFORMANCE_OPTS)} {MIRROR_MAKER_MAIN}"
+            ),
             "mm2_properties": mm2_properties(["<topic>", "<latency topic>"], args.tasks, "<run>"),
             "producer_settings": PRODUCER_SETTINGS,
             "consumer_settings": CONSUMER_SETTINGS,

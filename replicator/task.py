@@ -14,7 +14,6 @@ import os
 import socket
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -84,7 +83,6 @@ class PartitionTracker:
     remote: str
     next_offset: int
     size_limit: int
-    pending: deque[int] = field(default_factory=deque)
     last_source: int = -1
     last_target: int = -1
     last_synced_source: int = -1
@@ -142,7 +140,6 @@ class ReplicationTask:
         self._target_alias = flow.target.alias.encode()
         self.topic_sync = TopicSync(flow, self.policy)
         self._trackers: dict[tuple[str, int], PartitionTracker] = {}
-        self._by_remote: dict[tuple[str, int], PartitionTracker] = {}
         self._size_limits: dict[str, int] = {}
         self._held: list[PartitionTracker] = []
         self._resynced: dict[str, float] = {}  # topic -> when an oversized record synced it
@@ -252,7 +249,15 @@ class ReplicationTask:
     def _make_target_producer(self) -> Producer:
         self._producer_limits = self._wanted_producer_limits()
         # A failed batch must stop the partition, never leave a hole behind it.
-        return Producer({**self._target_producer_config(), "enable.gapless.guarantee": True})
+        return Producer(
+            {
+                **self._target_producer_config(),
+                "enable.gapless.guarantee": True,
+                # Transactional producers are left out: being fenced is fatal for them
+                # and means "partition moved", which the transaction outcome handles.
+                "error_cb": self._on_producer_error,
+            }
+        )
 
     def _target_producer_config(self) -> dict[str, object]:
         message_max_bytes, batch_size = self._wanted_producer_limits()
@@ -398,7 +403,6 @@ class ReplicationTask:
             if self._writers is not None:
                 self._writers.close(tp.topic, tp.partition)
             if tracker is not None:
-                self._by_remote.pop((tracker.remote, tp.partition), None)
                 status = tracker.status(lag=None)
                 if not tracker.stopped:  # a stopped partition still needs an operator
                     status.state = "revoked"
@@ -431,7 +435,6 @@ class ReplicationTask:
         if not tracker.stopped:
             metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(0)
         self._trackers[(tp.topic, tp.partition)] = tracker
-        self._by_remote[(remote, tp.partition)] = tracker
         return tracker
 
     def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:
@@ -516,24 +519,46 @@ class ReplicationTask:
     # -- the hot path --------------------------------------------------------------------
 
     def _replicate(self, messages: list[Message]) -> None:
-        produce = self._producer.produce
-        on_delivery = self._on_delivery
+        """Split the batch into runs of one partition (librdkafka hands records over
+        partition by partition, so runs are long) and replicate each run."""
+        start, count = 0, len(messages)
+        while start < count:
+            first = messages[start]
+            error = first.error()
+            if error is not None:
+                self._on_consume_error(first, error)
+                start += 1
+                continue
+            topic, partition = first.topic(), first.partition()
+            end = start + 1
+            while end < count:
+                message = messages[end]
+                if message.partition() != partition or message.topic() != topic:
+                    break
+                end += 1
+            tracker = self._enter((topic, partition))
+            if tracker is not None:
+                self._replicate_run(tracker, messages[start:end])
+            start = end
+        if self._writers is not None:
+            self._commit_transactions()
+
+    def _replicate_run(self, tracker: PartitionTracker, messages: list[Message]) -> None:
+        """Produce a run of one partition's records. Only the run's last record has a
+        delivery report: the producer is idempotent with the gapless guarantee, so
+        its success means every earlier record of the run was written, in order, and
+        any failure fails the rest of the run too."""
         target_alias = self._target_alias
         source_entry = (SOURCE_HEADER, self._alias)
-        tracker: PartitionTracker | None = None
-        key_of_tracker: tuple[str, int] | None = None
+        out: list[tuple[bytes | None, bytes | None, int, Headers]] = []
+        first_offset = last_offset = -1
+        size_total = 0
         for message in messages:
+            if tracker.stopped or tracker.held:
+                break
             error = message.error()
             if error is not None:
                 self._on_consume_error(message, error)
-                continue
-            key = (message.topic(), message.partition())
-            if key != key_of_tracker:
-                key_of_tracker = key
-                tracker = self._enter(key)
-                if tracker is not None:
-                    produce = tracker.producer.produce
-            if tracker is None or tracker.stopped or tracker.held:
                 continue
             offset = message.offset()
             value = message.value()
@@ -557,23 +582,34 @@ class ReplicationTask:
             out_headers.append((OFFSET_HEADER, encode_offset(offset)))
             if origin is not None:
                 out_headers.append((ORIGIN_HEADER, origin))
+            out.append((value, record_key, message.timestamp()[1], out_headers))
+            if first_offset < 0:
+                first_offset = offset
+            last_offset = offset
+            size_total += size
+            tracker.next_offset = offset + 1
+        if not out:
+            return
+        report = _RunReport(self, tracker, first_offset, last_offset, len(out))
+        produce = tracker.producer.produce
+        remote, partition, last = tracker.remote, tracker.partition, len(out) - 1
+        for index, (value, record_key, timestamp, out_headers) in enumerate(out):
+            on_delivery = report if index == last else None
             try:
                 produce(
-                    tracker.remote,
+                    remote,
                     value,
                     record_key,
-                    partition=message.partition(),
-                    timestamp=message.timestamp()[1],
+                    partition=partition,
+                    timestamp=timestamp,
                     headers=out_headers,
                     on_delivery=on_delivery,
                 )
             except BufferError:
-                self._produce_when_room(tracker, message, out_headers)
-            tracker.pending.append(offset)
-            tracker.replicated_bytes += size
-            tracker.next_offset = offset + 1
-        if self._writers is not None:
-            self._commit_transactions()
+                self._produce_when_room(
+                    tracker, (value, record_key, timestamp, out_headers), on_delivery
+                )
+        tracker.replicated_bytes += size_total
 
     def _enter(self, key: tuple[str, int]) -> PartitionTracker | None:
         """The tracker of the partition the next records belong to; in exactly-once
@@ -584,54 +620,80 @@ class ReplicationTask:
         return tracker
 
     def _produce_when_room(
-        self, tracker: PartitionTracker, message: Message, headers: Headers
+        self,
+        tracker: PartitionTracker,
+        record: tuple[bytes | None, bytes | None, int, Headers],
+        on_delivery: _RunReport | None,
     ) -> None:
         """The producer's queue is full: serve delivery reports until it takes the record."""
+        value, record_key, timestamp, headers = record
         while True:
             tracker.producer.poll(0.05)
             try:
                 tracker.producer.produce(
                     tracker.remote,
-                    message.value(),
-                    message.key(),
-                    partition=message.partition(),
-                    timestamp=message.timestamp()[1],
+                    value,
+                    record_key,
+                    partition=tracker.partition,
+                    timestamp=timestamp,
                     headers=headers,
-                    on_delivery=self._on_delivery,
+                    on_delivery=on_delivery,
                 )
                 return
             except BufferError:
                 continue
 
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        tracker = self._by_remote.get((message.topic(), message.partition()))
-        if tracker is None:
-            return  # revoked while in flight; the flush in _on_revoke waited for it
-        source_offset = tracker.pending.popleft()
+    def _on_run_delivered(
+        self, run: _RunReport, error: KafkaError | None, message: Message
+    ) -> None:
+        tracker = run.tracker
+        if self._trackers.get((tracker.topic, tracker.partition)) is not tracker:
+            return  # revoked or fenced while in flight; the flush in _on_revoke waited
         if error is not None:
             metrics.ERRORS.labels(tracker.flow, "delivery").inc()
             self._fail(
-                f"{tracker.topic}[{tracker.partition}] offset {source_offset}: the target "
-                f"{self.flow.target.alias!r} rejected the record for {tracker.remote}: "
-                f"{error.str()}. Replication of the flow is stopped; fix the cause and "
-                "restart, it resumes at this record"
+                f"{tracker.topic}[{tracker.partition}] offsets {run.first_source}.."
+                f"{run.last_source}: the target {self.flow.target.alias!r} rejected records "
+                f"for {tracker.remote}: {error.str()}. Replication of the flow is stopped; "
+                f"fix the cause and restart, it resumes after the last record written"
             )
             return
+        # The last record's pair is exact. The run is contiguous on both sides unless
+        # the source skipped offsets (transaction markers, compaction, skipped records)
+        # or something else wrote to the target partition in between: then, and every
+        # offset.lag.max records, the pair is published as an offset sync.
         target_offset = message.offset()
-        tracker.replicated += 1
+        source_contiguous = (
+            run.first_source == tracker.last_source + 1
+            and run.last_source - run.first_source + 1 == run.count
+        )
+        target_contiguous = target_offset - run.count == tracker.last_target
+        tracker.replicated += run.count
         tracker.last_ack_timestamp_ms = message.timestamp()[1]
         if (
-            source_offset != tracker.last_source + 1
-            or target_offset != tracker.last_target + 1
-            or source_offset - tracker.last_synced_source >= self.flow.offset_lag_max
+            not source_contiguous
+            or not target_contiguous
+            or run.last_source - tracker.last_synced_source >= self.flow.offset_lag_max
         ):
             if self._writers is None:
-                self._emit_offset_sync(tracker, source_offset, target_offset)
+                self._emit_offset_sync(tracker, run.last_source, target_offset)
             else:  # only a committed record may be pointed at
-                tracker.uncommitted_syncs.append((source_offset, target_offset))
-                tracker.last_synced_source = source_offset
-        tracker.last_source = source_offset
+                tracker.uncommitted_syncs.append((run.last_source, target_offset))
+                tracker.last_synced_source = run.last_source
+        tracker.last_source = run.last_source
         tracker.last_target = target_offset
+
+    def _on_producer_error(self, error: KafkaError) -> None:
+        """A fatal producer error (e.g. the gapless guarantee tripped) stops the flow
+        even when no delivery report is pending to say so."""
+        if error.fatal():
+            metrics.ERRORS.labels(self.flow.name, "delivery").inc()
+            self._fail(
+                f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
+                f"fatally: {error.str()}. Restart the flow; it resumes from the target tail"
+            )
+        else:
+            log.warning("flow %s: producer: %s", self.flow.name, error.str())
 
     # -- exactly-once mode -----------------------------------------------------------------
 
@@ -676,7 +738,6 @@ class ReplicationTask:
         the group takes it from us at the next rebalance."""
         key = (tracker.topic, tracker.partition)
         self._trackers.pop(key, None)
-        self._by_remote.pop((tracker.remote, tracker.partition), None)
         self._writers.close(*key)
         self._consumer.pause([TopicPartition(*key)])
         metrics.ERRORS.labels(tracker.flow, "fenced").inc()
@@ -883,6 +944,29 @@ class ReplicationTask:
             log.info("flow %s: topics changed: %s", self.flow.name, changed)
             self._topics = current
             self._subscribe()
+
+
+class _RunReport:
+    """The delivery report of a run of records of one partition (see _replicate_run)."""
+
+    __slots__ = ("count", "first_source", "last_source", "task", "tracker")
+
+    def __init__(
+        self,
+        task: ReplicationTask,
+        tracker: PartitionTracker,
+        first_source: int,
+        last_source: int,
+        count: int,
+    ) -> None:
+        self.task = task
+        self.tracker = tracker
+        self.first_source = first_source
+        self.last_source = last_source
+        self.count = count
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        self.task._on_run_delivered(self, error, message)
 
 
 def _own_headers(headers: Headers) -> tuple[Headers, bytes | None, int]:
