@@ -1,0 +1,46 @@
+"""The DR state store: active cluster and fence of each client application, DR run
+history, flow states and procedure steps; and how clients discover where to connect.
+
+`StateStore` is the store, `where` the call client applications make, `create_app`
+the read-only HTTP view, `check_ledgers` the no-loss/no-duplicate proof of the
+demo applications.
+"""
+
+from replicator.statestore.discovery import Route, UnknownClusterError, where
+from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
+from replicator.statestore.store import (
+    STATE_URL_ENV,
+    Application,
+    ClientState,
+    FenceNotAcknowledged,
+    FlowState,
+    NotFoundError,
+    RunRecord,
+    StateStore,
+    StateStoreError,
+    StepRecord,
+    StoreUnavailable,
+    default_state_url,
+)
+
+__all__ = [
+    "STATE_URL_ENV",
+    "Application",
+    "ClientState",
+    "FenceNotAcknowledged",
+    "FlowState",
+    "LedgerCheck",
+    "LedgerEntry",
+    "NotFoundError",
+    "Route",
+    "RunRecord",
+    "StateStore",
+    "StateStoreError",
+    "StepRecord",
+    "StoreUnavailable",
+    "UnknownClusterError",
+    "check_ledgers",
+    "default_state_url",
+    "read_ledger",
+    "where",
+]

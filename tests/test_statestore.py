@@ -1,0 +1,550 @@
+"""The DR state store, client discovery, its HTTP API, its CLI and the ledger check:
+unit tests on SQLite files under tmp_path (no Kafka)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.schema import CreateTable
+
+from replicator.cli import main
+from replicator.config import load_config
+from replicator.config.model import ReplicatorConfig
+from replicator.statestore import (
+    FenceNotAcknowledged,
+    LedgerEntry,
+    NotFoundError,
+    StateStore,
+    StateStoreError,
+    UnknownClusterError,
+    check_ledgers,
+    read_ledger,
+    where,
+)
+from replicator.statestore import store as store_module
+from replicator.statestore.api import create_app
+from replicator.statestore.ledger import LedgerError, LedgerWriter
+
+PRIMARY = "127.0.0.1:19092"
+DR = "127.0.0.1:29092"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'state' / 'replicator.db'}"
+
+
+@pytest.fixture
+def store(url: str):
+    state = StateStore(url)
+    yield state
+    state.close()
+
+
+@pytest.fixture
+def config() -> ReplicatorConfig:
+    return load_config(
+        {
+            "clusters": "primary, dr",
+            "primary.bootstrap.servers": PRIMARY,
+            "dr.bootstrap.servers": DR,
+            "dr.sasl.password": "hunter2",
+            "primary->dr.enabled": "true",
+        }
+    )
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        f"clusters = primary, dr\nprimary.bootstrap.servers = {PRIMARY}\n"
+        f"dr.bootstrap.servers = {DR}\nprimary->dr.enabled = true\n"
+    )
+    return path
+
+
+class Clock:
+    """Replaces the store's clock, so "seen within" windows need no sleeping."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+        monkeypatch.setattr(store_module, "_now", lambda: self.now)
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+# --- applications ---------------------------------------------------------------------
+
+
+def test_register_is_idempotent_and_keeps_the_active_cluster(store: StateStore) -> None:
+    first = store.register_application("orders", "primary")
+    assert (first.active_cluster, first.fenced, first.epoch) == ("primary", False, 0)
+    assert first.updated_at.tzinfo == UTC
+    store.switch("orders", "dr")
+    again = store.register_application("orders", "primary")
+    assert (again.active_cluster, again.epoch) == ("dr", 1)
+    assert [a.name for a in store.applications()] == ["orders"]
+
+
+def test_fence_switch_unfence_move_the_epoch_only_on_change(store: StateStore) -> None:
+    store.register_application("orders", "primary")
+    assert store.fence("orders") == 1
+    assert store.fence("orders") == 1  # a retried fence waits for the same epoch
+    assert store.application("orders").fenced
+
+    switched = store.switch("orders", "dr")
+    assert (switched.active_cluster, switched.fenced, switched.epoch) == ("dr", False, 2)
+    assert store.switch("orders", "dr").epoch == 2
+
+    assert store.fence("orders") == 3
+    unfenced = store.unfence("orders")
+    assert (unfenced.active_cluster, unfenced.fenced, unfenced.epoch) == ("dr", False, 4)
+    assert store.unfence("orders").epoch == 4
+
+    store.fence("orders")
+    assert store.switch("orders", "dr").epoch == 6  # lifting the fence is a change
+
+
+def test_unknown_application_names_the_registered_ones(store: StateStore) -> None:
+    with pytest.raises(NotFoundError, match="'orders' is not registered") as error:
+        store.fence("orders")
+    assert "registered: none" in str(error.value)
+    store.register_application("payments", "primary")
+    store.register_application("audit", "dr")
+    with pytest.raises(NotFoundError, match=r"registered: audit, payments\)"):
+        store.application("orders")
+    with pytest.raises(NotFoundError, match="replicator clients register orders --cluster"):
+        store.report_client("orders", "c1", "producer", "primary", 0, "running")
+
+
+# --- clients and fence acknowledgement ------------------------------------------------
+
+
+def test_clients_report_upsert_and_seen_within(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    store.register_application("orders", "primary")
+    store.report_client("orders", "p1", "producer", "primary", 0, "running")
+    clock.advance(30)
+    store.report_client("orders", "c1", "consumer", "primary", 0, "running")
+    store.report_client("orders", "c1", "consumer", "primary", 1, "fenced")
+
+    everyone = store.clients("orders")
+    assert [(c.client_id, c.role, c.epoch, c.state) for c in everyone] == [
+        ("c1", "consumer", 1, "fenced"),
+        ("p1", "producer", 0, "running"),
+    ]
+    assert everyone[0].last_seen == clock.now
+    assert [c.client_id for c in store.clients("orders", seen_within_s=10)] == ["c1"]
+
+    store.remove_client("orders", "c1")
+    store.remove_client("orders", "c1")  # idempotent
+    assert [c.client_id for c in store.clients("orders")] == ["p1"]
+
+    with pytest.raises(StateStoreError, match="one of running, fenced"):
+        store.report_client("orders", "c1", "consumer", "primary", 1, "stopped")  # type: ignore[arg-type]
+
+
+def test_wait_fenced_returns_the_acknowledging_clients(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    store.register_application("orders", "primary")
+    store.report_client("orders", "gone", "producer", "primary", 0, "running")
+    clock.advance(60)  # a client that stopped reporting long ago is not waited for
+    epoch = store.fence("orders")
+    store.report_client("orders", "p1", "producer", "primary", epoch, "fenced")
+    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+
+    acknowledged = store.wait_fenced("orders", epoch, timeout_s=5)
+    assert sorted(c.client_id for c in acknowledged) == ["c1", "p1"]
+
+
+def test_wait_fenced_times_out_naming_the_clients(store: StateStore) -> None:
+    store.register_application("orders", "primary")
+    store.report_client("orders", "p1", "producer", "primary", 0, "running")
+    epoch = store.fence("orders")
+    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    store.report_client("orders", "c2", "consumer", "primary", epoch - 1, "fenced")
+
+    with pytest.raises(FenceNotAcknowledged) as error:
+        store.wait_fenced("orders", epoch, timeout_s=0.3)
+    message = str(error.value)
+    assert f"2 client(s) of 'orders' did not acknowledge the fence at epoch {epoch}" in message
+    assert "p1 (producer on primary: running at epoch 0" in message
+    assert "c2 (consumer on primary: fenced at epoch 0" in message
+    assert "c1" not in message
+    assert sorted(c.client_id for c in error.value.pending) == ["c2", "p1"]
+
+
+def test_wait_fenced_refuses_a_fence_that_was_lifted(store: StateStore) -> None:
+    store.register_application("orders", "primary")
+    epoch = store.fence("orders")
+    store.switch("orders", "dr")
+    with pytest.raises(StateStoreError, match="no longer fenced at epoch 1 \\(now epoch 2"):
+        store.wait_fenced("orders", epoch, timeout_s=1)
+
+
+# --- flows, runs, steps ---------------------------------------------------------------
+
+
+def test_flow_states(store: StateStore) -> None:
+    assert store.flow_state("primary->dr") is None
+    store.set_flow_state("primary->dr", "running", {"lag": 3})
+    store.set_flow_state("dr->primary", "stopped")
+    updated = store.set_flow_state("primary->dr", "failed-over", {"at": "2030-01-01"})
+    assert (updated.state, updated.detail) == ("failed-over", {"at": "2030-01-01"})
+    assert [(f.flow, f.state, f.detail) for f in store.flow_states()] == [
+        ("dr->primary", "stopped", {}),
+        ("primary->dr", "failed-over", {"at": "2030-01-01"}),
+    ]
+
+
+def test_runs_newest_first_with_json_round_trip(store: StateStore) -> None:
+    params = {"groups": ["g1", "g2"], "dry_run": False, "nested": {"n": 1.5, "none": None}}
+    failover = store.start_run("failover", "primary->dr", "planned", params)
+    drill = store.start_run("drill", "primary->dr", "non-disruptive", {})
+    failback = store.start_run("failback", None, None, {})
+    assert failover.startswith("failover-")
+    assert len({failover, drill, failback}) == 3
+
+    running = store.run(failover)
+    assert (running.outcome, running.finished_at, running.details) == (None, None, {})
+    details = {"steps": [{"name": "fence", "ok": True}], "lost": 0}
+    finished = store.finish_run(failover, "succeeded", 0, 12.5, details)
+    assert (finished.outcome, finished.rpo_records, finished.rto_seconds) == ("succeeded", 0, 12.5)
+    assert finished.params == params
+    assert finished.details == details
+    assert finished.finished_at is not None
+    assert finished.finished_at >= finished.started_at
+
+    assert [r.run_id for r in store.runs()] == [failback, drill, failover]
+    assert [r.run_id for r in store.runs(limit=2)] == [failback, drill]
+    assert [r.run_id for r in store.runs(kind="failover")] == [failover]
+    assert store.runs(kind="verification") == []
+
+
+def test_runs_never_store_secrets_or_non_json(store: StateStore) -> None:
+    run_id = store.start_run("drill", "primary->dr", "full", {"dr.sasl.password": "hunter2"})
+    store.finish_run(run_id, "failed", None, None, {"client": {"sasl.jaas.config": "x"}})
+    stored = store.run(run_id)
+    assert stored.params == {"dr.sasl.password": "******"}
+    assert stored.details == {"client": {"sasl.jaas.config": "******"}}
+    with pytest.raises(StateStoreError, match=f"details of run {run_id} cannot be stored as JSON"):
+        store.finish_run(run_id, "failed", None, None, {"when": datetime.now(UTC)})
+
+
+def test_unknown_run_says_where_to_look(store: StateStore) -> None:
+    with pytest.raises(NotFoundError, match=r"run 'nope' is not in the state store .*history"):
+        store.run("nope")
+    with pytest.raises(NotFoundError, match="run 'nope'"):
+        store.finish_run("nope", "failed", None, None, {})
+
+
+def test_steps_upsert_in_order_of_first_save(store: StateStore) -> None:
+    assert store.step("proc-1", "fence") is None
+    store.save_step("proc-1", "fence", "failed", {"error": "timeout"})
+    store.save_step("proc-1", "drain", "done", {"lag": 0})
+    retried = store.save_step("proc-1", "fence", "done", {"epoch": 3})
+    assert (retried.state, retried.result) == ("done", {"epoch": 3})
+    assert retried.updated_at >= retried.first_saved_at
+    store.save_step("proc-2", "fence", "done", {})
+
+    assert [(s.name, s.state) for s in store.steps("proc-1")] == [
+        ("fence", "done"),
+        ("drain", "done"),
+    ]
+    step = store.step("proc-1", "drain")
+    assert step is not None
+    assert step.result == {"lag": 0}
+    with pytest.raises(StateStoreError, match="one of done, failed"):
+        store.save_step("proc-1", "drain", "skipped", {})  # type: ignore[arg-type]
+
+
+# --- several processes, URLs ----------------------------------------------------------
+
+
+def test_two_stores_on_one_file_see_each_others_writes(url: str) -> None:
+    first, second = StateStore(url), StateStore(url)
+    try:
+        first.register_application("orders", "primary")
+        assert second.fence("orders") == 1
+        assert first.application("orders").fenced
+
+        errors: list[BaseException] = []
+
+        def report(state: StateStore, prefix: str) -> None:
+            try:
+                for i in range(40):
+                    state.report_client(
+                        "orders", f"{prefix}{i % 4}", "consumer", "dr", i, "running"
+                    )
+                    state.save_step("proc", f"{prefix}{i}", "done", {"i": i})
+            except BaseException as exc:
+                errors.append(exc)
+
+        writers = [
+            threading.Thread(target=report, args=(s, p)) for s, p in ((first, "a"), (second, "b"))
+        ]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join(timeout=120)
+        assert not errors, errors
+        assert len(first.steps("proc")) == len(second.steps("proc")) == 80
+        assert {c.epoch for c in second.clients("orders")} == {36, 37, 38, 39}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_state_url_from_environment_then_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(store_module.STATE_URL_ENV, raising=False)
+    default = StateStore()
+    default.register_application("orders", "primary")
+    default.close()
+    assert (tmp_path / ".data" / "state" / "replicator.db").is_file()
+
+    elsewhere = tmp_path / "elsewhere" / "state.db"
+    monkeypatch.setenv(store_module.STATE_URL_ENV, f"sqlite:///{elsewhere}")
+    from_env = StateStore()
+    assert from_env.applications() == []
+    from_env.close()
+    assert elsewhere.is_file()
+
+
+def test_schema_and_locking_compile_for_postgresql() -> None:
+    dialect = postgresql.dialect()
+    for table in store_module._metadata.sorted_tables:
+        assert "CREATE TABLE" in str(CreateTable(table).compile(dialect=dialect))
+    locked = select(store_module._applications).with_for_update()
+    assert str(locked.compile(dialect=dialect)).endswith("FOR UPDATE")
+
+
+def test_bad_urls_are_named_without_their_password() -> None:
+    with pytest.raises(StateStoreError, match="is not a SQLAlchemy URL"):
+        StateStore("not a url")
+    with pytest.raises(StateStoreError, match="no database driver") as error:
+        StateStore("nosuchdb://user:s3cret@host/db")
+    assert "s3cret" not in str(error.value)
+
+
+# --- discovery ------------------------------------------------------------------------
+
+
+def test_where_gives_bootstrap_servers_and_no_secrets(
+    store: StateStore, config: ReplicatorConfig
+) -> None:
+    store.register_application("orders", "primary")
+    route = where("orders", config, store)
+    assert (route.cluster, route.bootstrap_servers, route.fenced, route.epoch) == (
+        "primary",
+        PRIMARY,
+        False,
+        0,
+    )
+    store.fence("orders")
+    store.switch("orders", "dr")
+    route = where("orders", config, store)
+    assert (route.cluster, route.bootstrap_servers, route.epoch) == ("dr", DR, 2)
+    assert "hunter2" not in repr(route)
+
+
+def test_where_explains_a_cluster_missing_from_the_config(
+    store: StateStore, config: ReplicatorConfig
+) -> None:
+    store.register_application("orders", "west")
+    with pytest.raises(UnknownClusterError, match="active on cluster 'west'") as error:
+        where("orders", config, store)
+    assert "clusters: primary, dr" in str(error.value)
+    assert "add west.bootstrap.servers" in str(error.value)
+    with pytest.raises(NotFoundError, match="'payments' is not registered"):
+        where("payments", config, store)
+
+
+# --- HTTP API -------------------------------------------------------------------------
+
+
+def test_api_routes(store: StateStore, config: ReplicatorConfig) -> None:
+    store.register_application("orders", "primary")
+    store.register_application("lost", "west")
+    store.fence("orders")
+    run_id = store.start_run("failover", "primary->dr", "planned", {"dry_run": True})
+    store.finish_run(run_id, "succeeded", 0, 3.5, {"epoch": 1})
+    store.set_flow_state("primary->dr", "running", {"lag": 0})
+
+    plain = TestClient(create_app(store))
+    apps = plain.get("/applications").json()
+    assert [(a["name"], a["active_cluster"]) for a in apps] == [
+        ("lost", "west"),
+        ("orders", "primary"),
+    ]
+    orders = plain.get("/applications/orders").json()
+    assert (orders["fenced"], orders["epoch"]) == (True, 1)
+    assert datetime.fromisoformat(orders["updated_at"]).tzinfo is not None
+
+    routed = TestClient(create_app(store, config))
+    assert routed.get("/applications/orders").json() == {
+        "application": "orders",
+        "cluster": "primary",
+        "bootstrap_servers": PRIMARY,
+        "fenced": True,
+        "epoch": 1,
+    }
+    conflict = routed.get("/applications/lost")
+    assert conflict.status_code == 409
+    assert "active on cluster 'west'" in conflict.json()["detail"]
+
+    runs = plain.get("/runs", params={"kind": "failover", "limit": 5}).json()
+    assert [(r["run_id"], r["rto_seconds"], r["params"]) for r in runs] == [
+        (run_id, 3.5, {"dry_run": True})
+    ]
+    assert plain.get("/runs", params={"kind": "drill"}).json() == []
+    assert plain.get("/runs", params={"limit": 0}).status_code == 422
+    assert plain.get(f"/runs/{run_id}").json()["details"] == {"epoch": 1}
+    assert plain.get("/flows").json()[0]["detail"] == {"lag": 0}
+
+    for path, name in (("/applications/nope", "application 'nope'"), ("/runs/nope", "run 'nope'")):
+        missing = plain.get(path)
+        assert missing.status_code == 404
+        assert name in missing.json()["detail"]
+
+
+def test_api_changes_nothing(store: StateStore) -> None:
+    store.register_application("orders", "primary")
+    client = TestClient(create_app(store))
+    for method in ("post", "put", "patch", "delete"):
+        assert getattr(client, method)("/applications/orders").status_code == 405
+    assert store.application("orders").epoch == 0
+
+
+# --- CLI ------------------------------------------------------------------------------
+
+
+def test_cli_register_where_list(
+    url: str, config_file: Path, store: StateStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["clients", "register", "orders", "--cluster", "primary", "--state-url", url]) == 0
+    assert "orders is registered, active on primary (epoch 0)" in capsys.readouterr().out
+    assert main(["clients", "register", "orders", "--cluster", "dr", "--state-url", url]) == 0
+    assert "stays active on primary" in capsys.readouterr().out
+
+    where_args = ["clients", "where", "orders", "--config", str(config_file), "--state-url", url]
+    assert main(where_args) == 0
+    assert f"orders: cluster primary ({PRIMARY}), epoch 0, not fenced" in capsys.readouterr().out
+    store.fence("orders")
+    assert main([*where_args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "application": "orders",
+        "cluster": "primary",
+        "bootstrap_servers": PRIMARY,
+        "fenced": True,
+        "epoch": 1,
+    }
+
+    store.report_client("orders", "p1", "producer", "primary", 1, "fenced")
+    assert main(["clients", "list", "--state-url", url]) == 0
+    out = capsys.readouterr().out
+    assert "orders" in out
+    assert "FENCED" in out
+    assert "p1" in out
+    assert "fenced at epoch 1" in out
+    assert main(["clients", "list", "--state-url", url, "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["name"], listed["epoch"], listed["clients"][0]["client_id"]) == (
+        "orders",
+        1,
+        "p1",
+    )
+
+
+def test_cli_history(url: str, store: StateStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "--state-url", url]) == 0
+    assert "no runs recorded" in capsys.readouterr().out
+    drill = store.start_run("drill", "primary->dr", "full", {})
+    store.finish_run(drill, "succeeded", 0, 41.0, {})
+    failover = store.start_run("failover", "primary->dr", "unplanned", {})
+
+    assert main(["history", "--state-url", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines] == [failover, drill]
+    assert "succeeded" in lines[1]
+    assert "RTO 41.0s" in lines[1]
+    assert "running" in lines[0]
+
+    assert main(["history", "--state-url", url, "--kind", "drill", "--limit", "1", "--json"]) == 0
+    [run] = json.loads(capsys.readouterr().out)
+    assert (run["run_id"], run["rto_seconds"]) == (drill, 41.0)
+    assert datetime.fromisoformat(run["started_at"]).tzinfo is not None
+
+
+def test_cli_errors_are_one_line(
+    url: str, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["clients", "where", "nope", "--config", str(config_file), "--state-url", url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("replicator: error: application 'nope' is not registered")
+    assert err.count("\n") == 1
+
+
+# --- ledgers --------------------------------------------------------------------------
+
+
+def _entry(record_id: str, offset: int) -> LedgerEntry:
+    return LedgerEntry(record_id, "primary", "demo.orders", 0, offset)
+
+
+def test_ledger_check_finds_missing_and_duplicates(tmp_path: Path) -> None:
+    produced, consumed_a, consumed_b = (tmp_path / n for n in ("p.jsonl", "a.jsonl", "b.jsonl"))
+    with LedgerWriter(produced) as ledger:
+        for i in range(5):
+            ledger.write(_entry(f"id-{i}", i))
+    with LedgerWriter(consumed_a) as ledger:
+        for i in (0, 1, 2):
+            ledger.write(_entry(f"id-{i}", i))
+    with LedgerWriter(consumed_b) as ledger:
+        ledger.write(_entry("id-2", 2))
+
+    check = check_ledgers([produced], [consumed_a, consumed_b])
+    assert (check.produced, check.consumed) == (5, 4)
+    assert check.missing == ("id-3", "id-4")
+    assert check.duplicates == ("id-2",)
+    assert not check.ok
+    assert "missing 2" in check.summary()
+    assert check_ledgers([produced], [produced]).ok
+    assert check_ledgers([], [tmp_path / "absent.jsonl"]).ok
+
+
+def test_ledger_rollback_and_partial_lines(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    with LedgerWriter(path) as ledger:
+        ledger.write(_entry("kept", 0))
+        mark = ledger.mark()
+        ledger.write(_entry("rolled-back", 1))
+        ledger.rollback(mark)
+        ledger.write(_entry("after", 2))
+    assert [e.id for e in read_ledger(path)] == ["kept", "after"]
+
+    with path.open("a") as file:
+        file.write('{"id": "cut-off-by-kill -9"')  # a writer killed mid-line
+    assert [e.id for e in read_ledger(path)] == ["kept", "after"]
+    with LedgerWriter(path) as ledger:  # a restarted writer drops the partial line
+        ledger.write(_entry("restarted", 3))
+    assert [e.id for e in read_ledger(path)] == ["kept", "after", "restarted"]
+
+    path.write_text("not json\n")
+    with pytest.raises(LedgerError, match=r"ledger.jsonl:1 is not a ledger entry"):
+        read_ledger(path)
