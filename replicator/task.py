@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import (
     Consumer,
     KafkaError,
-    KafkaException,
     Message,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
@@ -38,8 +36,9 @@ from replicator.headers import (
     Headers,
     encode_offset,
 )
+from replicator.internal_topics import ensure_compacted_topic
 from replicator.policies import ReplicationPolicy, load_policy
-from replicator.status import PartitionStatus, StatusWriter, WorkerStatus, ensure_status_topic
+from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
 from replicator.transactions import Outcome, TransactionalWriters
@@ -209,7 +208,12 @@ class ReplicationTask:
 
     def _prepare(self) -> None:
         flow = self.flow
-        ensure_status_topic(flow.target, flow.status_topic_replication_factor)
+        ensure_compacted_topic(
+            flow.target,
+            STATUS_TOPIC,
+            flow.status_topic_replication_factor,
+            "status.topic.replication.factor",
+        )
         self._ensure_internal_topics()
         self._topics = self.topic_sync.replicated_topics()
         report = self.topic_sync.sync(self._topics)
@@ -305,32 +309,20 @@ class ReplicationTask:
         )
 
     def _ensure_internal_topics(self) -> None:
-        """MM2's offset-syncs and heartbeats topics: one partition, compacted."""
+        """MM2's offset-syncs and heartbeats topics on the source."""
         flow = self.flow
-        wanted = [
-            (
-                flow.source.admin,
-                self.policy.offset_syncs_topic(flow.target.alias),
-                flow.offset_syncs_topic_replication_factor,
-            ),
-            (
-                flow.source.admin,
-                self.policy.heartbeats_topic(),
-                flow.heartbeats_topic_replication_factor,
-            ),
-        ]
-        for admin_config, topic, replication_factor in wanted:
-            admin = AdminClient(admin_config)
-            if topic in admin.list_topics(timeout=30).topics:
-                continue
-            new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
-            try:
-                admin.create_topics([new])[topic].result(timeout=30)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise ReplicatorError(
-                        f"cannot create {topic} on {flow.source.alias!r}: {exc.args[0].str()}"
-                    ) from exc
+        ensure_compacted_topic(
+            flow.source,
+            self.policy.offset_syncs_topic(flow.target.alias),
+            flow.offset_syncs_topic_replication_factor,
+            "offset-syncs.topic.replication.factor",
+        )
+        ensure_compacted_topic(
+            flow.source,
+            self.policy.heartbeats_topic(),
+            flow.heartbeats_topic_replication_factor,
+            "heartbeats.topic.replication.factor",
+        )
 
     def _subscribe(self) -> None:
         self._consumer.subscribe(

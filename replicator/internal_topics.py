@@ -1,0 +1,79 @@
+"""The small compacted topics the replicator keeps its bookkeeping in.
+
+Offset syncs, heartbeats, checkpoints and status are each one compacted
+partition: created once with the configured replication factor, and read back
+whole (latest value per key) by whoever needs the current state.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.config.model import ClusterConfig
+from replicator.errors import ReplicatorError
+from replicator.watermarks import watermarks
+
+_TIMEOUT_S = 30.0
+
+
+def ensure_compacted_topic(
+    cluster: ClusterConfig, topic: str, replication_factor: int, setting: str
+) -> None:
+    """Create `topic` (one compacted partition) on `cluster` unless it exists.
+    `setting` names the configuration key of its replication factor, for the error."""
+    admin = AdminClient(cluster.admin)
+    if topic in admin.list_topics(timeout=_TIMEOUT_S).topics:
+        return
+    new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
+    try:
+        admin.create_topics([new])[topic].result(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ReplicatorError(
+                f"cannot create {topic} on {cluster.alias!r}: {error.str()}; check {setting} "
+                "(at most the number of brokers) and the principal's CREATE permission"
+            ) from exc
+
+
+def read_compacted(cluster: ClusterConfig, topic: str) -> dict[bytes, bytes]:
+    """The latest value of every key of `topic[0]`, read to its current end
+    (tombstones remove their key). Empty when the topic does not exist yet."""
+    consumer = Consumer(
+        {
+            **cluster.consumer,
+            "group.id": f"replicator-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    latest: dict[bytes, bytes] = {}
+    try:
+        if topic not in consumer.list_topics(timeout=_TIMEOUT_S).topics:
+            return latest
+        tp = TopicPartition(topic, 0)
+        _, high = watermarks(consumer, topic, 0)
+        if high == 0:
+            return latest
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + _TIMEOUT_S
+        while consumer.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise ReplicatorError(
+                    f"reading {topic} on {cluster.alias!r} took over {_TIMEOUT_S:.0f}s; "
+                    "is the cluster reachable?"
+                )
+            for message in consumer.consume(num_messages=10_000, timeout=0.5):
+                if message.error() is not None or message.key() is None:
+                    continue
+                if message.value() is None:
+                    latest.pop(message.key(), None)
+                else:
+                    latest[message.key()] = message.value()
+    finally:
+        consumer.close()
+    return latest
