@@ -1,0 +1,187 @@
+"""Checkpoints: consumer-group positions of the source, translated for the target.
+
+Written to `<source>.checkpoints.internal` on the target in MirrorMaker 2's
+format, so `RemoteClusterUtils.translateOffsets` and MM2-based tooling read them
+unchanged; unlike MM2's, each one points at exactly the next record the group
+has not processed (see `replicator.translation`).
+
+MM2's rule holds: a checkpoint never moves backwards unless the group itself
+rewound on the source. A position whose earlier records are not all replicated
+yet is held back (the previous checkpoint stays) rather than guessed.
+
+Reverse checkpoints run the other way while the DR side is active: groups that
+consume a flow's remote topics on the target get their positions translated
+back to the source topics (from the record's source-offset header), written to
+`<target>.checkpoints.internal` on the source, so failback resumes exactly too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka import Producer
+
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.formats import Checkpoint
+from replicator.groups import Committed, GroupAdmin
+from replicator.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.policies import ReplicationPolicy, load_policy
+from replicator.topic_sync import TopicSync
+from replicator.translation import PartitionReader, TargetIndex, Translation, translate
+
+_FLUSH_TIMEOUT_S = 30.0
+
+CheckpointKey = tuple[
+    str, str, int
+]  # group, topic (as named where the checkpoint applies), partition
+
+
+@dataclass(frozen=True)
+class GroupPosition:
+    """One group's committed source position on one partition, translated."""
+
+    group: str
+    translation: Translation
+    metadata: str = ""
+
+    def checkpoint(self) -> Checkpoint:
+        t = self.translation
+        return Checkpoint(
+            self.group, t.remote_topic, t.partition, t.source_offset, t.target_offset, self.metadata
+        )
+
+
+@dataclass
+class CheckpointReport:
+    """What one round of checkpointing did."""
+
+    flow: str
+    emitted: list[Checkpoint] = field(default_factory=list)
+    #: Positions not checkpointed because records before them are not replicated yet.
+    held: list[GroupPosition] = field(default_factory=list)
+    #: Checkpoints left as they were (same position, or it would have moved backwards).
+    unchanged: int = 0
+
+
+def policy_of(flow: FlowConfig) -> ReplicationPolicy:
+    return load_policy(
+        flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
+    )
+
+
+def read_checkpoints(cluster: ClusterConfig, topic: str) -> dict[CheckpointKey, Checkpoint]:
+    """The latest checkpoint of every (group, topic, partition) in `topic` on `cluster`."""
+    checkpoints = (Checkpoint.decode(k, v) for k, v in read_compacted(cluster, topic).items())
+    return {(c.group, c.topic, c.partition): c for c in checkpoints}
+
+
+def moves_forward(new: Checkpoint, previous: Checkpoint | None) -> bool:
+    """MM2's rule: emit unless nothing changed or the checkpoint would go backwards
+    without the group having rewound on the source."""
+    if previous is None:
+        return True
+    if (new.upstream, new.downstream) == (previous.upstream, previous.downstream):
+        return False
+    return new.downstream >= previous.downstream or new.upstream < previous.upstream
+
+
+class _CheckpointWriter:
+    """Writes checkpoints to one checkpoints topic, never backwards."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, replication_factor: int) -> None:
+        ensure_compacted_topic(
+            cluster, topic, replication_factor, "checkpoints.topic.replication.factor"
+        )
+        self.topic = topic
+        self.cluster = cluster
+        self.last = read_checkpoints(cluster, topic)
+        self._producer = Producer({**cluster.producer, "enable.idempotence": True})
+
+    def write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        for checkpoint in checkpoints:
+            key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
+            if not moves_forward(checkpoint, self.last.get(key)):
+                report.unchanged += 1
+                continue
+            self._producer.produce(self.topic, key=checkpoint.key(), value=checkpoint.value())
+            self.last[key] = checkpoint
+            report.emitted.append(checkpoint)
+        remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
+        if remaining:
+            raise ReplicatorError(
+                f"{remaining} checkpoints to {self.topic} on {self.cluster.alias!r} were not "
+                f"acknowledged within {_FLUSH_TIMEOUT_S:.0f}s; is the cluster reachable?"
+            )
+
+    def close(self) -> None:
+        self._producer.flush(_FLUSH_TIMEOUT_S)
+
+
+class Checkpointer:
+    """Translates a flow's source consumer groups and checkpoints them on the target."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        self.policy = policy_of(flow)
+        self.source = GroupAdmin(flow.source)
+        self._index = TargetIndex(flow.target, flow.source.alias)
+        self._source_reader = PartitionReader(flow.source)
+        self._writer: _CheckpointWriter | None = None
+
+    def close(self) -> None:
+        self._index.close()
+        self._source_reader.close()
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def groups(self) -> list[str]:
+        """The source groups the flow checkpoints (`groups`, `groups.exclude`)."""
+        return self.source.groups(self.flow.groups)
+
+    def translate_group(self, group: str) -> list[GroupPosition]:
+        """`group`'s committed positions on the flow's topics, translated exactly."""
+        replicated = TopicSync(self.flow, self.policy).replicated_topics()
+        committed = [c for c in self.source.committed(group) if c.topic in replicated]
+        ends = self.source.end_offsets([(c.topic, c.partition) for c in committed])
+        return [self._translate(group, c, ends[c.topic, c.partition]) for c in committed]
+
+    def emit(self, groups: list[str] | None = None) -> CheckpointReport:
+        """One round: translate every group (or `groups`) and write what moved forward."""
+        report = CheckpointReport(self.flow.name)
+        checkpoints = []
+        for group in self.groups() if groups is None else groups:
+            for position in self.translate_group(group):
+                if position.translation.exact:
+                    checkpoints.append(position.checkpoint())
+                else:
+                    report.held.append(position)
+        self._checkpoint_writer().write(checkpoints, report)
+        return report
+
+    def _translate(self, group: str, committed: Committed, source_end: int) -> GroupPosition:
+        remote = self.policy.format_remote_topic(self.flow.source.alias, committed.topic)
+        translation = translate(
+            self._index,
+            committed.topic,
+            committed.partition,
+            remote,
+            committed.offset,
+            source=(self._source_reader, source_end),
+        )
+        return GroupPosition(group, translation, committed.metadata)
+
+    def _checkpoint_writer(self) -> _CheckpointWriter:
+        if self._writer is None:
+            self._writer = _CheckpointWriter(
+                self.flow.target,
+                self.policy.checkpoints_topic(self.flow.source.alias),
+                self.flow.checkpoints_topic_replication_factor,
+            )
+        return self._writer

@@ -1,0 +1,100 @@
+"""Consumer groups of one cluster: which exist, where they are, whether anyone is in them.
+
+Checkpoints, group-offset sync and the failover procedures all need these few
+admin calls; they live here once, with errors that name the group and cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.config.model import ClusterConfig, NameFilter
+from replicator.errors import ReplicatorError
+
+_TIMEOUT_S = 30.0
+#: States in which a group has no members, so its offsets may be written from outside.
+_IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A group's committed position on one partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str = ""
+
+
+class GroupAdmin:
+    """Group operations on one cluster."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self.cluster = cluster
+        self._admin = AdminClient(cluster.admin)
+
+    def groups(self, wanted: NameFilter) -> list[str]:
+        """Consumer groups of the cluster that `wanted` (a flow's groups filter) admits."""
+        result = self._result(self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S), "")
+        return sorted(g.group_id for g in result.valid if wanted.matches(g.group_id))
+
+    def committed(self, group: str) -> list[Committed]:
+        """Every committed offset of `group`."""
+        request = [ConsumerGroupTopicPartitions(group)]
+        futures = self._admin.list_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)
+        result = self._result(futures[group], f" group {group!r}")
+        return [
+            Committed(tp.topic, tp.partition, tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions
+            if tp.offset >= 0
+        ]
+
+    def is_idle(self, group: str) -> bool:
+        """True when the group has no active members (its offsets can be set)."""
+        futures = self._admin.describe_consumer_groups([group], request_timeout=_TIMEOUT_S)
+        description = self._result(futures[group], f" group {group!r}")
+        return description.state in _IDLE
+
+    def commit(self, group: str, positions: list[TopicPartition]) -> None:
+        """Set `group`'s committed offsets; the group must have no active members."""
+        request = [ConsumerGroupTopicPartitions(group, positions)]
+        futures = self._admin.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)
+        result = self._result(futures[group], f" group {group!r}")
+        # The request can succeed while single partitions fail (e.g. the coordinator
+        # is still loading): those would be lost silently.
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            listed = ", ".join(
+                f"{tp.topic}[{tp.partition}]@{tp.offset}: {tp.error}" for tp in failed
+            )
+            raise ReplicatorError(
+                f"cluster {self.cluster.alias!r} group {group!r}: offsets not committed for "
+                f"{listed}; retry (a retriable error clears once the group coordinator is ready)"
+            )
+
+    def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """High watermarks of the partitions, in one request per broker."""
+        if not partitions:
+            return {}
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+            request_timeout=_TIMEOUT_S,
+        )
+        return {
+            (tp.topic, tp.partition): self._result(future, f" {tp.topic}[{tp.partition}]").offset
+            for tp, future in futures.items()
+        }
+
+    def _result(self, future: object, what: str) -> object:
+        try:
+            return future.result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
+        except Exception as exc:
+            error = exc.args[0] if exc.args else exc
+            text = error.str() if hasattr(error, "str") else str(error)
+            raise ReplicatorError(
+                f"cluster {self.cluster.alias!r}{what}: {text}; check that the cluster is "
+                "reachable and the principal may DESCRIBE (and READ) consumer groups"
+            ) from exc

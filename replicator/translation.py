@@ -1,0 +1,236 @@
+"""Exact offset translation: where a source position is on the target.
+
+A consumer that committed offset `c` on the source has processed every record
+before `c`; on the target it must continue at the first replicated record whose
+source offset is `>= c`. Every replicated record carries its source offset in a
+header and, within one partition, the target keeps the source's order, so that
+record is found by bisecting the target partition on the header: a few short
+reads, no scan of the partition, exact under any replication policy and across
+transaction-marker gaps, and without the source cluster (which holds the
+offset syncs, and may be the one that failed).
+
+The opposite direction (a position on the target, back to the source) reads
+the one record at that position: its header is the answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from replicator.config.model import ClusterConfig
+from replicator.errors import ReplicatorError
+from replicator.headers import replica_source_offset
+from replicator.watermarks import watermarks
+
+_READ_TIMEOUT_S = 30.0
+#: Bisection probes read one record each: keep fetches small.
+_PROBE_FETCH_BYTES = 65_536
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Where the source position `source_offset` of `topic[partition]` is on the target.
+
+    `target_offset` is the offset a consumer on the target continues from: the first
+    replicated record with source offset >= `source_offset`, or, when that record is
+    not replicated yet, the position after the last replicated record (where the
+    next one will land). `replicated_until` is the next source offset not yet on the
+    target; `missing` counts the source offsets from `source_offset` that are not
+    replicated: committed records, not offsets (transaction markers are not missing),
+    None when the source cannot be read (e.g. it is the cluster that failed).
+    """
+
+    topic: str
+    partition: int
+    source_offset: int
+    remote_topic: str
+    target_offset: int
+    replicated_until: int | None
+    missing: int | None
+    #: Committed source records before `source_offset` that are not on the target (a
+    #: group that read them on the source and moves to the target loses them).
+    unreplicated_before: int | None = None
+
+    @property
+    def exact(self) -> bool:
+        """True when every committed source record before `source_offset` is on the
+        target, so a consumer at `target_offset` neither skips nor re-reads anything
+        (past the last replicated record, the next one lands at `target_offset`)."""
+        if self.unreplicated_before is not None:
+            return self.unreplicated_before == 0
+        return self.replicated_until is not None and self.source_offset <= self.replicated_until
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A replicated record on the target: its target and source offsets."""
+
+    target_offset: int
+    source_offset: int
+
+
+class PartitionReader:
+    """Reads committed records of one partition range at a time (read_committed:
+    aborted records and transaction markers are skipped, as consumers skip them)."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self.cluster = cluster
+        self._consumer = Consumer(
+            {
+                **cluster.consumer,
+                "group.id": f"replicator-translate-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "max.partition.fetch.bytes": _PROBE_FETCH_BYTES,
+            }
+        )
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        return watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
+
+    def messages(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
+        """The committed records at offsets [start, end)."""
+        consume = self._consumer.consume
+        self._consumer.assign([TopicPartition(topic, partition, start)])
+        where = f"{topic}[{partition}] from offset {start} on {self.cluster.alias!r}"
+        while True:
+            # Wait for the first message only: consume(n, timeout) would wait for n.
+            messages = consume(1, _READ_TIMEOUT_S)
+            if not messages:
+                raise ReplicatorError(
+                    f"reading {where} took over {_READ_TIMEOUT_S:.0f}s; is the cluster reachable?"
+                )
+            messages += consume(499, 0)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise ReplicatorError(f"reading {where}: {error.str()}")
+                if message.offset() >= end:
+                    return
+                yield message
+
+    def count(self, topic: str, partition: int, start: int, end: int) -> int:
+        """Committed records at offsets [start, end): offsets less markers and aborts."""
+        if start >= end:
+            return 0
+        return sum(1 for _ in self.messages(topic, partition, start, end))
+
+
+class TargetIndex:
+    """Finds one flow's replicated records on the target by their source offsets."""
+
+    def __init__(self, target: ClusterConfig, source_alias: str) -> None:
+        self._alias = source_alias.encode()
+        self._reader = PartitionReader(target)
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> TargetIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        return self._reader.bounds(topic, partition)
+
+    def first_replica(self, topic: str, partition: int, start: int, end: int) -> Replica | None:
+        """The first of our replicated records at target offsets [start, end)."""
+        for replica in self._replicas(topic, partition, start, end):
+            return replica
+        return None
+
+    def last_replica(self, topic: str, partition: int) -> Replica | None:
+        """The last of our replicated records in the partition, read back from its
+        end in growing windows (others' records and markers may sit at the end)."""
+        low, end = self.bounds(topic, partition)
+        window = 16
+        while end > low:
+            start = max(low, end - window)
+            replicas = list(self._replicas(topic, partition, start, end))
+            if replicas:
+                return replicas[-1]
+            end = start
+            window *= 8
+        return None
+
+    def replica_at(self, topic: str, partition: int, offset: int) -> Replica | None:
+        """Our record at or after target `offset` (a committed position may point at a
+        transaction marker or a record written by others)."""
+        _, end = self.bounds(topic, partition)
+        return self.first_replica(topic, partition, offset, end)
+
+    def find(
+        self, topic: str, partition: int, source_offset: int, lo: int, hi: int
+    ) -> Replica | None:
+        """The first replicated record in target offsets [lo, hi) whose source offset is
+        `>= source_offset`, by bisection: the source offsets of our records grow with
+        their target offsets."""
+        answer = None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = self.first_replica(topic, partition, mid, hi)
+            if found is None:
+                hi = mid
+            elif found.source_offset >= source_offset:
+                answer, hi = found, mid
+            else:
+                lo = found.target_offset + 1
+        return answer
+
+    def _replicas(self, topic: str, partition: int, start: int, end: int) -> Iterator[Replica]:
+        for message in self._reader.messages(topic, partition, start, end):
+            source = replica_source_offset(message.headers(), self._alias)
+            if source is not None:
+                yield Replica(message.offset(), source)
+
+
+def translate(
+    index: TargetIndex,
+    topic: str,
+    partition: int,
+    remote_topic: str,
+    source_offset: int,
+    *,
+    source: tuple[PartitionReader, int] | None = None,
+) -> Translation:
+    """Translate one committed source offset; see `Translation`. `source` (a reader
+    of the source cluster and the partition's high watermark there, when the source
+    is reachable) lets it count the records that are missing."""
+    low, end = index.bounds(remote_topic, partition)
+    found = index.find(remote_topic, partition, source_offset, low, end)
+    last = index.last_replica(remote_topic, partition)
+    replicated_until = None if last is None else last.source_offset + 1
+    if found is not None:
+        target_offset = found.target_offset
+    else:
+        target_offset = end if last is None else last.target_offset + 1
+    missing = unreplicated_before = None
+    if source is not None:
+        reader, source_end = source
+        first_unreplicated = (
+            reader.bounds(topic, partition)[0] if replicated_until is None else replicated_until
+        )
+        missing = reader.count(topic, partition, max(source_offset, first_unreplicated), source_end)
+        unreplicated_before = reader.count(topic, partition, first_unreplicated, source_offset)
+    return Translation(
+        topic=topic,
+        partition=partition,
+        source_offset=source_offset,
+        remote_topic=remote_topic,
+        target_offset=target_offset,
+        replicated_until=replicated_until,
+        missing=missing,
+        unreplicated_before=unreplicated_before,
+    )

@@ -1,0 +1,194 @@
+"""Exact offset translation and checkpoints against the two real clusters."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from replication_helpers import end_offsets, flow_config, preload, running, wait_until
+
+from replicator.checkpoints import Checkpointer, moves_forward, read_checkpoints
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.formats import Checkpoint
+from replicator.groups import GroupAdmin
+from replicator.headers import OFFSET_HEADER, decode_offset
+from replicator.translation import Replica, TargetIndex
+
+from kafka_helpers import create_topic, unique_topic
+
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def _replicated(flow: FlowConfig, remote: str, wanted: list[int], dr: str) -> None:
+    with running(flow):
+        wait_until(
+            lambda: end_offsets(dr, remote, len(wanted)) == wanted, 90, f"{remote} replicated"
+        )
+
+
+def _cluster(alias: str, bootstrap: str) -> ClusterConfig:
+    client = {"bootstrap.servers": bootstrap}
+    return ClusterConfig(alias, bootstrap, consumer=client, producer=client, admin=client)
+
+
+def _commit(primary: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    admin = GroupAdmin(_cluster("primary", primary))
+    admin.commit(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+
+
+def _last_replica(dr: str, remote: str) -> Replica | None:
+    with TargetIndex(_cluster("dr", dr), "primary") as index:
+        return index.last_replica(remote, 0)
+
+
+def _source_offset_at(dr: str, topic: str, partition: int, offset: int) -> int:
+    """The source offset header of the first record at or after `offset` on dr."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": dr,
+            "group.id": f"check-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        for _ in range(60):
+            messages = consumer.consume(1, 1.0)
+            if messages:
+                assert messages[0].error() is None, messages[0].error()
+                return decode_offset(dict(messages[0].headers())[OFFSET_HEADER])
+        raise AssertionError(f"no record at {topic}[{partition}]@{offset}")
+    finally:
+        consumer.close()
+
+
+def test_a_group_1600_behind_resumes_at_exactly_its_next_record(primary: str, dr: str) -> None:
+    topic = unique_topic("translate")
+    create_topic(primary, topic, partitions=3)
+    wanted = preload(primary, topic, 15_000, 3)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    remote = f"primary.{topic}"
+    _replicated(flow, remote, wanted, dr)
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    _commit(primary, group, topic, {0: 5_000 - 1_600, 1: 0, 2: 5_000})
+
+    with Checkpointer(flow) as checkpointer:
+        positions = {
+            p.translation.partition: p.translation for p in checkpointer.translate_group(group)
+        }
+        report = checkpointer.emit([group])
+
+    assert _source_offset_at(dr, remote, 0, positions[0].target_offset) == 3_400
+    assert _source_offset_at(dr, remote, 1, positions[1].target_offset) == 0
+    assert positions[2].target_offset == 5_000  # caught up: the next record lands there
+    assert all(t.exact and t.missing == 0 for t in positions.values())
+    assert len(report.emitted) == 3 and not report.held
+
+    stored = read_checkpoints(flow.target, "primary.checkpoints.internal")
+    assert stored[(group, remote, 0)] == Checkpoint(
+        group, remote, 0, 3_400, positions[0].target_offset
+    )
+
+
+def test_checkpoints_move_forward_or_follow_a_rewind(primary: str, dr: str) -> None:
+    topic = unique_topic("monotonic")
+    create_topic(primary, topic, partitions=1)
+    wanted = preload(primary, topic, 1_000, 1)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    _replicated(flow, f"primary.{topic}", wanted, dr)
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    with Checkpointer(flow) as checkpointer:
+        _commit(primary, group, topic, {0: 500})
+        assert len(checkpointer.emit([group]).emitted) == 1
+        assert checkpointer.emit([group]).unchanged == 1  # nothing moved
+        _commit(primary, group, topic, {0: 700})
+        assert checkpointer.emit([group]).emitted[0].downstream == 700
+        _commit(primary, group, topic, {0: 100})  # the group rewound on purpose
+        assert checkpointer.emit([group]).emitted[0].upstream == 100
+
+
+def test_translation_skips_transaction_markers_and_aborted_records(primary: str, dr: str) -> None:
+    topic = unique_topic("txn-translate")
+    create_topic(primary, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": primary, "transactional.id": f"t-{uuid.uuid4().hex}"})
+    producer.init_transactions(30)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=b"v%d" % i, partition=0)
+        producer.flush(30)  # an abort drops unsent records: these must reach the log
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    # Source offsets: 0-9 committed, 10 marker, 11-20 aborted, 21 marker, 22-31, 32 marker.
+    flow = flow_config(("primary", primary), ("dr", dr), topic, exactly_once=True)
+    remote = f"primary.{topic}"
+    with running(flow):
+        wait_until(
+            lambda: (last := _last_replica(dr, remote)) and last.source_offset == 31,
+            90,
+            "the committed records replicated",
+        )
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    with Checkpointer(flow) as checkpointer:
+        for committed, expected in ((15, 22), (10, 22), (5, 5), (33, None)):
+            _commit(primary, group, topic, {0: committed})
+            (position,) = checkpointer.translate_group(group)
+            t = position.translation
+            assert t.exact and t.missing == 0, t
+            if expected is None:
+                assert t.target_offset == _last_replica(dr, remote).target_offset + 1
+            else:
+                assert _source_offset_at(dr, remote, 0, t.target_offset) == expected
+
+
+def test_unreplicated_positions_are_held_and_counted(primary: str, dr: str) -> None:
+    topic = unique_topic("behind")
+    create_topic(primary, topic, partitions=1)
+    wanted = preload(primary, topic, 1_000, 1)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    _replicated(flow, f"primary.{topic}", wanted, dr)
+    preload(primary, topic, 100, 1)  # source offsets 1000..1099, not replicated
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    _commit(primary, group, topic, {0: 1_040})
+    with Checkpointer(flow) as checkpointer:
+        (position,) = checkpointer.translate_group(group)
+        report = checkpointer.emit([group])
+    t = position.translation
+    assert (t.replicated_until, t.missing, t.exact) == (1_000, 60, False)
+    assert t.target_offset == 1_000  # where the next replicated record will land
+    assert report.held == [position] and not report.emitted
+
+
+def test_translation_under_the_identity_policy(primary: str, dr: str) -> None:
+    topic = unique_topic("identity-translate")
+    create_topic(primary, topic, partitions=2)
+    create_topic(dr, topic, partitions=2)
+    local = Producer({"bootstrap.servers": dr})
+    for i in range(50):  # records written on dr itself come first in the remote topic
+        local.produce(topic, value=b"local %d" % i, partition=0)
+    assert local.flush(30) == 0
+    wanted = preload(primary, topic, 2_000, 2)
+    flow = flow_config(
+        ("primary", primary), ("dr", dr), topic, {"replication.policy.class": IDENTITY}
+    )
+    with running(flow):
+        wait_until(
+            lambda: end_offsets(dr, topic, 2) == [wanted[0] + 50, wanted[1]], 90, "replicated"
+        )
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    _commit(primary, group, topic, {0: 123, 1: 999})
+    with Checkpointer(flow) as checkpointer:
+        positions = {
+            p.translation.partition: p.translation for p in checkpointer.translate_group(group)
+        }
+    assert positions[0].remote_topic == topic
+    assert positions[0].target_offset == 50 + 123
+    assert _source_offset_at(dr, topic, 1, positions[1].target_offset) == 999
+
+
+def test_checkpoint_rule_is_mm2s() -> None:
+    previous = Checkpoint("g", "t", 0, upstream=100, downstream=90)
+    assert moves_forward(Checkpoint("g", "t", 0, 150, 140), previous)
+    assert not moves_forward(Checkpoint("g", "t", 0, 100, 90), previous)
+    assert not moves_forward(Checkpoint("g", "t", 0, 120, 80), previous)  # backwards
+    assert moves_forward(Checkpoint("g", "t", 0, 50, 45), previous)  # the group rewound
+    assert moves_forward(Checkpoint("g", "t", 0, 1, 1), None)
