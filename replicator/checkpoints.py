@@ -18,8 +18,9 @@ back to the source topics (from the record's source-offset header), written to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Self
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.errors import ReplicatorError
@@ -62,6 +63,10 @@ class CheckpointReport:
     held: list[GroupPosition] = field(default_factory=list)
     #: Checkpoints left as they were (same position, or it would have moved backwards).
     unchanged: int = 0
+    #: sync.group.offsets: partitions committed per target group, and the groups left
+    #: alone because they have active members there.
+    synced_groups: dict[str, int] = field(default_factory=dict)
+    active_groups: list[str] = field(default_factory=list)
 
 
 def policy_of(flow: FlowConfig) -> ReplicationPolicy:
@@ -118,28 +123,49 @@ class _CheckpointWriter:
         self._producer.flush(_FLUSH_TIMEOUT_S)
 
 
-class Checkpointer:
-    """Translates a flow's source consumer groups and checkpoints them on the target."""
+class _Checkpointing:
+    """What forward and reverse checkpointing share: the index of the flow's records
+    on its target, and a writer for one checkpoints topic."""
 
-    def __init__(self, flow: FlowConfig) -> None:
+    def __init__(self, flow: FlowConfig, cluster: ClusterConfig, topic: str) -> None:
         self.flow = flow
         self.policy = policy_of(flow)
-        self.source = GroupAdmin(flow.source)
         self._index = TargetIndex(flow.target, flow.source.alias)
-        self._source_reader = PartitionReader(flow.source)
+        self._where = (cluster, topic)
         self._writer: _CheckpointWriter | None = None
 
     def close(self) -> None:
         self._index.close()
-        self._source_reader.close()
         if self._writer is not None:
             self._writer.close()
 
-    def __enter__(self) -> Checkpointer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        if self._writer is None:
+            cluster, topic = self._where
+            self._writer = _CheckpointWriter(
+                cluster, topic, self.flow.checkpoints_topic_replication_factor
+            )
+        self._writer.write(checkpoints, report)
+
+
+class Checkpointer(_Checkpointing):
+    """Translates a flow's source consumer groups and checkpoints them on the target;
+    with `sync.group.offsets.enabled`, also commits them to idle target groups."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        super().__init__(flow, flow.target, policy_of(flow).checkpoints_topic(flow.source.alias))
+        self.source = GroupAdmin(flow.source)
+        self._source_reader = PartitionReader(flow.source)
+
+    def close(self) -> None:
+        super().close()
+        self._source_reader.close()
 
     def groups(self) -> list[str]:
         """The source groups the flow checkpoints (`groups`, `groups.exclude`)."""
@@ -162,7 +188,9 @@ class Checkpointer:
                     checkpoints.append(position.checkpoint())
                 else:
                     report.held.append(position)
-        self._checkpoint_writer().write(checkpoints, report)
+        self._write(checkpoints, report)
+        if self.flow.sync_group_offsets_enabled:
+            sync_group_offsets(GroupAdmin(self.flow.target), checkpoints, report)
         return report
 
     def _translate(self, group: str, committed: Committed, source_end: int) -> GroupPosition:
@@ -177,11 +205,71 @@ class Checkpointer:
         )
         return GroupPosition(group, translation, committed.metadata)
 
-    def _checkpoint_writer(self) -> _CheckpointWriter:
-        if self._writer is None:
-            self._writer = _CheckpointWriter(
-                self.flow.target,
-                self.policy.checkpoints_topic(self.flow.source.alias),
-                self.flow.checkpoints_topic_replication_factor,
+
+class ReverseCheckpointer(_Checkpointing):
+    """While the target side is active, translates the positions its groups reached
+    on the flow's remote topics back to the source topics, into
+    `<target>.checkpoints.internal` on the source: failback then resumes them
+    exactly (the record at a group's position carries its source offset)."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        super().__init__(flow, flow.source, policy_of(flow).checkpoints_topic(flow.target.alias))
+        self.target = GroupAdmin(flow.target)
+
+    def translate_group(self, group: str) -> list[Checkpoint]:
+        """`group`'s positions on the flow's remote topics (target), as source positions:
+        `upstream` is the target offset, `downstream` the source offset."""
+        alias = self.flow.source.alias
+        checkpoints = []
+        for committed in self.target.committed(group):
+            topic, partition = committed.topic, committed.partition
+            if self.policy.is_internal_topic(topic) or self.policy.topic_source(topic) != alias:
+                continue  # not a remote topic of this flow
+            replica = self._index.replica_at(topic, partition, committed.offset)
+            if replica is not None:
+                source_offset = replica.source_offset
+            else:  # at the end: the group has read everything replicated
+                last = self._index.last_replica(topic, partition)
+                if last is None:
+                    continue
+                source_offset = last.source_offset + 1
+            checkpoints.append(
+                Checkpoint(
+                    group,
+                    self.policy.upstream_topic(topic) or topic,
+                    partition,
+                    committed.offset,
+                    source_offset,
+                    committed.metadata,
+                )
             )
-        return self._writer
+        return checkpoints
+
+    def emit(self, groups: list[str] | None = None) -> CheckpointReport:
+        report = CheckpointReport(f"{self.flow.target.alias}->{self.flow.source.alias} (reverse)")
+        wanted = self.target.groups(self.flow.groups) if groups is None else groups
+        self._write([c for group in wanted for c in self.translate_group(group)], report)
+        return report
+
+
+def sync_group_offsets(
+    target: GroupAdmin, checkpoints: list[Checkpoint], report: CheckpointReport
+) -> None:
+    """MM2's `sync.group.offsets`: commit checkpointed positions to the same groups on
+    the target, only to groups without active members and only forwards."""
+    by_group: dict[str, list[Checkpoint]] = {}
+    for checkpoint in checkpoints:
+        by_group.setdefault(checkpoint.group, []).append(checkpoint)
+    for group, wanted in sorted(by_group.items()):
+        if not target.is_idle(group):
+            report.active_groups.append(group)
+            continue
+        current = {(c.topic, c.partition): c.offset for c in target.committed(group)}
+        forward = [
+            TopicPartition(c.topic, c.partition, c.downstream)
+            for c in wanted
+            if c.downstream > current.get((c.topic, c.partition), -1)
+        ]
+        if forward:
+            target.commit(group, forward)
+            report.synced_groups[group] = len(forward)

@@ -8,7 +8,12 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from replication_helpers import end_offsets, flow_config, preload, running, wait_until
 
-from replicator.checkpoints import Checkpointer, moves_forward, read_checkpoints
+from replicator.checkpoints import (
+    Checkpointer,
+    ReverseCheckpointer,
+    moves_forward,
+    read_checkpoints,
+)
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.formats import Checkpoint
 from replicator.groups import GroupAdmin
@@ -211,3 +216,63 @@ def test_checkpoint_rule_is_mm2s() -> None:
     assert not moves_forward(Checkpoint("g", "t", 0, 120, 80), previous)  # backwards
     assert moves_forward(Checkpoint("g", "t", 0, 50, 45), previous)  # the group rewound
     assert moves_forward(Checkpoint("g", "t", 0, 1, 1), None)
+
+
+def _replicated_after_local_records(
+    primary: str, dr: str, prefix: str, **overrides: object
+) -> tuple[FlowConfig, str, str]:
+    """A 1,000-record topic replicated to a remote topic that already held 50 records
+    written on dr, so target offsets are source offsets + 50."""
+    topic = unique_topic(prefix)
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=1)
+    create_topic(dr, remote, partitions=1)
+    local = Producer({"bootstrap.servers": dr})
+    for i in range(50):
+        local.produce(remote, value=b"local %d" % i, partition=0)
+    assert local.flush(30) == 0
+    preload(primary, topic, 1_000, 1)
+    flow = flow_config(("primary", primary), ("dr", dr), topic, **overrides)
+    _replicated(flow, remote, [1_050], dr)
+    return flow, topic, remote
+
+
+def test_group_offset_sync_is_forward_only_and_leaves_active_groups_alone(
+    primary: str, dr: str
+) -> None:
+    flow, topic, remote = _replicated_after_local_records(
+        primary, dr, "group-sync", sync_group_offsets_enabled=True
+    )
+    idle, active = f"idle-{uuid.uuid4().hex[:8]}", f"active-{uuid.uuid4().hex[:8]}"
+    _commit(primary, idle, topic, {0: 600})
+    _commit(primary, active, topic, {0: 500})
+    member = Consumer({"bootstrap.servers": dr, "group.id": active, "enable.auto.commit": False})
+    member.subscribe([remote])
+    target = GroupAdmin(_cluster("dr", dr))
+    try:
+        wait_until(lambda: member.poll(0.2) is not None or member.assignment(), 60, "a member")
+        with Checkpointer(flow) as checkpointer:
+            report = checkpointer.emit([idle, active])
+            assert report.active_groups == [active]
+            assert report.synced_groups == {idle: 1}
+            assert [c.offset for c in target.committed(idle)] == [650]
+            assert target.committed(active) == []
+
+            target.commit(idle, [TopicPartition(remote, 0, 900)])  # ahead on dr already
+            _commit(primary, idle, topic, {0: 700})
+            assert idle not in checkpointer.emit([idle]).synced_groups
+            assert [c.offset for c in target.committed(idle)] == [900]
+    finally:
+        member.close()
+
+
+def test_reverse_checkpoints_translate_dr_progress_back(primary: str, dr: str) -> None:
+    flow, topic, remote = _replicated_after_local_records(primary, dr, "reverse")
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    target = GroupAdmin(_cluster("dr", dr))
+    with ReverseCheckpointer(flow) as reverse:
+        for on_dr, on_primary in ((350, 300), (1_050, 1_000)):
+            target.commit(group, [TopicPartition(remote, 0, on_dr)])
+            reverse.emit([group])
+            stored = read_checkpoints(flow.source, "dr.checkpoints.internal")
+            assert stored[(group, topic, 0)] == Checkpoint(group, topic, 0, on_dr, on_primary)
