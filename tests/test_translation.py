@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from replication_helpers import end_offsets, flow_config, preload, running, wait_until
+from replication_helpers import (
+    end_offsets,
+    flow_config,
+    preload,
+    running,
+    wait_until,
+    write_config,
+)
 
 from replicator.checkpoints import (
     Checkpointer,
@@ -14,6 +23,7 @@ from replicator.checkpoints import (
     moves_forward,
     read_checkpoints,
 )
+from replicator.cli import main
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.formats import Checkpoint
 from replicator.groups import GroupAdmin
@@ -114,7 +124,9 @@ def test_a_group_1600_behind_resumes_at_exactly_its_next_record(
     )
 
 
-def test_checkpoints_move_forward_or_follow_a_rewind(primary: str, dr: str) -> None:
+def test_checkpoints_move_forward_or_follow_a_rewind(
+    primary: str, dr: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     topic = unique_topic("monotonic")
     create_topic(primary, topic, partitions=1)
     wanted = preload(primary, topic, 1_000, 1)
@@ -129,6 +141,14 @@ def test_checkpoints_move_forward_or_follow_a_rewind(primary: str, dr: str) -> N
         assert checkpointer.emit([group]).emitted[0].downstream == 700
         _commit(primary, group, topic, {0: 100})  # the group rewound on purpose
         assert checkpointer.emit([group]).emitted[0].upstream == 100
+
+    config = str(write_config(tmp_path, primary, dr, topic))
+    _commit(primary, group, topic, {0: 900})
+    assert main(["checkpoints", "--config", config, "--group", group]) == 0
+    assert "1 checkpoints written" in capsys.readouterr().out
+    assert main(["translate", "--config", config, "--group", group, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["source_offset"], row["target_offset"], row["missing"]) == (900, 900, 0)
 
 
 def test_translation_skips_transaction_markers_and_aborted_records(primary: str, dr: str) -> None:

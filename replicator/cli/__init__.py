@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from replicator.cli import clients, diagnose, replication, stack
+from replicator.cli import clients, diagnose, offsets, replication, stack
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack.register(commands)
     replication.register(commands)
+    offsets.register(commands)
     clients.register(commands)
     diagnose.register(commands)
     return parser

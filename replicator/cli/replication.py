@@ -16,20 +16,20 @@ from replicator.topic_sync import TopicSync
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="replicate until stopped (SIGTERM/Ctrl-C flush first)")
-    _add_config(run)
+    add_config(run)
     run.set_defaults(handler=_run)
 
     status = commands.add_parser("status", help="flows, partitions, lag and errors")
-    _add_config(status)
+    add_config(status)
     status.add_argument("--json", action="store_true", help="print JSON for scripts")
     status.set_defaults(handler=_status)
 
     topics = commands.add_parser("topics", help="what each flow replicates, and why not")
-    _add_config(topics)
+    add_config(topics)
     topics.set_defaults(handler=_topics)
 
 
-def _add_config(parser: argparse.ArgumentParser) -> None:
+def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, required=True, help="mm2.properties-style configuration"
     )
