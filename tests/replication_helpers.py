@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
@@ -203,3 +204,20 @@ def preloaded_flow(
     wanted = preload(primary, topic, records, partitions)
     config = write_config(tmp_path, primary, dr, topic, extra=extra)
     return PreloadedFlow(topic, f"primary.{topic}", wanted, config)
+
+
+def recreate_topic(bootstrap: str, topic: str) -> None:
+    """Delete `topic` and create it again (one partition), waiting out the deletion."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+
+    def created() -> bool:
+        try:
+            create_topic(bootstrap, topic)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False  # the deletion is still being completed
+            raise
+        return True
+
+    wait_until(created, 30, f"{topic} recreated")

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AclOperation, AdminClient, TopicDescription
-from replication_helpers import end_offsets, flow_config, preload, running, wait_until, write_config
+from replication_helpers import (
+    end_offsets,
+    flow_config,
+    preload,
+    recreate_topic,
+    running,
+    wait_until,
+    write_config,
+)
 
 from replicator.config.model import FlowConfig
 from replicator.diagnose import Diagnosis, Finding, diagnose
@@ -59,22 +67,6 @@ def _produce(bootstrap: str, topic: str, partition: int, values: list[bytes]) ->
     for value in values:
         producer.produce(topic, value, partition=partition)
     assert producer.flush(60) == 0, f"records to {topic}[{partition}] undelivered after 60 s"
-
-
-def _recreate(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
-
-    def created() -> bool:
-        try:
-            create_topic(bootstrap, topic)
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return False  # the deletion is still being completed
-            raise
-        return True
-
-    wait_until(created, 30, f"{topic} recreated")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -159,7 +151,7 @@ def test_recreated_source_topic(primary: str, dr: str) -> None:
     flow = _flow(primary, dr, topic)
     with running(flow):
         wait_until(lambda: end_offsets(dr, remote, 1) == [30], 60, "first records")
-    _recreate(primary, topic)
+    recreate_topic(primary, topic)
     preload(primary, topic, 10, 1)
     with running(flow):
         wait_until(lambda: _states(flow, topic).get(0) == "stopped", 60, "partition 0 stopped")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from prometheus_client import REGISTRY
-from replication_helpers import end_offsets, flow_config, running, wait_until
+from replication_helpers import end_offsets, flow_config, recreate_topic, running, wait_until
 
 from replicator.config.model import FlowConfig
 from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
@@ -312,22 +312,6 @@ def test_retention_gap_while_running(primary: str, dr: str, policy: str) -> None
 # -- recreated topics --------------------------------------------------------------------
 
 
-def _recreate(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
-
-    def created() -> bool:
-        try:
-            create_topic(bootstrap, topic)
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return False  # the deletion is still being completed
-            raise
-        return True
-
-    wait_until(created, 30, f"{topic} recreated")
-
-
 def test_recreated_topic_fails_then_skips(primary: str, dr: str) -> None:
     """The source topic is deleted and recreated with fewer records than were
     replicated: the resume offset is beyond its end. `fail` stops the partition;
@@ -341,7 +325,7 @@ def test_recreated_topic_fails_then_skips(primary: str, dr: str) -> None:
     with running(flow):
         wait_until(lambda: end_offsets(dr, remote, 1) == [30], 60, "first records")
 
-    _recreate(primary, topic)
+    recreate_topic(primary, topic)
     second = _small("new", 10)
     _produce(primary, topic, 0, second)
 
