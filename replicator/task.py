@@ -326,7 +326,10 @@ class ReplicationTask:
 
     def _subscribe(self) -> None:
         self._consumer.subscribe(
-            sorted(self._topics), on_assign=self._on_assign, on_revoke=self._on_revoke
+            sorted(self._topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
 
     def _shutdown(self) -> None:
@@ -377,16 +380,24 @@ class ReplicationTask:
         consumer.incremental_assign(assignment)
         if to_pause:
             consumer.pause(to_pause)
-        log.info(
-            "flow %s: assigned %s",
-            self.flow.name,
-            ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in assignment),
-        )
+        log.info("flow %s: assigned %s", self.flow.name, _describe(assignment))
 
     def _remote_partition_missing(self, tp: TopicPartition) -> bool:
         return tp.topic not in self._topics or tp.partition >= self._topics[tp.topic]
 
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The group moved on without us (a stalled process missed its session): the
+        # partitions already have a new owner. In exactly-once mode that owner fenced
+        # our transactions; otherwise what we flush now may be copied twice.
+        log.warning(
+            "flow %s: assignment lost (session timed out): %s",
+            self.flow.name,
+            _describe(partitions),
+        )
+        self._on_revoke(consumer, partitions)
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("flow %s: revoking assignment %s", self.flow.name, _describe(partitions))
         # Finish what is in flight so the next owner resumes exactly after it.
         self._flush_in_flight()
         self._emit_due_offset_syncs(force=True)
@@ -733,6 +744,12 @@ class ReplicationTask:
         self._writers.close(*key)
         self._consumer.pause([TopicPartition(*key)])
         metrics.ERRORS.labels(tracker.flow, "fenced").inc()
+        log.warning(
+            "flow %s: %s[%d] fenced by its next owner; paused until the group takes it",
+            tracker.flow,
+            tracker.topic,
+            tracker.partition,
+        )
 
     # -- errors --------------------------------------------------------------------------
 
@@ -975,3 +992,11 @@ def _own_headers(headers: Headers) -> tuple[Headers, bytes | None, int]:
         own.append((name, value))
         size += len(name) + (len(value) if value else 0) + 10
     return own, origin, size
+
+
+def _describe(partitions: list[TopicPartition]) -> str:
+    """topic[partition]@offset for the log lines of rebalances."""
+    return ", ".join(
+        f"{tp.topic}[{tp.partition}]" + (f"@{tp.offset}" if tp.offset >= 0 else "")
+        for tp in partitions
+    )
