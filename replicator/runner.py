@@ -4,6 +4,13 @@ Each flow runs its replication task in its own thread (librdkafka does the
 network work in its own threads, so one process keeps several flows busy).
 SIGTERM and Ctrl-C stop every task cleanly: in-flight records are flushed and
 acknowledged before the process exits, so the next start resumes exactly.
+
+A flow also runs only while the DR state store wants it to: a failover
+procedure sets it to "stopped" (`StateStore.set_flow_state`) and its tasks
+stop exactly as on SIGTERM (flush, then publish "stopped" status), so the
+target tail holds everything replicated; set back to "running" (or with no
+row at all) they start again and resume from that tail. The store is polled
+about once a second by the supervising loop, never on the hot path.
 """
 
 from __future__ import annotations
@@ -16,17 +23,27 @@ import os
 import signal
 import sys
 import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from types import FrameType
 
 from replicator import metrics
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
+from replicator.statestore import StateStore, StateStoreError
 from replicator.task import ReplicationTask
 
 log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 60.0
 _PR_SET_PDEATHSIG = 1
+_SUPERVISE_EVERY_S = 0.5
+#: How often the desired state of the flows is read from the state store.
+_DESIRED_EVERY_S = 1.0
+#: The one desired state that stops a flow; anything else (or no row) runs it.
+STOPPED = "stopped"
+RUNNING = "running"
 
 
 def select_flows(config: ReplicatorConfig, names: list[str] | None) -> list[FlowConfig]:
@@ -40,75 +57,218 @@ def select_flows(config: ReplicatorConfig, names: list[str] | None) -> list[Flow
     return flows
 
 
-def run_flows(flows: list[FlowConfig], stop_event: threading.Event | None = None) -> None:
-    """Run `flows` until `stop_event` is set (or SIGTERM/SIGINT on the main thread).
+def run_flows(
+    flows: list[FlowConfig],
+    stop_event: threading.Event | None = None,
+    store: StateStore | None = None,
+) -> None:
+    """Run `flows` until `stop_event` is set (or SIGTERM/SIGINT on the main thread),
+    each only while the state store (`store`, default `$REPLICATOR_STATE_URL` or
+    the SQLite file under `.data/state/`) does not say "stopped" for it.
 
     A flow with `tasks.max` N runs as N worker processes (processes, so each
     worker has a core of its own) that share the flow's partitions through the
-    consumer group; a single worker runs in this process. Raises
+    consumer group; a single worker runs in a thread of this process. Raises
     ReplicatorError naming every flow or worker that failed.
     """
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         _stop_on_signals(stop)
-    if sum(flow.tasks_max for flow in flows) == 1:
-        _run_here(flows[0], stop)
-    else:
-        _run_workers(flows, stop)
-
-
-def _run_here(flow: FlowConfig, stop: threading.Event) -> None:
-    if flow.metrics_port:
-        metrics.serve(flow.metrics_port)
-        log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
-    try:
-        ReplicationTask(flow, stop_event=stop).run()
-    except ReplicatorError as exc:
-        raise ReplicatorError(f"replication of {flow.name} stopped: {exc}") from exc
-
-
-def _run_workers(flows: list[FlowConfig], stop: threading.Event) -> None:
-    """Keep `tasks.max` workers per flow alive until stopped. A worker killed by a
-    signal (OOM killer, `kill -9`) is started again; its partitions meanwhile
-    move to the others. A worker that fails by itself (a `fail` policy, bad
-    credentials) stops them all: restarting would fail the same way."""
-    context = multiprocessing.get_context("spawn")
-    level = logging.getLogger().getEffectiveLevel()
+    desired = DesiredStates(store or StateStore(), [flow.name for flow in flows])
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
-
-    def start(flow: FlowConfig, index: int) -> multiprocessing.process.BaseProcess:
-        worker = context.Process(
-            target=_worker_main, args=(flow, index, level), name=f"{flow.name}#{index}"
+    if len(slots) == 1:
+        flow = flows[0]
+        if flow.metrics_port:
+            metrics.serve(flow.metrics_port)
+            log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
+        _supervise(slots, _ThreadWorker, stop, desired)
+    else:
+        context = multiprocessing.get_context("spawn")
+        level = logging.getLogger().getEffectiveLevel()
+        _supervise(
+            slots, lambda flow, index: _ProcessWorker(context, flow, index, level), stop, desired
         )
-        worker.start()
-        return worker
 
-    workers = [start(flow, index) for flow, index in slots]
-    log.info("started %d workers: %s", len(workers), ", ".join(w.name for w in workers))
+
+class DesiredStates:
+    """What the state store wants of each flow, read at most once a second.
+
+    A store that cannot be read leaves every flow as it was: an outage of the
+    store must never stop (or start) replication.
+    """
+
+    def __init__(self, store: StateStore, flows: list[str]) -> None:
+        self._store = store
+        self._running = dict.fromkeys(flows, True)
+        self._next_read = 0.0
+
+    def running(self) -> dict[str, bool]:
+        now = time.monotonic()
+        if now >= self._next_read:
+            self._next_read = now + _DESIRED_EVERY_S
+            self._read()
+        return dict(self._running)
+
+    def _read(self) -> None:
+        for flow, was_running in self._running.items():
+            try:
+                state = self._store.flow_state(flow)
+            except StateStoreError as exc:
+                log.warning("flow %s: desired state unknown, staying as it is: %s", flow, exc)
+                return
+            running = state is None or state.state != STOPPED
+            if running != was_running:
+                log.info(
+                    "flow %s: the state store says %s; %s",
+                    flow,
+                    RUNNING if running else STOPPED,
+                    "starting it" if running else "stopping it (flushing first)",
+                )
+            self._running[flow] = running
+
+
+class _Worker(ABC):
+    """One running replication task of a flow, in a thread or a process."""
+
+    def __init__(self, flow: FlowConfig, name: str) -> None:
+        self.flow = flow
+        self.name = name
+
+    @abstractmethod
+    def alive(self) -> bool: ...
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Ask it to flush and stop (it may already be stopping)."""
+
+    @abstractmethod
+    def join(self, timeout: float) -> None:
+        """Wait for it to stop; force it after `timeout`."""
+
+    @abstractmethod
+    def killed(self) -> bool:
+        """It was killed from outside (a signal): starting it again is the cure."""
+
+    @abstractmethod
+    def failure(self) -> str | None:
+        """Why it failed by itself (restarting would fail the same way), if it did."""
+
+
+class _ThreadWorker(_Worker):
+    """The single task of a one-worker configuration, in a thread of this process."""
+
+    def __init__(self, flow: FlowConfig, index: int) -> None:
+        super().__init__(flow, f"{flow.name}#{index}")
+        self._task = ReplicationTask(flow)
+        self._error: str | None = None
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._task.run()
+        except Exception as exc:  # a thread's exception would vanish: keep it for the report
+            self._error = f"replication of {self.flow.name} stopped: {exc}"
+            log.error("%s", self._error)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._task.stop_event.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("task %s did not stop in %.0f s", self.name, timeout)
+
+    def killed(self) -> bool:
+        return False
+
+    def failure(self) -> str | None:
+        return self._error
+
+
+class _ProcessWorker(_Worker):
+    """A worker process; SIGTERM makes it flush and stop."""
+
+    def __init__(
+        self, context: multiprocessing.context.BaseContext, flow: FlowConfig, index: int, level: int
+    ) -> None:
+        super().__init__(flow, f"{flow.name}#{index}")
+        self._process = context.Process(
+            target=_worker_main, args=(flow, index, level), name=self.name
+        )
+        self._process.start()
+
+    def alive(self) -> bool:
+        return self._process.is_alive()
+
+    def stop(self) -> None:
+        if self._process.is_alive():
+            self._process.terminate()
+
+    def join(self, timeout: float) -> None:
+        self._process.join(timeout)
+        if self._process.is_alive():
+            log.error("worker %s did not stop in %.0f s; killing it", self.name, timeout)
+            self._process.kill()
+            self._process.join()
+
+    def killed(self) -> bool:
+        return (self._process.exitcode or 0) < 0
+
+    def failure(self) -> str | None:
+        code = self._process.exitcode
+        return None if code is None or code <= 0 else f"{self.name} (exit {code})"
+
+
+def _supervise(
+    slots: list[tuple[FlowConfig, int]],
+    start: Callable[[FlowConfig, int], _Worker],
+    stop: threading.Event,
+    desired: DesiredStates,
+) -> None:
+    """Keep one worker per slot alive while its flow should run, until stopped.
+
+    A worker killed by a signal (OOM killer, `kill -9`) is started again; its
+    partitions meanwhile move to the others. A worker that fails by itself (a
+    `fail` policy, bad credentials) stops them all: restarting would fail the
+    same way. A flow the state store stops has its workers stopped (they flush)
+    and started again when it wants the flow back.
+    """
+    workers: list[_Worker | None] = [None] * len(slots)
     failed: list[str] = []
     while not stop.is_set() and not failed:
-        stop.wait(0.5)
-        for position, worker in enumerate(workers):
-            if worker.exitcode is not None and worker.exitcode < 0 and not stop.is_set():
-                log.warning(
-                    "worker %s (pid %s) was killed by signal %d; starting it again",
-                    worker.name, worker.pid, -worker.exitcode,
-                )  # fmt: skip
-                workers[position] = start(*slots[position])
-            elif worker.exitcode not in (None, 0):
-                failed.append(f"{worker.name} (exit {worker.exitcode})")
-    for worker in workers:
-        if worker.is_alive():
-            worker.terminate()  # SIGTERM: the worker flushes what is in flight, then exits
-    for worker in workers:
+        wanted = desired.running()
+        for position, (flow, index) in enumerate(slots):
+            worker = workers[position]
+            if worker is not None and not worker.alive():
+                problem = worker.failure()
+                if problem:
+                    failed.append(problem)
+                elif worker.killed():
+                    log.warning("worker %s was killed; starting it again", worker.name)
+                workers[position] = worker = None
+            if failed:
+                break
+            if worker is None and wanted[flow.name]:
+                workers[position] = start(flow, index)
+                log.info("started %s", workers[position].name)
+            elif worker is not None and not wanted[flow.name]:
+                worker.stop()
+        stop.wait(_SUPERVISE_EVERY_S)
+    running = [worker for worker in workers if worker is not None]
+    for worker in running:
+        worker.stop()  # the worker flushes what is in flight, then exits
+    for worker in running:
         worker.join(_STOP_TIMEOUT_S)
-        if worker.is_alive():
-            log.error("worker %s did not stop in %.0f s; killing it", worker.name, _STOP_TIMEOUT_S)
-            worker.kill()
-            worker.join()
+        problem = worker.failure()
+        if problem:
+            failed.append(problem)
     if failed:
         raise ReplicatorError(
-            f"replication stopped: workers failed: {', '.join(failed)}; "
+            f"replication stopped: workers failed: {', '.join(dict.fromkeys(failed))}; "
             "their errors are logged above"
         )
 

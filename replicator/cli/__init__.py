@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from replicator.cli import clients, diagnose, offsets, replication, stack
+from replicator.cli import clients, diagnose, offsets, procedures, replication, stack
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.register(commands)
     clients.register(commands)
     diagnose.register(commands)
+    procedures.register(commands)
     return parser
 
 

@@ -1,0 +1,62 @@
+"""`replicator failover`: the DR procedures from the shell, one report line per step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from replicator.config import load_config
+from replicator.procedures import Failover, ProcedureReport
+from replicator.statestore import STATE_URL_ENV, StateStore
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    failover = commands.add_parser(
+        "failover", help="move applications to a flow's target cluster (resumable steps)"
+    )
+    failover.add_argument("--config", type=Path, required=True, help="mm2.properties")
+    failover.add_argument("--flow", required=True, metavar="A->B", help="fail over from A to B")
+    failover.add_argument(
+        "--app", action="append", required=True, help="application (= consumer group); repeatable"
+    )
+    failover.add_argument("--mode", choices=("planned", "unplanned"), default="planned")
+    failover.add_argument("--dry-run", action="store_true", help="check and say what it would do")
+    failover.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
+    failover.add_argument("--reverse", action="store_true", help="then start the flow B->A")
+    failover.add_argument("--max-lag", type=int, default=100_000, help="planned: lag bound")
+    failover.add_argument("--timeout", type=float, default=120.0, help="seconds per wait")
+    failover.add_argument(
+        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
+    )
+    failover.set_defaults(handler=_failover)
+
+
+def _failover(args: argparse.Namespace) -> int:
+    store = StateStore(args.state_url)
+    procedure = Failover(
+        load_config(args.config),
+        args.flow,
+        args.app,
+        store,
+        mode=args.mode,
+        reverse=args.reverse,
+        dry_run=args.dry_run,
+        max_lag=args.max_lag,
+        timeout_s=args.timeout,
+    )
+    return print_report(procedure.run(args.id))
+
+
+def print_report(report: ProcedureReport) -> int:
+    """Each step's status and report, then the outcome with RPO and RTO; the exit code."""
+    title = f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}"
+    print(title)
+    for step in report.steps:
+        print(f"  {step.name:<16} {step.status:<8} {json.dumps(step.report, sort_keys=True)}")
+    rto = "-" if report.rto_seconds is None else f"{report.rto_seconds:.1f}s"
+    rpo = "-" if report.rpo_records is None else str(report.rpo_records)
+    print(f"{report.outcome}: RPO {rpo} records, RTO {rto}")
+    if report.error:
+        print(f"error: {report.error}")
+    return 0 if report.ok else 1

@@ -1,0 +1,456 @@
+"""Failover of a flow's applications from its source cluster to its target.
+
+Planned (both clusters up): fence the applications so producers and consumers
+stop and commit, drain replication to zero lag, stop the flow, write a final
+checkpoint, commit every group's exactly translated position to the same
+group on the target, move the applications, verify. Nothing is lost and
+nothing processed twice (RPO 0).
+
+Unplanned (the source is gone): no fence and no drain are possible. Groups
+continue from their last checkpoints on the target, the applications move,
+and the report says per partition exactly which source offsets never reached
+the target: from the target tail to the last source end the replicator saw.
+
+Consumer groups are named like the applications (the demo apps' convention).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from confluent_kafka import TopicPartition
+
+from replicator.checkpoints import Checkpointer, policy_of, read_checkpoints
+from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.procedures.flows import live_workers, preview_stop_flow, start_flow, stop_flow
+from replicator.procedures.positions import PartitionProgress, last_seen_progress, progress
+from replicator.procedures.steps import Procedure, Step, StepReport
+from replicator.runner import RUNNING
+from replicator.statestore import StateStore
+from replicator.status import read_status
+from replicator.translation import TargetIndex
+
+Mode = Literal["planned", "unplanned"]
+_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class GroupCommit:
+    """One group position moved to the target: where it was on the source, where it
+    is on the target, what the target group had before, and whether it was written
+    (never backwards)."""
+
+    group: str
+    topic: str
+    partition: int
+    remote_topic: str
+    source_offset: int
+    target_offset: int
+    previous: int | None
+    committed: bool
+
+
+class Failover(Procedure):
+    """Failover of `applications` over `flow` ("A->B": from A to B)."""
+
+    kind = "failover"
+    recovery_step = "switch"
+
+    def __init__(
+        self,
+        config: ReplicatorConfig,
+        flow: str,
+        applications: list[str],
+        store: StateStore,
+        *,
+        mode: Mode = "planned",
+        reverse: bool = False,
+        dry_run: bool = False,
+        max_lag: int = 100_000,
+        timeout_s: float = 120.0,
+    ) -> None:
+        super().__init__(store, dry_run=dry_run)
+        if not applications:
+            raise ReplicatorError(f"failover of {flow}: name at least one application (--app)")
+        self.flow: FlowConfig = config.flow(flow)
+        self.applications = list(dict.fromkeys(applications))
+        self.failover_mode: Mode = mode
+        self.reverse_flow = (
+            f"{self.flow.target.alias}->{self.flow.source.alias}" if reverse else None
+        )
+        #: `replicator run` starts the reverse flow only if its configuration enables it.
+        self.reverse_enabled = any(f.name == self.reverse_flow for f in config.flows)
+        self.max_lag = max_lag
+        self.timeout_s = timeout_s
+        self.source, self.target = self.flow.source, self.flow.target
+
+    # -- Procedure -----------------------------------------------------------------
+
+    def steps(self) -> list[Step]:
+        if self.failover_mode == "planned":
+            first = [
+                Step("preflight", self._preflight_planned),
+                Step("fence", self._fence, self._preview_fence),
+                Step("drain", self._drain, self._preview_drain),
+                Step("stop_flow", self._stop_flow, self._preview_stop_flow),
+                Step("checkpoint", self._checkpoint, self._preview_checkpoint),
+            ]
+        else:
+            # What was not replicated is read before the flow stops: a stopping task
+            # publishes its partitions without the source end it last saw.
+            first = [
+                Step("preflight", self._preflight_unplanned),
+                Step("unreplicated", self._unreplicated),
+                Step("stop_flow", self._stop_flow, self._preview_stop_flow),
+            ]
+        last = [
+            Step("commit_offsets", self._commit_offsets, self._preview_commit_offsets),
+            Step("switch", self._switch, self._preview_switch),
+        ]
+        if self.reverse_flow:
+            last.append(Step("start_reverse", self._start_reverse, self._preview_start_reverse))
+        return [*first, *last, Step("verify", self._verify)]
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow.name,
+            "applications": self.applications,
+            "mode": self.failover_mode,
+            "reverse": bool(self.reverse_flow),
+            "max_lag": self.max_lag,
+        }
+
+    def flow_name(self) -> str:
+        return self.flow.name
+
+    def mode(self) -> str:
+        return self.failover_mode
+
+    def rpo(self) -> int | None:
+        """Planned: the records still behind after the drain (0). Unplanned: the
+        source records that never reached the target."""
+        step = "drain" if self.failover_mode == "planned" else "unreplicated"
+        report = self.reported(step)
+        return None if report is None else int(report["records"])
+
+    # -- checks ----------------------------------------------------------------------
+
+    def _applications_on(self, cluster: str) -> dict[str, Any]:
+        """Every application exists and is active on `cluster` (or on the target
+        already: a rerun of a procedure that switched it)."""
+        active = {name: self.store.application(name).active_cluster for name in self.applications}
+        elsewhere = {a: c for a, c in active.items() if c not in (cluster, self.target.alias)}
+        if elsewhere:
+            raise ReplicatorError(
+                f"applications active elsewhere than {cluster!r}: {elsewhere}; fail over only "
+                f"applications that run on the source of flow {self.flow.name}"
+            )
+        return active
+
+    def _preflight_planned(self) -> StepReport:
+        active = self._applications_on(self.source.alias)
+        stopped = [
+            f"{row['topic']}[{row['partition']}]: {row['error']}"
+            for row in read_status(self.target, self.flow.name)
+            if "partition" in row
+            and row["state"] == "stopped"
+            and self.flow.topics.matches(row["topic"])
+        ]
+        if stopped:
+            raise ReplicatorError(
+                f"flow {self.flow.name} has stopped partitions, so it cannot drain: "
+                f"{'; '.join(stopped)}; fix them first (see `replicator diagnose`)"
+            )
+        behind = self._progress()
+        lag = sum(p.behind for p in behind)
+        workers = [w["worker"] for w in live_workers(self.flow)]
+        if lag and not workers:
+            raise ReplicatorError(
+                f"flow {self.flow.name} is {lag} records behind and no worker is running; "
+                f"start `replicator run` for it (and check its desired state in the state store)"
+            )
+        if lag > self.max_lag:
+            raise ReplicatorError(
+                f"flow {self.flow.name} is {lag} records behind (more than {self.max_lag}): "
+                f"{_worst(behind)}; wait for it to catch up or raise the bound (--max-lag)"
+            )
+        return {
+            "source": self.source.alias,
+            "target": self.target.alias,
+            "partitions": len(behind),
+            "lag": lag,
+            "workers": workers,
+            "applications": active,
+        }
+
+    def _preflight_unplanned(self) -> StepReport:
+        active = self._applications_on(self.source.alias)
+        with TargetIndex(self.target, self.source.alias):
+            pass  # the target answers, or this raises naming it
+        return {
+            "source": self.source.alias,
+            "target": self.target.alias,
+            "status_partitions": sum(
+                1 for r in read_status(self.target, self.flow.name) if "partition" in r
+            ),
+            "applications": active,
+        }
+
+    def _progress(self) -> list[PartitionProgress]:
+        with TargetIndex(self.target, self.source.alias) as index:
+            return progress(self.flow, index)
+
+    # -- planned steps -------------------------------------------------------------------
+
+    def _fence(self) -> StepReport:
+        fenced = {}
+        for name in self.applications:
+            epoch = self.store.fence(name)
+            clients = self.store.wait_fenced(name, epoch, self.timeout_s)
+            fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
+        return {"fenced": fenced}
+
+    def _preview_fence(self) -> StepReport:
+        return {
+            "would_fence": {
+                name: [c.client_id for c in self.store.clients(name, seen_within_s=10)]
+                for name in self.applications
+            }
+        }
+
+    def _drain(self) -> StepReport:
+        started = time.monotonic()
+        with TargetIndex(self.target, self.source.alias) as index:
+            while True:
+                behind = progress(self.flow, index)
+                if not any(p.behind for p in behind):
+                    break
+                if time.monotonic() - started > self.timeout_s:
+                    raise ReplicatorError(
+                        f"flow {self.flow.name} did not catch up within {self.timeout_s:g}s "
+                        f"after the fence: {_worst(behind)}; is `replicator run` running for "
+                        "it? Retry with the same id once it replicates"
+                    )
+                time.sleep(_POLL_S)
+        return {
+            "records": 0,
+            "partitions": len(behind),
+            "source_ends": {p.where: p.source_end for p in behind},
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _preview_drain(self) -> StepReport:
+        behind = self._progress()
+        return {"would_wait_for_records": sum(p.behind for p in behind), "partitions": len(behind)}
+
+    def _checkpoint(self) -> StepReport:
+        with Checkpointer(self.flow) as checkpointer:
+            report = checkpointer.emit(self.applications)
+        if report.held and self.failover_mode == "planned":
+            held = ", ".join(
+                f"group {h.group} {h.translation.topic}[{h.translation.partition}]@"
+                f"{h.translation.source_offset}"
+                for h in report.held
+            )
+            raise ReplicatorError(
+                f"positions not fully replicated after the drain: {held}; retry with the same id"
+            )
+        return {"emitted": len(report.emitted), "unchanged": report.unchanged}
+
+    def _preview_checkpoint(self) -> StepReport:
+        return {"would_checkpoint": [asdict(c) for c in self._planned_positions()]}
+
+    # -- unplanned steps ------------------------------------------------------------------
+
+    def _unreplicated(self) -> StepReport:
+        with TargetIndex(self.target, self.source.alias) as index:
+            seen = last_seen_progress(self.flow, index)
+        partitions = [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "remote_topic": p.remote_topic,
+                "replicated_until": p.replicated_until,
+                "last_seen_source_end": p.source_end,
+                "unreplicated": p.unreplicated(),
+                "records": p.behind,
+            }
+            for p in seen
+        ]
+        return {"records": sum(p.behind for p in seen), "partitions": partitions}
+
+    # -- both modes ------------------------------------------------------------------------
+
+    def _stop_flow(self) -> StepReport:
+        planned = self.failover_mode == "planned"
+        timeout = self.timeout_s if planned else min(self.timeout_s, 15.0)
+        return stop_flow(self.store, self.flow, self.procedure_id, timeout, required=planned)
+
+    def _preview_stop_flow(self) -> StepReport:
+        return preview_stop_flow(self.flow)
+
+    def _planned_positions(self) -> list[GroupCommit]:
+        """Each group's position on the target, before any commit: exact translation of
+        its source commits (planned), or its last checkpoints (unplanned)."""
+        admin = GroupAdmin(self.target)
+        positions = []
+        for group in self.applications:
+            current = {(c.topic, c.partition): c.offset for c in admin.committed(group)}
+            for topic, partition, remote, source_offset, target_offset in self._translated(group):
+                previous = current.get((remote, partition))
+                positions.append(
+                    GroupCommit(
+                        group,
+                        topic,
+                        partition,
+                        remote,
+                        source_offset,
+                        target_offset,
+                        previous,
+                        previous is None or previous < target_offset,
+                    )
+                )
+        return positions
+
+    def _translated(self, group: str) -> list[tuple[str, int, str, int, int]]:
+        """(topic, partition, remote topic, source offset, target offset) of `group`."""
+        if self.failover_mode == "unplanned":
+            policy = policy_of(self.flow)
+            checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
+            return [
+                (
+                    policy.upstream_topic(c.topic) or c.topic,
+                    c.partition,
+                    c.topic,
+                    c.upstream,
+                    c.downstream,
+                )
+                for (g, _, _), c in sorted(checkpoints.items())
+                if g == group
+            ]
+        with Checkpointer(self.flow) as checkpointer:
+            positions = checkpointer.translate_group(group)
+        inexact = [p.translation for p in positions if not p.translation.exact]
+        if inexact and not self.dry_run:  # a dry run does not drain: not everything is there
+            listed = ", ".join(f"{t.topic}[{t.partition}]@{t.source_offset}" for t in inexact)
+            raise ReplicatorError(
+                f"group {group}: positions not replicated to {self.target.alias!r} yet: "
+                f"{listed}; the drain step should have waited for them: retry with the same id"
+            )
+        return [
+            (t.topic, t.partition, t.remote_topic, t.source_offset, t.target_offset)
+            for t in (p.translation for p in positions)
+        ]
+
+    def _commit_offsets(self) -> StepReport:
+        admin = GroupAdmin(self.target)
+        positions = self._planned_positions()
+        by_group: dict[str, list[GroupCommit]] = defaultdict(list)
+        for position in positions:
+            by_group[position.group].append(position)
+        for group, group_positions in by_group.items():
+            if not admin.is_idle(group):
+                raise ReplicatorError(
+                    f"group {group} has active members on {self.target.alias!r}, so its offsets "
+                    "cannot be set; stop its consumers there (or fence the application) and "
+                    "retry with the same id"
+                )
+            wanted = [
+                TopicPartition(p.remote_topic, p.partition, p.target_offset)
+                for p in group_positions
+                if p.committed
+            ]
+            if wanted:
+                admin.commit(group, wanted)
+        return {"groups": _by_group(positions)}
+
+    def _preview_commit_offsets(self) -> StepReport:
+        return {"would_commit": _by_group(self._planned_positions())}
+
+    def _switch(self) -> StepReport:
+        switched = {}
+        for name in self.applications:
+            app = self.store.switch(name, self.target.alias)
+            switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
+        return {"switched": switched}
+
+    def _preview_switch(self) -> StepReport:
+        return {
+            "would_switch": {
+                name: f"{self.store.application(name).active_cluster} -> {self.target.alias}"
+                for name in self.applications
+            }
+        }
+
+    def _start_reverse(self) -> StepReport:
+        assert self.reverse_flow is not None
+        report = start_flow(self.store, self.reverse_flow, self.procedure_id)
+        return {**report, "enabled_in_config": self.reverse_enabled}
+
+    def _preview_start_reverse(self) -> StepReport:
+        return {
+            "flow": self.reverse_flow,
+            "would_set": RUNNING,
+            "enabled_in_config": self.reverse_enabled,
+        }
+
+    def _verify(self) -> StepReport:
+        """Each committed position points at the record after the group's last processed
+        one: the record there carries that source offset, or nothing was replicated
+        after it (the position is the end). A group that consumed on since keeps a
+        position at or after the one committed."""
+        step = self.report("commit_offsets")
+        groups = step.get("groups", step.get("would_commit", {}))
+        admin = GroupAdmin(self.target)
+        problems, checked = [], 0
+        with TargetIndex(self.target, self.source.alias) as index:
+            for group, entries in groups.items():
+                now = {(c.topic, c.partition): c.offset for c in admin.committed(group)}
+                for entry in entries:
+                    checked += 1
+                    where = f"group {group} {entry['remote_topic']}[{entry['partition']}]"
+                    target_offset, source_offset = entry["target_offset"], entry["source_offset"]
+                    replica = index.replica_at(
+                        entry["remote_topic"], entry["partition"], target_offset
+                    )
+                    if replica is not None and replica.source_offset != source_offset:
+                        problems.append(
+                            f"{where}@{target_offset} holds source offset "
+                            f"{replica.source_offset}, not {source_offset}"
+                        )
+                    position = now.get((entry["remote_topic"], entry["partition"]))
+                    if (
+                        not self.dry_run
+                        and entry["committed"]
+                        and (position is None or position < target_offset)
+                    ):
+                        problems.append(f"{where} is at {position}, behind {target_offset}")
+        if problems:
+            raise ReplicatorError(
+                f"verification failed: {'; '.join(problems)}; check these groups on "
+                f"{self.target.alias!r} (`kafka-consumer-groups --describe`) before the "
+                "applications process more"
+            )
+        return {"positions_checked": checked, "ok": True}
+
+
+def _by_group(positions: list[GroupCommit]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for position in positions:
+        entry = asdict(position)
+        del entry["group"]
+        grouped[position.group].append(entry)
+    return dict(grouped)
+
+
+def _worst(behind: list[PartitionProgress], shown: int = 5) -> str:
+    worst = sorted((p for p in behind if p.behind), key=lambda p: -p.behind)[:shown]
+    return ", ".join(
+        f"{p.where} {p.behind} behind (replicated until {p.replicated_until}, end {p.source_end})"
+        for p in worst
+    )

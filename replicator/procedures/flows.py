@@ -1,0 +1,70 @@
+"""Stopping and starting a flow from a procedure, through the state store.
+
+`replicator run` polls the store about once a second and stops a flow's
+tasks (they flush first) when its desired state is "stopped"; each task then
+publishes "stopped" in the status topic on the target. A procedure that
+stops a flow waits for exactly that, so the target tail holds everything the
+flow replicated before the next step reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from replicator.config.model import FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.runner import RUNNING, STOPPED
+from replicator.statestore import StateStore
+from replicator.status import read_status
+
+#: Workers publish their status every 10 s; one silent for longer than this is gone.
+STALE_AFTER_S = 30.0
+_POLL_S = 0.5
+
+
+def live_workers(flow: FlowConfig) -> list[dict[str, Any]]:
+    """Status records of the flow's workers that report "running" and are alive
+    (published recently; a worker killed with `kill -9` leaves a stale record)."""
+    fresh_after_ms = (time.time() - STALE_AFTER_S) * 1000
+    return [
+        row
+        for row in read_status(flow.target, flow.name)
+        if "worker" in row and row["state"] == "running" and row["updated_ms"] >= fresh_after_ms
+    ]
+
+
+def stop_flow(
+    store: StateStore, flow: FlowConfig, by: str, timeout_s: float, *, required: bool = True
+) -> dict[str, Any]:
+    """Set `flow` to "stopped" and wait until none of its workers runs (none
+    running at all is fine). With `required` False (the source is gone, workers
+    may hang), workers still running after `timeout_s` are reported, not fatal."""
+    store.set_flow_state(flow.name, STOPPED, {"by": by})
+    deadline = time.monotonic() + timeout_s
+    while running := live_workers(flow):
+        if time.monotonic() >= deadline:
+            names = ", ".join(f"{w['worker']} (pid {w['pid']} on {w['host']})" for w in running)
+            if not required:
+                return {"flow": flow.name, "state": STOPPED, "still_running": names}
+            raise ReplicatorError(
+                f"flow {flow.name} is set to stopped, but workers still report running after "
+                f"{timeout_s:g}s: {names}; check that they are `replicator run` processes of "
+                "this version reading the same state store ($REPLICATOR_STATE_URL), or stop them"
+            )
+        time.sleep(_POLL_S)
+    return {"flow": flow.name, "state": STOPPED, "still_running": ""}
+
+
+def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
+    return {
+        "flow": flow.name,
+        "would_set": STOPPED,
+        "running_workers": [w["worker"] for w in live_workers(flow)],
+    }
+
+
+def start_flow(store: StateStore, flow: str, by: str) -> dict[str, Any]:
+    """Let `replicator run` start `flow` again (within about a second)."""
+    store.set_flow_state(flow, RUNNING, {"by": by})
+    return {"flow": flow, "state": RUNNING}

@@ -1,0 +1,144 @@
+"""How far a flow has replicated each partition, from the data itself.
+
+The target tail (the last record carrying the flow's source-offset header) is
+the truth for what was replicated; the source end offsets (planned failover)
+or the last source ends the replicator published in the status topic (the
+source is gone: unplanned failover) say what there was to replicate.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from replicator.checkpoints import policy_of
+from replicator.config.model import FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.status import read_status
+from replicator.topic_sync import TopicSync
+from replicator.translation import TargetIndex
+
+_READ_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    """One source partition: what there was to replicate, and how far it got.
+
+    `replicated_until` is the next source offset not on the target (None:
+    nothing replicated); `source_end` the source's end (high watermark, or
+    the last one the replicator reported); `behind` the records between them
+    (transaction markers at the source end are not counted)."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    source_end: int
+    replicated_until: int | None
+    behind: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic}[{self.partition}]"
+
+    def unreplicated(self) -> list[int]:
+        """[first, last] source offsets not on the target ([] when none)."""
+        first = self.replicated_until or 0
+        return [first, self.source_end - 1] if self.behind else []
+
+
+def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
+    """Every partition of the flow's topics, with the source reachable."""
+    policy = policy_of(flow)
+    topics = TopicSync(flow, policy).replicated_topics()
+    # Heartbeats never stop while the flow runs, and no application reads them.
+    partitions = [
+        (t, p)
+        for t, count in sorted(topics.items())
+        if not policy.is_heartbeats_topic(t)
+        for p in range(count)
+    ]
+    ends = GroupAdmin(flow.source).end_offsets(partitions)
+    with _SourceReader(flow) as source:
+        result = []
+        for topic, partition in partitions:
+            remote = policy.format_remote_topic(flow.source.alias, topic)
+            until = _replicated_until(index, remote, partition)
+            end = ends[(topic, partition)]
+            behind = 0
+            if (until or 0) < end and source.has_records(topic, partition, until or 0):
+                behind = end - (until or 0)
+            result.append(PartitionProgress(topic, partition, remote, end, until, behind))
+        return result
+
+
+def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
+    """Every partition the replicator reported in the status topic, against the last
+    source end it saw there (`next_offset + lag`), without the source cluster."""
+    policy = policy_of(flow)
+    result = []
+    for row in read_status(flow.target, flow.name):
+        if "partition" not in row or row.get("next_offset") is None:
+            continue
+        topic_name = str(row["topic"])
+        if not flow.topics.matches(topic_name) or policy.is_heartbeats_topic(topic_name):
+            continue  # a topic no longer (or never) of interest to applications
+        topic, partition = str(row["topic"]), int(row["partition"])
+        remote = policy.format_remote_topic(flow.source.alias, topic)
+        until = _replicated_until(index, remote, partition)
+        seen_end = int(row["next_offset"]) + int(row.get("lag") or 0)
+        start = int(row["next_offset"]) if until is None else until
+        result.append(
+            PartitionProgress(topic, partition, remote, seen_end, until, max(0, seen_end - start))
+        )
+    return sorted(result, key=lambda p: (p.topic, p.partition))
+
+
+def _replicated_until(index: TargetIndex, remote: str, partition: int) -> int | None:
+    last = index.last_replica(remote, partition)
+    return None if last is None else last.source_offset + 1
+
+
+class _SourceReader:
+    """Tells records from transaction markers between the target tail and the source
+    end: a transactional source ends with a commit marker that is never replicated."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self._alias = flow.source.alias
+        self._consumer = Consumer(
+            {
+                **flow.source.consumer,
+                "group.id": f"replicator-progress-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "max.partition.fetch.bytes": 65_536,
+            }
+        )
+
+    def __enter__(self) -> _SourceReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._consumer.close()
+
+    def has_records(self, topic: str, partition: int, start: int) -> bool:
+        """True if a committed record sits at or after `start`."""
+        self._consumer.assign([TopicPartition(topic, partition, start)])
+        messages = self._consumer.consume(1, _READ_TIMEOUT_S)
+        if not messages:
+            raise ReplicatorError(
+                f"reading {topic}[{partition}] from offset {start} on {self._alias!r} took "
+                f"over {_READ_TIMEOUT_S:.0f}s; is the source cluster reachable?"
+            )
+        error = messages[0].error()
+        if error is None:
+            return True
+        if error.code() == KafkaError._PARTITION_EOF:
+            return False
+        raise ReplicatorError(
+            f"reading {topic}[{partition}] from offset {start} on {self._alias!r}: {error.str()}"
+        )

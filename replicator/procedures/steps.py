@@ -1,0 +1,249 @@
+"""Procedures as named, resumable steps.
+
+A DR procedure (failover, failback, drill) is a fixed sequence of named
+steps. Each step's report is saved in the state store when it completes
+(`StateStore.save_step(procedure_id, name, "done", report)`), so running the
+procedure again with the same id skips what is done and returns the saved
+reports: an orchestrator retry, or an operator resuming after a failure,
+never applies a step twice. `run_step` runs one step alone, for an Airflow
+task per step; the steps of one id may run in different processes, because
+everything a later step needs from an earlier one is in the store.
+
+Dry run executes the read-only steps (checks) and asks each mutating step
+what it would do, without doing it and without writing to the store.
+
+The run is recorded in the store's history (`start_run` on the first step,
+`finish_run` when the last step completes or a step fails) with RPO (records
+not replicated) and RTO (seconds from the start of the run to the end of the
+step that moved the applications).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from replicator.errors import ReplicatorError
+from replicator.statestore import StateStore
+
+log = logging.getLogger(__name__)
+
+StepReport = dict[str, Any]
+#: The bookkeeping entry that ties a procedure id to its run in the history.
+_RUN_ENTRY = "_run"
+
+
+class StepFailed(ReplicatorError):
+    """A step raised; its error is saved with the step, and a retry with the same
+    procedure id runs it again (and skips the steps before it)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: `action` does it and returns its report; `preview` says what it
+    would do, for a dry run. A step without a preview is read-only and runs in a
+    dry run as it is."""
+
+    name: str
+    action: Callable[[], StepReport]
+    preview: Callable[[], StepReport] | None = None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """`status`: "done" now, "skipped" (done before: `report` is the saved one),
+    "planned" (dry run: what it would do), or "failed"."""
+
+    name: str
+    status: Literal["done", "skipped", "planned", "failed"]
+    report: StepReport
+
+
+@dataclass
+class ProcedureReport:
+    """What one run (or resumption) of a procedure did."""
+
+    procedure_id: str
+    kind: str
+    dry_run: bool
+    steps: list[StepOutcome] = field(default_factory=list)
+    outcome: Literal["succeeded", "failed", "planned", "incomplete"] = "incomplete"
+    rpo_records: int | None = None
+    rto_seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("succeeded", "planned")
+
+    def report_of(self, step: str) -> StepReport:
+        for outcome in self.steps:
+            if outcome.name == step:
+                return outcome.report
+        raise KeyError(f"no step {step!r} in procedure {self.procedure_id}")
+
+
+class Procedure(ABC):
+    """A named sequence of steps bound to its parameters (flow, applications, ...).
+
+    Subclasses list their steps, the parameters recorded with the run, the step
+    that ends the RTO, and how RPO follows from the step reports.
+    """
+
+    kind: ClassVar[str]
+    #: The step after which the applications run again (RTO ends when it completes).
+    recovery_step: ClassVar[str]
+
+    def __init__(self, store: StateStore, *, dry_run: bool = False) -> None:
+        self.store = store
+        self.dry_run = dry_run
+        self.procedure_id = ""
+        self._planned: dict[str, StepReport] = {}
+
+    @abstractmethod
+    def steps(self) -> list[Step]: ...
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """What the run was asked to do, as recorded in the history (no secrets)."""
+
+    @abstractmethod
+    def flow_name(self) -> str | None: ...
+
+    @abstractmethod
+    def mode(self) -> str | None: ...
+
+    @abstractmethod
+    def rpo(self) -> int | None:
+        """Records not replicated, from the reports of the steps done (see `report`)."""
+
+    # -- running -------------------------------------------------------------------
+
+    def run(self, procedure_id: str | None = None) -> ProcedureReport:
+        """Run every step not done yet under `procedure_id` (a new id by default);
+        stops at the first failing step and returns the report either way."""
+        self.procedure_id = procedure_id or self._new_id()
+        report = ProcedureReport(self.procedure_id, self.kind, self.dry_run)
+        for step in self.steps():
+            try:
+                report.steps.append(self._run(step))
+            except StepFailed as exc:
+                report.steps.append(StepOutcome(step.name, "failed", {"error": str(exc)}))
+                report.outcome, report.error = "failed", str(exc)
+                return self._figures(report)
+        report.outcome = "planned" if self.dry_run else "succeeded"
+        return self._figures(report)
+
+    def run_step(self, procedure_id: str, name: str) -> StepOutcome:
+        """Run the one step `name` of `procedure_id` (skipped if it is done), for an
+        orchestrator that runs each step as its own task. Raises StepFailed."""
+        self.procedure_id = procedure_id
+        steps = {step.name: step for step in self.steps()}
+        if name not in steps:
+            raise ReplicatorError(
+                f"{self.kind} has no step {name!r}; its steps are {', '.join(steps)}"
+            )
+        return self._run(steps[name])
+
+    def report(self, step: str) -> StepReport:
+        """The report of an earlier step of this procedure id (saved, or planned in
+        this dry run); ReplicatorError if that step has not run."""
+        if step in self._planned:
+            return self._planned[step]
+        saved = self.store.step(self.procedure_id, step)
+        if saved is None or saved.state != "done":
+            raise ReplicatorError(
+                f"step {step!r} of {self.kind} {self.procedure_id} has not completed; "
+                f"run it first (`run_step({self.procedure_id!r}, {step!r})`)"
+            )
+        return saved.result
+
+    def reported(self, step: str) -> StepReport | None:
+        """The report of an earlier step, or None if it has not completed."""
+        return self.report(step) if self.done(step) else None
+
+    def done(self, step: str) -> bool:
+        if self.dry_run:
+            return step in self._planned
+        saved = self.store.step(self.procedure_id, step)
+        return saved is not None and saved.state == "done"
+
+    def _run(self, step: Step) -> StepOutcome:
+        if self.dry_run:
+            action = step.preview or step.action
+            self._planned[step.name] = self._attempt(step, action)
+            return StepOutcome(step.name, "planned", self._planned[step.name])
+        saved = self.store.step(self.procedure_id, step.name)
+        if saved is not None and saved.state == "done":
+            log.info("%s %s: step %s done before; skipped", self.kind, self.procedure_id, step.name)
+            return StepOutcome(step.name, "skipped", saved.result)
+        run_id = self._run_id()
+        try:
+            result = self._attempt(step, step.action)
+        except StepFailed as exc:
+            self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
+            self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
+            raise
+        self.store.save_step(self.procedure_id, step.name, "done", result)
+        log.info("%s %s: step %s done: %s", self.kind, self.procedure_id, step.name, result)
+        if all(self.done(s.name) for s in self.steps()):
+            self._finish(run_id, "succeeded", {})
+        return StepOutcome(step.name, "done", result)
+
+    def _attempt(self, step: Step, action: Callable[[], StepReport]) -> StepReport:
+        try:
+            return action()
+        except Exception as exc:  # any failure of a step is saved and reported the same way
+            raise StepFailed(
+                f"{self.kind} {self.procedure_id}, step {step.name!r}: {exc}; after fixing "
+                f"the cause, run it again with the same id ({self.procedure_id}) to resume "
+                "at this step"
+            ) from exc
+
+    # -- history -------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return f"{self.kind}-{uuid.uuid4().hex[:12]}"
+
+    def _run_id(self) -> str:
+        """The history run of this procedure id, started by its first step."""
+        entry = self.store.step(self.procedure_id, _RUN_ENTRY)
+        if entry is not None:
+            return str(entry.result["run_id"])
+        params = {**self.params(), "procedure_id": self.procedure_id}
+        run_id = self.store.start_run(self.kind, self.flow_name(), self.mode(), params)
+        self.store.save_step(self.procedure_id, _RUN_ENTRY, "done", {"run_id": run_id})
+        return run_id
+
+    def _finish(self, run_id: str, outcome: str, extra: dict[str, Any]) -> None:
+        details = {
+            "procedure_id": self.procedure_id,
+            "steps": {
+                s.name: s.result
+                for s in self.store.steps(self.procedure_id)
+                if s.name != _RUN_ENTRY
+            },
+            **extra,
+        }
+        self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
+
+    def rto(self) -> float | None:
+        """Seconds from the start of the run to the completion of the recovery step."""
+        if self.dry_run or not self.done(self.recovery_step):
+            return None
+        entry = self.store.step(self.procedure_id, _RUN_ENTRY)
+        recovered = self.store.step(self.procedure_id, self.recovery_step)
+        if entry is None or recovered is None:
+            return None
+        started = self.store.run(str(entry.result["run_id"])).started_at
+        return round((recovered.updated_at - started).total_seconds(), 3)
+
+    def _figures(self, report: ProcedureReport) -> ProcedureReport:
+        if not self.dry_run:  # a dry run measures nothing
+            report.rpo_records = self.rpo()
+            report.rto_seconds = self.rto()
+        return report

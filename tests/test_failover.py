@@ -1,0 +1,292 @@
+"""Failover procedures against the real clusters: planned with the demo apps and a
+running `replicator run` (zero lost, zero processed twice), resumed after an
+interruption without applying a step twice, dry run, and unplanned with the
+primary's broker stopped (the report names every unreplicated offset)."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from procedure_helpers import demo_apps, runner
+from replication_helpers import flow_config, preload, start_replicator, wait_until, write_config
+
+from replicator.checkpoints import Checkpointer
+from replicator.config import load_config
+from replicator.config.model import ClusterConfig
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.localstack import ClusterSpec, LocalStack
+from replicator.procedures import Failover, live_workers
+from replicator.statestore import STATE_URL_ENV, StateStore, check_ledgers, read_ledger
+from replicator.status import read_status
+
+from kafka_helpers import create_topic, free_port_pair, unique_topic
+
+pytestmark = pytest.mark.integration
+
+_TIMEOUT_S = 90.0
+
+
+@pytest.fixture
+def state_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'state.db'}"
+
+
+@pytest.fixture
+def store(state_url: str) -> Iterator[StateStore]:
+    state = StateStore(state_url)
+    yield state
+    state.close()
+
+
+def _cluster(alias: str, bootstrap: str) -> ClusterConfig:
+    client = {"bootstrap.servers": bootstrap}
+    return ClusterConfig(alias, bootstrap, consumer=client, producer=client, admin=client)
+
+
+def _committed(alias: str, bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = GroupAdmin(_cluster(alias, bootstrap))
+    return {(c.topic, c.partition): c.offset for c in admin.committed(group)}
+
+
+def _commit(cluster: ClusterConfig, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group`, again while the fresh cluster's coordinator loads."""
+    admin = GroupAdmin(cluster)
+
+    def committed() -> bool:
+        try:
+            admin.commit(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        except ReplicatorError:
+            return False
+        return {(c.topic, c.partition): c.offset for c in admin.committed(group)} == offsets
+
+    wait_until(committed, _TIMEOUT_S, f"offsets of {group} committed")
+
+
+def _ids_on(ledger: Path, cluster: str) -> set[str]:
+    return {entry.id for entry in read_ledger(ledger) if entry.cluster == cluster}
+
+
+def test_planned_failover_with_live_apps_loses_and_duplicates_nothing(
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = unique_topic("demo.orders")
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, topic, partitions=3)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    app = f"orders-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
+    common = ["--config", str(config_path), "--app", app, "--topic", topic]
+    common += ["--state-url", state_url]
+    monkeypatch.setenv(STATE_URL_ENV, state_url)  # the replicator obeys the same store
+    replicator = start_replicator(config_path, tmp_path / "replicator.log")
+    try:
+        with demo_apps(tmp_path) as start:
+            producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
+            consumer = start("consumer", *common, "--ledger", str(consumed))
+            wait_until(
+                lambda: len(_ids_on(consumed, "primary")) >= 100, _TIMEOUT_S, "100 on primary"
+            )
+            wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+
+            config = load_config(config_path)
+            report = Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S).run()
+
+            assert report.ok, report.error
+            assert [s.name for s in report.steps] == [
+                "preflight", "fence", "drain", "stop_flow", "checkpoint",
+                "commit_offsets", "switch", "verify",
+            ]  # fmt: skip
+            assert report.rpo_records == 0
+            assert report.rto_seconds is not None and report.rto_seconds > 0
+            assert len(report.report_of("fence")["fenced"][app]["clients"]) == 2
+            commits = report.report_of("commit_offsets")["groups"][app]
+            assert store.application(app).active_cluster == "dr"
+            assert store.flow_state("primary->dr").state == "stopped"
+            [run] = store.runs("failover")
+            assert (run.outcome, run.rpo_records) == ("succeeded", 0)
+            assert run.rto_seconds == report.rto_seconds
+
+            wait_until(lambda: len(_ids_on(consumed, "dr")) >= 100, _TIMEOUT_S, "100 on dr")
+            producer.send_signal(signal.SIGTERM)
+            assert producer.wait(timeout=60) == 0
+            wait_until(
+                lambda: (
+                    {e.id for e in read_ledger(consumed)} >= {e.id for e in read_ledger(produced)}
+                ),
+                _TIMEOUT_S,
+                "every acknowledged record processed",
+            )
+            consumer.send_signal(signal.SIGTERM)
+            assert consumer.wait(timeout=60) == 0
+    finally:
+        replicator.send_signal(signal.SIGTERM)
+        assert replicator.wait(timeout=90) == 0
+
+    check = check_ledgers([produced], [consumed])
+    assert check.ok, check.summary()
+    assert check.produced >= 200
+    # The group continued on dr exactly after its last record processed on primary.
+    assert {e["remote_topic"] for e in commits} == {f"primary.{topic}"}
+
+
+def test_interrupted_failover_resumes_without_applying_a_step_twice(
+    tmp_path: Path, primary: str, dr: str, store: StateStore
+) -> None:
+    topic = unique_topic("resume")
+    create_topic(primary, topic, partitions=3)
+    preload(primary, topic, 3_000, 3)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    config = load_config(write_config(tmp_path, primary, dr, topic))
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    committed = {0: 400, 1: 0, 2: 1_000}
+    _commit(flow.source, app, {(topic, p): o for p, o in committed.items()})
+    remote = f"primary.{topic}"
+
+    def failover(**options: object) -> Failover:
+        return Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S, **options)
+
+    with runner([flow], store):
+        wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow's worker running")
+
+        dry = failover(dry_run=True).run("fo-resume")
+        assert dry.outcome == "planned", dry.error
+        assert [s.status for s in dry.steps] == ["planned"] * len(dry.steps)
+        would = {
+            e["partition"]: e["source_offset"]
+            for e in dry.report_of("commit_offsets")["would_commit"][app]
+        }
+        assert would == committed
+        assert store.steps("fo-resume") == [] and store.runs("failover") == []
+        assert store.application(app).epoch == 0 and not store.application(app).fenced
+        assert store.flow_state(flow.name) is None
+        assert _committed("dr", dr, app) == {}
+
+        procedure = failover()
+        for step in ("preflight", "fence", "drain", "stop_flow"):
+            assert procedure.run_step("fo-resume", step).status == "done"
+        assert live_workers(flow) == [], "the runner stopped the flow's task"
+        assert any(
+            r.get("worker") and r["state"] == "stopped" for r in read_status(flow.target, flow.name)
+        )
+
+        calls = []
+        real_commit = procedure._commit_offsets
+
+        def crash_once() -> dict[str, object]:
+            calls.append(1)
+            if len(calls) == 1:
+                raise ConnectionError("orchestrator worker lost")
+            return real_commit()
+
+        procedure._commit_offsets = crash_once  # type: ignore[method-assign]
+        failed = procedure.run("fo-resume")
+        assert failed.outcome == "failed" and "commit_offsets" in (failed.error or "")
+        assert [s.status for s in failed.steps] == ["skipped"] * 4 + ["done", "failed"]
+        assert store.runs("failover")[0].outcome == "failed"
+
+        resumed = failover().run("fo-resume")  # a new process: only the store remembers
+        assert resumed.ok, resumed.error
+        assert [s.status for s in resumed.steps] == ["skipped"] * 5 + ["done"] * 3
+        again = failover().run("fo-resume")
+        assert [s.status for s in again.steps] == ["skipped"] * 8
+        assert store.application(app).epoch == 2, "fenced once, switched once"
+        [run] = store.runs("failover")
+        assert (run.outcome, run.rpo_records) == ("succeeded", 0) and run.rto_seconds
+
+        per_partition = {(remote, p): o for p, o in committed.items()}
+        assert _committed("dr", dr, app) == per_partition  # same layout, offsets map 1:1
+
+        store.set_flow_state(flow.name, "running")
+        wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow running again")
+
+
+@pytest.fixture(scope="module")
+def lone_primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A primary cluster of its own, to be stopped without harming other tests."""
+    stack = LocalStack(
+        [ClusterSpec("primary", free_port_pair())], data_dir=tmp_path_factory.mktemp("lone")
+    )
+    stack.up(timeout=120)
+    yield stack
+    stack.down(wipe=True)
+
+
+def test_unplanned_failover_reports_every_unreplicated_offset(
+    tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore
+) -> None:
+    primary = lone_primary.bootstrap("primary")
+    topic = unique_topic("unplanned")
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=2)
+    # The remote partition 0 refuses the big record at source offset 10: the partition
+    # stops there and everything after it stays unreplicated.
+    create_topic(dr, remote, partitions=2, config={"max.message.bytes": "20000"})
+    producer = Producer({"bootstrap.servers": primary, "enable.idempotence": True})
+    for i in range(16):
+        value = b"x" * (50_000 if i == 10 else 10)
+        producer.produce(topic, value=value, partition=0)
+    for _ in range(20):
+        producer.produce(topic, value=b"y", partition=1)
+    assert producer.flush(30) == 0
+    flow = flow_config(
+        ("primary", primary),
+        ("dr", dr),
+        topic,
+        {"sync.topic.configs.enabled": "false", "refresh.topics.enabled": "false"},
+    )
+    config = load_config(
+        write_config(tmp_path, primary, dr, topic, extra=("sync.topic.configs.enabled = false",))
+    )
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    _commit(flow.source, app, {(topic, 0): 5, (topic, 1): 20})
+
+    def partition_status() -> dict[int, dict[str, object]]:
+        return {
+            int(r["partition"]): r
+            for r in read_status(flow.target, flow.name)
+            if r.get("topic") == topic
+        }
+
+    with runner([flow], store):
+        wait_until(
+            lambda: (
+                (s := partition_status()).get(0, {}).get("state") == "stopped"
+                and s[0]["lag"] == 6
+                and s.get(1, {}).get("next_offset") == 20
+            ),
+            _TIMEOUT_S,
+            "partition 0 stopped at the big record, partition 1 replicated",
+        )
+        with Checkpointer(flow) as checkpointer:
+            assert len(checkpointer.emit([app]).emitted) == 2
+        lone_primary.down(["primary"])
+
+        report = Failover(
+            config, "primary->dr", [app], store, mode="unplanned", timeout_s=_TIMEOUT_S
+        ).run()
+
+    assert report.ok, report.error
+    unreplicated = {
+        p["partition"]: (p["unreplicated"], p["records"])
+        for p in report.report_of("unreplicated")["partitions"]
+    }
+    assert unreplicated == {0: ([10, 15], 6), 1: ([], 0)}
+    assert report.rpo_records == 6
+    assert report.rto_seconds is not None
+    assert store.application(app).active_cluster == "dr"
+    assert _committed("dr", dr, app) == {(remote, 0): 5, (remote, 1): 20}
+    assert store.runs("failover")[0].rpo_records == 6
