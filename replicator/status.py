@@ -49,6 +49,9 @@ class WorkerStatus:
     host: str = ""
     pid: int = 0
     partitions: int = 0
+    #: The source topics it replicates: tells its record from those of other
+    #: deployments of the same flow name writing to the same target.
+    topics: list[str] = field(default_factory=list)
     error: str | None = None
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 

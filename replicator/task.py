@@ -938,6 +938,7 @@ class ReplicationTask:
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 partitions=len(self._trackers),
+                topics=sorted(self._topics),
                 error=self._fatal,
             )
         )

@@ -25,13 +25,25 @@ _POLL_S = 0.5
 
 def live_workers(flow: FlowConfig) -> list[dict[str, Any]]:
     """Status records of the flow's workers that report "running" and are alive
-    (published recently; a worker killed with `kill -9` leaves a stale record)."""
+    (published recently; a worker killed with `kill -9` leaves a stale record).
+
+    Another deployment may run a flow of the same name into the same target
+    with other topics (another team, a test): a worker whose topics none match
+    this flow's filter is not one of ours."""
     fresh_after_ms = (time.time() - STALE_AFTER_S) * 1000
     return [
         row
         for row in read_status(flow.target, flow.name)
-        if "worker" in row and row["state"] == "running" and row["updated_ms"] >= fresh_after_ms
+        if "worker" in row
+        and row["state"] == "running"
+        and row["updated_ms"] >= fresh_after_ms
+        and _replicates_our_topics(flow, row.get("topics"))
     ]
+
+
+def _replicates_our_topics(flow: FlowConfig, topics: list[str] | None) -> bool:
+    # A worker that has not listed its topics yet may be ours.
+    return not topics or any(flow.topics.matches(topic) for topic in topics)
 
 
 def stop_flow(
