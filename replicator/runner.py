@@ -169,7 +169,8 @@ class _ThreadWorker(_Worker):
             self._task.run()
         except Exception as exc:  # a thread's exception would vanish: keep it for the report
             self._error = f"replication of {self.flow.name} stopped: {exc}"
-            log.error("%s", self._error)
+            # Our own errors say everything; anything else needs its traceback to be fixed.
+            log.error("%s", self._error, exc_info=not isinstance(exc, ReplicatorError))
 
     def alive(self) -> bool:
         return self._thread.is_alive()

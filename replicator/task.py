@@ -618,8 +618,10 @@ class ReplicationTask:
         """The tracker of the partition the next records belong to; in exactly-once
         mode its transaction is open from here on."""
         tracker = self._trackers.get(key)
-        if tracker is not None and self._writers is not None:
-            self._begin_transaction(tracker)
+        exactly_once = tracker is not None and self._writers is not None
+        if exactly_once and not self._begin_transaction(tracker):
+            self._let_go(tracker)
+            return None
         return tracker
 
     def _produce_when_room(
@@ -700,7 +702,9 @@ class ReplicationTask:
 
     # -- exactly-once mode -----------------------------------------------------------------
 
-    def _begin_transaction(self, tracker: PartitionTracker) -> None:
+    def _begin_transaction(self, tracker: PartitionTracker) -> bool:
+        """Open the partition's transaction (False: fenced), remembering where to
+        rewind to if it aborts."""
         if tracker.rollback is None:
             tracker.rollback = (
                 tracker.next_offset,
@@ -709,7 +713,7 @@ class ReplicationTask:
                 tracker.replicated,
                 tracker.replicated_bytes,
             )
-        self._writers.begin(tracker.topic, tracker.partition)
+        return self._writers.begin(tracker.topic, tracker.partition)
 
     def _commit_transactions(self) -> None:
         """Commit every partition's open transaction (one per consume batch); emit

@@ -76,11 +76,20 @@ class TransactionalWriters:
         self._writers[(topic, partition)] = _Writer(producer)
         return producer
 
-    def begin(self, topic: str, partition: int) -> None:
+    def begin(self, topic: str, partition: int) -> bool:
+        """Open the partition's transaction; False if the producer was fenced (the
+        partition has a new owner, which this worker hears of at its next rebalance)."""
         writer = self._writers[(topic, partition)]
         if not writer.in_transaction:
-            writer.producer.begin_transaction()
+            try:
+                writer.producer.begin_transaction()
+            except KafkaException as exc:
+                if not _is_fenced(exc.args[0]):
+                    raise
+                _log_fenced((topic, partition), exc.args[0])
+                return False
             writer.in_transaction = True
+        return True
 
     def commit_open(self) -> dict[Key, Outcome]:
         """Commit every open transaction; the outcome per partition."""
@@ -97,11 +106,8 @@ class TransactionalWriters:
             return Outcome.COMMITTED
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            if error.code() in _FENCED or error.fatal():
-                log.warning(
-                    "%s[%d]: producer fenced (%s): another worker owns the partition now",
-                    key[0], key[1], error.str(),
-                )  # fmt: skip
+            if _is_fenced(error):
+                _log_fenced(key, error)
                 return Outcome.FENCED
             if error.txn_requires_abort():
                 log.warning(
@@ -123,7 +129,13 @@ class TransactionalWriters:
                 writer.producer.abort_transaction(_TIMEOUT_S)
             except KafkaException as exc:
                 log.info("%s[%d]: abort on close: %s", topic, partition, exc.args[0].str())
-        writer.producer.flush(_TIMEOUT_S)
+        try:
+            writer.producer.flush(_TIMEOUT_S)
+        except KafkaException as exc:
+            # A fenced producer's open transaction was aborted by the next owner: its
+            # unsent records are discarded by design and the next owner copies them.
+            if not _is_fenced(exc.args[0]):
+                raise
 
     def close_all(self) -> None:
         for topic, partition in list(self._writers):
@@ -131,3 +143,15 @@ class TransactionalWriters:
 
     def keys(self) -> list[Key]:
         return list(self._writers)
+
+
+def _is_fenced(error: KafkaError) -> bool:
+    # Any fatal error of a transactional producer ends its ownership the same way.
+    return error.code() in _FENCED or error.fatal()
+
+
+def _log_fenced(key: Key, error: KafkaError) -> None:
+    log.warning(
+        "%s[%d]: producer fenced (%s): another worker owns the partition now",
+        key[0], key[1], error.str(),
+    )  # fmt: skip

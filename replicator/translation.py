@@ -96,8 +96,15 @@ class PartitionReader:
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         return watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
 
+    def exists(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists (a consumer's metadata request never creates it)."""
+        metadata = self._consumer.list_topics(topic, timeout=_READ_TIMEOUT_S).topics.get(topic)
+        return metadata is not None and metadata.error is None and partition in metadata.partitions
+
     def messages(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
         """The committed records at offsets [start, end)."""
+        if start >= end:
+            return
         consume = self._consumer.consume
         self._consumer.assign([TopicPartition(topic, partition, start)])
         where = f"{topic}[{partition}] from offset {start} on {self.cluster.alias!r}"
@@ -132,6 +139,7 @@ class TargetIndex:
     def __init__(self, target: ClusterConfig, source_alias: str) -> None:
         self._alias = source_alias.encode()
         self._reader = PartitionReader(target)
+        self._present: set[tuple[str, int]] = set()
 
     def close(self) -> None:
         self._reader.close()
@@ -143,6 +151,12 @@ class TargetIndex:
         self.close()
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, end) of a target partition; one that does not exist yet is
+        empty (a flow creates its remote topics when it first runs)."""
+        if (topic, partition) not in self._present:
+            if not self._reader.exists(topic, partition):
+                return 0, 0
+            self._present.add((topic, partition))
         return self._reader.bounds(topic, partition)
 
     def first_replica(self, topic: str, partition: int, start: int, end: int) -> Replica | None:

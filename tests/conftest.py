@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from replicator.localstack import ClusterSpec, LocalStack
+from replicator.statestore import StateStore
+
+from kafka_helpers import free_port_pair
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 TEST_CLUSTERS = (ClusterSpec("primary", int(_PORTS[0])), ClusterSpec("dr", int(_PORTS[1])))
@@ -42,3 +45,28 @@ def primary(kafka_stack: LocalStack) -> str:
 def dr(kafka_stack: LocalStack) -> str:
     """Bootstrap address of the `dr` test cluster."""
     return kafka_stack.bootstrap("dr")
+
+
+@pytest.fixture(scope="module")
+def lone_primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A primary cluster of the module's own, to be stopped (an outage) without
+    harming other tests."""
+    stack = LocalStack(
+        [ClusterSpec("primary", free_port_pair())], data_dir=tmp_path_factory.mktemp("lone")
+    )
+    stack.up(timeout=120)
+    yield stack
+    stack.down(wipe=True)
+
+
+@pytest.fixture
+def state_url(tmp_path: Path) -> str:
+    """A DR state store of the test's own (SQLite)."""
+    return f"sqlite:///{tmp_path / 'state.db'}"
+
+
+@pytest.fixture
+def store(state_url: str) -> Iterator[StateStore]:
+    state = StateStore(state_url)
+    yield state
+    state.close()

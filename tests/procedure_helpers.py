@@ -9,9 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from replicator.config.model import FlowConfig
+from confluent_kafka import TopicPartition
+from replication_helpers import wait_until
+
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
 from replicator.runner import run_flows
-from replicator.statestore import StateStore
+from replicator.statestore import StateStore, read_ledger
 
 DEMO = Path(__file__).resolve().parents[1] / "include" / "demo"
 
@@ -66,3 +71,33 @@ def runner(flows: list[FlowConfig], store: StateStore) -> Iterator[None]:
         assert not thread.is_alive(), "runner did not stop within 120 s"
         if failure:
             raise failure[0]
+
+
+def cluster_config(alias: str, bootstrap: str) -> ClusterConfig:
+    client = {"bootstrap.servers": bootstrap}
+    return ClusterConfig(alias, bootstrap, consumer=client, producer=client, admin=client)
+
+
+def committed_offsets(alias: str, bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = GroupAdmin(cluster_config(alias, bootstrap))
+    return {(c.topic, c.partition): c.offset for c in admin.committed(group)}
+
+
+def commit_offsets(cluster: ClusterConfig, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group`, again while a fresh cluster's coordinator loads."""
+    admin = GroupAdmin(cluster)
+
+    def committed() -> bool:
+        try:
+            admin.commit(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        except ReplicatorError:
+            return False
+        now = {(c.topic, c.partition): c.offset for c in admin.committed(group)}
+        return all(now.get(where) == offset for where, offset in offsets.items())
+
+    wait_until(committed, 90, f"offsets of {group} committed")
+
+
+def ids_on(ledger: Path, cluster: str) -> set[str]:
+    """The record ids a demo app's ledger holds for `cluster`."""
+    return {entry.id for entry in read_ledger(ledger) if entry.cluster == cluster}

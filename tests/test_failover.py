@@ -7,72 +7,35 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
-from procedure_helpers import demo_apps, runner
+from confluent_kafka import Producer
+from procedure_helpers import (
+    commit_offsets,
+    committed_offsets,
+    demo_apps,
+    ids_on,
+    runner,
+)
 from replication_helpers import flow_config, preload, start_replicator, wait_until, write_config
 
 from replicator.checkpoints import Checkpointer
 from replicator.config import load_config
-from replicator.config.model import ClusterConfig
-from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.procedures import Failover, live_workers
+from replicator.localstack import LocalStack
+from replicator.procedures import Failback, Failover, live_workers
+from replicator.procedures.positions import wait_drained
 from replicator.statestore import STATE_URL_ENV, StateStore, check_ledgers, read_ledger
 from replicator.status import read_status
 
-from kafka_helpers import create_topic, free_port_pair, unique_topic
+from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
 _TIMEOUT_S = 90.0
 
 
-@pytest.fixture
-def state_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'state.db'}"
-
-
-@pytest.fixture
-def store(state_url: str) -> Iterator[StateStore]:
-    state = StateStore(state_url)
-    yield state
-    state.close()
-
-
-def _cluster(alias: str, bootstrap: str) -> ClusterConfig:
-    client = {"bootstrap.servers": bootstrap}
-    return ClusterConfig(alias, bootstrap, consumer=client, producer=client, admin=client)
-
-
-def _committed(alias: str, bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = GroupAdmin(_cluster(alias, bootstrap))
-    return {(c.topic, c.partition): c.offset for c in admin.committed(group)}
-
-
-def _commit(cluster: ClusterConfig, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit `offsets` for `group`, again while the fresh cluster's coordinator loads."""
-    admin = GroupAdmin(cluster)
-
-    def committed() -> bool:
-        try:
-            admin.commit(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
-        except ReplicatorError:
-            return False
-        return {(c.topic, c.partition): c.offset for c in admin.committed(group)} == offsets
-
-    wait_until(committed, _TIMEOUT_S, f"offsets of {group} committed")
-
-
-def _ids_on(ledger: Path, cluster: str) -> set[str]:
-    return {entry.id for entry in read_ledger(ledger) if entry.cluster == cluster}
-
-
-def test_planned_failover_with_live_apps_loses_and_duplicates_nothing(
+def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing(
     tmp_path: Path,
     primary: str,
     dr: str,
@@ -83,42 +46,68 @@ def test_planned_failover_with_live_apps_loses_and_duplicates_nothing(
     topic = unique_topic("demo.orders")
     for bootstrap in (primary, dr):
         create_topic(bootstrap, topic, partitions=3)
-    config_path = write_config(tmp_path, primary, dr, topic)
+    reverse = ("dr->primary.enabled = true", f"dr->primary.topics = {topic}")
+    config_path = write_config(tmp_path, primary, dr, topic, extra=reverse)
+    config = load_config(config_path)
     app = f"orders-{uuid.uuid4().hex[:8]}"
     store.register_application(app, "primary")
+    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
     produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
     common = ["--config", str(config_path), "--app", app, "--topic", topic]
     common += ["--state-url", state_url]
     monkeypatch.setenv(STATE_URL_ENV, state_url)  # the replicator obeys the same store
     replicator = start_replicator(config_path, tmp_path / "replicator.log")
+
+    def processed_on(cluster: str, more_than: int) -> None:
+        wait_until(
+            lambda: len(ids_on(consumed, cluster)) > more_than,
+            _TIMEOUT_S,
+            f"more than {more_than} records processed on {cluster}",
+        )
+
     try:
         with demo_apps(tmp_path) as start:
             producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
             consumer = start("consumer", *common, "--ledger", str(consumed))
-            wait_until(
-                lambda: len(_ids_on(consumed, "primary")) >= 100, _TIMEOUT_S, "100 on primary"
-            )
+            processed_on("primary", 100)
             wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
 
-            config = load_config(config_path)
-            report = Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S).run()
+            failover = Failover(
+                config, "primary->dr", [app], store, reverse=True, timeout_s=_TIMEOUT_S
+            ).run()
 
-            assert report.ok, report.error
-            assert [s.name for s in report.steps] == [
+            assert failover.ok, failover.error
+            assert [s.name for s in failover.steps] == [
                 "preflight", "fence", "drain", "stop_flow", "checkpoint",
-                "commit_offsets", "switch", "verify",
+                "commit_offsets", "switch", "start_reverse", "verify",
             ]  # fmt: skip
-            assert report.rpo_records == 0
-            assert report.rto_seconds is not None and report.rto_seconds > 0
-            assert len(report.report_of("fence")["fenced"][app]["clients"]) == 2
-            commits = report.report_of("commit_offsets")["groups"][app]
+            assert failover.rpo_records == 0
+            assert failover.rto_seconds is not None and failover.rto_seconds > 0
+            assert len(failover.report_of("fence")["fenced"][app]["clients"]) == 2
+            # The group continued on dr exactly after its last record processed on primary.
+            commits = failover.report_of("commit_offsets")["groups"][app]
+            assert {e["to_topic"] for e in commits} == {f"primary.{topic}"}
             assert store.application(app).active_cluster == "dr"
             assert store.flow_state("primary->dr").state == "stopped"
             [run] = store.runs("failover")
             assert (run.outcome, run.rpo_records) == ("succeeded", 0)
-            assert run.rto_seconds == report.rto_seconds
+            assert run.rto_seconds == failover.rto_seconds
 
-            wait_until(lambda: len(_ids_on(consumed, "dr")) >= 100, _TIMEOUT_S, "100 on dr")
+            processed_on("dr", 100)
+            failback = Failback(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S).run()
+
+            assert failback.ok, failback.error
+            assert failback.report_of("reconcile")["records"] == 0
+            assert failback.rpo_records == 0 and failback.rto_seconds
+            moved = failback.report_of("commit_offsets")["groups"][app]
+            assert {e["to_topic"] for e in moved} == {topic, f"dr.{topic}"}
+            assert store.application(app).active_cluster == "primary"
+            assert store.flow_state("primary->dr").state == "running"
+            assert store.flow_state("dr->primary").state == "stopped"
+            [back] = store.runs("failback")
+            assert (back.outcome, back.rpo_records) == ("succeeded", 0)
+
+            processed_on("primary", len(ids_on(consumed, "primary")) + 100)
             producer.send_signal(signal.SIGTERM)
             assert producer.wait(timeout=60) == 0
             wait_until(
@@ -130,15 +119,15 @@ def test_planned_failover_with_live_apps_loses_and_duplicates_nothing(
             )
             consumer.send_signal(signal.SIGTERM)
             assert consumer.wait(timeout=60) == 0
+            # The forward flow runs again: what was written after the failback is on dr.
+            wait_drained(config.flow("primary->dr"), _TIMEOUT_S, "the resumed forward flow")
     finally:
         replicator.send_signal(signal.SIGTERM)
         assert replicator.wait(timeout=90) == 0
 
     check = check_ledgers([produced], [consumed])
     assert check.ok, check.summary()
-    assert check.produced >= 200
-    # The group continued on dr exactly after its last record processed on primary.
-    assert {e["remote_topic"] for e in commits} == {f"primary.{topic}"}
+    assert check.produced >= 300
 
 
 def test_interrupted_failover_resumes_without_applying_a_step_twice(
@@ -152,7 +141,7 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
     app = f"app-{uuid.uuid4().hex[:8]}"
     store.register_application(app, "primary")
     committed = {0: 400, 1: 0, 2: 1_000}
-    _commit(flow.source, app, {(topic, p): o for p, o in committed.items()})
+    commit_offsets(flow.source, app, {(topic, p): o for p, o in committed.items()})
     remote = f"primary.{topic}"
 
     def failover(**options: object) -> Failover:
@@ -165,14 +154,14 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
         assert dry.outcome == "planned", dry.error
         assert [s.status for s in dry.steps] == ["planned"] * len(dry.steps)
         would = {
-            e["partition"]: e["source_offset"]
+            e["partition"]: e["from_offset"]
             for e in dry.report_of("commit_offsets")["would_commit"][app]
         }
         assert would == committed
         assert store.steps("fo-resume") == [] and store.runs("failover") == []
         assert store.application(app).epoch == 0 and not store.application(app).fenced
         assert store.flow_state(flow.name) is None
-        assert _committed("dr", dr, app) == {}
+        assert committed_offsets("dr", dr, app) == {}
 
         procedure = failover()
         for step in ("preflight", "fence", "drain", "stop_flow"):
@@ -207,21 +196,10 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
         assert (run.outcome, run.rpo_records) == ("succeeded", 0) and run.rto_seconds
 
         per_partition = {(remote, p): o for p, o in committed.items()}
-        assert _committed("dr", dr, app) == per_partition  # same layout, offsets map 1:1
+        assert committed_offsets("dr", dr, app) == per_partition  # same layout, offsets map 1:1
 
         store.set_flow_state(flow.name, "running")
         wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow running again")
-
-
-@pytest.fixture(scope="module")
-def lone_primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    """A primary cluster of its own, to be stopped without harming other tests."""
-    stack = LocalStack(
-        [ClusterSpec("primary", free_port_pair())], data_dir=tmp_path_factory.mktemp("lone")
-    )
-    stack.up(timeout=120)
-    yield stack
-    stack.down(wipe=True)
 
 
 def test_unplanned_failover_reports_every_unreplicated_offset(
@@ -252,7 +230,7 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
     )
     app = f"app-{uuid.uuid4().hex[:8]}"
     store.register_application(app, "primary")
-    _commit(flow.source, app, {(topic, 0): 5, (topic, 1): 20})
+    commit_offsets(flow.source, app, {(topic, 0): 5, (topic, 1): 20})
 
     def partition_status() -> dict[int, dict[str, object]]:
         return {
@@ -288,5 +266,5 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
     assert report.rpo_records == 6
     assert report.rto_seconds is not None
     assert store.application(app).active_cluster == "dr"
-    assert _committed("dr", dr, app) == {(remote, 0): 5, (remote, 1): 20}
+    assert committed_offsets("dr", dr, app) == {(remote, 0): 5, (remote, 1): 20}
     assert store.runs("failover")[0].rpo_records == 6

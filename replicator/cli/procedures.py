@@ -1,4 +1,4 @@
-"""`replicator failover`: the DR procedures from the shell, one report line per step."""
+"""`replicator failover|failback`: the DR procedures from the shell, one report line per step."""
 
 from __future__ import annotations
 
@@ -7,42 +7,80 @@ import json
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.procedures import Failover, ProcedureReport
+from replicator.procedures import Failback, Failover, ProcedureReport
 from replicator.statestore import STATE_URL_ENV, StateStore
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    failover = commands.add_parser(
-        "failover", help="move applications to a flow's target cluster (resumable steps)"
-    )
-    failover.add_argument("--config", type=Path, required=True, help="mm2.properties")
-    failover.add_argument("--flow", required=True, metavar="A->B", help="fail over from A to B")
-    failover.add_argument(
-        "--app", action="append", required=True, help="application (= consumer group); repeatable"
+    failover = _procedure_parser(
+        commands, "failover", "move applications to a flow's target cluster", "from A to B"
     )
     failover.add_argument("--mode", choices=("planned", "unplanned"), default="planned")
-    failover.add_argument("--dry-run", action="store_true", help="check and say what it would do")
-    failover.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
     failover.add_argument("--reverse", action="store_true", help="then start the flow B->A")
     failover.add_argument("--max-lag", type=int, default=100_000, help="planned: lag bound")
-    failover.add_argument("--timeout", type=float, default=120.0, help="seconds per wait")
-    failover.add_argument(
+    failover.set_defaults(handler=_failover)
+
+    failback = _procedure_parser(
+        commands,
+        "failback",
+        "move applications back to a flow's source after a failover",
+        "the flow they failed over with (they go back to A)",
+    )
+    failback.add_argument(
+        "--reconcile",
+        choices=("replicate", "report"),
+        default="replicate",
+        help="records A holds that never reached B: copy them to B first (replicate), or "
+        "list them and let the groups skip them (report)",
+    )
+    failback.set_defaults(handler=_failback)
+
+
+def _procedure_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    flow_help: str,
+) -> argparse.ArgumentParser:
+    """A procedure's command with the options every procedure has."""
+    parser = commands.add_parser(name, help=f"{summary} (resumable steps)")
+    parser.add_argument("--config", type=Path, required=True, help="mm2.properties")
+    parser.add_argument("--flow", required=True, metavar="A->B", help=flow_help)
+    parser.add_argument(
+        "--app", action="append", required=True, help="application (= consumer group); repeatable"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="check and say what it would do")
+    parser.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per wait")
+    parser.add_argument(
         "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
     )
-    failover.set_defaults(handler=_failover)
+    return parser
 
 
 def _failover(args: argparse.Namespace) -> int:
-    store = StateStore(args.state_url)
     procedure = Failover(
         load_config(args.config),
         args.flow,
         args.app,
-        store,
+        StateStore(args.state_url),
         mode=args.mode,
         reverse=args.reverse,
         dry_run=args.dry_run,
         max_lag=args.max_lag,
+        timeout_s=args.timeout,
+    )
+    return print_report(procedure.run(args.id))
+
+
+def _failback(args: argparse.Namespace) -> int:
+    procedure = Failback(
+        load_config(args.config),
+        args.flow,
+        args.app,
+        StateStore(args.state_url),
+        reconcile=args.reconcile,
+        dry_run=args.dry_run,
         timeout_s=args.timeout,
     )
     return print_report(procedure.run(args.id))

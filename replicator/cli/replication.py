@@ -10,6 +10,7 @@ from pathlib import Path
 from replicator.config import load_config
 from replicator.policies import load_policy
 from replicator.runner import run_flows, select_flows
+from replicator.statestore import STATE_URL_ENV, StateStore
 from replicator.status import read_status
 from replicator.topic_sync import TopicSync
 
@@ -17,6 +18,11 @@ from replicator.topic_sync import TopicSync
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="replicate until stopped (SIGTERM/Ctrl-C flush first)")
     add_config(run)
+    run.add_argument(
+        "--state-url",
+        help="SQLAlchemy URL of the DR state store whose flow states start and stop flows "
+        f"(default ${STATE_URL_ENV}, else SQLite under .data/state)",
+    )
     run.set_defaults(handler=_run)
 
     status = commands.add_parser("status", help="flows, partitions, lag and errors")
@@ -40,7 +46,7 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     flows = select_flows(load_config(args.config), args.flow)
-    run_flows(flows)
+    run_flows(flows, store=StateStore(args.state_url))
     return 0
 
 

@@ -1,9 +1,11 @@
-"""DR procedures as resumable steps: failover (planned and unplanned) and the
+"""DR procedures as resumable steps: failover (planned and unplanned), failback and the
 flow control they use. Each step is idempotent and reports what it did; see
 `replicator.procedures.steps`."""
 
-from replicator.procedures.failover import Failover, GroupCommit
+from replicator.procedures.failback import Failback
+from replicator.procedures.failover import Failover
 from replicator.procedures.flows import live_workers, start_flow, stop_flow
+from replicator.procedures.group_moves import GroupMove
 from replicator.procedures.steps import (
     Procedure,
     ProcedureReport,
@@ -13,8 +15,9 @@ from replicator.procedures.steps import (
 )
 
 __all__ = [
+    "Failback",
     "Failover",
-    "GroupCommit",
+    "GroupMove",
     "Procedure",
     "ProcedureReport",
     "Step",

@@ -17,18 +17,28 @@ Consumer groups are named like the applications (the demo apps' convention).
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
-
-from confluent_kafka import TopicPartition
 
 from replicator.checkpoints import Checkpointer, policy_of, read_checkpoints
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
 from replicator.procedures.flows import live_workers, preview_stop_flow, start_flow, stop_flow
-from replicator.procedures.positions import PartitionProgress, last_seen_progress, progress
+from replicator.procedures.group_moves import (
+    GroupMove,
+    Position,
+    by_group,
+    commit_moves,
+    copy_mismatch,
+    plan_moves,
+    verify_moves,
+)
+from replicator.procedures.positions import (
+    current_progress,
+    last_seen_progress,
+    wait_drained,
+    worst,
+)
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.runner import RUNNING
 from replicator.statestore import StateStore
@@ -36,23 +46,6 @@ from replicator.status import read_status
 from replicator.translation import TargetIndex
 
 Mode = Literal["planned", "unplanned"]
-_POLL_S = 0.5
-
-
-@dataclass(frozen=True)
-class GroupCommit:
-    """One group position moved to the target: where it was on the source, where it
-    is on the target, what the target group had before, and whether it was written
-    (never backwards)."""
-
-    group: str
-    topic: str
-    partition: int
-    remote_topic: str
-    source_offset: int
-    target_offset: int
-    previous: int | None
-    committed: bool
 
 
 class Failover(Procedure):
@@ -166,7 +159,7 @@ class Failover(Procedure):
                 f"flow {self.flow.name} has stopped partitions, so it cannot drain: "
                 f"{'; '.join(stopped)}; fix them first (see `replicator diagnose`)"
             )
-        behind = self._progress()
+        behind = current_progress(self.flow)
         lag = sum(p.behind for p in behind)
         workers = [w["worker"] for w in live_workers(self.flow)]
         if lag and not workers:
@@ -177,7 +170,7 @@ class Failover(Procedure):
         if lag > self.max_lag:
             raise ReplicatorError(
                 f"flow {self.flow.name} is {lag} records behind (more than {self.max_lag}): "
-                f"{_worst(behind)}; wait for it to catch up or raise the bound (--max-lag)"
+                f"{worst(behind)}; wait for it to catch up or raise the bound (--max-lag)"
             )
         return {
             "source": self.source.alias,
@@ -201,10 +194,6 @@ class Failover(Procedure):
             "applications": active,
         }
 
-    def _progress(self) -> list[PartitionProgress]:
-        with TargetIndex(self.target, self.source.alias) as index:
-            return progress(self.flow, index)
-
     # -- planned steps -------------------------------------------------------------------
 
     def _fence(self) -> StepReport:
@@ -225,27 +214,16 @@ class Failover(Procedure):
 
     def _drain(self) -> StepReport:
         started = time.monotonic()
-        with TargetIndex(self.target, self.source.alias) as index:
-            while True:
-                behind = progress(self.flow, index)
-                if not any(p.behind for p in behind):
-                    break
-                if time.monotonic() - started > self.timeout_s:
-                    raise ReplicatorError(
-                        f"flow {self.flow.name} did not catch up within {self.timeout_s:g}s "
-                        f"after the fence: {_worst(behind)}; is `replicator run` running for "
-                        "it? Retry with the same id once it replicates"
-                    )
-                time.sleep(_POLL_S)
+        drained = wait_drained(self.flow, self.timeout_s, "after the fence")
         return {
             "records": 0,
-            "partitions": len(behind),
-            "source_ends": {p.where: p.source_end for p in behind},
+            "partitions": len(drained),
+            "source_ends": {p.where: p.source_end for p in drained},
             "seconds": round(time.monotonic() - started, 3),
         }
 
     def _preview_drain(self) -> StepReport:
-        behind = self._progress()
+        behind = current_progress(self.flow)
         return {"would_wait_for_records": sum(p.behind for p in behind), "partitions": len(behind)}
 
     def _checkpoint(self) -> StepReport:
@@ -263,7 +241,7 @@ class Failover(Procedure):
         return {"emitted": len(report.emitted), "unchanged": report.unchanged}
 
     def _preview_checkpoint(self) -> StepReport:
-        return {"would_checkpoint": [asdict(c) for c in self._planned_positions()]}
+        return {"would_checkpoint": by_group(self._planned_positions())}
 
     # -- unplanned steps ------------------------------------------------------------------
 
@@ -294,31 +272,18 @@ class Failover(Procedure):
     def _preview_stop_flow(self) -> StepReport:
         return preview_stop_flow(self.flow)
 
-    def _planned_positions(self) -> list[GroupCommit]:
+    def _planned_positions(self) -> list[GroupMove]:
         """Each group's position on the target, before any commit: exact translation of
         its source commits (planned), or its last checkpoints (unplanned)."""
         admin = GroupAdmin(self.target)
-        positions = []
-        for group in self.applications:
-            current = {(c.topic, c.partition): c.offset for c in admin.committed(group)}
-            for topic, partition, remote, source_offset, target_offset in self._translated(group):
-                previous = current.get((remote, partition))
-                positions.append(
-                    GroupCommit(
-                        group,
-                        topic,
-                        partition,
-                        remote,
-                        source_offset,
-                        target_offset,
-                        previous,
-                        previous is None or previous < target_offset,
-                    )
-                )
-        return positions
+        return [
+            move
+            for group in self.applications
+            for move in plan_moves(admin, group, self._translated(group))
+        ]
 
-    def _translated(self, group: str) -> list[tuple[str, int, str, int, int]]:
-        """(topic, partition, remote topic, source offset, target offset) of `group`."""
+    def _translated(self, group: str) -> list[Position]:
+        """`group`'s positions on the source topics, and where they are on the target."""
         if self.failover_mode == "unplanned":
             policy = policy_of(self.flow)
             checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
@@ -326,8 +291,8 @@ class Failover(Procedure):
                 (
                     policy.upstream_topic(c.topic) or c.topic,
                     c.partition,
-                    c.topic,
                     c.upstream,
+                    c.topic,
                     c.downstream,
                 )
                 for (g, _, _), c in sorted(checkpoints.items())
@@ -343,34 +308,16 @@ class Failover(Procedure):
                 f"{listed}; the drain step should have waited for them: retry with the same id"
             )
         return [
-            (t.topic, t.partition, t.remote_topic, t.source_offset, t.target_offset)
+            (t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset)
             for t in (p.translation for p in positions)
         ]
 
     def _commit_offsets(self) -> StepReport:
-        admin = GroupAdmin(self.target)
-        positions = self._planned_positions()
-        by_group: dict[str, list[GroupCommit]] = defaultdict(list)
-        for position in positions:
-            by_group[position.group].append(position)
-        for group, group_positions in by_group.items():
-            if not admin.is_idle(group):
-                raise ReplicatorError(
-                    f"group {group} has active members on {self.target.alias!r}, so its offsets "
-                    "cannot be set; stop its consumers there (or fence the application) and "
-                    "retry with the same id"
-                )
-            wanted = [
-                TopicPartition(p.remote_topic, p.partition, p.target_offset)
-                for p in group_positions
-                if p.committed
-            ]
-            if wanted:
-                admin.commit(group, wanted)
-        return {"groups": _by_group(positions)}
+        moves = self._planned_positions()
+        return {"groups": commit_moves(GroupAdmin(self.target), self.target.alias, moves)}
 
     def _preview_commit_offsets(self) -> StepReport:
-        return {"would_commit": _by_group(self._planned_positions())}
+        return {"would_commit": by_group(self._planned_positions())}
 
     def _switch(self) -> StepReport:
         switched = {}
@@ -402,55 +349,14 @@ class Failover(Procedure):
     def _verify(self) -> StepReport:
         """Each committed position points at the record after the group's last processed
         one: the record there carries that source offset, or nothing was replicated
-        after it (the position is the end). A group that consumed on since keeps a
-        position at or after the one committed."""
+        after it (the position is the end)."""
         step = self.report("commit_offsets")
-        groups = step.get("groups", step.get("would_commit", {}))
-        admin = GroupAdmin(self.target)
-        problems, checked = [], 0
+        moves = step.get("groups", step.get("would_commit", {}))
         with TargetIndex(self.target, self.source.alias) as index:
-            for group, entries in groups.items():
-                now = {(c.topic, c.partition): c.offset for c in admin.committed(group)}
-                for entry in entries:
-                    checked += 1
-                    where = f"group {group} {entry['remote_topic']}[{entry['partition']}]"
-                    target_offset, source_offset = entry["target_offset"], entry["source_offset"]
-                    replica = index.replica_at(
-                        entry["remote_topic"], entry["partition"], target_offset
-                    )
-                    if replica is not None and replica.source_offset != source_offset:
-                        problems.append(
-                            f"{where}@{target_offset} holds source offset "
-                            f"{replica.source_offset}, not {source_offset}"
-                        )
-                    position = now.get((entry["remote_topic"], entry["partition"]))
-                    if (
-                        not self.dry_run
-                        and entry["committed"]
-                        and (position is None or position < target_offset)
-                    ):
-                        problems.append(f"{where} is at {position}, behind {target_offset}")
-        if problems:
-            raise ReplicatorError(
-                f"verification failed: {'; '.join(problems)}; check these groups on "
-                f"{self.target.alias!r} (`kafka-consumer-groups --describe`) before the "
-                "applications process more"
+            return verify_moves(
+                GroupAdmin(self.target),
+                self.target.alias,
+                moves,
+                lambda move: copy_mismatch(index, move),
+                dry_run=self.dry_run,
             )
-        return {"positions_checked": checked, "ok": True}
-
-
-def _by_group(positions: list[GroupCommit]) -> dict[str, list[dict[str, Any]]]:
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for position in positions:
-        entry = asdict(position)
-        del entry["group"]
-        grouped[position.group].append(entry)
-    return dict(grouped)
-
-
-def _worst(behind: list[PartitionProgress], shown: int = 5) -> str:
-    worst = sorted((p for p in behind if p.behind), key=lambda p: -p.behind)[:shown]
-    return ", ".join(
-        f"{p.where} {p.behind} behind (replicated until {p.replicated_until}, end {p.source_end})"
-        for p in worst
-    )

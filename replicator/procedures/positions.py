@@ -8,6 +8,7 @@ source is gone: unplanned failover) say what there was to replicate.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from replicator.topic_sync import TopicSync
 from replicator.translation import TargetIndex
 
 _READ_TIMEOUT_S = 30.0
+_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,40 @@ def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionPr
             PartitionProgress(topic, partition, remote, seen_end, until, max(0, seen_end - start))
         )
     return sorted(result, key=lambda p: (p.topic, p.partition))
+
+
+def current_progress(flow: FlowConfig) -> list[PartitionProgress]:
+    """`progress` with an index of its own, for one look."""
+    with TargetIndex(flow.target, flow.source.alias) as index:
+        return progress(flow, index)
+
+
+def wait_drained(flow: FlowConfig, timeout_s: float, what: str) -> list[PartitionProgress]:
+    """Wait until `flow` has replicated every partition up to its source end (the
+    applications are fenced, so the ends stand still); ReplicatorError naming the
+    partitions furthest behind after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    with TargetIndex(flow.target, flow.source.alias) as index:
+        while True:
+            behind = progress(flow, index)
+            if not any(p.behind for p in behind):
+                return behind
+            if time.monotonic() > deadline:
+                raise ReplicatorError(
+                    f"{what}: flow {flow.name} did not catch up within {timeout_s:g}s: "
+                    f"{worst(behind)}; is `replicator run` running it? Retry with the same "
+                    "id once it replicates"
+                )
+            time.sleep(_POLL_S)
+
+
+def worst(behind: list[PartitionProgress], shown: int = 5) -> str:
+    """The partitions furthest behind, for error messages."""
+    worst = sorted((p for p in behind if p.behind), key=lambda p: -p.behind)[:shown]
+    return ", ".join(
+        f"{p.where} {p.behind} behind (replicated until {p.replicated_until}, end {p.source_end})"
+        for p in worst
+    )
 
 
 def _replicated_until(index: TargetIndex, remote: str, partition: int) -> int | None:

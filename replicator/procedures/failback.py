@@ -1,0 +1,323 @@
+"""Failback of applications to a flow's source after a failover to its target.
+
+After a failover over "A->B" the applications run on B: they write B's own
+topics (`T`) and their groups read those and the copies of A's topics
+(`A.T`). Failing back:
+
+1. reconcile: list, per partition, the records A holds that never reached B
+   (an unplanned failover leaves them behind). With the "replicate" choice
+   the forward flow copies them to B now (exactly once: it resumes from B's
+   tail); with "report" they stay listed in the run's history and the groups
+   that had read everything before them skip them on A, so no application
+   processes them unasked.
+2. fence the applications on B, so B's topics stop growing and the groups
+   commit and stop;
+3. drain the reverse flow "B->A" (it copies `B:T` to `A:B.T`; provenance keeps
+   `B:A.T` from echoing back) and stop it;
+4. translate every group back: positions on `B:T` through the reverse flow's
+   exact translation to `A:B.T`, positions on `B:A.T` through the record's
+   source-offset header to `A:T`; write both as checkpoints on A and commit
+   them to the same groups on A (never backwards);
+5. switch the applications to A, resume the forward flow, verify.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from replicator.checkpoints import Checkpointer, ReverseCheckpointer, policy_of
+from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.errors import ConfigError, ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
+from replicator.procedures.group_moves import (
+    GroupMove,
+    Position,
+    by_group,
+    commit_moves,
+    copy_mismatch,
+    original_mismatch,
+    plan_moves,
+    verify_moves,
+)
+from replicator.procedures.positions import current_progress, wait_drained
+from replicator.procedures.steps import Procedure, Step, StepReport
+from replicator.runner import RUNNING
+from replicator.statestore import StateStore
+from replicator.translation import TargetIndex
+
+Reconcile = Literal["replicate", "report"]
+
+
+class Failback(Procedure):
+    """Failback of `applications` over `flow` ("A->B": they run on B since a
+    failover from A, and go back to A)."""
+
+    kind = "failback"
+    recovery_step = "switch"
+
+    def __init__(
+        self,
+        config: ReplicatorConfig,
+        flow: str,
+        applications: list[str],
+        store: StateStore,
+        *,
+        reconcile: Reconcile = "replicate",
+        dry_run: bool = False,
+        timeout_s: float = 120.0,
+    ) -> None:
+        super().__init__(store, dry_run=dry_run)
+        if not applications:
+            raise ReplicatorError(f"failback over {flow}: name at least one application (--app)")
+        self.flow: FlowConfig = config.flow(flow)
+        self.origin, self.dr = self.flow.source, self.flow.target
+        reverse = f"{self.dr.alias}->{self.origin.alias}"
+        try:
+            self.reverse: FlowConfig = config.flow(reverse)
+        except ConfigError as exc:
+            raise ReplicatorError(
+                f"failback over {flow} needs the reverse flow {reverse}, so that what "
+                f"{self.dr.alias!r} received since the failover reaches {self.origin.alias!r}: "
+                f"set `{reverse}.enabled = true` and `{reverse}.topics` in the configuration"
+            ) from exc
+        self.applications = list(dict.fromkeys(applications))
+        self.choice: Reconcile = reconcile
+        self.timeout_s = timeout_s
+
+    # -- Procedure -----------------------------------------------------------------
+
+    def steps(self) -> list[Step]:
+        return [
+            Step("preflight", self._preflight),
+            Step("reconcile", self._reconcile),
+            Step("replicate_missing", self._replicate_missing, self._preview_replicate_missing),
+            Step("fence", self._fence, self._preview_fence),
+            Step("start_reverse", self._start_reverse, self._preview_start_reverse),
+            Step("drain_reverse", self._drain_reverse, self._preview_drain_reverse),
+            Step("stop_reverse", self._stop_reverse, self._preview_stop_reverse),
+            Step("checkpoint", self._checkpoint, self._preview_commit_offsets),
+            Step("commit_offsets", self._commit_offsets, self._preview_commit_offsets),
+            Step("switch", self._switch, self._preview_switch),
+            Step("resume_forward", self._resume_forward, self._preview_resume_forward),
+            Step("verify", self._verify),
+        ]
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow.name,
+            "reverse_flow": self.reverse.name,
+            "applications": self.applications,
+            "reconcile": self.choice,
+        }
+
+    def flow_name(self) -> str:
+        return self.flow.name
+
+    def mode(self) -> str:
+        return self.choice
+
+    def rpo(self) -> int | None:
+        """Records the applications wrote on the DR side that did not reach the origin
+        (0 once the reverse flow drained)."""
+        report = self.reported("drain_reverse")
+        return None if report is None else int(report["records"])
+
+    # -- reconcile -------------------------------------------------------------------
+
+    def _preflight(self) -> StepReport:
+        active = {name: self.store.application(name).active_cluster for name in self.applications}
+        elsewhere = {a: c for a, c in active.items() if c not in (self.dr.alias, self.origin.alias)}
+        if elsewhere:
+            raise ReplicatorError(
+                f"applications active elsewhere than {self.dr.alias!r}: {elsewhere}; fail back "
+                f"only applications that failed over with flow {self.flow.name}"
+            )
+        return {
+            "origin": self.origin.alias,
+            "dr": self.dr.alias,
+            "reverse_partitions": len(current_progress(self.reverse)),
+            "applications": active,
+        }
+
+    def _reconcile(self) -> StepReport:
+        """The origin's records that never reached the DR side, per partition."""
+        missing = [p for p in current_progress(self.flow) if p.behind]
+        return {
+            "choice": self.choice,
+            "records": sum(p.behind for p in missing),
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "remote_topic": p.remote_topic,
+                    "unreplicated": p.unreplicated(),
+                    "records": p.behind,
+                }
+                for p in missing
+            ],
+        }
+
+    def _replicate_missing(self) -> StepReport:
+        listed = self.report("reconcile")
+        if self.choice == "report" or not listed["records"]:
+            return {"replicated": 0, "forward_flow": "unchanged"}
+        start_flow(self.store, self.flow.name, self.procedure_id)
+        wait_drained(self.flow, self.timeout_s, "copying the reconciled records")
+        return {"replicated": listed["records"], "forward_flow": RUNNING}
+
+    def _preview_replicate_missing(self) -> StepReport:
+        listed = self.report("reconcile")
+        copy = self.choice == "replicate" and listed["records"] > 0
+        return {"would_replicate": listed["records"] if copy else 0}
+
+    # -- drain the DR side ------------------------------------------------------------
+
+    def _fence(self) -> StepReport:
+        fenced = {}
+        for name in self.applications:
+            epoch = self.store.fence(name)
+            clients = self.store.wait_fenced(name, epoch, self.timeout_s)
+            fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
+        return {"fenced": fenced}
+
+    def _preview_fence(self) -> StepReport:
+        return {
+            "would_fence": {
+                name: [c.client_id for c in self.store.clients(name, seen_within_s=10)]
+                for name in self.applications
+            }
+        }
+
+    def _start_reverse(self) -> StepReport:
+        return start_flow(self.store, self.reverse.name, self.procedure_id)
+
+    def _preview_start_reverse(self) -> StepReport:
+        return {"flow": self.reverse.name, "would_set": RUNNING}
+
+    def _drain_reverse(self) -> StepReport:
+        started = time.monotonic()
+        drained = wait_drained(self.reverse, self.timeout_s, "the reverse flow after the fence")
+        return {
+            "records": 0,
+            "partitions": len(drained),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _preview_drain_reverse(self) -> StepReport:
+        behind = current_progress(self.reverse)
+        return {"would_wait_for_records": sum(p.behind for p in behind)}
+
+    def _stop_reverse(self) -> StepReport:
+        return stop_flow(self.store, self.reverse, self.procedure_id, self.timeout_s)
+
+    def _preview_stop_reverse(self) -> StepReport:
+        return preview_stop_flow(self.reverse)
+
+    # -- groups ------------------------------------------------------------------------
+
+    def _checkpoint(self) -> StepReport:
+        """MM2-format checkpoints on the origin for both kinds of position, so tools
+        built on `RemoteClusterUtils` see the failback positions too."""
+        with Checkpointer(self.reverse) as forward, ReverseCheckpointer(self.flow) as back:
+            emitted = len(forward.emit(self.applications).emitted)
+            emitted += len(back.emit(self.applications).emitted)
+        return {"emitted": emitted}
+
+    def _planned_moves(self) -> list[GroupMove]:
+        admin = GroupAdmin(self.origin)
+        return [
+            move
+            for group in self.applications
+            for move in plan_moves(admin, group, self._translated(group))
+        ]
+
+    def _translated(self, group: str) -> list[Position]:
+        """`group`'s positions on the DR side and where they are on the origin."""
+        with Checkpointer(self.reverse) as checkpointer:
+            own = [p.translation for p in checkpointer.translate_group(group)]
+        inexact = [t for t in own if not t.exact]
+        if inexact and not self.dry_run:
+            listed = ", ".join(f"{t.topic}[{t.partition}]@{t.source_offset}" for t in inexact)
+            raise ReplicatorError(
+                f"group {group}: positions not replicated to {self.origin.alias!r} yet: "
+                f"{listed}; the drain_reverse step should have waited for them: retry with "
+                "the same id"
+            )
+        positions: list[Position] = [
+            (t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset) for t in own
+        ]
+        skip = self._skipped_ranges()
+        policy = policy_of(self.flow)
+        with ReverseCheckpointer(self.flow) as back:
+            for c in back.translate_group(group):
+                remote = policy.format_remote_topic(self.origin.alias, c.topic)
+                # A group at the first record DR never received skips what "report" left.
+                first, end = skip.get((c.topic, c.partition), (-1, -1))
+                to_offset = end if c.downstream == first else c.downstream
+                positions.append((remote, c.partition, c.upstream, c.topic, to_offset))
+        return positions
+
+    def _skipped_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(first unreplicated offset, end) per origin partition left by "report"."""
+        if self.choice != "report":
+            return {}
+        listed = self.report("reconcile")["partitions"]
+        return {
+            (p["topic"], p["partition"]): (p["unreplicated"][0], p["unreplicated"][1] + 1)
+            for p in listed
+        }
+
+    def _commit_offsets(self) -> StepReport:
+        moves = self._planned_moves()
+        return {"groups": commit_moves(GroupAdmin(self.origin), self.origin.alias, moves)}
+
+    def _preview_commit_offsets(self) -> StepReport:
+        return {"would_commit": by_group(self._planned_moves())}
+
+    def _switch(self) -> StepReport:
+        switched = {}
+        for name in self.applications:
+            app = self.store.switch(name, self.origin.alias)
+            switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
+        return {"switched": switched}
+
+    def _preview_switch(self) -> StepReport:
+        return {
+            "would_switch": {
+                name: f"{self.store.application(name).active_cluster} -> {self.origin.alias}"
+                for name in self.applications
+            }
+        }
+
+    def _resume_forward(self) -> StepReport:
+        return start_flow(self.store, self.flow.name, self.procedure_id)
+
+    def _preview_resume_forward(self) -> StepReport:
+        return {"flow": self.flow.name, "would_set": RUNNING}
+
+    def _verify(self) -> StepReport:
+        """Positions on the reverse flow's copies carry the DR offset the group was at;
+        positions on the original topics are the source offset of the DR record the
+        group was at (or, at the end of the copies, of the record after them)."""
+        step = self.report("commit_offsets")
+        moves = step.get("groups", step.get("would_commit", {}))
+        reverse_policy = policy_of(self.reverse)
+        with (
+            TargetIndex(self.origin, self.dr.alias) as copies_on_origin,
+            TargetIndex(self.dr, self.origin.alias) as copies_on_dr,
+        ):
+
+            def mismatch(move: dict[str, Any]) -> str | None:
+                if reverse_policy.topic_source(move["to_topic"]) == self.dr.alias:
+                    return copy_mismatch(copies_on_origin, move)
+                return original_mismatch(copies_on_dr, move)
+
+            return verify_moves(
+                GroupAdmin(self.origin),
+                self.origin.alias,
+                moves,
+                mismatch,
+                dry_run=self.dry_run,
+            )

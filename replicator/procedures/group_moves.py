@@ -1,0 +1,149 @@
+"""Moving consumer groups from one cluster to the other: where each group goes,
+committing it there, and checking that it points at the right record.
+
+Failover moves groups from a flow's source to its target (the remote topics);
+failback moves them back, both from the target's own topics (through the
+reverse flow) and from the remote topics (to the original topics). Every move
+is a `GroupMove`: the group's position on the cluster it leaves and the
+position it gets on the cluster it goes to.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.translation import TargetIndex
+
+#: `(from_topic, partition, from_offset, to_topic, to_offset)` of one translated position.
+Position = tuple[str, int, int, str, int]
+#: What a step reports: group -> its moves as plain dicts.
+MovesByGroup = dict[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class GroupMove:
+    """One group position moved: where it was, where it goes, what the group had
+    there before, and whether it is written (never backwards)."""
+
+    group: str
+    partition: int
+    from_topic: str
+    from_offset: int
+    to_topic: str
+    to_offset: int
+    previous: int | None
+    committed: bool
+
+
+def plan_moves(to: GroupAdmin, group: str, positions: list[Position]) -> list[GroupMove]:
+    """`group`'s translated positions against what it has committed on `to`."""
+    current = {(c.topic, c.partition): c.offset for c in to.committed(group)}
+    moves = []
+    for from_topic, partition, from_offset, to_topic, to_offset in positions:
+        previous = current.get((to_topic, partition))
+        forward = previous is None or previous < to_offset
+        moves.append(
+            GroupMove(
+                group, partition, from_topic, from_offset, to_topic, to_offset, previous, forward
+            )
+        )
+    return moves
+
+
+def commit_moves(to: GroupAdmin, alias: str, moves: list[GroupMove]) -> MovesByGroup:
+    """Commit the forward moves, group by group; a group with active members on `to`
+    cannot be set (its consumers would overwrite it) and stops the step."""
+    grouped = by_group(moves)
+    for group in grouped:
+        if not to.is_idle(group):
+            raise ReplicatorError(
+                f"group {group} has active members on {alias!r}, so its offsets cannot be "
+                "set; stop its consumers there (or fence the application) and retry with "
+                "the same id"
+            )
+        wanted = [
+            TopicPartition(m.to_topic, m.partition, m.to_offset)
+            for m in moves
+            if m.group == group and m.committed
+        ]
+        if wanted:
+            to.commit(group, wanted)
+    return grouped
+
+
+def by_group(moves: list[GroupMove]) -> MovesByGroup:
+    grouped: MovesByGroup = defaultdict(list)
+    for move in moves:
+        entry = asdict(move)
+        del entry["group"]
+        grouped[move.group].append(entry)
+    return dict(grouped)
+
+
+def verify_moves(
+    to: GroupAdmin,
+    alias: str,
+    moves: MovesByGroup,
+    same_record: Callable[[dict[str, Any]], str | None],
+    *,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Each moved position points at the record after the group's last processed one
+    (`same_record` says what is wrong with a move, or None), and each committed one
+    is in place on `to` (a group that consumed on since is at or after it)."""
+    problems, checked = [], 0
+    for group, entries in moves.items():
+        now = {(c.topic, c.partition): c.offset for c in to.committed(group)}
+        for entry in entries:
+            checked += 1
+            where = f"group {group} {entry['to_topic']}[{entry['partition']}]"
+            wrong = same_record(entry)
+            if wrong:
+                problems.append(f"{where}: {wrong}")
+            position = now.get((entry["to_topic"], entry["partition"]))
+            if (
+                not dry_run
+                and entry["committed"]
+                and (position is None or position < entry["to_offset"])
+            ):
+                problems.append(f"{where} is at {position}, behind {entry['to_offset']}")
+    if problems:
+        raise ReplicatorError(
+            f"verification failed: {'; '.join(problems)}; check these groups on {alias!r} "
+            "(`kafka-consumer-groups --describe`) before the applications process more"
+        )
+    return {"positions_checked": checked, "ok": True}
+
+
+def copy_mismatch(index: TargetIndex, move: dict[str, Any]) -> str | None:
+    """For a move onto copies (`to_topic` holds replicas of `from_topic`): what is
+    wrong with the record at the new position, or None. At the end of the copies
+    (no record there) nothing was replicated after the group's position."""
+    replica = index.replica_at(move["to_topic"], move["partition"], move["to_offset"])
+    if replica is not None and replica.source_offset != move["from_offset"]:
+        return (
+            f"offset {move['to_offset']} holds the copy of {move['from_topic']}@"
+            f"{replica.source_offset}, not of @{move['from_offset']}"
+        )
+    return None
+
+
+def original_mismatch(index: TargetIndex, move: dict[str, Any]) -> str | None:
+    """For a move off copies back to the originals (`from_topic` holds replicas of
+    `to_topic`): what is wrong with the new position, or None. The copy the group
+    was at carries the source offset it must resume at; past the last copy there
+    is nothing to compare (the origin may hold records never copied)."""
+    replica = index.replica_at(move["from_topic"], move["partition"], move["from_offset"])
+    if replica is not None and replica.source_offset != move["to_offset"]:
+        return (
+            f"the group was at the copy of {move['to_topic']}@{replica.source_offset}, "
+            f"but is moved to @{move['to_offset']}"
+        )
+    return None
