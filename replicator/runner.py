@@ -11,6 +11,9 @@ stop exactly as on SIGTERM (flush, then publish "stopped" status), so the
 target tail holds everything replicated; set back to "running" (or with no
 row at all) they start again and resume from that tail. The store is polled
 about once a second by the supervising loop, never on the hot path.
+
+Checkpoints of the running flows are emitted on their schedule meanwhile
+(`replicator.checkpoint_loop`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from replicator import metrics
+from replicator.checkpoint_loop import CheckpointLoop
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore, StateStoreError
@@ -75,19 +79,28 @@ def run_flows(
     if threading.current_thread() is threading.main_thread():
         _stop_on_signals(stop)
     desired = DesiredStates(store or StateStore(), [flow.name for flow in flows])
+    checkpoints = CheckpointLoop(flows, stop, desired.running)
+    checkpoints.start()
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
-    if len(slots) == 1:
-        flow = flows[0]
-        if flow.metrics_port:
-            metrics.serve(flow.metrics_port)
-            log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
-        _supervise(slots, _ThreadWorker, stop, desired)
-    else:
-        context = multiprocessing.get_context("spawn")
-        level = logging.getLogger().getEffectiveLevel()
-        _supervise(
-            slots, lambda flow, index: _ProcessWorker(context, flow, index, level), stop, desired
-        )
+    try:
+        if len(slots) == 1:
+            flow = flows[0]
+            if flow.metrics_port:
+                metrics.serve(flow.metrics_port)
+                log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
+            _supervise(slots, _ThreadWorker, stop, desired)
+        else:
+            context = multiprocessing.get_context("spawn")
+            level = logging.getLogger().getEffectiveLevel()
+            _supervise(
+                slots,
+                lambda flow, index: _ProcessWorker(context, flow, index, level),
+                stop,
+                desired,
+            )
+    finally:
+        stop.set()  # the run is over, also when a worker failed: so is checkpointing
+        checkpoints.join(_STOP_TIMEOUT_S)
 
 
 class DesiredStates:
@@ -101,13 +114,15 @@ class DesiredStates:
         self._store = store
         self._running = dict.fromkeys(flows, True)
         self._next_read = 0.0
+        self._lock = threading.Lock()  # the supervisor and the checkpoint loop ask
 
     def running(self) -> dict[str, bool]:
-        now = time.monotonic()
-        if now >= self._next_read:
-            self._next_read = now + _DESIRED_EVERY_S
-            self._read()
-        return dict(self._running)
+        with self._lock:
+            now = time.monotonic()
+            if now >= self._next_read:
+                self._next_read = now + _DESIRED_EVERY_S
+                self._read()
+            return dict(self._running)
 
     def _read(self) -> None:
         for flow, was_running in self._running.items():

@@ -38,6 +38,7 @@ from replicator.headers import (
 )
 from replicator.internal_topics import ensure_compacted_topic
 from replicator.policies import ReplicationPolicy, load_policy
+from replicator.resets import PendingResets
 from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
@@ -372,11 +373,12 @@ class ReplicationTask:
             remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
             self._producer.list_topics(remote, timeout=30)
         assignment, to_pause = [], []
-        for tp in partitions:
-            tracker = self._start_partition(tp)
-            assignment.append(TopicPartition(tp.topic, tp.partition, tracker.next_offset))
-            if tracker.stopped:
-                to_pause.append(TopicPartition(tp.topic, tp.partition))
+        with PendingResets.read(self.flow, partitions) as resets:  # once per assignment
+            for tp in partitions:
+                tracker = self._start_partition(tp, resets)
+                assignment.append(TopicPartition(tp.topic, tp.partition, tracker.next_offset))
+                if tracker.stopped:
+                    to_pause.append(TopicPartition(tp.topic, tp.partition))
         consumer.incremental_assign(assignment)
         if to_pause:
             consumer.pause(to_pause)
@@ -414,7 +416,7 @@ class ReplicationTask:
                 metrics.PARTITION_STATE.remove(tracker.flow, tracker.topic, tracker.partition)
         consumer.incremental_unassign(partitions)
 
-    def _start_partition(self, tp: TopicPartition) -> PartitionTracker:
+    def _start_partition(self, tp: TopicPartition, resets: PendingResets) -> PartitionTracker:
         remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
         # Exactly-once: fence every earlier owner first, so the tail read next is final.
         producer = (
@@ -424,16 +426,20 @@ class ReplicationTask:
         )
         tail = self._tail.position(remote, tp.partition)
         low, high = watermarks(self._consumer, tp.topic, tp.partition)
+        resume = low if tail.next_source_offset is None else tail.next_source_offset
+        # An operator's offset reset applies while nothing was replicated since it.
+        reset = resets.honoured(tp.topic, tp.partition, remote, tail, resume)
         tracker = PartitionTracker(
             flow=self.flow.name,
             topic=tp.topic,
             partition=tp.partition,
             remote=remote,
-            next_offset=low if tail.next_source_offset is None else tail.next_source_offset,
+            next_offset=resume if reset is None else reset.offset,
             size_limit=self._size_limits.get(remote, _DEFAULT_LIMIT) - _RECORD_OVERHEAD,
             producer=producer,
+            skipped=0 if reset is None else max(0, reset.offset - resume),
         )
-        if tail.next_source_offset is not None:
+        if tail.next_source_offset is not None or reset is not None:
             self._check_position(tracker, low, high)
         if not tracker.stopped:
             metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(0)

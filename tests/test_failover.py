@@ -250,7 +250,8 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
             "partition 0 stopped at the big record, partition 1 replicated",
         )
         with Checkpointer(flow) as checkpointer:
-            assert len(checkpointer.emit([app]).emitted) == 2
+            written = checkpointer.emit([app])  # or by `replicator run`'s own round
+            assert len(written.emitted) + written.unchanged == 2 and not written.held
         lone_primary.down(["primary"])
 
         report = Failover(

@@ -6,7 +6,15 @@ import argparse
 import logging
 import sys
 
-from replicator.cli import clients, diagnose, offsets, procedures, replication, stack
+from replicator.cli import (
+    clients,
+    diagnose,
+    offset_reset,
+    offsets,
+    procedures,
+    replication,
+    stack,
+)
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
@@ -24,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     stack.register(commands)
     replication.register(commands)
     offsets.register(commands)
+    offset_reset.register(commands)
     clients.register(commands)
     diagnose.register(commands)
     procedures.register(commands)

@@ -1,4 +1,4 @@
-"""`replicator failover|failback`: the DR procedures from the shell, one report line per step."""
+"""`replicator failover|failback|drill`: DR procedures from the shell, a line per step."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.procedures import Failback, Failover, ProcedureReport
+from replicator.procedures import Drill, Failback, Failover, ProcedureReport
 from replicator.statestore import STATE_URL_ENV, StateStore
 
 
@@ -35,20 +35,39 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     failback.set_defaults(handler=_failback)
 
+    drill = _procedure_parser(
+        commands,
+        "drill",
+        "non-disruptive DR drill: shadow groups on the target checked record by record",
+        "the flow to drill",
+        groups_help="consumer group; repeatable (default: every group the flow checkpoints)",
+    )
+    drill.add_argument("--shadow-prefix", default="drill-", help="shadow groups: <prefix><group>")
+    drill.add_argument("--keep-shadow", action="store_true", help="keep the shadow groups")
+    drill.set_defaults(handler=_drill, timeout=60.0)
+
 
 def _procedure_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     summary: str,
     flow_help: str,
+    groups_help: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A procedure's command with the options every procedure has."""
+    """A procedure's command with the options every procedure has: the applications
+    it moves (`--app`, required), or with `groups_help` the groups it reads (`--group`)."""
     parser = commands.add_parser(name, help=f"{summary} (resumable steps)")
     parser.add_argument("--config", type=Path, required=True, help="mm2.properties")
     parser.add_argument("--flow", required=True, metavar="A->B", help=flow_help)
-    parser.add_argument(
-        "--app", action="append", required=True, help="application (= consumer group); repeatable"
-    )
+    if groups_help is None:
+        parser.add_argument(
+            "--app",
+            action="append",
+            required=True,
+            help="application (= consumer group); repeatable",
+        )
+    else:
+        parser.add_argument("--group", action="append", default=[], help=groups_help)
     parser.add_argument("--dry-run", action="store_true", help="check and say what it would do")
     parser.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per wait")
@@ -98,3 +117,17 @@ def print_report(report: ProcedureReport) -> int:
     if report.error:
         print(f"error: {report.error}")
     return 0 if report.ok else 1
+
+
+def _drill(args: argparse.Namespace) -> int:
+    procedure = Drill(
+        load_config(args.config),
+        args.flow,
+        args.group,
+        StateStore(args.state_url),
+        shadow_prefix=args.shadow_prefix,
+        keep_shadow=args.keep_shadow,
+        dry_run=args.dry_run,
+        timeout_s=args.timeout,
+    )
+    return print_report(procedure.run(args.id))

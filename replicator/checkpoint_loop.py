@@ -1,0 +1,99 @@
+"""Checkpoints on a schedule while `replicator run` runs, as MM2's checkpoint
+connector emits them (`emit.checkpoints.interval.seconds`), with group offset
+sync in the same round when `sync.group.offsets.enabled`.
+
+An unplanned failover starts consumers from the last checkpoints, so they must
+keep coming while the flow runs. One loop per runner process, in a thread of
+its own: translating groups reads both clusters and must never stall
+replication. A flow the state store has stopped is not checkpointed (its
+final checkpoint is the procedure's). A round that fails (a cluster briefly
+unreachable) is logged and counted, and the next round tries again: the
+previous checkpoints stay valid meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaException
+
+from replicator import metrics
+from replicator.checkpoints import Checkpointer
+from replicator.config.model import FlowConfig
+from replicator.errors import ReplicatorError
+
+log = logging.getLogger(__name__)
+
+#: The first round comes this soon after start at the latest (the interval may be long).
+_FIRST_ROUND_S = 10.0
+_TICK_S = 1.0
+
+
+class CheckpointLoop:
+    """Emits the checkpoints of `flows` until `stop` is set, each flow every
+    interval while `running()` says it runs."""
+
+    def __init__(
+        self,
+        flows: list[FlowConfig],
+        stop: threading.Event,
+        running: Callable[[], dict[str, bool]],
+    ) -> None:
+        self._flows = [flow for flow in flows if flow.emit_checkpoints_enabled]
+        self._stop = stop
+        self._running = running
+        self._thread = threading.Thread(target=self._loop, name="checkpoints", daemon=True)
+
+    def start(self) -> None:
+        if self._flows:
+            self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        due = {flow.name: start + min(_FIRST_ROUND_S, _interval(flow)) for flow in self._flows}
+        while not self._stop.wait(_TICK_S):
+            wanted = self._running()
+            for flow in self._flows:
+                now = time.monotonic()
+                if now < due[flow.name] or not wanted.get(flow.name, True):
+                    continue
+                due[flow.name] = now + _interval(flow)
+                self._round(flow)
+
+    def _round(self, flow: FlowConfig) -> None:
+        try:
+            with Checkpointer(flow) as checkpointer:
+                report = checkpointer.emit()
+        except (ReplicatorError, KafkaException) as exc:
+            metrics.ERRORS.labels(flow.name, "checkpoint").inc()
+            log.error(
+                "flow %s: checkpoints not written this round (the previous ones stay): %s; "
+                "next try in %gs",
+                flow.name,
+                exc,
+                _interval(flow),
+            )
+            return
+        log.info(
+            "flow %s: checkpoints: %d written, %d unchanged, %d held (records before them "
+            "not replicated yet); groups synced: %s; active groups left alone: %s",
+            flow.name,
+            len(report.emitted),
+            report.unchanged,
+            len(report.held),
+            report.synced_groups or "none",
+            ", ".join(report.active_groups) or "none",
+        )
+
+
+def _interval(flow: FlowConfig) -> float:
+    if flow.sync_group_offsets_enabled:
+        return min(flow.emit_checkpoints_interval_seconds, flow.sync_group_offsets_interval_seconds)
+    return flow.emit_checkpoints_interval_seconds

@@ -1,0 +1,340 @@
+"""Offset reset of one topic of a flow: a rewind copies the records again exactly
+once (in both delivery modes) and is never applied twice; a skip to latest
+leaves out what was produced while the flow was stopped; bad input is refused
+naming topic, partition and offset; the procedure stops and restarts a running
+flow, resumes step by step, and its dry run writes nothing. The decision rule
+and the parsing are tested without brokers too."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from procedure_helpers import runner
+from replication_helpers import (
+    flow_config,
+    preload,
+    running,
+    source_offsets_on_target,
+    wait_until,
+    write_config,
+)
+
+from replicator.cli.offset_reset import register, reset_to
+from replicator.config import load_config
+from replicator.config.model import FlowConfig
+from replicator.errors import ReplicatorError
+from replicator.procedures import live_workers
+from replicator.procedures.offset_reset import OffsetReset
+from replicator.resets import (
+    PendingResets,
+    ResetRequest,
+    ResetTo,
+    read_resets,
+    request_reset,
+)
+from replicator.statestore import StateStore
+from replicator.status import read_status
+from replicator.tail import TailPosition
+from replicator.translation import Replica
+
+from kafka_helpers import create_topic, unique_topic
+
+pytestmark = pytest.mark.integration
+
+_TIMEOUT_S = 120.0
+
+
+def _copied(dr: str, remote: str, partition: int) -> list[int] | None:
+    """The source offsets of the committed records of a target partition, in order."""
+    consumer = Consumer({"bootstrap.servers": dr, "group.id": "reset-high"})
+    try:
+        high = consumer.get_watermark_offsets(TopicPartition(remote, partition), timeout=10)[1]
+    except KafkaException:
+        return None  # not created yet
+    finally:
+        consumer.close()
+    return source_offsets_on_target(dr, remote, partition, high)
+
+
+def _counts(dr: str, remote: str, partitions: int) -> list[int]:
+    return [len(_copied(dr, remote, p) or []) for p in range(partitions)]
+
+
+def _requests(flow: FlowConfig, topic: str) -> dict[int, ResetRequest]:
+    """The reset requests written for `topic` (other tests reset other topics)."""
+    return {p: r for (t, p), r in read_resets(flow).items() if t == topic}
+
+
+# -- against the clusters --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["idempotent", "exactly-once"])
+def test_rewind_copies_again_exactly_once_and_is_not_reapplied(
+    primary: str, dr: str, exactly_once: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="replicator.resets")
+    topic = unique_topic("reset-rewind")
+    create_topic(primary, topic, partitions=3)
+    preload(primary, topic, 300, 3)
+    flow = flow_config(("primary", primary), ("dr", dr), topic, exactly_once=exactly_once)
+    remote = f"primary.{topic}"
+
+    with running(flow):
+        wait_until(lambda: _counts(dr, remote, 3) == [100] * 3, _TIMEOUT_S, "the first copy")
+
+    [request] = request_reset(flow, topic, ResetTo.offset(40), partitions=[0], requested_by="t")
+    assert (request.from_offset, request.offset) == (100, 40)
+    assert (request.copied_again, request.skipped) == (60, 0)
+    assert "60 records will be copied again" in request.effect()
+    assert _requests(flow, topic) == {0: request}
+
+    with running(flow):
+        wait_until(lambda: _counts(dr, remote, 3) == [160, 100, 100], _TIMEOUT_S, "the rewind")
+    assert _copied(dr, remote, 0) == list(range(100)) + list(range(40, 100))
+    assert _copied(dr, remote, 1) == _copied(dr, remote, 2) == list(range(100))
+    assert "offset reset applied" in caplog.text
+    assert "source offsets 40..99 (60 records) are copied again" in caplog.text
+
+    caplog.clear()
+    preload(primary, topic, 30, 3)  # 10 more per partition
+    with running(flow):
+        wait_until(lambda: _counts(dr, remote, 3) == [170, 110, 110], _TIMEOUT_S, "new records")
+    assert _copied(dr, remote, 0) == list(range(100)) + list(range(40, 110))
+    assert _copied(dr, remote, 1) == list(range(110))
+    assert "offset reset to 40" in caplog.text and "ignored" in caplog.text
+    assert "offset reset applied" not in caplog.text
+
+
+def test_skip_to_latest_through_the_procedure(
+    tmp_path: Path, primary: str, dr: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state_url = f"sqlite:///{tmp_path / 'state.db'}"
+    store = StateStore(state_url)
+    topic = unique_topic("reset-skip")
+    create_topic(primary, topic, partitions=2)
+    preload(primary, topic, 100, 2)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    config = load_config(config_path)
+    remote = f"primary.{topic}"
+
+    with runner([flow], store):
+        wait_until(lambda: _counts(dr, remote, 2) == [50, 50], _TIMEOUT_S, "the first copy")
+        wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow's worker running")
+
+        # Refused while the flow runs: the task holds its position in memory.
+        with pytest.raises(ReplicatorError, match=r"running workers .*Stop the flow"):
+            request_reset(flow, topic, "latest")
+
+        # A dry run previews and writes nothing: no request, no step, flow untouched.
+        dry = OffsetReset(config, flow.name, topic, 10, store, partitions=[0], dry_run=True)
+        planned = dry.run("reset-dry")
+        assert planned.outcome == "planned", planned.error
+        assert [s.name for s in planned.steps] == ["check", "stop_flow", "request", "start_flow"]
+        assert [s.status for s in planned.steps] == ["planned"] * 4
+        preview = planned.report_of("request")
+        assert preview["copied_again"] == 40 and preview["skipped"] == 0
+        assert "40 records will be copied again" in preview["summary"]
+        [partition] = preview["partitions"]
+        assert (partition["from_offset"], partition["to_offset"]) == (50, 10)
+        assert planned.report_of("stop_flow")["running_workers"]
+        assert _requests(flow, topic) == {}
+        assert store.steps("reset-dry") == [] and store.runs("offset_reset") == []
+        assert store.flow_state(flow.name) is None
+        # The same through the command line.
+        parser = argparse.ArgumentParser(prog="replicator")
+        register(parser.add_subparsers(dest="command", required=True))
+        command = f"offsets reset --flow {flow.name} --topic {topic} --partition 0"
+        command += " --to-offset 10 --dry-run --id reset-cli"
+        args = parser.parse_args(
+            [*command.split(), "--config", str(config_path), "--state-url", state_url]
+        )
+        assert args.handler(args) == 0
+        printed = capsys.readouterr().out
+        assert "offset_reset reset-cli (dry run)" in printed and "planned" in printed
+        assert f"{topic}[0]: 50 -> 10: 40 records will be copied again" in printed
+        assert _requests(flow, topic) == {} and store.steps("reset-cli") == []
+
+        procedure = OffsetReset(config, flow.name, topic, "latest", store)
+        assert procedure.run_step("reset-skip", "check").status == "done"
+        assert procedure.run_step("reset-skip", "stop_flow").status == "done"
+        assert live_workers(flow) == []
+        preload(primary, topic, 20, 2)  # produced while stopped: to be skipped
+        requested = procedure.run_step("reset-skip", "request").report
+        assert requested["skipped"] == 20 and requested["copied_again"] == 0
+        assert [(p["from_offset"], p["to_offset"]) for p in requested["partitions"]] == [
+            (50, 60),
+            (50, 60),
+        ]
+        assert procedure.run_step("reset-skip", "start_flow").status == "done"
+        wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow running again")
+
+        preload(primary, topic, 20, 2)  # produced after the reset: replicated
+        wait_until(lambda: _counts(dr, remote, 2) == [60, 60], _TIMEOUT_S, "the later records")
+        for p in range(2):
+            assert _copied(dr, remote, p) == list(range(50)) + list(range(60, 70))
+
+        def skipped() -> dict[int, int]:
+            return {
+                int(row["partition"]): int(row["skipped"])
+                for row in read_status(flow.target, flow.name)
+                if "partition" in row and row["topic"] == topic
+            }
+
+        wait_until(lambda: skipped() == {0: 10, 1: 10}, _TIMEOUT_S, "skips in the status")
+
+        # Resuming the done procedure applies nothing again.
+        again = OffsetReset(config, flow.name, topic, "latest", store).run("reset-skip")
+        assert again.outcome == "succeeded", again.error
+        assert [s.status for s in again.steps] == ["skipped"] * 4
+    [run] = store.runs("offset_reset")
+    assert (run.outcome, run.rpo_records) == ("succeeded", 20)
+    assert _counts(dr, remote, 2) == [60, 60]
+    store.close()
+
+
+def test_bad_requests_name_topic_partition_and_offset(primary: str, dr: str) -> None:
+    topic = unique_topic("reset-bad")
+    other = unique_topic("reset-other")
+    create_topic(primary, topic, partitions=2)
+    create_topic(primary, other, partitions=1)
+    preload(primary, topic, 100, 2)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+
+    missing = f"{topic}-nope"
+    with pytest.raises(ReplicatorError, match=rf"topic '{missing}' does not exist on 'primary'"):
+        request_reset(flow, missing, "earliest")
+    with pytest.raises(ReplicatorError, match=rf"'{other}' is not replicated by flow primary->dr"):
+        request_reset(flow, other, "earliest")
+    with pytest.raises(ReplicatorError, match=r"partitions 0\.\.1; partition 2, 7 does not exist"):
+        request_reset(flow, topic, "earliest", partitions=[0, 2, 7])
+    with pytest.raises(
+        ReplicatorError, match=rf"{topic}\[1\]: offset 51 is outside .* valid offsets are 0\.\.50"
+    ):
+        request_reset(flow, topic, 51, partitions=[1])
+    with pytest.raises(ReplicatorError, match="non-negative integer"):
+        request_reset(flow, topic, -1)
+    assert _requests(flow, topic) == {}
+
+    # The edges of the log are fine; a time after every record resolves to the end.
+    [start] = request_reset(flow, topic, 0, partitions=[1])
+    [end] = request_reset(flow, topic, datetime(2999, 1, 1, tzinfo=UTC), partitions=[1])
+    assert (start.offset, start.tail_target_offset, start.from_offset) == (0, -1, 0)
+    assert (end.offset, end.skipped) == (50, 50)
+    assert _requests(flow, topic) == {1: end}  # the later request replaces the earlier
+
+
+# -- without brokers -----------------------------------------------------------------------
+
+
+def _request(offset: int, tail_source: int, tail_target: int) -> ResetRequest:
+    return ResetRequest(
+        flow="primary->dr",
+        topic="t",
+        partition=0,
+        offset=offset,
+        tail_target_offset=tail_target,
+        tail_source_offset=tail_source,
+        from_offset=tail_source + 1,
+        copied_again=max(0, tail_source + 1 - offset),
+        skipped=max(0, offset - tail_source - 1),
+        requested_ms=1_700_000_000_000,
+        requested_by="test",
+    )
+
+
+def _pending(
+    request: ResetRequest, last: Replica | None, calls: list[str] | None = None
+) -> PendingResets:
+    flow = flow_config(("primary", "localhost:1"), ("dr", "localhost:2"), "t")
+
+    def last_replica(remote: str, partition: int) -> Replica | None:
+        if calls is not None:
+            calls.append(f"{remote}[{partition}]")
+        return last
+
+    return PendingResets(flow, {("t", 0): request}, last_replica)
+
+
+def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:
+    request = _request(offset=40, tail_source=99, tail_target=99)
+    tail = TailPosition(next_source_offset=100, target_end=100)
+    assert _pending(request, Replica(99, 99)).honoured("t", 0, "primary.t", tail, 100) == request
+    # Nothing for another partition.
+    assert _pending(request, Replica(99, 99)).honoured("t", 1, "primary.t", tail, 100) is None
+    # Replication went on: the tail's source offset tells, without another read.
+    calls: list[str] = []
+    moved = TailPosition(next_source_offset=110, target_end=170)
+    assert (
+        _pending(request, Replica(169, 109), calls).honoured("t", 0, "primary.t", moved, 110)
+        is None
+    )
+    assert calls == []
+    # The rewind copied 40..99 again: same source offset at the tail, another record.
+    calls = []
+    recopied = TailPosition(next_source_offset=100, target_end=160)
+    assert (
+        _pending(request, Replica(159, 99), calls).honoured("t", 0, "primary.t", recopied, 100)
+        is None
+    )
+    assert calls == ["primary.t[0]"]
+
+
+def test_a_request_before_anything_was_replicated() -> None:
+    request = _request(offset=30, tail_source=-1, tail_target=-1)
+    empty = TailPosition(next_source_offset=None, target_end=0)
+    assert _pending(request, None).honoured("t", 0, "primary.t", empty, 0) == request
+    copied = TailPosition(next_source_offset=31, target_end=1)
+    assert _pending(request, Replica(0, 30)).honoured("t", 0, "primary.t", copied, 31) is None
+
+
+def test_reset_targets_and_request_records() -> None:
+    assert ResetTo.parse("earliest") == ResetTo.earliest()
+    assert ResetTo.parse("latest") == ResetTo("latest")
+    assert ResetTo.parse(42) == ResetTo.offset(42)
+    when = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert ResetTo.parse(when) == ResetTo.timestamp(1_714_564_800_000)
+    assert str(ResetTo.parse(when)) == "timestamp 2024-05-01T12:00:00+00:00 (1714564800000 ms)"
+    for bad in ("soon", True, -3, 1.5):
+        with pytest.raises(ReplicatorError):
+            ResetTo.parse(bad)  # type: ignore[arg-type]
+    with pytest.raises(ReplicatorError, match="takes no value"):
+        ResetTo("latest", 3)
+
+    rewind = _request(offset=40, tail_source=99, tail_target=99)
+    assert ResetRequest.decode(rewind.value()) == rewind
+    assert rewind.key == "primary->dr|reset|t|0"
+    assert rewind.effect() == (
+        "t[0]: 100 -> 40: 60 records will be copied again (the target then holds source "
+        "offsets 40..99 twice)"
+    )
+    skip = _request(offset=120, tail_source=99, tail_target=99)
+    assert skip.effect() == (
+        "t[0]: 100 -> 120: 20 records will be skipped (source offsets 100..119 are never "
+        "replicated)"
+    )
+
+
+def test_cli_options() -> None:
+    parser = argparse.ArgumentParser(prog="replicator")
+    register(parser.add_subparsers(dest="command", required=True))
+    common = ["offsets", "reset", "--config", "mm2.properties", "--flow", "A->B", "--topic", "t"]
+
+    args = parser.parse_args([*common, "--to-offset", "5", "--partition", "0", "--partition", "2"])
+    assert (reset_to(args), args.partition, args.dry_run) == (ResetTo.offset(5), [0, 2], False)
+    args = parser.parse_args([*common, "--to-datetime", "2024-05-01T12:00:00Z", "--dry-run"])
+    assert reset_to(args) == ResetTo.timestamp(1_714_564_800_000) and args.dry_run
+    assert reset_to(parser.parse_args([*common, "--to-earliest"])) == ResetTo.earliest()
+    assert reset_to(parser.parse_args([*common, "--to-latest"])) == ResetTo.latest()
+    for wrong in (
+        [],  # a target is required
+        ["--to-earliest", "--to-latest"],  # only one
+        ["--to-datetime", "yesterday"],
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*common, *wrong])
