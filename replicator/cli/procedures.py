@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.procedures import Drill, Failback, Failover, ProcedureReport
+from replicator.errors import ReplicatorError
+from replicator.procedures import Drill, Failback, Failover, FullDrill, Procedure, ProcedureReport
 from replicator.statestore import STATE_URL_ENV, StateStore
 
 
@@ -44,7 +45,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     drill.add_argument("--shadow-prefix", default="drill-", help="shadow groups: <prefix><group>")
     drill.add_argument("--keep-shadow", action="store_true", help="keep the shadow groups")
-    drill.set_defaults(handler=_drill, timeout=60.0)
+    drill.add_argument(
+        "--mode",
+        choices=("non-disruptive", "full"),
+        default="non-disruptive",
+        help="full: fail the drill applications (--app) over and back for real",
+    )
+    drill.add_argument(
+        "--app", action="append", default=[], help="full mode: drill application; repeatable"
+    )
+    drill.set_defaults(handler=_drill)
 
 
 def _procedure_parser(
@@ -120,14 +130,23 @@ def print_report(report: ProcedureReport) -> int:
 
 
 def _drill(args: argparse.Namespace) -> int:
-    procedure = Drill(
-        load_config(args.config),
-        args.flow,
-        args.group,
-        StateStore(args.state_url),
-        shadow_prefix=args.shadow_prefix,
-        keep_shadow=args.keep_shadow,
-        dry_run=args.dry_run,
-        timeout_s=args.timeout,
-    )
+    config, store = load_config(args.config), StateStore(args.state_url)
+    procedure: Procedure
+    if args.mode == "full":
+        if not args.app:
+            raise ReplicatorError("a full drill moves applications: name them with --app")
+        procedure = FullDrill(
+            config, args.flow, args.app, store, dry_run=args.dry_run, timeout_s=args.timeout
+        )
+    else:
+        procedure = Drill(
+            config,
+            args.flow,
+            args.group,
+            store,
+            shadow_prefix=args.shadow_prefix,
+            keep_shadow=args.keep_shadow,
+            dry_run=args.dry_run,
+            timeout_s=args.timeout,
+        )
     return print_report(procedure.run(args.id))

@@ -6,6 +6,7 @@ from replicator.procedures.drill import Drill, DrillPosition, PartitionCheck
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
 from replicator.procedures.flows import live_workers, start_flow, stop_flow
+from replicator.procedures.full_drill import FullDrill
 from replicator.procedures.group_moves import GroupMove
 from replicator.procedures.offset_reset import OffsetReset
 from replicator.procedures.steps import (
@@ -21,6 +22,7 @@ __all__ = [
     "DrillPosition",
     "Failback",
     "Failover",
+    "FullDrill",
     "GroupMove",
     "OffsetReset",
     "PartitionCheck",
