@@ -77,10 +77,19 @@ class GroupAdmin:
 
     def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """High watermarks of the partitions, in one request per broker."""
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def start_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Log start offsets of the partitions (what retention has not deleted)."""
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def _list_offsets(
+        self, partitions: list[tuple[str, int]], spec: OffsetSpec
+    ) -> dict[tuple[str, int], int]:
         if not partitions:
             return {}
         futures = self._admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+            {TopicPartition(t, p): spec for t, p in partitions},
             request_timeout=_TIMEOUT_S,
         )
         return {
