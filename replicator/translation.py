@@ -93,6 +93,12 @@ class PartitionReader:
     def close(self) -> None:
         self._consumer.close()
 
+    def __enter__(self) -> PartitionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         return watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
 

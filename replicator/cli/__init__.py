@@ -14,6 +14,7 @@ from replicator.cli import (
     procedures,
     replication,
     stack,
+    verify,
 )
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     clients.register(commands)
     diagnose.register(commands)
     procedures.register(commands)
+    verify.register(commands)
     return parser
 
 

@@ -11,14 +11,17 @@ flight not counted").
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from replicator.checkpoints import policy_of
 from replicator.config.model import FlowConfig
 from replicator.groups import GroupAdmin
 from replicator.topic_sync import TopicSync
-from replicator.translation import TargetIndex
+from replicator.translation import PartitionReader, TargetIndex
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,12 @@ class PartitionWindow:
     target_end: int
     #: Source records after `source_end` when the run started: in flight, not verified.
     in_flight: int
+    #: Age of the oldest record in flight (0 when none): the replication lag in time.
+    lag_seconds: float = 0.0
+    #: The source topic's `retention.ms` (None: unlimited), and how long until
+    #: retention deletes the oldest record in flight (None: nothing at risk).
+    retention_ms: int | None = None
+    retention_margin_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,10 @@ class VerificationPlan:
     source_bootstrap: str
     target_bootstrap: str
     windows: list[PartitionWindow] = field(default_factory=list)
+    #: MM2's internal topics of the flow, None where they do not exist (yet).
+    checkpoints_topic: str | None = None
+    offset_syncs_topic: str | None = None
+    offset_syncs_bootstrap: str = ""
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2))
@@ -59,39 +72,85 @@ class VerificationPlan:
 def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> VerificationPlan:
     """The windows of every partition of the flow's topics (or of `topics`)."""
     policy = policy_of(flow)
-    replicated = TopicSync(flow, policy).replicated_topics()
+    sync = TopicSync(flow, policy)
+    replicated = sync.replicated_topics()
     chosen = sorted(
         t
         for t in replicated
         if not policy.is_heartbeats_topic(t) and (topics is None or t in topics)
     )
     partitions = [(t, p) for t in chosen for p in range(replicated[t])]
-    ends = GroupAdmin(flow.source).end_offsets(partitions)
-    starts = GroupAdmin(flow.source).start_offsets(partitions)
+    source = GroupAdmin(flow.source)
+    starts, ends = source.start_offsets(partitions), source.end_offsets(partitions)
+    retention = _retention_ms(sync, chosen)
     windows = []
-    with TargetIndex(flow.target, flow.source.alias) as index:
+    with (
+        TargetIndex(flow.target, flow.source.alias) as index,
+        PartitionReader(flow.source) as reader,
+    ):
         for topic, partition in partitions:
+            where = (topic, partition)
             remote = policy.format_remote_topic(flow.source.alias, topic)
             target_start, target_end = index.bounds(remote, partition)
             last = index.last_replica(remote, partition)
-            acknowledged = starts[(topic, partition)] if last is None else last.source_offset + 1
-            source_end = min(acknowledged, ends[(topic, partition)])
+            acknowledged = starts[where] if last is None else last.source_offset + 1
+            source_end = max(starts[where], min(acknowledged, ends[where]))
+            oldest = _oldest_timestamp_ms(reader, topic, partition, source_end, ends[where])
+            age_s = 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
+            margin = None
+            if oldest is not None and retention.get(topic) is not None:
+                margin = retention[topic] / 1000 - age_s
             windows.append(
                 PartitionWindow(
                     topic,
                     partition,
                     remote,
-                    starts[(topic, partition)],
+                    starts[where],
                     source_end,
                     target_start,
                     target_end,
-                    ends[(topic, partition)] - source_end,
+                    ends[where] - source_end,
+                    round(age_s, 3),
+                    retention.get(topic),
+                    None if margin is None else round(margin, 3),
                 )
             )
+    syncs_on = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
+    syncs_admin = sync.target_admin if syncs_on is flow.target else sync.source_admin
+    checkpoints = policy.checkpoints_topic(flow.source.alias)
+    offset_syncs = policy.offset_syncs_topic(flow.target.alias)
     return VerificationPlan(
         flow.name,
         flow.source.alias,
         flow.source.bootstrap_servers,
         flow.target.bootstrap_servers,
         windows,
+        checkpoints if _exists(sync.target_admin, checkpoints) else None,
+        offset_syncs if _exists(syncs_admin, offset_syncs) else None,
+        syncs_on.bootstrap_servers,
     )
+
+
+def _exists(admin: AdminClient, topic: str) -> bool:
+    return topic in admin.list_topics(timeout=30).topics
+
+
+def _retention_ms(sync: TopicSync, topics: list[str]) -> dict[str, int | None]:
+    """`retention.ms` of each source topic; None when retention is unlimited (-1)."""
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    found = {}
+    for resource, future in sync.source_admin.describe_configs(resources).items():
+        value = int(future.result(timeout=30)["retention.ms"].value)
+        found[resource.name] = None if value < 0 else value
+    return found
+
+
+def _oldest_timestamp_ms(
+    reader: PartitionReader, topic: str, partition: int, start: int, end: int
+) -> int | None:
+    """Timestamp of the first committed record in [start, end), if any."""
+    for message in reader.messages(topic, partition, start, end):
+        return message.timestamp()[1]
+    return None

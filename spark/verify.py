@@ -1,6 +1,6 @@
-"""Record parity of a flow's copy, per topic-partition: PySpark job.
+"""Verification of a flow's copy, per topic-partition: the PySpark job.
 
-    spark-submit --jars <spark-sql-kafka jars> spark/parity.py --plan PLAN.json --out DIR
+    spark-submit --jars <spark-sql-kafka jars> spark/verify.py --plan PLAN.json --out DIR
 
 The plan (`replicator.verification.plan`) fixes, per partition, the source
 offsets to verify (up to what the replicator had acknowledged when the run
@@ -12,12 +12,14 @@ A record's fingerprint is a SHA-256 over key, value, timestamp and its own
 headers (the replicator's provenance headers left out), so a copy matches its
 source record exactly when the fingerprints are equal.
 
-Writes Parquet under DIR:
-- `parity/`: one row per partition: source records in the window, copies
-  found, missing, duplicated and mismatched source offsets, target records
-  without provenance, in-flight records not counted;
-- `faults/`: one row per fault (kind, topic, partition, first and last source
-  offset or target offset, count), missing offsets as ranges.
+Writes Parquet tables under DIR:
+- `parity/`: per partition, source records in the window, copies found,
+  missing, duplicated and mismatched source offsets, target records without
+  provenance, and the records in flight that were not counted;
+- `faults/`: one row per fault range (kind, topic, partition, first and last
+  offset, count, and which side's offsets they are);
+- `lag/`: per partition, lag in records and seconds, the source's retention and
+  the margin before it deletes records not replicated yet.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from replicator.formats import Checkpoint, OffsetSync
 from replicator.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
 from replicator.verification.plan import VerificationPlan
 
@@ -40,14 +44,148 @@ def main() -> None:
     args = parser.parse_args()
     plan = VerificationPlan.read(args.plan)
     spark = SparkSession.builder.appName(f"parity {plan.flow}").getOrCreate()
-    parity, faults = compare(spark, plan)
-    parity.write.mode("overwrite").parquet(str(args.out / "parity"))
-    faults.write.mode("overwrite").parquet(str(args.out / "faults"))
+    parity, faults, target = compare(spark, plan)
+    tables = {
+        "parity": parity,
+        "faults": faults,
+        "mappings": mappings(spark, plan, target),
+        "lag": lag(spark, plan),
+    }
+    for name, table in tables.items():
+        table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
     spark.stop()
 
 
-def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, DataFrame]:
-    """(per-partition parity, faults) of the plan's windows."""
+def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> DataFrame:
+    """Every checkpoint of the flow's remote topics and every offset sync of its
+    partitions: does the target offset hold the copy of the source offset it
+    claims (or is it the end of the log), is it within the target's log, and did
+    the group's checkpoints only move forwards (unless the group rewound)?"""
+    windows = spark.createDataFrame(
+        [
+            (w.topic, w.partition, w.remote_topic, w.target_start, w.target_end)
+            for w in plan.windows
+        ],
+        "topic string, partition int, remote_topic string, target_start long, target_end long",
+    )
+    history = Window.partitionBy("group", "remote_topic", "partition").orderBy("record")
+    checkpoints = (
+        _read_whole(spark, plan.target_bootstrap, plan.checkpoints_topic)
+        .select(_decode_checkpoint("key", "value").alias("c"), F.col("offset").alias("record"))
+        .select("c.*", "record")
+        .withColumnRenamed("topic", "remote_topic")
+        .withColumn("previous_up", F.lag("upstream").over(history))
+        .withColumn("previous_down", F.lag("downstream").over(history))
+        .withColumn(
+            "forward",
+            F.col("previous_down").isNull()
+            | (F.col("downstream") >= F.col("previous_down"))
+            | (F.col("upstream") < F.col("previous_up")),  # the group rewound
+        )
+        .groupBy("group", "remote_topic", "partition")
+        .agg(
+            F.max_by("upstream", "record").alias("upstream"),
+            F.max_by("downstream", "record").alias("downstream"),
+            F.bool_and("forward").alias("monotonic"),
+        )
+        .withColumn("kind", F.lit("checkpoint"))
+        .join(windows, ["remote_topic", "partition"])
+    )
+    syncs = (
+        _read_whole(spark, plan.offset_syncs_bootstrap, plan.offset_syncs_topic)
+        .select(_decode_offset_sync("key", "value").alias("s"))
+        .select("s.*")
+        .join(windows, ["topic", "partition"])
+        .withColumn("group", F.lit(None).cast("string"))
+        .withColumn("monotonic", F.lit(True))
+        .withColumn("kind", F.lit("offset_sync"))
+    )
+    claims = target.where("from_source").select(
+        "remote_topic",
+        "partition",
+        F.col("offset").alias("downstream"),
+        F.col("source_offset").alias("claimed"),
+    )
+    columns = ["kind", "group", "topic", "partition", "remote_topic", "upstream", "downstream"]
+    return (
+        checkpoints.select(*columns, "monotonic", "target_start", "target_end")
+        .unionByName(syncs.select(*columns, "monotonic", "target_start", "target_end"))
+        .join(claims, ["remote_topic", "partition", "downstream"], "left")
+        .withColumn(
+            "points_at_claimed",
+            (F.col("claimed") == F.col("upstream"))
+            | (F.col("claimed").isNull() & (F.col("downstream") == F.col("target_end"))),
+        )
+        .withColumn(
+            "within_log",
+            F.col("downstream").between(F.col("target_start"), F.col("target_end")),
+        )
+        .fillna(False, ["points_at_claimed"])
+        .select(*columns, "claimed", "points_at_claimed", "within_log", "monotonic")
+    )
+
+
+# StructTypes, not DDL strings: a UDF's type is parsed when it is defined, before
+# any session exists.
+_CHECKPOINT = T.StructType(
+    [
+        T.StructField("group", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("upstream", T.LongType()),
+        T.StructField("downstream", T.LongType()),
+    ]
+)
+_OFFSET_SYNC = T.StructType(_CHECKPOINT.fields[1:])
+
+
+@F.udf(_CHECKPOINT)
+def _decode_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
+    c = Checkpoint.decode(bytes(key), bytes(value))
+    return c.group, c.topic, c.partition, c.upstream, c.downstream
+
+
+@F.udf(_OFFSET_SYNC)
+def _decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
+    s = OffsetSync.decode(bytes(key), bytes(value))
+    return s.topic, s.partition, s.upstream, s.downstream
+
+
+def _read_whole(spark: SparkSession, bootstrap: str, topic: str | None) -> DataFrame:
+    """Every record of a small internal topic (None: it does not exist, empty)."""
+    if topic is None:
+        return spark.createDataFrame([], _KAFKA_SCHEMA)
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+
+
+def lag(spark: SparkSession, plan: VerificationPlan) -> DataFrame:
+    """Lag and retention risk per partition, as measured when the run was planned."""
+    return spark.createDataFrame(
+        [
+            (
+                w.topic,
+                w.partition,
+                w.in_flight,
+                float(w.lag_seconds),
+                w.retention_ms,
+                None if w.retention_margin_seconds is None else float(w.retention_margin_seconds),
+            )
+            for w in plan.windows
+        ],
+        "topic string, partition int, lag_records long, lag_seconds double, "
+        "retention_ms long, retention_margin_seconds double",
+    )
+
+
+def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(per-partition parity, faults, the target's records) of the plan's windows."""
     source_ranges = [(w.topic, w.partition, w.source_start, w.source_end) for w in plan.windows]
     target_ranges = [
         (w.remote_topic, w.partition, w.target_start, w.target_end) for w in plan.windows
@@ -123,7 +261,7 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
         .join(no_provenance, ["topic", "partition"], "left")
         .fillna(0, [*measures, "no_provenance"])
     )
-    return parity, faults
+    return parity, faults, target
 
 
 def _read(

@@ -1,0 +1,1 @@
+"""Great Expectations suites over the verification tables (see `report`)."""

@@ -1,0 +1,179 @@
+"""Run the verification suites over one run's tables and build Data Docs.
+
+    python -m expectations.report --results DIR [--thresholds FILE] --gx-root DIR
+
+Reads the Parquet tables the Spark job wrote under DIR (`parity`, `faults`,
+`mappings`, `lag`), validates each with its suite (GX Core, a file context under
+`--gx-root`), updates the Data Docs, and writes `DIR/summary.json`: per suite
+whether it passed and every failing row, named by topic, partition and
+offsets. Thresholds (lag, retention margin) come from a JSON file, not code.
+Exit code 0 when every suite passed.
+
+Lives outside `replicator` (which never imports GX); `replicator verify` runs it
+as a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+
+DEFAULT_THRESHOLDS = Path(__file__).with_name("thresholds.json")
+#: A fault is named by these columns in the results and the Data Docs.
+_FAULT_INDEX = ["topic", "partition", "kind", "side", "first", "last", "count"]
+_PARTITION_INDEX = ["topic", "partition"]
+_MAPPING_INDEX = ["kind", "group", "remote_topic", "partition", "upstream", "downstream", "claimed"]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One table, its expectations, and the columns that name a failing row."""
+
+    table: str
+    expectations: list[gxe.Expectation]
+    index: list[str]
+
+
+def suites(thresholds: dict[str, float]) -> list[Suite]:
+    zero = {"min_value": 0, "max_value": 0}
+    return [
+        Suite(
+            "parity",
+            [
+                gxe.ExpectColumnPairValuesToBeEqual(column_A="source_records", column_B="copied"),
+                gxe.ExpectColumnValuesToBeBetween(column="missing", **zero),
+                gxe.ExpectColumnValuesToBeBetween(column="duplicated", **zero),
+                gxe.ExpectColumnValuesToBeBetween(column="mismatched", **zero),
+                gxe.ExpectColumnValuesToBeBetween(column="no_provenance", **zero),
+            ],
+            _PARTITION_INDEX,
+        ),
+        Suite(
+            "faults",
+            [
+                gxe.ExpectColumnValuesToNotBeInSet(
+                    column="kind",
+                    value_set=["missing", "duplicated", "mismatched", "no_provenance"],
+                )
+            ],
+            _FAULT_INDEX,
+        ),
+        Suite(
+            "mappings",
+            [
+                gxe.ExpectColumnValuesToBeInSet(column=column, value_set=[True])
+                for column in ("points_at_claimed", "within_log", "monotonic")
+            ],
+            _MAPPING_INDEX,
+        ),
+        Suite(
+            "lag",
+            [
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="lag_records", min_value=0, max_value=thresholds["max_lag_records"]
+                ),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="lag_seconds", min_value=0, max_value=thresholds["max_lag_seconds"]
+                ),
+                # Nulls (nothing at risk, or unlimited retention) pass.
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="retention_margin_seconds",
+                    min_value=thresholds["min_retention_margin_seconds"],
+                ),
+            ],
+            _PARTITION_INDEX,
+        ),
+    ]
+
+
+def run(results: Path, thresholds: dict[str, float], gx_root: Path) -> dict[str, Any]:
+    """Validate every table; the summary that `replicator verify` stores and prints."""
+    context = gx.get_context(mode="file", project_root_dir=str(gx_root))
+    source = context.data_sources.add_or_update_pandas("verification")
+    summary: dict[str, Any] = {"success": True, "suites": {}}
+    for suite in suites(thresholds):
+        frame = pd.read_parquet(results / suite.table)
+        outcome = _validate(context, source, suite, frame)
+        summary["suites"][suite.table] = outcome
+        summary["success"] = summary["success"] and outcome["success"]
+    docs = gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    summary["data_docs"] = str(docs)
+    return summary
+
+
+def _validate(context: Any, source: Any, suite: Suite, frame: pd.DataFrame) -> dict[str, Any]:
+    asset = _asset(source, suite.table)
+    batch = _batch_definition(asset, suite.table)
+    gx_suite = context.suites.add_or_update(
+        gx.ExpectationSuite(name=f"verification.{suite.table}", expectations=suite.expectations)
+    )
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=f"verification.{suite.table}", data=batch, suite=gx_suite)
+    )
+    checkpoint = context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=f"verification.{suite.table}",
+            validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs")],
+            result_format={
+                "result_format": "COMPLETE",
+                "unexpected_index_column_names": suite.index,
+            },
+        )
+    )
+    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    failed = []
+    for run_result in result.run_results.values():
+        for expectation in run_result.results:
+            if not expectation.success:
+                failed.append(
+                    {
+                        "expectation": expectation.expectation_config.type,
+                        "column": expectation.expectation_config.kwargs.get("column"),
+                        "rows": _plain(expectation.result.get("unexpected_index_list") or []),
+                    }
+                )
+    return {"success": bool(result.success), "rows": len(frame), "failed": failed}
+
+
+def _asset(source: Any, name: str) -> Any:
+    try:
+        return source.get_asset(name)
+    except LookupError:
+        return source.add_dataframe_asset(name)
+
+
+def _batch_definition(asset: Any, name: str) -> Any:
+    try:
+        return asset.get_batch_definition(name)
+    except KeyError:
+        return asset.add_batch_definition_whole_dataframe(name)
+
+
+def _plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """numpy scalars to plain Python, for JSON."""
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in rows]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="verification suites and Data Docs")
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--thresholds", type=Path, default=DEFAULT_THRESHOLDS)
+    parser.add_argument("--gx-root", type=Path, required=True)
+    args = parser.parse_args()
+    thresholds = json.loads(args.thresholds.read_text())
+    summary = run(args.results, thresholds, args.gx_root)
+    (args.results / "summary.json").write_text(json.dumps(summary, indent=2))
+    return 0 if summary["success"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
