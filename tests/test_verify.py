@@ -9,13 +9,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from replication_helpers import flow_config, preload, running, wait_until
+from replication_helpers import flow_config, preload, running, wait_until, write_config
 
+from replicator.cli import main
 from replicator.formats import Checkpoint
 from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
-from replicator.verification.run import verify
+from replicator.verification.run import Verification, verify
 
 from kafka_helpers import create_topic, unique_topic
 
@@ -38,9 +39,15 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
             120,
             "everything replicated",
         )
+    # Written after the replicator stopped: in flight, not missing.
+    in_flight = preload(primary, topics[0], 300, 3)
     result = verify(flow, store, results=tmp_path)
 
     assert result.success, result.summary
+    lag = pq.read_table(result.directory / "lag").to_pylist()
+    assert {(r["topic"], r["partition"]): r["lag_records"] for r in lag if r["lag_records"]} == {
+        (topics[0], p): n for p, n in enumerate(in_flight)
+    }
     parity = pq.read_table(result.directory / "parity").to_pylist()
     assert {(r["topic"], r["partition"]): r["source_records"] for r in parity} == {
         (t, p): n for t in topics for p, n in enumerate(wanted[t])
@@ -48,10 +55,12 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
     assert all(r["copied"] == r["source_records"] for r in parity)
     assert Path(result.summary["data_docs"]).exists()
     [run] = store.runs("verification")
-    assert (run.outcome, run.rpo_records) == ("succeeded", 0)
+    assert (run.outcome, run.rpo_records) == ("succeeded", 300)
 
 
-def test_faults_are_named(tmp_path: Path, primary: str, dr: str, store: StateStore) -> None:
+def test_faults_are_named_and_the_command_fails(
+    tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore
+) -> None:
     topic = unique_topic("faulty")
     create_topic(primary, topic, partitions=1)
     preload(primary, topic, 100, 1)
@@ -82,11 +91,16 @@ def test_faults_are_named(tmp_path: Path, primary: str, dr: str, store: StateSto
     wrong = Checkpoint("orders", remote, 0, 30, 35)
     producer.produce("primary.checkpoints.internal", key=wrong.key(), value=wrong.value())
     assert producer.flush(30) == 0
-    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    config = write_config(tmp_path, primary, dr, topic)
 
-    result = verify(flow, store, results=tmp_path)
+    code = main(
+        ["verify", "--config", str(config), "--results", str(tmp_path), "--state-url", state_url]
+    )
 
-    assert not result.success
+    assert code == 1
+    [run] = store.runs("verification")
+    assert run.outcome == "failed"
+    result = Verification(run.run_id, Path(run.details["results"]), False, run.details)
     faults = {
         (f["kind"], f["first"], f["last"])
         for f in pq.read_table(result.directory / "faults").to_pylist()
@@ -110,7 +124,6 @@ def test_faults_are_named(tmp_path: Path, primary: str, dr: str, store: StateSto
         for f in mappings
     ] == [("points_at_claimed", [("orders", 30, 35, 35)])]
     assert Path(result.summary["data_docs"]).exists()
-    assert store.runs("verification")[0].outcome == "failed"
 
 
 def _records(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None, int]]:
