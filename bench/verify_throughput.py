@@ -102,7 +102,11 @@ def _read(bootstrap: str, topic: str, partition: int, start: int, end: int):  # 
     consumer.assign([TopicPartition(topic, partition, start)])
     try:
         while True:
-            for message in consumer.consume(10_000, 10):
+            # Wait for the first record only: consume(n, timeout) waits for all n.
+            batch = consumer.consume(1, 30)
+            if not batch:
+                raise RuntimeError(f"{topic}[{partition}]: nothing to read for 30 s")
+            for message in batch + consumer.consume(9_999, 0):
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         return
@@ -146,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             began = time.monotonic()
             result = verify(flow, store, master=args.master, results=Path(scratch))
             spark_s = time.monotonic() - began
+            phases = result.summary["seconds"]
+            print(f"  spark-submit {phases['spark']} s, suites and Data Docs {phases['suites']} s")
             if not result.success:
                 raise RuntimeError(f"verification failed on a correct copy: {result.summary}")
         print("single-process reader")
@@ -159,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "records": args.records,
         "records_read": read,
         "spark_seconds": round(spark_s, 1),
+        "spark_submit_seconds": phases["spark"],
+        "suites_seconds": phases["suites"],
         "spark_records_per_s": round(read / spark_s),
         "single_reader_seconds": round(single_s, 1),
         "single_reader_records_per_s": round(read / single_s),

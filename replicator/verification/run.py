@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,14 @@ def verify(
     directory.mkdir(parents=True, exist_ok=True)
     try:
         plan.write(directory / "plan.json")
+        began = time.monotonic()
         _spark(flow, directory, master)
+        spark_s = time.monotonic() - began
         summary = _suites(directory, thresholds)
+        summary["seconds"] = {
+            "spark": round(spark_s, 1),
+            "suites": round(time.monotonic() - began - spark_s, 1),
+        }
     except ReplicatorError as exc:
         store.finish_run(run_id, "failed", None, None, {"error": str(exc)})
         raise
