@@ -9,11 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from procedure_helpers import cluster_config
 from replication_helpers import flow_config, preload, running, wait_until, write_config
 
 from replicator.cli import main
 from replicator.formats import Checkpoint
 from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.internal_topics import ensure_compacted_topic
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
 from replicator.verification.run import Verification, verify
@@ -85,11 +87,11 @@ def test_faults_are_named_and_the_command_fails(
             )
     producer.produce(remote, value=b"local", partition=0)
     # A checkpoint that claims target offset 35 is where source offset 30 is.
-    create_topic(
-        dr, "primary.checkpoints.internal", partitions=1, config={"cleanup.policy": "compact"}
-    )
+    # (Other tests may have created the checkpoints topic already.)
+    checkpoints = "primary.checkpoints.internal"
+    ensure_compacted_topic(cluster_config("dr", dr), checkpoints, 1, "test")
     wrong = Checkpoint("orders", remote, 0, 30, 35)
-    producer.produce("primary.checkpoints.internal", key=wrong.key(), value=wrong.value())
+    producer.produce(checkpoints, key=wrong.key(), value=wrong.value())
     assert producer.flush(30) == 0
     config = write_config(tmp_path, primary, dr, topic)
 
