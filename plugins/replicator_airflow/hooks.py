@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from airflow.exceptions import AirflowNotFoundException
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import make_url
 
 from replicator.errors import ReplicatorError

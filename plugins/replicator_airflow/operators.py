@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.exceptions import AirflowSkipException
 from airflow.sdk import BaseBranchOperator, BaseOperator, Context, TriggerRule
+from airflow.sdk.exceptions import AirflowSkipException
 
 from replicator.procedures.orchestration import Kind, ProcedureRequest, run_all, run_step
 from replicator_airflow.hooks import ReplicatorHook
