@@ -18,6 +18,7 @@ from replicator.config import load_config
 from replicator.procedures import live_workers
 from replicator.procedures.orchestration import STEPS, ProcedureRequest, run_step
 from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.verification.plan import plan_verification
 
 from kafka_helpers import create_topic, unique_topic
 
@@ -133,3 +134,53 @@ def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
     assert store.application(app).epoch == 2
     assert committed_offsets("dr", dr, app) == {(remote, 0): 100, (remote, 1): 150}
     assert len(store.runs("failover")) == 1
+
+
+def test_verify_and_drill_dags_store_their_results(
+    airflow_home: Path,
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = unique_topic("dag.verify")
+    create_topic(primary, topic, partitions=2)
+    preload(primary, topic, 2_000, 2)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    flow = load_config(config_path).flow("primary->dr")
+    group = f"dag-group-{uuid.uuid4().hex[:8]}"
+    commit_offsets(flow.source, group, {(topic, 0): 300, (topic, 1): 1_000})
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
+    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_LOCAL",
+        '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
+    )
+    bag = _dagbag()
+
+    with runner([flow], store):
+        wait_until(
+            lambda: sum(w.source_end for w in plan_verification(flow).windows) == 2_000,
+            90,
+            "everything replicated",
+        )
+        drill = bag.get_dag("dr_drill").test(
+            run_conf={"flow": "primary->dr", "applications": [group], "timeout_s": 90}
+        )
+        verification = bag.get_dag("verify_replication").test(
+            run_conf={"flow": "primary->dr", "topics": [topic]}
+        )
+
+    assert drill.state == "success"
+    [drilled] = store.runs("drill")
+    assert (drilled.mode, drilled.outcome, drilled.rpo_records) == (
+        "non-disruptive",
+        "succeeded",
+        0,
+    )
+    assert verification.state == "success"
+    [verified] = store.runs("verification")
+    assert verified.outcome == "succeeded"
+    assert Path(verified.details["data_docs"]).exists()
