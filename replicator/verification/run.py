@@ -39,6 +39,20 @@ class Verification:
     summary: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class VerificationRun:
+    """A started run: its id in the history, its folder, what its plan left in flight."""
+
+    run_id: str
+    directory: Path
+    flow: str
+    in_flight: int
+
+    @property
+    def plan(self) -> Path:
+        return self.directory / "plan.json"
+
+
 def verify(
     flow: FlowConfig,
     store: StateStore,
@@ -48,7 +62,34 @@ def verify(
     results: Path = DEFAULT_RESULTS,
     thresholds: Path | None = None,
 ) -> Verification:
-    """Verify `flow`'s copy (all its topics, or `topics`) and record the run."""
+    """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
+    phases below in one go (the Airflow DAG runs them as separate tasks)."""
+    run = start(flow, store, topics=topics, master=master, results=results)
+    try:
+        began = time.monotonic()
+        run_spark(spark_job(run, master))
+        spark_s = time.monotonic() - began
+        summary = run_suites(run.directory, thresholds)
+        summary["seconds"] = {
+            "spark": round(spark_s, 1),
+            "suites": round(time.monotonic() - began - spark_s, 1),
+        }
+    except ReplicatorError as exc:
+        store.finish_run(run.run_id, "failed", None, None, {"error": str(exc)})
+        raise
+    return finish(store, run, summary)
+
+
+def start(
+    flow: FlowConfig,
+    store: StateStore,
+    *,
+    topics: list[str] | None = None,
+    master: str = "local[2]",
+    results: Path = DEFAULT_RESULTS,
+) -> VerificationRun:
+    """Plan the run (`replicator.verification.plan`), start it in the history, and
+    write the plan into the run's folder."""
     plan = plan_verification(flow, topics)
     if not plan.windows:
         raise ReplicatorError(
@@ -58,39 +99,40 @@ def verify(
     run_id = store.start_run("verification", flow.name, None, {"topics": topics, "master": master})
     directory = results / f"run={run_id}"
     directory.mkdir(parents=True, exist_ok=True)
-    try:
-        plan.write(directory / "plan.json")
-        began = time.monotonic()
-        _spark(flow, directory, master)
-        spark_s = time.monotonic() - began
-        summary = _suites(directory, thresholds)
-        summary["seconds"] = {
-            "spark": round(spark_s, 1),
-            "suites": round(time.monotonic() - began - spark_s, 1),
-        }
-    except ReplicatorError as exc:
-        store.finish_run(run_id, "failed", None, None, {"error": str(exc)})
-        raise
-    in_flight = sum(w.in_flight for w in plan.windows)
-    outcome = "succeeded" if summary["success"] else "failed"
-    store.finish_run(run_id, outcome, in_flight, None, {**summary, "results": str(directory)})
-    return Verification(run_id, directory, bool(summary["success"]), summary)
+    run = VerificationRun(run_id, directory, flow.name, sum(w.in_flight for w in plan.windows))
+    plan.write(run.plan)
+    return run
 
 
-def _spark(flow: FlowConfig, directory: Path, master: str) -> None:
-    submit = SparkSubmit(
+def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
+    """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
+    return SparkSubmit(
         ROOT / "spark" / "verify.py",
-        ["--plan", str(directory / "plan.json"), "--out", str(directory)],
+        ["--plan", str(run.plan), "--out", str(run.directory)],
         master=master,
         jars=sorted(CONNECTOR_JARS.glob("*.jar")),
         conf={"spark.ui.enabled": "false"},
-        name=f"verify {flow.name}",
+        name=f"verify {run.flow}",
     )
+
+
+def run_spark(submit: SparkSubmit) -> None:
+    """spark-submit from this Python environment; its output goes to `spark.log`."""
+    out = Path(submit.arguments[submit.arguments.index("--out") + 1])
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
-    _run(submit.command(spark_submit), "the Spark verification job", directory / "spark.log")
+    _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
 
 
-def _suites(directory: Path, thresholds: Path | None) -> dict[str, Any]:
+def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> Verification:
+    """Record the suites' verdict in the history (RPO = records in flight)."""
+    outcome = "succeeded" if summary["success"] else "failed"
+    details = {**summary, "results": str(run.directory)}
+    store.finish_run(run.run_id, outcome, run.in_flight, None, details)
+    return Verification(run.run_id, run.directory, bool(summary["success"]), summary)
+
+
+def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any]:
+    """The GX suites over the run's tables (a subprocess: no GX import here)."""
     command = [
         sys.executable,
         "-m",

@@ -1,0 +1,38 @@
+"""Failback of applications to a flow's source after a failover, one task per step.
+
+Records the source holds that never reached the DR side are listed by the
+`reconcile` task; `reconcile_choice` "replicate" copies them to the DR side
+first, "report" leaves them listed (groups skip them). The `report` task logs
+RPO and RTO; a failed step can be cleared and retried alone.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Param, chain
+from replicator_airflow.operators import ProcedureReportOperator, ProcedureStepOperator
+
+from replicator.procedures.orchestration import STEPS
+
+with DAG(
+    dag_id="failback",
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "flow": Param("primary->dr", type="string", description="the flow they failed over with"),
+        "mode": Param(
+            "replicate",
+            enum=["replicate", "report"],
+            description="records never replicated: copy them to the DR side, or only list them",
+        ),
+        "applications": Param(["demo"], type="array", description="applications (= groups)"),
+        "dry_run": Param(False, type="boolean", description="only say what it would do"),
+        "timeout_s": Param(120, type="number", description="seconds per wait"),
+    },
+):
+    chain(
+        *(ProcedureStepOperator(task_id=s, kind="failback", step=s) for s in STEPS["failback"]),
+        ProcedureReportOperator(task_id="report", kind="failback"),
+    )

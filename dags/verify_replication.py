@@ -1,0 +1,55 @@
+"""Is the copy right? Hourly: plan the run, Spark compares both clusters
+(SparkSubmitOperator, connection `spark_local`: `local[2]` by default), then the
+GX suites judge the tables; the run fails, with the failing rows, when the copy
+is wrong. The verdict and the Data Docs link are in the DR history."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Param, task
+from replicator_airflow.verification import check, plan_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+with DAG(
+    dag_id="verify_replication",
+    schedule="@hourly",
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "flow": Param("primary->dr", type="string"),
+        "topics": Param([], type="array", description="only these source topics (empty: all)"),
+    },
+):
+
+    @task
+    def plan(params: dict | None = None) -> dict:
+        return plan_run(params or {})
+
+    @task
+    def suites(planned: dict) -> dict:
+        return check(planned)
+
+    planned = plan()
+    spark = SparkSubmitOperator(
+        task_id="spark",
+        conn_id="spark_local",
+        application=str(ROOT / "spark" / "verify.py"),
+        application_args="{{ ti.xcom_pull(task_ids='plan')['arguments'] }}",
+        jars="{{ ti.xcom_pull(task_ids='plan')['jars'] }}",
+        conf={"spark.ui.enabled": "false"},
+        spark_binary=str(Path(sys.executable).with_name("spark-submit")),
+        env_vars={
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+        },
+    )
+    planned >> spark >> suites(planned)

@@ -1,0 +1,122 @@
+"""Procedures driven one step at a time by an orchestrator (the Airflow DAGs).
+
+A DAG run holds plain parameters (what its trigger form asked); each of its
+tasks builds the procedure from them and runs one named step under the DAG
+run's procedure id. Everything a step needs from the ones before it is in the
+state store, so tasks may run in different processes, and a retried task runs
+its step again only if it did not complete (see `replicator.procedures.steps`).
+
+The DAG's shape is fixed when it is parsed, so it lists the steps of every mode
+of a procedure; `run_step` answers None for a step the chosen mode does not
+have, and the task is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from replicator.config import load_config
+from replicator.errors import ReplicatorError
+from replicator.procedures.drill import Drill
+from replicator.procedures.failback import Failback
+from replicator.procedures.failover import Failover
+from replicator.procedures.full_drill import FullDrill
+from replicator.procedures.steps import Procedure, ProcedureReport, StepReport
+from replicator.statestore import StateStore
+
+Kind = Literal["failover", "failback", "drill"]
+
+#: Every step of every mode, in the order a DAG runs them.
+STEPS: dict[str, list[str]] = {
+    "failover": [
+        "preflight",
+        "fence",
+        "drain",
+        "unreplicated",
+        "stop_flow",
+        "checkpoint",
+        "commit_offsets",
+        "switch",
+        "start_reverse",
+        "verify",
+    ],
+    "failback": [
+        "preflight",
+        "reconcile",
+        "replicate_missing",
+        "fence",
+        "start_reverse",
+        "drain_reverse",
+        "stop_reverse",
+        "checkpoint",
+        "commit_offsets",
+        "switch",
+        "resume_forward",
+        "verify",
+    ],
+}
+
+
+@dataclass(frozen=True)
+class ProcedureRequest:
+    """What a DAG run asks for. `mode`: failover "planned" | "unplanned"; failback
+    "replicate" | "report" (what to do with records that never reached the DR
+    side); drill "non-disruptive" | "full"."""
+
+    kind: Kind
+    config: str
+    flow: str
+    applications: list[str] = field(default_factory=list)
+    mode: str | None = None
+    reverse: bool = False
+    dry_run: bool = False
+    state_url: str | None = None
+    timeout_s: float = 120.0
+
+    @classmethod
+    def from_params(cls, kind: Kind, params: dict[str, Any]) -> ProcedureRequest:
+        """From a DAG run's params (unknown keys are ignored: a DAG may hold others)."""
+        known = {name for name in cls.__dataclass_fields__ if name != "kind"}
+        return cls(kind=kind, **{k: v for k, v in params.items() if k in known})
+
+
+def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedure:
+    """The procedure a request describes, bound to the state store it names."""
+    config = load_config(Path(request.config))
+    state = store or StateStore(request.state_url)
+    common = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
+    if request.kind == "failover":
+        mode = request.mode or "planned"
+        return Failover(
+            config, request.flow, request.applications, state, mode=mode,  # type: ignore[arg-type]
+            reverse=request.reverse, **common,
+        )  # fmt: skip
+    if request.kind == "failback":
+        reconcile = request.mode or "replicate"
+        return Failback(
+            config, request.flow, request.applications, state, reconcile=reconcile, **common  # type: ignore[arg-type]
+        )  # fmt: skip
+    if request.mode == "full":
+        return FullDrill(config, request.flow, request.applications, state, **common)
+    return Drill(config, request.flow, request.applications, state, **common)
+
+
+def run_step(request: ProcedureRequest, procedure_id: str, step: str) -> StepReport | None:
+    """Run `step` of the requested procedure under `procedure_id`: its report (the
+    saved one if it completed before), or None when the mode has no such step.
+    Raises StepFailed with the step's error."""
+    procedure = build(request)
+    if step not in {s.name for s in procedure.steps()}:
+        return None
+    return procedure.run_step(procedure_id, step).report
+
+
+def run_all(request: ProcedureRequest, procedure_id: str) -> ProcedureReport:
+    """Every step not done yet (a dry run: every step's plan). Raises ReplicatorError
+    naming the failed step when the procedure did not succeed."""
+    report = build(request).run(procedure_id)
+    if not report.ok:
+        raise ReplicatorError(report.error or f"{request.kind} {procedure_id} failed")
+    return report

@@ -1,0 +1,186 @@
+"""The DAGs parse cleanly and fast, and the failover DAG runs with `dag.test()` against
+the real clusters and a real metadata DB; a retried step applies nothing twice."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from procedure_helpers import commit_offsets, committed_offsets, runner
+from replication_helpers import preload, wait_until, write_config
+
+from replicator.config import load_config
+from replicator.procedures import live_workers
+from replicator.procedures.orchestration import STEPS, ProcedureRequest, run_step
+from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.verification.plan import plan_verification
+
+from kafka_helpers import create_topic, unique_topic
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A metadata DB of the module's own; Airflow reads its settings when first
+    imported, so the environment is set before that."""
+    home = tmp_path_factory.mktemp("airflow")
+    settings = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+    }
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    from airflow.utils.db import initdb  # noqa: PLC0415 - only after the environment is set
+
+    initdb()
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _dagbag() -> Any:
+    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415 - see airflow_home
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_dags_import_without_errors_and_parse_fast(airflow_home: Path) -> None:
+    started = time.monotonic()
+    bag = _dagbag()
+    assert bag.import_errors == {}
+    assert {"failover"} <= set(bag.dag_ids)
+    assert time.monotonic() - started < 5 * max(1, len(bag.dag_ids))
+    for path in (ROOT / "dags").glob("*.py"):
+        began = time.monotonic()
+        _dagbag_file(path)
+        assert time.monotonic() - began < 1.0, f"{path.name} does work at parse time"
+
+
+def _dagbag_file(path: Path) -> None:
+    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415 - see airflow_home
+
+    bag = DagBag(dag_folder=str(path))
+    assert bag.import_errors == {}
+
+
+def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
+    airflow_home: Path,
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = unique_topic("dag.failover")
+    create_topic(primary, topic, partitions=2)
+    preload(primary, topic, 400, 2)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    flow = load_config(config_path).flow("primary->dr")
+    app = f"dag-app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    commit_offsets(flow.source, app, {(topic, 0): 100, (topic, 1): 150})
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
+    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    dag = _dagbag().get_dag("failover")
+    conf = {
+        "flow": "primary->dr",
+        "mode": "planned",
+        "applications": [app],
+        "reverse": False,
+        "skip_approval": True,
+        "timeout_s": 90,
+    }
+
+    with runner([flow], store):
+        wait_until(lambda: live_workers(flow), 90, "the flow running")
+        run = dag.test(run_conf=conf)
+
+    assert run.state == "success"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["unreplicated"] == "skipped"  # a planned failover has no such step
+    assert states["approval"] == "skipped"
+    assert all(states[s] == "success" for s in ("preflight", "fence", "switch", "verify", "report"))
+    assert store.application(app).active_cluster == "dr"
+    remote = f"primary.{topic}"
+    assert committed_offsets("dr", dr, app) == {(remote, 0): 100, (remote, 1): 150}
+    [history] = store.runs("failover")
+    assert (history.outcome, history.rpo_records) == ("succeeded", 0)
+    # Every step ran once under the run's procedure id; its epoch shows one fence, one switch.
+    assert store.application(app).epoch == 2
+    # Each task retried (cleared and run again in the same DAG run) changes nothing.
+    procedure_id = history.params["procedure_id"]
+    assert procedure_id == f"failover/{run.run_id}"
+    request = ProcedureRequest.from_params(
+        "failover", {**conf, "config": str(config_path), "state_url": state_url}
+    )
+    for step in STEPS["failover"]:
+        report = run_step(request, procedure_id, step)
+        assert report == (store.step(procedure_id, step).result if report is not None else None)
+    assert store.application(app).epoch == 2
+    assert committed_offsets("dr", dr, app) == {(remote, 0): 100, (remote, 1): 150}
+    assert len(store.runs("failover")) == 1
+
+
+def test_verify_and_drill_dags_store_their_results(
+    airflow_home: Path,
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = unique_topic("dag.verify")
+    create_topic(primary, topic, partitions=2)
+    preload(primary, topic, 2_000, 2)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    flow = load_config(config_path).flow("primary->dr")
+    group = f"dag-group-{uuid.uuid4().hex[:8]}"
+    commit_offsets(flow.source, group, {(topic, 0): 300, (topic, 1): 1_000})
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
+    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_LOCAL",
+        '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
+    )
+    bag = _dagbag()
+
+    with runner([flow], store):
+        wait_until(
+            lambda: sum(w.source_end for w in plan_verification(flow).windows) == 2_000,
+            90,
+            "everything replicated",
+        )
+        drill = bag.get_dag("dr_drill").test(
+            run_conf={"flow": "primary->dr", "applications": [group], "timeout_s": 90}
+        )
+        verification = bag.get_dag("verify_replication").test(
+            run_conf={"flow": "primary->dr", "topics": [topic]}
+        )
+
+    assert drill.state == "success"
+    [drilled] = store.runs("drill")
+    assert (drilled.mode, drilled.outcome, drilled.rpo_records) == (
+        "non-disruptive",
+        "succeeded",
+        0,
+    )
+    assert verification.state == "success"
+    [verified] = store.runs("verification")
+    assert verified.outcome == "succeeded"
+    assert Path(verified.details["data_docs"]).exists()
