@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import groupby
 from pathlib import Path
 
 import pytest
+from procedure_helpers import Start, demo_apps
 from replication_helpers import wait_until, write_config
 
 from replicator.statestore import StateStore, check_ledgers, read_ledger
@@ -27,45 +27,14 @@ from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
-DEMO = Path(__file__).resolve().parents[1] / "include" / "demo"
 _TIMEOUT_S = 90.0
 
-Spawn = Callable[..., subprocess.Popen[bytes]]
-
 
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawn]:
-    """Start a demo app (`producer` or `consumer`) with its log in tmp_path; every
-    process still running at teardown is killed."""
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(script: str, *args: str) -> subprocess.Popen[bytes]:
-        with (tmp_path / f"{script}.log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, str(DEMO / f"{script}.py"), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
-        return process
-
-    yield start
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-
-
-@pytest.fixture
-def state_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'state.db'}"
-
-
-@pytest.fixture
-def store(state_url: str) -> Iterator[StateStore]:
-    state = StateStore(state_url)
-    yield state
-    state.close()
+def spawn(tmp_path: Path) -> Iterator[Start]:
+    """Start a demo app (`producer` or `consumer`) with its log in tmp_path."""
+    with demo_apps(tmp_path) as start:
+        yield start
 
 
 def fence(store: StateStore, app: str, clients: set[str]) -> None:
@@ -95,7 +64,7 @@ def clusters_in_order(entries: list[LedgerEntry]) -> list[str]:
 
 
 def test_demo_apps_follow_failover_without_loss_or_duplicates(
-    tmp_path: Path, primary: str, dr: str, spawn: Spawn, state_url: str, store: StateStore
+    tmp_path: Path, primary: str, dr: str, spawn: Start, state_url: str, store: StateStore
 ) -> None:
     topic = unique_topic("demo.orders")  # dots in the name test the subscription regex
     for bootstrap in (primary, dr):

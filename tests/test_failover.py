@@ -71,6 +71,8 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             consumer = start("consumer", *common, "--ledger", str(consumed))
             processed_on("primary", 100)
             wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+            forward = config.flow("primary->dr")
+            wait_until(lambda: live_workers(forward), _TIMEOUT_S, "the replicator running")
 
             failover = Failover(
                 config, "primary->dr", [app], store, reverse=True, timeout_s=_TIMEOUT_S

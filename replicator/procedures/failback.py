@@ -30,6 +30,7 @@ from replicator.checkpoints import Checkpointer, ReverseCheckpointer, policy_of
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.groups import GroupAdmin
+from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -175,20 +176,10 @@ class Failback(Procedure):
     # -- drain the DR side ------------------------------------------------------------
 
     def _fence(self) -> StepReport:
-        fenced = {}
-        for name in self.applications:
-            epoch = self.store.fence(name)
-            clients = self.store.wait_fenced(name, epoch, self.timeout_s)
-            fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
-        return {"fenced": fenced}
+        return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
-        return {
-            "would_fence": {
-                name: [c.client_id for c in self.store.clients(name, seen_within_s=10)]
-                for name in self.applications
-            }
-        }
+        return applications.preview_fence(self.store, self.applications)
 
     def _start_reverse(self) -> StepReport:
         return start_flow(self.store, self.reverse.name, self.procedure_id)
@@ -277,19 +268,10 @@ class Failback(Procedure):
         return {"would_commit": by_group(self._planned_moves())}
 
     def _switch(self) -> StepReport:
-        switched = {}
-        for name in self.applications:
-            app = self.store.switch(name, self.origin.alias)
-            switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
-        return {"switched": switched}
+        return applications.switch(self.store, self.applications, self.origin.alias)
 
     def _preview_switch(self) -> StepReport:
-        return {
-            "would_switch": {
-                name: f"{self.store.application(name).active_cluster} -> {self.origin.alias}"
-                for name in self.applications
-            }
-        }
+        return applications.preview_switch(self.store, self.applications, self.origin.alias)
 
     def _resume_forward(self) -> StepReport:
         return start_flow(self.store, self.flow.name, self.procedure_id)

@@ -23,6 +23,7 @@ from replicator.checkpoints import Checkpointer, policy_of, read_checkpoints
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
+from replicator.procedures import applications
 from replicator.procedures.flows import live_workers, preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -197,20 +198,10 @@ class Failover(Procedure):
     # -- planned steps -------------------------------------------------------------------
 
     def _fence(self) -> StepReport:
-        fenced = {}
-        for name in self.applications:
-            epoch = self.store.fence(name)
-            clients = self.store.wait_fenced(name, epoch, self.timeout_s)
-            fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
-        return {"fenced": fenced}
+        return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
-        return {
-            "would_fence": {
-                name: [c.client_id for c in self.store.clients(name, seen_within_s=10)]
-                for name in self.applications
-            }
-        }
+        return applications.preview_fence(self.store, self.applications)
 
     def _drain(self) -> StepReport:
         started = time.monotonic()
@@ -320,19 +311,10 @@ class Failover(Procedure):
         return {"would_commit": by_group(self._planned_positions())}
 
     def _switch(self) -> StepReport:
-        switched = {}
-        for name in self.applications:
-            app = self.store.switch(name, self.target.alias)
-            switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
-        return {"switched": switched}
+        return applications.switch(self.store, self.applications, self.target.alias)
 
     def _preview_switch(self) -> StepReport:
-        return {
-            "would_switch": {
-                name: f"{self.store.application(name).active_cluster} -> {self.target.alias}"
-                for name in self.applications
-            }
-        }
+        return applications.preview_switch(self.store, self.applications, self.target.alias)
 
     def _start_reverse(self) -> StepReport:
         assert self.reverse_flow is not None

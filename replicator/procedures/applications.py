@@ -1,0 +1,44 @@
+"""Fencing and moving client applications through the state store: the steps
+failover and failback share (each returns the step's report)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replicator.statestore import StateStore
+
+
+def fence(store: StateStore, applications: list[str], timeout_s: float) -> dict[str, Any]:
+    """Fence each application and wait until its running clients acknowledge."""
+    fenced = {}
+    for name in applications:
+        epoch = store.fence(name)
+        clients = store.wait_fenced(name, epoch, timeout_s)
+        fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
+    return {"fenced": fenced}
+
+
+def preview_fence(store: StateStore, applications: list[str]) -> dict[str, Any]:
+    return {
+        "would_fence": {
+            name: [c.client_id for c in store.clients(name, seen_within_s=10)]
+            for name in applications
+        }
+    }
+
+
+def switch(store: StateStore, applications: list[str], cluster: str) -> dict[str, Any]:
+    """Make `cluster` the applications' active cluster (and lift their fence)."""
+    switched = {}
+    for name in applications:
+        app = store.switch(name, cluster)
+        switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
+    return {"switched": switched}
+
+
+def preview_switch(store: StateStore, applications: list[str], cluster: str) -> dict[str, Any]:
+    return {
+        "would_switch": {
+            name: f"{store.application(name).active_cluster} -> {cluster}" for name in applications
+        }
+    }
