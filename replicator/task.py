@@ -42,7 +42,7 @@ from replicator.resets import PendingResets
 from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
-from replicator.transactions import Outcome, TransactionalWriters
+from replicator.transactions import Outcome, TransactionalWriters, settled_by_commit
 from replicator.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -380,6 +380,9 @@ class ReplicationTask:
                 if tracker.stopped:
                     to_pause.append(TopicPartition(tp.topic, tp.partition))
         consumer.incremental_assign(assignment)
+        # A partition this worker let go of when fenced may come back to it; its
+        # pause must not outlive the assignment.
+        consumer.resume(assignment)
         if to_pause:
             consumer.pause(to_pause)
         log.info("flow %s: assigned %s", self.flow.name, _describe(assignment))
@@ -660,6 +663,14 @@ class ReplicationTask:
         tracker = run.tracker
         if self._trackers.get((tracker.topic, tracker.partition)) is not tracker:
             return  # revoked or fenced while in flight; the flush in _on_revoke waited
+        if error is not None and self._writers is not None and settled_by_commit(error):
+            # A zombie woken mid-transaction learns here first that it was fenced;
+            # failing the flow would strand the partitions it is about to let go.
+            log.info(
+                "%s[%d] offsets %d..%d: not delivered, the transaction settles it: %s",
+                tracker.topic, tracker.partition, run.first_source, run.last_source, error.str(),
+            )  # fmt: skip
+            return
         if error is not None:
             metrics.ERRORS.labels(tracker.flow, "delivery").inc()
             self._fail(

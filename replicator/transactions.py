@@ -32,6 +32,7 @@ _FENCED = frozenset(
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 )
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 Key = tuple[str, int]
 
@@ -84,7 +85,7 @@ class TransactionalWriters:
             try:
                 writer.producer.begin_transaction()
             except KafkaException as exc:
-                if not _is_fenced(exc.args[0]):
+                if not is_fenced(exc.args[0]):
                     raise
                 _log_fenced((topic, partition), exc.args[0])
                 return False
@@ -106,7 +107,7 @@ class TransactionalWriters:
             return Outcome.COMMITTED
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            if _is_fenced(error):
+            if is_fenced(error):
                 _log_fenced(key, error)
                 return Outcome.FENCED
             if error.txn_requires_abort():
@@ -134,7 +135,7 @@ class TransactionalWriters:
         except KafkaException as exc:
             # A fenced producer's open transaction was aborted by the next owner: its
             # unsent records are discarded by design and the next owner copies them.
-            if not _is_fenced(exc.args[0]):
+            if not is_fenced(exc.args[0]):
                 raise
 
     def close_all(self) -> None:
@@ -145,9 +146,16 @@ class TransactionalWriters:
         return list(self._writers)
 
 
-def _is_fenced(error: KafkaError) -> bool:
+def is_fenced(error: KafkaError) -> bool:
     # Any fatal error of a transactional producer ends its ownership the same way.
     return error.code() in _FENCED or error.fatal()
+
+
+def settled_by_commit(error: KafkaError) -> bool:
+    """A delivery error the transaction's outcome already accounts for: the producer
+    was fenced (the commit says FENCED and the partition is let go) or the record was
+    purged by an abort (rewound and copied again)."""
+    return is_fenced(error) or error.code() in _PURGED
 
 
 def _log_fenced(key: Key, error: KafkaError) -> None:

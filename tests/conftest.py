@@ -22,6 +22,7 @@ from kafka_helpers import free_port_pair
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 TEST_CLUSTERS = (ClusterSpec("primary", int(_PORTS[0])), ClusterSpec("dr", int(_PORTS[1])))
+_ROOT = Path(__file__).resolve().parents[1]
 TEST_DATA_DIR = Path(os.environ.get("REPLICATOR_TEST_DATA_DIR", ".data/test-stack"))
 
 
@@ -45,6 +46,31 @@ def primary(kafka_stack: LocalStack) -> str:
 def dr(kafka_stack: LocalStack) -> str:
     """Bootstrap address of the `dr` test cluster."""
     return kafka_stack.bootstrap("dr")
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One Airflow metadata DB for the session's `dag.test()` runs. Airflow reads its
+    settings when first imported, so the environment is set before that, once."""
+    home = tmp_path_factory.mktemp("airflow")
+    settings = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+    }
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    from airflow.utils.db import initdb  # noqa: PLC0415 - only after the environment is set
+
+    initdb()
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="module")

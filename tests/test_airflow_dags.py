@@ -3,14 +3,12 @@ the real clusters and a real metadata DB; a retried step applies nothing twice."
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from airflow_helpers import DAGS, dagbag
 from procedure_helpers import commit_offsets, committed_offsets, runner
 from replication_helpers import preload, wait_until, write_config
 
@@ -24,57 +22,21 @@ from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A metadata DB of the module's own; Airflow reads its settings when first
-    imported, so the environment is set before that."""
-    home = tmp_path_factory.mktemp("airflow")
-    settings = {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-    }
-    saved = {key: os.environ.get(key) for key in settings}
-    os.environ.update(settings)
-    from airflow.utils.db import initdb  # noqa: PLC0415 - only after the environment is set
-
-    initdb()
-    yield home
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
-def _dagbag() -> Any:
-    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415 - see airflow_home
-
-    return DagBag(dag_folder=str(ROOT / "dags"))
-
 
 def test_dags_import_without_errors_and_parse_fast(airflow_home: Path) -> None:
     started = time.monotonic()
-    bag = _dagbag()
+    bag = dagbag()
     assert bag.import_errors == {}
     assert {"failover"} <= set(bag.dag_ids)
     assert time.monotonic() - started < 5 * max(1, len(bag.dag_ids))
-    for path in (ROOT / "dags").glob("*.py"):
+    for path in DAGS.glob("*.py"):
         began = time.monotonic()
         _dagbag_file(path)
         assert time.monotonic() - began < 1.0, f"{path.name} does work at parse time"
 
 
 def _dagbag_file(path: Path) -> None:
-    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415 - see airflow_home
-
-    bag = DagBag(dag_folder=str(path))
-    assert bag.import_errors == {}
+    assert dagbag(path).import_errors == {}
 
 
 def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
@@ -96,7 +58,7 @@ def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
     commit_offsets(flow.source, app, {(topic, 0): 100, (topic, 1): 150})
     monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
     monkeypatch.setenv(STATE_URL_ENV, state_url)
-    dag = _dagbag().get_dag("failover")
+    dag = dagbag().get_dag("failover")
     conf = {
         "flow": "primary->dr",
         "mode": "planned",
@@ -158,7 +120,7 @@ def test_verify_and_drill_dags_store_their_results(
         "AIRFLOW_CONN_SPARK_LOCAL",
         '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
     )
-    bag = _dagbag()
+    bag = dagbag()
 
     with runner([flow], store):
         wait_until(

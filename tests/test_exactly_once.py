@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,9 @@ def test_zombie_is_fenced_and_rejoins(tmp_path: Path, primary: str, dr: str) -> 
             if process.poll() is None:
                 process.send_signal(signal.SIGCONT)
                 process.kill()
+        for log in logs:  # shown by pytest only if the test fails
+            lines = [line for line in log.read_text().splitlines() if " replicator." in line]
+            sys.stdout.write(f"--- {log.name}\n" + "\n".join(lines[-40:]) + "\n")
     _assert_exactly_once(dr, remote, wanted)
 
 
