@@ -1,5 +1,6 @@
-"""The DAGs parse cleanly and fast, and the failover DAG runs with `dag.test()` against
-the real clusters and a real metadata DB; a retried step applies nothing twice."""
+"""The DAGs parse cleanly and fast; the failover, failback, drill and verification DAGs
+run with `dag.test()` against the real clusters and a real metadata DB; a retried
+failover step applies nothing twice."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _dagbag_file(path: Path) -> None:
     assert dagbag(path).import_errors == {}
 
 
-def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
+def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_twice(
     airflow_home: Path,
     tmp_path: Path,
     primary: str,
@@ -49,41 +50,51 @@ def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic = unique_topic("dag.failover")
-    create_topic(primary, topic, partitions=2)
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, topic, partitions=2)
     preload(primary, topic, 400, 2)
-    config_path = write_config(tmp_path, primary, dr, topic)
-    flow = load_config(config_path).flow("primary->dr")
+    reverse = ("dr->primary.enabled = true", f"dr->primary.topics = {topic}")
+    config_path = write_config(tmp_path, primary, dr, topic, extra=reverse)
+    config = load_config(config_path)
+    flows = [config.flow("primary->dr"), config.flow("dr->primary")]
     app = f"dag-app-{uuid.uuid4().hex[:8]}"
     store.register_application(app, "primary")
-    commit_offsets(flow.source, app, {(topic, 0): 100, (topic, 1): 150})
+    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    original = {(topic, 0): 100, (topic, 1): 150}
+    commit_offsets(flows[0].source, app, original)
     monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
     monkeypatch.setenv(STATE_URL_ENV, state_url)
-    dag = dagbag().get_dag("failover")
+    bag = dagbag()
     conf = {
         "flow": "primary->dr",
         "mode": "planned",
         "applications": [app],
-        "reverse": False,
+        "reverse": True,
         "skip_approval": True,
         "timeout_s": 90,
     }
 
-    with runner([flow], store):
-        wait_until(lambda: live_workers(flow), 90, "the flow running")
-        run = dag.test(run_conf=conf)
+    with runner(flows, store):
+        wait_until(lambda: live_workers(flows[0]), 90, "the flow running")
+        run = bag.get_dag("failover").test(run_conf=conf)
+        failed_over = store.application(app)
+        on_dr = committed_offsets("dr", dr, app)
+        back = bag.get_dag("failback").test(
+            run_conf={"flow": "primary->dr", "applications": [app], "timeout_s": 90}
+        )
 
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["unreplicated"] == "skipped"  # a planned failover has no such step
     assert states["approval"] == "skipped"
     assert all(states[s] == "success" for s in ("preflight", "fence", "switch", "verify", "report"))
-    assert store.application(app).active_cluster == "dr"
+    assert failed_over.active_cluster == "dr"
     remote = f"primary.{topic}"
-    assert committed_offsets("dr", dr, app) == {(remote, 0): 100, (remote, 1): 150}
+    assert on_dr == {(remote, 0): 100, (remote, 1): 150}
     [history] = store.runs("failover")
     assert (history.outcome, history.rpo_records) == ("succeeded", 0)
     # Every step ran once under the run's procedure id; its epoch shows one fence, one switch.
-    assert store.application(app).epoch == 2
+    assert failed_over.epoch == 2
     # Each task retried (cleared and run again in the same DAG run) changes nothing.
     procedure_id = history.params["procedure_id"]
     assert procedure_id == f"failover/{run.run_id}"
@@ -93,9 +104,17 @@ def test_failover_dag_runs_every_step_and_a_retry_applies_nothing_twice(
     for step in STEPS["failover"]:
         report = run_step(request, procedure_id, step)
         assert report == (store.step(procedure_id, step).result if report is not None else None)
-    assert store.application(app).epoch == 2
-    assert committed_offsets("dr", dr, app) == {(remote, 0): 100, (remote, 1): 150}
     assert len(store.runs("failover")) == 1
+
+    # The failback DAG returned everything to where it was.
+    assert back.state == "success"
+    assert {ti.state for ti in back.get_task_instances()} == {"success"}
+    assert store.application(app).active_cluster == "primary"
+    assert committed_offsets("primary", primary, app) == original
+    assert store.flow_state("primary->dr").state == "running"
+    assert store.flow_state("dr->primary").state == "stopped"
+    [returned] = store.runs("failback")
+    assert (returned.outcome, returned.rpo_records) == ("succeeded", 0)
 
 
 def test_verify_and_drill_dags_store_their_results(
