@@ -1,0 +1,32 @@
+"""Registers the DR status page with Airflow: the app under `/dr-status`, and an
+entry in the navigation that shows it inside the Airflow UI.
+
+Airflow imports every `.py` file of the plugins folder and registers the
+`AirflowPlugin` subclasses it finds, so this class lives in a file of its own
+that nothing else imports (an import elsewhere would register it twice). Its
+module name is distinctive because Airflow imports plugin files as top-level
+modules named after the file.
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from replicator_airflow.status_page import app
+
+#: Where the page is served, under the Airflow API server's base URL.
+URL_PREFIX = "/dr-status"
+
+
+class ReplicatorDrPlugin(AirflowPlugin):
+    name = "replicator_dr"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "DR status"}]  # noqa: RUF012
+    external_views = [  # noqa: RUF012 - Airflow's declared plugin attributes
+        {
+            "name": "DR status",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "url_route": "dr-status",
+            "category": "Kafka DR",
+        }
+    ]

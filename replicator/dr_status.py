@@ -1,0 +1,351 @@
+"""One snapshot of the whole DR estate, for the Airflow status page and scripts.
+
+An on-call engineer opening the DR status page wants, on one screen: can we
+reach every cluster, is every flow running and how far behind is it, are
+checkpoints still coming (an unplanned failover starts consumers from them),
+where does each client application run, did the last verification pass, and
+what did past failovers and drills measure. `dr_status` gathers all of it from
+the configuration, the clusters and the DR state store, reusing the readers
+the engine itself uses (`read_status`, `live_workers`, `PartitionReader`,
+MM2's checkpoint format), so the page shows what the engine sees.
+
+A page must never hang on a dead cluster: each cluster is first probed with a
+short metadata request, and a cluster that does not answer is shown as
+unreachable with the client's error while nothing else is read from it. The
+slower reads of reachable clusters run in parallel, one thread per flow.
+
+Nothing secret goes into the snapshot: clusters are shown by alias and
+bootstrap servers only (client settings, which may hold passwords, never),
+the state store is not named at all (its URL may carry a password), and run
+details come from the store, which redacts them when they are written.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from replicator.checkpoints import policy_of
+from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
+from replicator.errors import ReplicatorError
+from replicator.formats import Checkpoint
+from replicator.procedures.flows import STALE_AFTER_S, live_workers
+from replicator.runner import RUNNING
+from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
+from replicator.status import read_status
+from replicator.translation import PartitionReader
+
+#: How long a cluster may take to answer a metadata request before it is shown as
+#: unreachable: long enough for a loaded broker, short enough for a page load.
+PROBE_TIMEOUT_S = 3.0
+#: The run kinds shown as DR history (verification runs have a panel of their own).
+HISTORY_KINDS = ("failover", "failback", "drill")
+HISTORY_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    alias: str
+    bootstrap: str
+    reachable: bool
+    brokers: int = 0
+    #: The client's error when unreachable (librdkafka's text, never client settings).
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker of a flow as it last reported in the status topic."""
+
+    worker: str
+    state: str
+    host: str
+    pid: int
+    partitions: int
+    live: bool  # reports "running" and reported recently (see `live_workers`)
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One source partition of a flow, as its worker last published it."""
+
+    topic: str
+    partition: int
+    state: str
+    lag: int | None
+    next_offset: int | None
+    replicated: int
+    lost: int
+    error: str | None
+    updated_at: datetime
+    #: "replicating" but not reported for longer than a live worker stays silent: its
+    #: worker is gone, and its lag is the last one it saw, not today's.
+    stale: bool
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """The flow's checkpoints in `<source>.checkpoints.internal` on the target."""
+
+    topic: str
+    checkpoints: int  # current (group, topic, partition) entries of this flow
+    groups: list[str]
+    last_at: datetime | None  # broker timestamp of the newest checkpoint record
+    age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    name: str
+    source: str
+    target: str
+    #: What the state store asks of the flow ("running" when it has no entry).
+    desired_state: str
+    workers: list[WorkerInfo] = field(default_factory=list)
+    partitions: list[PartitionLag] = field(default_factory=list)
+    checkpoint: CheckpointInfo | None = None
+    #: Why the figures are missing or incomplete (target unreachable, a read failed).
+    error: str | None = None
+
+    @property
+    def live_workers(self) -> int:
+        return sum(1 for w in self.workers if w.live)
+
+    @property
+    def total_lag(self) -> int | None:
+        lags = [p.lag for p in self.partitions if p.lag is not None]
+        return sum(lags) if lags else None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of the DR history, without its (possibly large) details."""
+
+    run_id: str
+    kind: str
+    flow: str | None
+    mode: str | None
+    outcome: str | None  # None while the run is in progress
+    rpo_records: int | None
+    rto_seconds: float | None
+    started_at: datetime
+    finished_at: datetime | None
+    #: Verification runs: the Data Docs site's index.html, and the suites that failed.
+    data_docs: str | None = None
+    failed_suites: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunSummary:
+        docs = run.details.get("data_docs")
+        suites = run.details.get("suites")
+        failed = (
+            sorted(name for name, result in suites.items() if not result.get("success"))
+            if isinstance(suites, dict)
+            else []
+        )
+        return cls(
+            run.run_id,
+            run.kind,
+            run.flow,
+            run.mode,
+            run.outcome,
+            run.rpo_records,
+            run.rto_seconds,
+            run.started_at,
+            run.finished_at,
+            docs if isinstance(docs, str) else None,
+            failed,
+        )
+
+
+@dataclass(frozen=True)
+class DrStatus:
+    generated_at: datetime
+    clusters: list[ClusterStatus]
+    flows: list[FlowStatus]
+    applications: list[Application]  # as the state store holds them
+    verification: RunSummary | None
+    history: list[RunSummary]
+    #: Why applications, flow states and history are missing (the store is unavailable).
+    store_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: datetimes as ISO 8601 strings, derived flow figures included."""
+        data = _jsonable(asdict(self))
+        for flow, out in zip(self.flows, data["flows"], strict=True):
+            out["live_workers"] = flow.live_workers
+            out["total_lag"] = flow.total_lag
+        return data
+
+
+def dr_status(
+    config: ReplicatorConfig,
+    store: StateStore,
+    *,
+    probe_timeout_s: float = PROBE_TIMEOUT_S,
+    history_limit: int = HISTORY_LIMIT,
+) -> DrStatus:
+    """The snapshot: clusters probed first, then each flow read from its target
+    (only if reachable), then the state store."""
+    with ThreadPoolExecutor(max_workers=max(1, len(config.clusters), len(config.flows))) as pool:
+        clusters = list(
+            pool.map(lambda c: probe_cluster(c, probe_timeout_s), config.clusters.values())
+        )
+        reachable = {c.alias for c in clusters if c.reachable}
+        store_error = None
+        try:
+            desired = {s.flow: s.state for s in store.flow_states()}
+            applications = store.applications()
+            verifications = store.runs("verification", limit=1)
+            history = _history(store, history_limit)
+        except StateStoreError as exc:
+            store_error = str(exc)
+            desired, applications, verifications, history = {}, [], [], []
+        flows = list(
+            pool.map(
+                lambda f: flow_status(f, desired.get(f.name, RUNNING), f.target.alias in reachable),
+                config.flows,
+            )
+        )
+    return DrStatus(
+        generated_at=datetime.now(UTC),
+        clusters=clusters,
+        flows=flows,
+        applications=applications,
+        verification=RunSummary.of(verifications[0]) if verifications else None,
+        history=history,
+        store_error=store_error,
+    )
+
+
+def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) -> ClusterStatus:
+    """Whether `cluster` answers a metadata request within `timeout_s`."""
+    # Quiet: a dead cluster would log a connection failure every few ms of the probe.
+    quiet = {"socket.connection.setup.timeout.ms": 1000, "log_level": 2}
+    admin = AdminClient({**cluster.admin, **quiet})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        text = error.str() if isinstance(error, KafkaError) else str(error)
+        return ClusterStatus(cluster.alias, cluster.bootstrap_servers, False, error=text)
+    return ClusterStatus(cluster.alias, cluster.bootstrap_servers, True, len(metadata.brokers))
+
+
+def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) -> FlowStatus:
+    """Workers, per-partition lag and checkpoints of `flow`, read from its target."""
+    status = FlowStatus(flow.name, flow.source.alias, flow.target.alias, desired_state)
+    if not target_reachable:
+        return replace(status, error=f"target cluster {flow.target.alias!r} is unreachable")
+    try:
+        rows = read_status(flow.target, flow.name)
+        live = {row["worker"] for row in live_workers(flow)}
+        checkpoint = checkpoint_info(flow)
+    except (ReplicatorError, KafkaException) as exc:
+        return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
+    return replace(
+        status,
+        workers=sorted(
+            (_worker(row, row["worker"] in live) for row in rows if "worker" in row),
+            key=lambda w: w.worker,
+        ),
+        # Other deployments may run a flow of the same name into the same target:
+        # only partitions of the topics this configuration replicates are ours.
+        partitions=sorted(
+            (
+                _partition(row)
+                for row in rows
+                if "partition" in row and flow.topics.matches(str(row["topic"]))
+            ),
+            key=lambda p: (p.topic, p.partition),
+        ),
+        checkpoint=checkpoint,
+    )
+
+
+def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
+    """This flow's current checkpoints and the age of the newest one.
+
+    MM2's checkpoint value has no time of its own, so the age is the broker
+    timestamp of the newest record in the checkpoints topic that belongs to the
+    flow (its topic is a remote topic of one of the flow's source topics)."""
+    policy = policy_of(flow)
+    topic = policy.checkpoints_topic(flow.source.alias)
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    last_ms: int | None = None
+    with PartitionReader(flow.target) as reader:
+        if reader.exists(topic, 0):
+            low, high = reader.bounds(topic, 0)
+            for message in reader.messages(topic, 0, low, high):
+                key, value = message.key(), message.value()
+                if key is None or value is None:
+                    continue
+                checkpoint = Checkpoint.decode(key, value)
+                if not flow.topics.matches(policy.upstream_topic(checkpoint.topic) or ""):
+                    continue
+                latest[checkpoint.group, checkpoint.topic, checkpoint.partition] = checkpoint
+                last_ms = max(last_ms or 0, message.timestamp()[1])
+    last_at = None if last_ms is None else datetime.fromtimestamp(last_ms / 1000, UTC)
+    return CheckpointInfo(
+        topic,
+        len(latest),
+        sorted({c.group for c in latest.values()}),
+        last_at,
+        None if last_ms is None else round(max(0.0, time.time() - last_ms / 1000), 1),
+    )
+
+
+def _history(store: StateStore, limit: int) -> list[RunSummary]:
+    runs = [run for kind in HISTORY_KINDS for run in store.runs(kind, limit=limit)]
+    runs.sort(key=lambda r: r.started_at, reverse=True)
+    return [RunSummary.of(run) for run in runs[:limit]]
+
+
+def _worker(row: dict[str, Any], live: bool) -> WorkerInfo:
+    return WorkerInfo(
+        worker=str(row["worker"]),
+        state=str(row["state"]),
+        host=str(row.get("host", "")),
+        pid=int(row.get("pid", 0)),
+        partitions=int(row.get("partitions", 0)),
+        live=live,
+        updated_at=_ms(row["updated_ms"]),
+    )
+
+
+def _partition(row: dict[str, Any]) -> PartitionLag:
+    updated_at = _ms(row["updated_ms"])
+    silent_s = (datetime.now(UTC) - updated_at).total_seconds()
+    return PartitionLag(
+        topic=str(row["topic"]),
+        partition=int(row["partition"]),
+        state=str(row["state"]),
+        lag=row.get("lag"),
+        next_offset=row.get("next_offset"),
+        replicated=int(row.get("replicated", 0)),
+        lost=int(row.get("lost", 0)),
+        error=row.get("error"),
+        updated_at=updated_at,
+        stale=row["state"] == "replicating" and silent_s > STALE_AFTER_S,
+    )
+
+
+def _ms(value: Any) -> datetime:
+    return datetime.fromtimestamp(int(value) / 1000, UTC)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
