@@ -1,0 +1,55 @@
+"""Every minute: restart dead replicator workers, then check replication's health.
+
+Workers started by `make run` (the local launcher, `$REPLICATOR_RUN_DIR`) that
+died are started again, unless the DR state store has stopped all their flows.
+The run fails, listing every problem with its fix, on a flow without a live
+worker, a partition stopped by a failure policy, lag beyond `max_lag_records`
+on a partition, records lost to retention, checkpoints or heartbeats older
+than their bound. Flows the state store has stopped (a failover) are skipped.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Param
+from replicator_airflow.supervision import SupervisorOperator
+
+from replicator.supervision import Bounds
+
+with DAG(
+    dag_id="replicator_supervisor",
+    schedule="* * * * *",
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "restart": Param(True, type="boolean", description="restart dead local workers"),
+        "max_lag_records": Param(
+            Bounds.max_lag_records,
+            type="integer",
+            minimum=0,
+            description="records a partition may be behind its source",
+        ),
+        "max_lost_records": Param(
+            Bounds.max_lost_records,
+            type="integer",
+            minimum=0,
+            description="records a partition may have lost to retention (since its worker "
+            "started); raise to acknowledge a known loss",
+        ),
+        "max_checkpoint_age_s": Param(
+            Bounds.max_checkpoint_age_s,
+            type="number",
+            minimum=0,
+            description="seconds the newest checkpoint may be old while groups moved on "
+            "(keep above emit.checkpoints.interval.seconds)",
+        ),
+        "max_heartbeat_age_s": Param(
+            Bounds.max_heartbeat_age_s,
+            type="number",
+            minimum=0,
+            description="seconds the newest heartbeat on the target may be old",
+        ),
+    },
+):
+    SupervisorOperator(task_id="supervise")

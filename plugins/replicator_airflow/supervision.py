@@ -1,0 +1,100 @@
+"""Operators of the supervision DAGs: supervise, sync, diagnose.
+
+Each calls one `replicator` function with the configuration and state store the
+hook names and the run's params; its return value (plain data) is the task's
+XCom, so the UI shows what it found or did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from replicator.config import load_config
+from replicator.config.model import ReplicatorConfig
+from replicator.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
+from replicator.launchers import LocalProcessLauncher
+from replicator.statestore import StateStore
+from replicator.supervision import Bounds, supervise
+from replicator.sync_round import Concern, sync_round
+from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
+
+
+class _ReplicatorOperator(BaseOperator):
+    """Knows where the configuration and the state store are (the hook)."""
+
+    template_fields = ()
+
+    def __init__(
+        self, *, replicator_conn_id: str = ReplicatorHook.default_conn_name, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.replicator_conn_id = replicator_conn_id
+
+    def settings(self) -> ReplicatorSettings:
+        return ReplicatorHook(self.replicator_conn_id).settings()
+
+    def config(self) -> ReplicatorConfig:
+        return load_config(Path(self.settings().config))
+
+
+class SupervisorOperator(_ReplicatorOperator):
+    """Restarts dead local workers (param `restart`) and fails, listing every
+    problem, when a bound in the params is exceeded (`replicator.supervision`).
+    Workers are those of the `LocalProcessLauncher` in `$REPLICATOR_RUN_DIR`
+    (default `.data/stack/replicators`, where `make run` starts them)."""
+
+    ui_color = "#fdf0e6"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        params = context["params"]
+        settings = self.settings()
+        store = StateStore(settings.state_url)
+        launcher = (
+            LocalProcessLauncher(state_url=settings.state_url)
+            if params.get("restart", True)
+            else None
+        )
+        try:
+            report = supervise(self.config(), store, launcher, Bounds.from_params(params))
+        finally:
+            store.close()
+        for restarted in report.restarted:
+            self.log.warning("restarted worker %s (%s)", restarted.name, restarted.where)
+        for flow in report.flows:
+            self.log.info("%s", flow)
+        return report.as_dict()
+
+
+class SyncOperator(_ReplicatorOperator):
+    """One round of `concerns` ("topics", "checkpoints") for the flows in param
+    `flows` (empty: all) that the state store wants running."""
+
+    def __init__(self, *, concerns: tuple[Concern, ...], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.concerns = concerns
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        store = StateStore(self.settings().state_url)
+        try:
+            results = sync_round(
+                self.config(), store, self.concerns, context["params"].get("flows") or None
+            )
+        finally:
+            store.close()
+        return [result.as_dict() for result in results]
+
+
+class DiagnoseOperator(_ReplicatorOperator):
+    """Why topic `topic` (param) of flow `flow` (param) is or is not replicated:
+    the diagnosis is logged and returned; the task succeeds whatever the verdict."""
+
+    def execute(self, context: Context) -> dict[str, object]:
+        params = context["params"]
+        flow = self.config().flow(params["flow"])
+        threshold = int(params.get("lag_threshold") or DEFAULT_LAG_THRESHOLD)
+        diagnosis = diagnose(flow, params["topic"], threshold)
+        self.log.info("diagnosis:\n%s", diagnosis.render())
+        return diagnosis.as_dict()

@@ -1,0 +1,95 @@
+"""`ReplicationLagTrigger`: waits in the triggerer until a flow's lag is within a bound.
+
+A deferred `ReplicationLagSensor` holds no worker slot while replication catches
+up (that can take hours after an outage). The trigger measures the lag with the
+same function as the sensor's poke (`replicator.lag.measure_lag`), in a thread
+(`asyncio.to_thread`: the Kafka clients block), so the triggerer's event loop
+keeps serving every other trigger. It fires once: caught up, timed out (with
+the partitions still behind), or an error (with its message).
+
+Its arguments are stored in the metadata DB: only the configuration's path,
+never a state store URL or any secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+from confluent_kafka import KafkaException
+
+from replicator.config import load_config
+from replicator.errors import ReplicatorError
+from replicator.lag import LagReport, measure_lag
+
+
+def lag_of(config: str, flow: str, topics: list[str] | None) -> LagReport:
+    """The current lag of `flow` (its `topics`), from the configuration at `config`."""
+    return measure_lag(load_config(Path(config)).flow(flow), topics)
+
+
+class ReplicationLagTrigger(BaseTrigger):
+    """Fires `{"status": "caught_up" | "timeout" | "error", "message": ..., "max_behind": ...}`
+    once every partition of `flow` (or of `topics`) is at most `max_lag` records
+    behind, or after `timeout_s` (None: never), polling every `poll_interval_s`."""
+
+    def __init__(
+        self,
+        *,
+        config: str,
+        flow: str,
+        max_lag: int,
+        topics: list[str] | None = None,
+        poll_interval_s: float = 10.0,
+        timeout_s: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.flow = flow
+        self.max_lag = max_lag
+        self.topics = topics
+        self.poll_interval_s = poll_interval_s
+        self.timeout_s = timeout_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "config": self.config,
+                "flow": self.flow,
+                "max_lag": self.max_lag,
+                "topics": self.topics,
+                "poll_interval_s": self.poll_interval_s,
+                "timeout_s": self.timeout_s,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        while True:
+            try:
+                lag = await asyncio.to_thread(lag_of, self.config, self.flow, self.topics)
+            except (ReplicatorError, KafkaException) as exc:
+                yield TriggerEvent({"status": "error", "message": str(exc), "max_behind": None})
+                return
+            message = lag.describe(self.max_lag)
+            if not lag.over(self.max_lag):
+                yield TriggerEvent(
+                    {"status": "caught_up", "message": message, "max_behind": lag.max_behind}
+                )
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                yield TriggerEvent(
+                    {
+                        "status": "timeout",
+                        "message": f"still behind after {self.timeout_s:g} s: {message}",
+                        "max_behind": lag.max_behind,
+                    }
+                )
+                return
+            self.log.info("%s", message)
+            await asyncio.sleep(self.poll_interval_s)

@@ -1,0 +1,395 @@
+"""One look at replication's health, with dead workers restarted: the supervisor.
+
+Airflow's `replicator_supervisor` DAG runs `supervise` every minute. It first
+restarts dead workers (through a `Launcher`, only those running a flow the DR
+state store wants running: a failover stops flows on purpose), then checks
+every flow the store wants running and reports all problems at once, each
+naming the flow, the topic and partition, and the fix:
+
+- a flow with no live worker;
+- a partition stopped by a failure policy (the worker's own error says why);
+- lag beyond a bound, in records, measured from the data (`replicator.lag`);
+- records deleted by retention before they were replicated (a retention gap);
+- stalled checkpoints: consumer groups moved on over replicated records, but
+  the newest checkpoint is older than a bound, so an unplanned failover would
+  restart them further back than needed;
+- stalled heartbeats: the newest heartbeat on the target is older than a
+  bound, so nothing gets through end to end.
+
+Bounds have defaults that suit the local stack; the DAG's params override them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.checkpoints import policy_of, read_checkpoints
+from replicator.config import load_config
+from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
+from replicator.diagnose import DEFAULT_LAG_THRESHOLD
+from replicator.dr_status import checkpoint_info
+from replicator.errors import ReplicatorError
+from replicator.groups import GroupAdmin
+from replicator.lag import LagReport, measure_lag
+from replicator.launchers import Launcher, LaunchResult, Worker
+from replicator.procedures.flows import STALE_AFTER_S, live_workers
+from replicator.runner import STOPPED
+from replicator.statestore import StateStore
+from replicator.status import read_status
+
+_TIMEOUT_S = 30.0
+
+Check = Literal["workers", "stopped", "lag", "retention", "checkpoints", "heartbeats", "unreadable"]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the supervisor tolerates before it fails its run."""
+
+    #: Records a partition may be behind its source.
+    max_lag_records: int = DEFAULT_LAG_THRESHOLD
+    #: Records a partition may have lost to retention (they never come back; raise
+    #: this to acknowledge a known loss until the worker restarts and counts afresh).
+    max_lost_records: int = 0
+    #: Seconds the newest checkpoint may be old while groups have moved on. Keep it
+    #: above the flows' emit.checkpoints.interval.seconds (MM2 default 60).
+    max_checkpoint_age_s: float = 300.0
+    #: Seconds the newest heartbeat on the target may be old (emitted every second).
+    max_heartbeat_age_s: float = 120.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Bounds:
+        """The bounds named in `params` (a DAG run's), the defaults for the rest."""
+        names = {f.name: f.type for f in fields(cls)}
+        given = {name: params[name] for name in names if params.get(name) is not None}
+        return cls(
+            **{
+                name: int(value) if names[name] == "int" else float(value)
+                for name, value in given.items()
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, complete on its own."""
+
+    flow: str
+    check: Check
+    where: str
+    detail: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"flow {self.flow}: {self.where}: {self.detail}; fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class FlowHealth:
+    flow: str
+    #: False when the state store has stopped the flow: then nothing is checked.
+    wanted_running: bool
+    live_workers: int = 0
+    partitions: int = 0
+    max_lag: int = 0
+    total_lag: int = 0
+
+
+@dataclass
+class SupervisionReport:
+    restarted: list[LaunchResult] = field(default_factory=list)
+    flows: list[FlowHealth] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "restarted": [r.as_dict() for r in self.restarted],
+            "flows": [asdict(f) for f in self.flows],
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+class SupervisionError(ReplicatorError):
+    """Replication is unhealthy; the message lists every problem (the report is attached)."""
+
+    def __init__(self, report: SupervisionReport) -> None:
+        restarted = (
+            f" (restarted this run: {', '.join(r.name for r in report.restarted)})"
+            if report.restarted
+            else ""
+        )
+        lines = "\n".join(f"- {problem}" for problem in report.problems)
+        super().__init__(f"{len(report.problems)} replication problem(s){restarted}:\n{lines}")
+        self.report = report
+
+
+def supervise(
+    config: ReplicatorConfig,
+    store: StateStore,
+    launcher: Launcher | None = None,
+    bounds: Bounds | None = None,
+) -> SupervisionReport:
+    """Restart dead workers (with a `launcher`), check every flow the store wants
+    running; SupervisionError listing every problem, else the report."""
+    report = check(config, store, launcher, bounds or Bounds())
+    if report.problems:
+        raise SupervisionError(report)
+    return report
+
+
+def check(
+    config: ReplicatorConfig,
+    store: StateStore,
+    launcher: Launcher | None,
+    bounds: Bounds,
+) -> SupervisionReport:
+    """`supervise` without raising: the report, problems included."""
+    report = SupervisionReport()
+    restarted_flows: set[str] = set()
+    if launcher is not None:
+        report.restarted = _restart_dead(launcher, store, report, restarted_flows)
+    for flow in config.flows:
+        if not _wanted_running(store, flow.name):
+            report.flows.append(FlowHealth(flow.name, wanted_running=False))
+            continue
+        try:
+            report.flows.append(_check_flow(flow, bounds, flow.name in restarted_flows, report))
+        except (ReplicatorError, KafkaException) as exc:
+            report.problems.append(
+                Problem(
+                    flow.name,
+                    "unreadable",
+                    f"clusters {flow.source.alias!r} and {flow.target.alias!r}",
+                    f"cannot check the flow: {_text(exc)}",
+                    "make sure both clusters are up and the principal may DESCRIBE topics "
+                    "and groups and READ the flow's topics and internal topics",
+                )
+            )
+            report.flows.append(FlowHealth(flow.name, wanted_running=True))
+    return report
+
+
+def _wanted_running(store: StateStore, flow: str) -> bool:
+    """As `replicator run` decides: anything but "stopped" (or no row) runs."""
+    state = store.flow_state(flow)
+    return state is None or state.state != STOPPED
+
+
+def _restart_dead(
+    launcher: Launcher, store: StateStore, report: SupervisionReport, restarted_flows: set[str]
+) -> list[LaunchResult]:
+    """Restart dead workers with at least one flow the store wants running."""
+    flows_of: dict[str, list[str]] = {}
+
+    def wanted(worker: Worker) -> bool:
+        try:
+            flows = [flow.name for flow in load_config(worker.config).flows]
+        except ReplicatorError as exc:
+            report.problems.append(
+                Problem(
+                    "-",
+                    "workers",
+                    f"worker {worker.name} ({worker.where})",
+                    f"dead, and its configuration {worker.config} is unusable: {exc}",
+                    "restore the file, or stop managing the worker (launcher stop)",
+                )
+            )
+            return False
+        flows_of[worker.name] = flows
+        return any(_wanted_running(store, flow) for flow in flows)
+
+    restarted = launcher.restart_dead(wanted)
+    for result in restarted:
+        restarted_flows.update(flows_of.get(result.name, []))
+    return restarted
+
+
+def _check_flow(
+    flow: FlowConfig, bounds: Bounds, just_restarted: bool, report: SupervisionReport
+) -> FlowHealth:
+    problems = report.problems
+    workers = live_workers(flow)
+    if not workers and not just_restarted:
+        problems.append(
+            Problem(
+                flow.name,
+                "workers",
+                "workers",
+                f"no worker of flow {flow.name} reported running in the last {STALE_AFTER_S:.0f} s",
+                f"start one: replicator run --config FILE --flow {flow.name} (`make run` "
+                "starts one the supervisor restarts); if one runs, read its log",
+            )
+        )
+    problems += _status_problems(flow, bounds)
+    lag = measure_lag(flow)
+    problems += _lag_problems(flow, lag, bounds)
+    if flow.emit_checkpoints_enabled:
+        problems += _checkpoint_problems(flow, lag, bounds)
+    if flow.emit_heartbeats_enabled:
+        problems += _heartbeat_problems(flow, bounds)
+    return FlowHealth(
+        flow.name, True, len(workers), len(lag.partitions), lag.max_behind, lag.total_behind
+    )
+
+
+def _status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
+    """Stopped partitions and retention gaps, as the workers published them."""
+    problems = []
+    for row in read_status(flow.target, flow.name):
+        if "partition" not in row or not flow.topics.matches(str(row["topic"])):
+            continue  # a worker record, or another deployment's topic
+        where = f"{row['topic']}[{row['partition']}]"
+        if row["state"] == "stopped":
+            problems.append(
+                Problem(
+                    flow.name,
+                    "stopped",
+                    where,
+                    f"stopped by its failure policy: {row.get('error') or 'no error recorded'}",
+                    f"act on the error, then restart the worker; details: replicator diagnose "
+                    f"--config FILE --flow {flow.name} {row['topic']}",
+                )
+            )
+        lost = int(row.get("lost") or 0)
+        if lost > bounds.max_lost_records:
+            problems.append(
+                Problem(
+                    flow.name,
+                    "retention",
+                    where,
+                    f"{lost} records deleted by retention on {flow.source.alias!r} before they "
+                    f"were replicated (retention.gap.policy=skip; bound {bounds.max_lost_records})",
+                    f"raise retention.ms of {row['topic']} on {flow.source.alias!r} or keep "
+                    "replication from falling behind; the records are gone from the source, "
+                    "recover them from the producers if they matter",
+                )
+            )
+    return problems
+
+
+def _lag_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Problem]:
+    return [
+        Problem(
+            flow.name,
+            "lag",
+            p.where,
+            f"{p.behind} records behind (replicated until {p.replicated_until}, source end "
+            f"{p.source_end}; bound {bounds.max_lag_records})",
+            f"check that the workers of flow {flow.name} run (replicator status); if they "
+            "do, they are slower than the producers: raise tasks.max or add workers",
+        )
+        for p in lag.over(bounds.max_lag_records)
+    ]
+
+
+def _checkpoint_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Problem]:
+    """Groups whose committed position is replicated but not checkpointed, while the
+    flow's newest checkpoint (`dr_status.checkpoint_info`) is older than the bound:
+    the checkpoint round is failing."""
+    policy = policy_of(flow)
+    topic = policy.checkpoints_topic(flow.source.alias)
+    replicated = {(p.topic, p.partition): p.replicated_until or 0 for p in lag.partitions}
+    checkpoints = read_checkpoints(flow.target, topic)
+    source = GroupAdmin(flow.source)
+    behind = []
+    for group in source.groups(flow.groups):
+        for committed in source.committed(group):
+            until = replicated.get((committed.topic, committed.partition))
+            if until is None or committed.offset > until:
+                continue  # not ours, or not replicated yet (the lag check covers that)
+            remote = policy.format_remote_topic(flow.source.alias, committed.topic)
+            last = checkpoints.get((group, remote, committed.partition))
+            if last is None or last.upstream < committed.offset:
+                behind.append(
+                    f"group {group} {committed.topic}[{committed.partition}] committed "
+                    f"{committed.offset}, checkpointed {'none' if last is None else last.upstream}"
+                )
+    if not behind:
+        return []
+    more = f" and {len(behind) - 5} more" if len(behind) > 5 else ""
+    return _stalled(
+        flow,
+        "checkpoints",
+        topic,
+        checkpoint_info(flow).age_seconds,
+        bounds.max_checkpoint_age_s,
+        consequence=f" while groups moved on: {'; '.join(behind[:5])}{more}",
+        fix="read the checkpoint errors in the worker's log (a cluster unreachable, or the "
+        f"principal may not WRITE {topic}); the replication_sync DAG writes them too",
+    )
+
+
+def _heartbeat_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
+    policy = policy_of(flow)
+    remote = policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
+    return _stalled(
+        flow,
+        "heartbeats",
+        remote,
+        _age_s(flow.target, remote),
+        bounds.max_heartbeat_age_s,
+        consequence=f": nothing gets from {flow.source.alias!r} to {flow.target.alias!r}",
+        fix=f"check the workers of flow {flow.name} (replicator status, their log) and that "
+        "both clusters are up",
+    )
+
+
+def _stalled(
+    flow: FlowConfig,
+    check: Check,
+    topic: str,
+    age: float | None,
+    bound_s: float,
+    *,
+    consequence: str,
+    fix: str,
+) -> list[Problem]:
+    """A problem when the newest record of `topic` on the flow's target is `age`
+    seconds old, more than `bound_s`, or there is none (`age` None)."""
+    if age is not None and age <= bound_s:
+        return []
+    newest = "none written yet" if age is None else f"the newest is {age:.0f} s old"
+    return [
+        Problem(
+            flow.name,
+            check,
+            f"{topic} on {flow.target.alias!r}",
+            f"{check} stalled: {newest} (bound {bound_s:g} s){consequence}",
+            fix,
+        )
+    ]
+
+
+def _age_s(cluster: ClusterConfig, topic: str) -> float | None:
+    """Seconds since the newest record of `topic[0]` on `cluster` was written (its
+    timestamp); None when the topic does not exist or is empty."""
+    admin = AdminClient(cluster.admin)
+    partition = TopicPartition(topic, 0)
+    try:
+        # Offsets of a missing topic fail with "no leaders found", not "unknown topic".
+        metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+            return None
+        future = admin.list_offsets(
+            {partition: OffsetSpec.max_timestamp()}, request_timeout=_TIMEOUT_S
+        )[partition]
+        newest = future.result(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        raise ReplicatorError(
+            f"cannot read the newest record time of {topic} on {cluster.alias!r}: "
+            f"{_text(exc)}; check that the cluster is up"
+        ) from exc
+    if newest.offset < 0 or newest.timestamp < 0:
+        return None
+    return max(0.0, time.time() - newest.timestamp / 1000)
+
+
+def _text(exc: Exception) -> str:
+    error = exc.args[0] if exc.args else exc
+    return error.str() if hasattr(error, "str") else str(error)
