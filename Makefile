@@ -9,6 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
+BROWSER_STAMP := .cache/browser/.installed
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 
@@ -26,7 +27,8 @@ help:
 	@echo "make lock   - re-resolve requirements.in into requirements.lock"
 	@echo "make clean  - stop local clusters, delete .venv, .cache and .data"
 
-setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved
+setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
+	$(BROWSER_STAMP)
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,11 +50,26 @@ $(JVM_DIR)/spark-kafka/.resolved: include/jvm/spark-kafka/pom.xml include/jvm/se
 		-DoutputDirectory=$(abspath $(JVM_DIR)/spark-kafka)
 	touch $@
 
+# Headless Chromium and its WebDriver from Debian, for the end-to-end browser test
+# (tests/test_browser.py). The stamp records the installed version, so a second run
+# does nothing; the package index is refreshed only when the install fails without it.
+$(BROWSER_STAMP):
+	@if ! { test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; }; then \
+		packages="chromium chromium-driver"; \
+		apt="env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		if [ "$$(id -u)" != 0 ]; then apt="sudo $$apt"; fi; \
+		$$apt install -y -q --no-install-recommends $$packages \
+			|| { $$apt update -q && $$apt install -y -q --no-install-recommends $$packages; }; \
+	fi
+	@mkdir -p $(dir $@)
+	/usr/bin/chromium --version 2>/dev/null | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
 run: setup
-	$(BIN)/replicator stack run --replicate include/config/local.properties
+	$(BIN)/replicator stack run --replicate include/config/local.properties --demo-app demo --airflow
 
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -40,7 +40,7 @@ from replicator.statestore import STATE_URL_ENV
 
 #: Where `LocalProcessLauncher` keeps its records and logs unless told otherwise.
 RUN_DIR_ENV = "REPLICATOR_RUN_DIR"
-DEFAULT_RUN_DIR = Path(".data/stack/replicators")
+DEFAULT_RUN_DIR = Path(".data/replicators")
 _STOP_TIMEOUT_S = 60.0
 _POLL_S = 0.1
 _EXEC_TIMEOUT_S = 5.0

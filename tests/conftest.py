@@ -1,8 +1,9 @@
 """Session fixtures: the two real local Kafka clusters every integration test uses.
 
-They run on ports of their own (18092, 28092), so a `make run` stack on the
-default ports can stay up while tests run, and under `.data/test-stack`, which
-each session wipes first and leaves behind for inspection when tests fail.
+They run on ports of their own (18092, 28092; each further pytest-xdist worker
+100 ports on), so a `make run` stack on the default ports can stay up while tests
+run, and under `.data/test-stack` (`-gw1`, ...), which each session wipes first
+and leaves behind for inspection when tests fail.
 `REPLICATOR_TEST_PORTS=P1,P2` and `REPLICATOR_TEST_DATA_DIR` move them, so two
 test sessions can run side by side.
 """
@@ -21,9 +22,18 @@ from replicator.statestore import StateStore
 from kafka_helpers import free_port_pair
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
-TEST_CLUSTERS = (ClusterSpec("primary", int(_PORTS[0])), ClusterSpec("dr", int(_PORTS[1])))
+#: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,
+#: 100 ports further on, and a data folder of its own.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+TEST_CLUSTERS = (
+    ClusterSpec("primary", int(_PORTS[0]) + 100 * _WORKER),
+    ClusterSpec("dr", int(_PORTS[1]) + 100 * _WORKER),
+)
 _ROOT = Path(__file__).resolve().parents[1]
-TEST_DATA_DIR = Path(os.environ.get("REPLICATOR_TEST_DATA_DIR", ".data/test-stack"))
+TEST_DATA_DIR = Path(
+    os.environ.get("REPLICATOR_TEST_DATA_DIR", ".data/test-stack")
+    + (f"-gw{_WORKER}" if _WORKER else "")
+)
 
 
 @pytest.fixture(scope="session")

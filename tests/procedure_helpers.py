@@ -15,11 +15,9 @@ from replication_helpers import wait_until
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
+from replicator.localstack.demo_apps import DEMO_DIR
 from replicator.runner import run_flows
 from replicator.statestore import StateStore, read_ledger
-
-DEMO = Path(__file__).resolve().parents[1] / "include" / "demo"
-
 
 Start = Callable[..., subprocess.Popen[bytes]]
 
@@ -33,7 +31,7 @@ def demo_apps(logs: Path) -> Iterator[Start]:
     def start(script: str, *args: str) -> subprocess.Popen[bytes]:
         with (logs / f"{script}.log").open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, str(DEMO / f"{script}.py"), *args],
+                [sys.executable, str(DEMO_DIR / f"{script}.py"), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

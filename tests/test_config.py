@@ -61,7 +61,7 @@ def error_of(props: dict[str, str]) -> str:
         ("mm2-active-active.properties", ["A->B", "B->A"]),
         ("mm2-fan-out.properties", ["K->A", "K->B", "K->C"]),
         ("mm2-aggregation.properties", ["A->K", "B->K", "C->K"]),
-        ("local.properties", ["primary->dr"]),
+        ("local.properties", ["primary->dr", "dr->primary"]),
     ],
 )
 def test_every_example_file_loads_as_is(name, flows):

@@ -44,7 +44,7 @@ class SupervisorOperator(_ReplicatorOperator):
     """Restarts dead local workers (param `restart`) and fails, listing every
     problem, when a bound in the params is exceeded (`replicator.supervision`).
     Workers are those of the `LocalProcessLauncher` in `$REPLICATOR_RUN_DIR`
-    (default `.data/stack/replicators`, where `make run` starts them)."""
+    (default `.data/replicators`, where `make run` starts them)."""
 
     ui_color = "#fdf0e6"
 

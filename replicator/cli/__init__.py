@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One INFO line per HTTP request (Airflow's REST API, polled) would drown the rest.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return int(args.handler(args) or 0)
     except _USER_ERRORS as exc:

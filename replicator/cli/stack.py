@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 
+from replicator.errors import ReplicatorError
 from replicator.localstack import DEFAULT_CLUSTERS, ClusterSpec, LocalStack
-from replicator.localstack.demo import DemoTraffic
 from replicator.localstack.stack import DEFAULT_DATA_DIR, DEFAULT_HEAP
+from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
+from replicator.statestore import default_state_url
 
 _REPORT_EVERY_S = 30.0
 
@@ -48,7 +49,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--replicate",
         type=Path,
         metavar="CONFIG",
-        help="also run `replicator run --config CONFIG` (log in the data dir)",
+        help="also run a replicator worker on CONFIG (log under the data dir)",
+    )
+    run.add_argument(
+        "--demo-app",
+        metavar="NAME",
+        help=f"also run the DR-aware demo producer and consumer as application NAME "
+        f"on {DEMO_APP_TOPIC} (needs --replicate)",
+    )
+    run.add_argument("--airflow", action="store_true", help="also run Airflow standalone")
+    run.add_argument("--airflow-port", type=int, default=8080, help="Airflow UI port (loopback)")
+    run.add_argument(
+        "--state-url", help="state store URL (default: $REPLICATOR_STATE_URL or .data/state)"
     )
     run.set_defaults(handler=_run)
 
@@ -110,17 +122,6 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_replicator(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    """The replicator as its own process, as in production, logging to `log`."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "replicator", "run", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -130,56 +131,69 @@ def _run(args: argparse.Namespace) -> int:
     # SIGINT too: a shell starting us in the background would have it ignored.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupt)
-    stack = _stack_from(args)
-    started: list[str] = []
-    demo: DemoTraffic | None = None
-    replicator: subprocess.Popen[bytes] | None = None
-    replicator_log = stack.data_dir / "replicator.log"
+    if args.demo_app and args.replicate is None:
+        raise ReplicatorError("--demo-app needs --replicate CONFIG (the app follows failovers)")
+    options = SystemOptions(
+        state_url=args.state_url or default_state_url(),
+        work_dir=args.data_dir.resolve().parent,  # .data: beside the clusters' folder
+        replicate=args.replicate,
+        demo_rate=None if args.no_demo else args.rate,
+        demo_app=args.demo_app,
+        airflow_port=args.airflow_port if args.airflow else None,
+        cluster_timeout_s=args.timeout,
+    )
+    system = EmbeddedSystem(_stack_from(args), options)
     try:
-        started = stack.up(timeout=args.timeout, keep_running=True)
-        if not args.no_demo:
-            demo = DemoTraffic(stack.bootstrap(stack.clusters[0].name), rate=args.rate)
-            demo.start()
-        if args.replicate is not None:
-            replicator = _start_replicator(args.replicate, replicator_log)
-        _print_where_to_look(stack, args, replicator_log)
-        _supervise(demo, replicator)
+        system.start()
+        _print_where_to_look(system, args)
+        _supervise(system)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
     finally:
         # A second Ctrl-C must not leave brokers half stopped.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if replicator is not None and replicator.poll() is None:
-            replicator.terminate()  # SIGTERM: it flushes what is in flight, then exits
-            replicator.wait(60)
-        if demo is not None:
-            demo.stop()
-        stack.down(started)
-        if started:
-            print(f"stopped: {', '.join(started)}", flush=True)
+        report = system.stop()
+        if report.ledgers is not None:
+            print(f"demo application ledgers: {report.ledgers.summary()}", flush=True)
+        if report.stopped_clusters:
+            print(f"stopped: {', '.join(report.stopped_clusters)}", flush=True)
     return 0
 
 
-def _print_where_to_look(stack: LocalStack, args: argparse.Namespace, replicator_log: Path) -> None:
+def _print_where_to_look(system: EmbeddedSystem, args: argparse.Namespace) -> None:
+    stack = system.stack
     print("\nLocal Kafka clusters:")
     for spec in stack.clusters:
         print(f"  {spec.name:<10} bootstrap.servers={spec.bootstrap}")
     print(f"  data and logs under {stack.data_dir}")
-    if not args.no_demo:
-        print(f"Demo traffic: {args.rate} records/s into {stack.clusters[0].name}")
-    if args.replicate is not None:
-        print(f"Replicator: --config {args.replicate}, log {replicator_log}")
+    if system.demo is not None:
+        print(f"Demo traffic: {args.rate} records/s into {', '.join(system.demo.topics)}")
+    if system.worker is not None:
+        print(
+            f"Replicator: --config {args.replicate}, {system.worker.where}, log {system.worker.log}"
+        )
         print(f"  .venv/bin/replicator status --config {args.replicate}")
+    if system.app is not None:
+        app = system.app.app
+        print(f"Demo application {app.name!r} on {app.topic}: ledgers in {app.data_dir}")
+        print("  .venv/bin/replicator clients list")
+    if system.airflow is not None:
+        airflow = system.airflow
+        print(f"Airflow: {airflow.url}  user {airflow.username}  password {airflow.password}")
+        print(f"  DR status page: {airflow.url}/dr-status/   log: {airflow.log_file}")
+        print("  failover: trigger the `failover` DAG (form: flow, mode, applications)")
     print("Status: .venv/bin/replicator stack status    Stop: Ctrl-C\n", flush=True)
 
 
-def _supervise(demo: DemoTraffic | None, replicator: subprocess.Popen[bytes] | None) -> None:
-    """Report progress until interrupted; say so when the replicator exits."""
+def _supervise(system: EmbeddedSystem) -> None:
+    """Report progress until interrupted; say so when a part stops by itself."""
+    reported: set[str] = set()
     while True:
         time.sleep(_REPORT_EVERY_S)
-        if replicator is not None and replicator.poll() is not None:
-            print(f"replicator exited with {replicator.returncode}; see its log", flush=True)
-            replicator = None
-        if demo is not None:
-            counts = demo.counts
+        for problem in system.problems():
+            if problem not in reported:
+                print(problem, flush=True)
+                reported.add(problem)
+        if system.demo is not None:
+            counts = system.demo.counts
             print(f"demo: {counts.produced} records delivered, {counts.failed} failed", flush=True)

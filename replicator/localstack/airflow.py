@@ -1,0 +1,475 @@
+"""Airflow standalone for the local stack: the DAGs and the UI of `make run`.
+
+`replicator stack run` starts it next to the clusters and the replicator, and the
+end-to-end browser test starts one of its own::
+
+    airflow = AirflowStandalone(
+        home=Path(".data/airflow"),
+        port=8080,
+        env={"REPLICATOR_CONFIG": "/abs/mm2.properties", "REPLICATOR_STATE_URL": "sqlite:///..."},
+    )
+    airflow.start(timeout=300)  # returns once the scheduler, the dag processor and our DAGs are up
+    print(airflow.url, airflow.username, airflow.password)  # only where the operator must see it
+    run_id = airflow.client().trigger("failover", {"flow": "primary->dr", ...})
+    airflow.stop()  # everything it started, task processes included
+
+It runs `airflow standalone` (scheduler, dag processor, API server with the UI,
+triggerer; LocalExecutor on SQLite) as a process in a session of its own, and drives
+it from outside: this module never imports Airflow, it sets the environment, waits on
+the REST API and stops the whole process tree. Settings, all through the environment
+(the caller's `env` comes last and wins):
+
+- `AIRFLOW_HOME` (default `.data/airflow`): metadata DB `airflow.db`, `airflow.cfg`,
+  task logs, and `standalone.log` with everything standalone prints;
+- DAGs from `<repo>/dags`, plugins from `<repo>/plugins`, no examples, the API and UI
+  on 127.0.0.1:`port` (and the execution API the workers call on the same port);
+- the user `admin` with a known password, kept in
+  `$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated` (random on first start
+  and the same afterwards, or the one given);
+- `[core] parallelism` 4 and one API worker, to stay light on SQLite and 2 cores;
+- the connection `spark_local` (Spark `local[2]`, client mode) for the verification DAG,
+  and `PYSPARK_PYTHON` set to this venv's interpreter;
+- DAGs are unpaused at creation by default, so a trigger from the UI runs at once.
+
+The password is never logged; `password` is there for `make run` to print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from replicator.localstack.broker import _signal, port_in_use
+from replicator.localstack.errors import StackError
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_HOME = Path(".data/airflow")
+DEFAULT_PORT = 8080
+USERNAME = "admin"
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # noqa: S105 - a file name
+LOG_FILE = "standalone.log"
+SPARK_CONNECTION = {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}
+#: Terminal states of a DAG run.
+FINISHED = frozenset({"success", "failed"})
+_DAG_ID = re.compile(r"""\bdag_id\s*=\s*["']([\w.-]+)["']""")
+_LOG_TAIL_LINES = 40
+#: Keys of a task-log entry that every line repeats, or that `_log_line` renders itself.
+_LOG_CONTEXT_KEYS = frozenset(
+    {"timestamp", "level", "event", "logger", "error_detail", "filename", "lineno"}
+    | {"map_index", "try_number", "task_id", "dag_id", "ti_id", "run_id"}
+)
+_POLL_S = 1.0
+_HTTP_TIMEOUT_S = 30.0
+
+
+class AirflowClient:
+    """The few calls of Airflow's REST API (v2) the stack and its tests need."""
+
+    def __init__(self, url: str, username: str, password: str) -> None:
+        self.url = url.rstrip("/")
+        self._credentials = {"username": username, "password": password}
+        self._http = httpx.Client(base_url=self.url, timeout=_HTTP_TIMEOUT_S)
+        self._token: str | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AirflowClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def token(self) -> str:
+        """A JWT from `POST /auth/token` (kept until the API refuses it)."""
+        if self._token is None:
+            response = self._http.post("/auth/token", json=self._credentials)
+            _check(response, "POST /auth/token")
+            self._token = str(response.json()["access_token"])
+        return self._token
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """`method path` with the token; the decoded JSON, or StackError naming the call."""
+        for attempt in range(2):
+            headers = {"Authorization": f"Bearer {self.token()}", "Accept": "application/json"}
+            response = self._http.request(method, path, headers=headers, **kwargs)
+            if response.status_code == httpx.codes.UNAUTHORIZED and attempt == 0:
+                self._token = None  # expired: one new token, then give up
+                continue
+            break
+        _check(response, f"{method} {path}")
+        return response.json() if response.content else None
+
+    def dag_ids(self) -> set[str]:
+        """Every DAG the API server knows (parsed and serialized)."""
+        found: set[str] = set()
+        while True:
+            page = self.request("GET", "/api/v2/dags", params={"limit": 100, "offset": len(found)})
+            found.update(dag["dag_id"] for dag in page["dags"])
+            if not page["dags"] or len(found) >= page["total_entries"]:
+                return found
+
+    def import_errors(self) -> list[dict[str, Any]]:
+        """DAG files that failed to parse: `filename` and `stack_trace`."""
+        return list(self.request("GET", "/api/v2/importErrors")["import_errors"])
+
+    def unpause(self, dag_id: str) -> None:
+        self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None) -> str:
+        """Start a run now (unpausing the DAG first); returns its run id. A conf that
+        fails the DAG's Param validation is refused (StackError with HTTP 400)."""
+        self.unpause(dag_id)
+        run = self.request(
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"logical_date": None, "conf": dict(conf or {})},
+        )
+        return str(run["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        """`queued`, `running`, `success` or `failed`."""
+        return str(self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
+        return list(self.request("GET", path, params={"limit": 100})["task_instances"])
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """One try's log as text."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}"
+        content = self.request("GET", path, params={"full_content": True})["content"]
+        if isinstance(content, str):
+            return content
+        return "\n".join(_log_line(entry) for entry in content)
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float) -> str:
+        """Poll until the run finishes; returns `success` or `failed`. On timeout,
+        StackError with the state of every task."""
+        deadline = time.monotonic() + timeout
+        while (state := self.run_state(dag_id, run_id)) not in FINISHED:
+            if time.monotonic() >= deadline:
+                tasks = ", ".join(
+                    f"{t['task_id']}={t['state']}" for t in self.task_instances(dag_id, run_id)
+                )
+                raise StackError(
+                    f"DAG run {dag_id}/{run_id} is still {state} after {timeout:.0f}s: {tasks}"
+                )
+            time.sleep(_POLL_S)
+        return state
+
+    def failure_report(self, dag_id: str, run_id: str) -> str:
+        """What went wrong in a run: every task's state, then each failed task's log."""
+        tasks = self.task_instances(dag_id, run_id)
+        lines = [f"DAG run {dag_id}/{run_id}: " + ", ".join(_task_state(t) for t in tasks)]
+        for task in tasks:
+            if task["state"] in {"failed", "upstream_failed", "up_for_retry"} and task.get(
+                "try_number"
+            ):
+                log = self.task_log(dag_id, run_id, task["task_id"], int(task["try_number"]))
+                lines.append(f"--- log of {task['task_id']} (try {task['try_number']})\n{log}")
+        return "\n".join(lines)
+
+
+def _check(response: httpx.Response, call: str) -> None:
+    if response.is_error:
+        raise StackError(
+            f"Airflow API {call} answered HTTP {response.status_code}: {response.text}"
+        )
+
+
+def _task_state(task: Mapping[str, Any]) -> str:
+    return f"{task['task_id']}={task['state']}"
+
+
+def _log_line(entry: object) -> str:
+    """One structured task-log entry as a line (exceptions with their frames)."""
+    if not isinstance(entry, Mapping):
+        return str(entry)
+    head = " ".join(str(entry[k]) for k in ("timestamp", "level", "event") if entry.get(k))
+    extra = {k: v for k, v in entry.items() if k not in _LOG_CONTEXT_KEYS}
+    lines = [f"{head} {extra}" if extra else head]
+    for error in entry.get("error_detail") or []:
+        lines.append(f"  {error.get('exc_type')}: {error.get('exc_value')}")
+        lines.extend(
+            f"    {frame.get('filename')}:{frame.get('lineno')} in {frame.get('name')}"
+            for frame in error.get("frames") or []
+        )
+    return "\n".join(lines)
+
+
+class AirflowStandalone:
+    """`airflow standalone` as a child process: start (and wait until it is useful),
+    stop (every process it started), and a REST client for it. See the module doc."""
+
+    username = USERNAME
+
+    def __init__(
+        self,
+        home: Path | str = DEFAULT_HOME,
+        port: int = DEFAULT_PORT,
+        env: Mapping[str, str] | None = None,
+        *,
+        password: str | None = None,
+        dag_ids: Iterable[str] | None = None,
+        paused_at_creation: bool = False,
+        repo: Path = REPO,
+    ) -> None:
+        """`dag_ids`: the DAGs `start` waits for (default: every `dag_id="..."` in
+        `<repo>/dags/*.py`). `password`: the admin's password (default: the one kept in
+        the password file, random on first start)."""
+        self.home = Path(home).resolve()
+        self.port = port
+        self.repo = repo
+        self.env = dict(env or {})
+        self.paused_at_creation = paused_at_creation
+        self.dag_ids = set(dag_ids) if dag_ids is not None else declared_dag_ids(repo / "dags")
+        self.log_file = self.home / LOG_FILE
+        self._password = password
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_ports = (8793, 8794)  # Airflow's defaults; `start` picks free ones
+        self._jwt_secret = ""  # new for each start: tokens die with the processes
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def password(self) -> str:
+        """The admin's password (read from the password file once it exists)."""
+        if self._password is None:
+            self._password = _read_passwords(self.home / PASSWORD_FILE).get(USERNAME)
+            if self._password is None:
+                raise StackError(f"no password for {USERNAME!r} yet: start Airflow first")
+        return self._password
+
+    def client(self) -> AirflowClient:
+        return AirflowClient(self.url, self.username, self.password)
+
+    def environment(self) -> dict[str, str]:
+        """The environment `airflow standalone` runs with: no password, but this start's
+        JWT signing secret, so never log it."""
+        scripts = Path(sys.executable).parent  # the venv's bin, not the interpreter it links to
+        settings = {
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.repo / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.repo / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(self.paused_at_creation),
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / PASSWORD_FILE),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            # The scheduler's and triggerer's log servers (Airflow binds them to every
+            # interface); fixed default ports would clash with a second standalone.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._log_ports[0]),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._log_ports[1]),
+            "AIRFLOW__API_AUTH__JWT_SECRET": self._jwt_secret,
+            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps(SPARK_CONNECTION),
+            "PYSPARK_PYTHON": sys.executable,
+            "PATH": os.pathsep.join([str(scripts), os.environ.get("PATH", "")]),
+        }
+        return {**os.environ, **settings, **self.env}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self, timeout: float = 300.0) -> AirflowStandalone:
+        """Start standalone and return once the scheduler and dag processor are healthy
+        and every DAG in `dag_ids` is registered; on failure, stop it and raise
+        StackError with what was missing and the end of `standalone.log`."""
+        if self._process is not None and self._process.poll() is None:
+            raise StackError(f"Airflow standalone is already running (pid {self._process.pid})")
+        airflow = Path(sys.executable).parent / "airflow"
+        if not airflow.exists():
+            raise StackError(f"{airflow} not found; run `make setup` to install Airflow")
+        if port_in_use(self.port):
+            raise StackError(
+                f"port {self.port} needed by Airflow is already in use by another process; "
+                "free it or choose another port"
+            )
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._ensure_password()
+        self._log_ports = _free_ports()
+        self._jwt_secret = secrets.token_urlsafe(64)
+        with self.log_file.open("ab") as log:
+            self._process = subprocess.Popen(
+                [str(airflow), "standalone"],
+                cwd=self.repo,
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches `replicator stack run` only
+            )
+        try:
+            self._wait_ready(time.monotonic() + timeout, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM to every process standalone started (its session, and whatever left
+        it, such as task processes), SIGKILL to those alive after `timeout`. True if it ran."""
+        process, self._process = self._process, None
+        if process is None:
+            return False
+        family = _family(process.pid, {process.pid})
+        for pid in family:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while family and time.monotonic() < deadline:
+            process.poll()  # reap the leader; the others are reaped by init
+            family = _family(process.pid, family)
+            time.sleep(0.1)
+        for pid in family:
+            _signal(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> AirflowStandalone:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        if not self.log_file.exists():
+            return f"(no output in {self.log_file})"
+        tail = self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        return f"--- {self.log_file} (last {len(tail)} lines)\n" + "\n".join(tail)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _ensure_password(self) -> None:
+        """Write the admin's password before the first start: the simple auth manager
+        generates one only for users missing from the file."""
+        path = self.home / PASSWORD_FILE
+        passwords = _read_passwords(path)
+        wanted = self._password or passwords.get(USERNAME) or secrets.token_urlsafe(16)
+        if passwords.get(USERNAME) != wanted:
+            passwords[USERNAME] = wanted
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(passwords), encoding="utf-8")
+        self._password = wanted
+
+    def _wait_ready(self, deadline: float, timeout: float) -> None:
+        seen = "no answer yet"
+        with httpx.Client(base_url=self.url, timeout=5.0) as http, self.client() as api:
+            while time.monotonic() < deadline:
+                assert self._process is not None
+                if self._process.poll() is not None:
+                    raise StackError(
+                        f"Airflow standalone exited during start-up "
+                        f"(exit {self._process.returncode}):\n{self.log_tail()}"
+                    )
+                try:
+                    seen = self._readiness(http, api)
+                except (httpx.HTTPError, StackError) as exc:
+                    seen = f"{type(exc).__name__}: {exc}"
+                if not seen:
+                    return
+                time.sleep(_POLL_S)
+            raise StackError(
+                f"Airflow at {self.url} was not ready within {timeout:.0f}s ({seen}):\n"
+                f"{self.log_tail()}"
+            )
+
+    def _readiness(self, http: httpx.Client, api: AirflowClient) -> str:
+        """What is still missing; empty once ready."""
+        response = http.get("/api/v2/monitor/health")
+        if response.is_error:
+            return f"health answered HTTP {response.status_code}"
+        health = response.json()
+        unhealthy = [
+            component
+            for component in ("metadatabase", "scheduler", "dag_processor")
+            if (health.get(component) or {}).get("status") != "healthy"
+        ]
+        if unhealthy:
+            return f"not healthy yet: {', '.join(unhealthy)}"
+        missing = self.dag_ids - api.dag_ids()
+        if not missing:
+            return ""
+        errors = "; ".join(
+            f"{e['filename']}: {e['stack_trace'].strip().splitlines()[-1]}"
+            for e in api.import_errors()
+        )
+        return f"DAGs not registered yet: {', '.join(sorted(missing))}" + (
+            f"; import errors: {errors}" if errors else ""
+        )
+
+
+def declared_dag_ids(folder: Path) -> set[str]:
+    """The `dag_id="..."` literals of the DAG files in `folder`."""
+    return {m for path in folder.glob("*.py") for m in _DAG_ID.findall(path.read_text())}
+
+
+def _free_ports() -> tuple[int, int]:
+    """Two ports nothing listens on right now."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("", 0))
+        second.bind(("", 0))
+        return first.getsockname()[1], second.getsockname()[1]
+
+
+def _read_passwords(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    try:
+        passwords = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except json.JSONDecodeError as exc:
+        raise StackError(
+            f"{path} is not JSON ({exc.msg}); delete it and a new password is generated"
+        ) from exc
+    return {str(user): str(password) for user, password in passwords.items()}
+
+
+def _family(session: int, known: Iterable[int]) -> set[int]:
+    """Live processes of `session` (the leader's pid), their descendants, and those of
+    `known` still alive (a task process that left the session keeps its pid)."""
+    parents: dict[int, int] = {}
+    members: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] in {"Z", "X"}:
+            continue  # exited; only waiting to be reaped
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        if int(fields[3]) == session:
+            members.add(pid)
+    members |= {pid for pid in known if pid in parents}
+    grown = True
+    while grown:
+        children = {pid for pid, parent in parents.items() if parent in members} - members
+        members |= children
+        grown = bool(children)
+    return members

@@ -1,0 +1,168 @@
+"""The whole embedded default of `make run`, started and stopped as one.
+
+Two local clusters, the replicator (a worker under `LocalProcessLauncher`, so the
+`replicator_supervisor` DAG can restart it), a DR-aware demo application whose
+ledgers prove a failover lost and duplicated nothing, background demo traffic,
+and Airflow standalone with our DAGs and the DR status page. Everything shares
+one state store and finds each other through the environment Airflow is given.
+
+The first cluster is where applications run at first: flows into it (the
+reverse flows a failover starts) begin stopped unless the state store already
+says otherwise, so a restart of `make run` resumes where the last one left off.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from replicator.config import load_config
+from replicator.launchers import (
+    DEFAULT_RUN_DIR,
+    RUN_DIR_ENV,
+    LaunchResult,
+    LocalProcessLauncher,
+)
+from replicator.localstack.airflow import AirflowStandalone
+from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
+from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
+from replicator.localstack.stack import LocalStack
+from replicator.statestore import STATE_URL_ENV, LedgerCheck, StateStore
+
+log = logging.getLogger(__name__)
+
+WORKER_NAME = "replicator"
+DEMO_APP_TOPIC = "demo.orders"
+
+
+@dataclass(frozen=True)
+class SystemOptions:
+    """What to run besides the clusters (None: not that part), and where the worker
+    records, demo ledgers and Airflow home go (`work_dir`)."""
+
+    state_url: str
+    work_dir: Path = Path(".data")
+    replicate: Path | None = None
+    demo_rate: int | None = 50
+    demo_app: str | None = None
+    airflow_port: int | None = None
+    #: True: only what a person triggers runs (no supervisor every minute, no hourly
+    #: Spark verification), for a quiet machine or a test.
+    airflow_paused: bool = False
+    cluster_timeout_s: float = 90.0
+    airflow_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class StopReport:
+    stopped_clusters: list[str]
+    ledgers: LedgerCheck | None
+
+
+class EmbeddedSystem:
+    """Start everything (`start`), watch it (`problems`), stop what it started (`stop`)."""
+
+    def __init__(self, stack: LocalStack, options: SystemOptions) -> None:
+        self.stack = stack
+        self.options = options
+        self.launcher = LocalProcessLauncher(
+            options.work_dir / DEFAULT_RUN_DIR.name, options.state_url
+        )
+        self.worker: LaunchResult | None = None
+        self.airflow: AirflowStandalone | None = None
+        self.demo: DemoTraffic | None = None
+        self.app: DemoApplicationProcesses | None = None
+        self._started_clusters: list[str] = []
+
+    @property
+    def home(self) -> str:
+        """The first cluster: where applications run until a failover."""
+        return self.stack.clusters[0].name
+
+    def start(self) -> None:
+        options = self.options
+        self._started_clusters = self.stack.up(timeout=options.cluster_timeout_s, keep_running=True)
+        if options.replicate is not None:
+            self._prepare_state(options.replicate)
+            self.worker = self.launcher.ensure_running(WORKER_NAME, options.replicate)
+        if options.demo_app is not None:
+            self.app = DemoApplicationProcesses(self._demo_application())
+            self.app.start()
+        if options.demo_rate is not None:
+            skip = frozenset({DEMO_APP_TOPIC}) if options.demo_app else frozenset()
+            self.demo = DemoTraffic(self.stack.bootstrap(self.home), options.demo_rate, skip)
+            self.demo.start()
+        if options.airflow_port is not None:
+            self.airflow = AirflowStandalone(
+                options.work_dir / "airflow",
+                options.airflow_port,
+                env=self._airflow_env(),
+                paused_at_creation=options.airflow_paused,
+            ).start(timeout=options.airflow_timeout_s)
+
+    def problems(self) -> list[str]:
+        """What stopped by itself since the start, for the operator's console."""
+        found = []
+        if self.worker is not None and not self.launcher.alive(WORKER_NAME):
+            found.append(
+                f"replicator worker is not running (log {self.worker.log}); the "
+                "replicator_supervisor DAG restarts it within a minute"
+            )
+        if self.app is not None:
+            found += [
+                f"demo {role} exited with {code}; see its log in {self.app.app.data_dir}"
+                for role, code in self.app.exited().items()
+            ]
+        if self.airflow is not None and not self.airflow.running:
+            found.append(f"Airflow standalone exited; see {self.airflow.log_file}")
+        return found
+
+    def stop(self) -> StopReport:
+        """Stop in reverse order of start; each part is stopped even if another fails."""
+        ledgers = None
+        if self.airflow is not None:
+            self.airflow.stop()
+        if self.demo is not None:
+            self.demo.stop()
+        if self.app is not None:
+            ledgers = self.app.stop()
+        if self.worker is not None:
+            self.launcher.stop(WORKER_NAME)  # SIGTERM: it flushes what is in flight
+        self.stack.down(self._started_clusters)
+        return StopReport(self._started_clusters, ledgers)
+
+    def _prepare_state(self, config_path: Path) -> None:
+        config = load_config(config_path)
+        topics = {DEMO_APP_TOPIC: DEMO_TOPICS[DEMO_APP_TOPIC]} if self.options.demo_app else {}
+        store = StateStore(self.options.state_url)
+        try:
+            for flow in config.flows:
+                if flow.target.alias == self.home and store.flow_state(flow.name) is None:
+                    store.set_flow_state(flow.name, "stopped")
+                    log.info("flow %s starts stopped: %s is active", flow.name, self.home)
+            if self.options.demo_app is not None:
+                store.register_application(self.options.demo_app, self.home)
+        finally:
+            store.close()
+        # The application's topic exists on every cluster it may fail over to.
+        for spec in self.stack.clusters:
+            ensure_topics(spec.bootstrap, topics)
+
+    def _demo_application(self) -> DemoApplication:
+        if self.options.replicate is None:
+            raise ValueError("a demo application needs the replicator's configuration")
+        return DemoApplication(
+            name=str(self.options.demo_app),
+            topic=DEMO_APP_TOPIC,
+            config=self.options.replicate.resolve(),
+            state_url=self.options.state_url,
+            data_dir=self.options.work_dir / "demo",
+        )
+
+    def _airflow_env(self) -> dict[str, str]:
+        run_dir = self.launcher.run_dir.resolve()
+        env = {STATE_URL_ENV: self.options.state_url, RUN_DIR_ENV: str(run_dir)}
+        if self.options.replicate is not None:
+            env["REPLICATOR_CONFIG"] = str(self.options.replicate.resolve())
+        return env

@@ -1,0 +1,141 @@
+"""Helpers for the end-to-end browser test: Debian's headless Chromium driven by
+Selenium through Debian's chromedriver, the Airflow login, the DR status page."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.common.exceptions import (
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".data" / "test-artifacts" / "browser"
+_WAIT_S = 60.0
+
+
+@contextmanager
+def chromium(downloads: Path) -> Iterator[WebDriver]:
+    """A headless Chromium (1280x1024), quit at the end."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    assert not missing, f"{', '.join(missing)} missing: `make setup` installs chromium"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1024",
+        f"--user-data-dir={downloads / 'chromium-profile'}",
+    ):
+        options.add_argument(argument)
+    service = Service(str(CHROMEDRIVER), log_output=str(downloads / "chromedriver.log"))
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Screenshots:
+    """Numbered screenshots of each stage in `folder` (emptied first)."""
+
+    def __init__(self, folder: Path = ARTIFACTS) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.png"):
+            old.unlink()
+        self.paths: list[Path] = []
+
+    def take(self, driver: WebDriver, stage: str) -> Path:
+        path = self.folder / f"{len(self.paths) + 1:02d}-{stage}.png"
+        assert driver.save_screenshot(str(path)), f"screenshot {path} not saved"
+        self.paths.append(path)
+        return path
+
+    def report(self) -> None:
+        sys.stdout.write("\nbrowser test screenshots:\n")
+        sys.stdout.writelines(f"  {path}\n" for path in self.paths)
+
+
+def log_in(driver: WebDriver, url: str, username: str, password: str) -> None:
+    """Sign in with the simple auth manager's form; returns on the Airflow home page."""
+    driver.get(f"{url}/")
+    wait = WebDriverWait(driver, _WAIT_S)
+    wait.until(lambda d: d.find_elements(By.NAME, "username"))
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    try:
+        wait.until(lambda d: "/auth/login" not in d.current_url and "Dags" in _text(d))
+    except TimeoutException:
+        raise AssertionError(f"login to {url} failed; the page says: {_text(driver)}") from None
+
+
+def show(driver: WebDriver, page: str, text: str, timeout: float = 30.0) -> bool:
+    """Open `page` and give its scripts `timeout` seconds to render `text` (for a
+    screenshot of a rendered page; False if it did not show)."""
+    driver.get(page)
+    try:
+        WebDriverWait(driver, timeout).until(lambda d: text.lower() in _text(d).lower())
+    except TimeoutException:
+        return False
+    return True
+
+
+def active_cluster_cell(driver: WebDriver, app: str) -> str | None:
+    """The text of `<tr data-app=APP> <td class="active-cluster">`, None while absent."""
+    try:
+        cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-app="{app}"] td.active-cluster')
+        return cells[0].text.strip() if cells else None
+    except StaleElementReferenceException:
+        return None  # the page swapped its content while we read it
+
+
+def expect_active_cluster(driver: WebDriver, page: str, app: str, cluster: str) -> None:
+    """Open `page` and wait until it shows `cluster` as `app`'s active cluster."""
+    driver.get(page)
+    seen: list[str | None] = []
+
+    def shown(d: WebDriver) -> bool:
+        seen.append(active_cluster_cell(d, app))
+        if seen[-1] == cluster:
+            return True
+        if len(seen) % 20 == 0:
+            d.refresh()  # the page refreshes itself, but never trust that alone
+        return False
+
+    try:
+        WebDriverWait(driver, _WAIT_S, poll_frequency=0.5).until(shown)
+    except TimeoutException:
+        raise AssertionError(
+            f"{page} did not show {app} active on {cluster!r} within {_WAIT_S:.0f}s "
+            f"(last seen {seen[-1] if seen else None!r}); the page says: {_text(driver)}"
+        ) from None
+
+
+def history_figures(driver: WebDriver, run_id: str) -> tuple[str, str]:
+    """RPO and RTO as the page's history row `<tr data-run=RUN_ID>` shows them."""
+    row = f'tr[data-run="{run_id}"]'
+    cells = [driver.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in ("rpo", "rto")]
+    assert all(cells), f"no history row {run_id!r}; the page says: {_text(driver)}"
+    return cells[0][0].text.strip(), cells[1][0].text.strip()
+
+
+def _text(driver: WebDriver) -> str:
+    try:
+        return driver.find_element(By.TAG_NAME, "body").text[:2000]
+    except WebDriverException as exc:
+        return f"(no text: {exc})"

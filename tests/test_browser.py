@@ -1,0 +1,130 @@
+"""End to end, as an operator sees it: what `make run` starts (`EmbeddedSystem`: the
+replicator as a launched worker, the DR-aware demo application, Airflow standalone with
+our DAGs and plugin in its own process, home and port) over the real test clusters;
+headless Chromium signs in to the Airflow UI and reads the DR status page while the
+`failover` and `failback` DAGs, triggered through the REST API, move the application to
+`dr` and back. The ledgers then prove that no record was lost and none was processed
+twice. Screenshots of every stage go to `.data/test-artifacts/browser/`."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from browser_helpers import (
+    Screenshots,
+    chromium,
+    expect_active_cluster,
+    history_figures,
+    log_in,
+    show,
+)
+from procedure_helpers import ids_on
+from replication_helpers import wait_until, write_config
+
+from replicator.config import load_config
+from replicator.localstack import LocalStack
+from replicator.localstack.airflow import AirflowClient
+from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
+from replicator.procedures import live_workers
+from replicator.statestore import StateStore, read_ledger
+
+from kafka_helpers import free_port_pair
+
+pytestmark = pytest.mark.integration
+
+_TIMEOUT_S = 120.0
+
+
+def _run_dag(airflow: AirflowClient, dag_id: str, conf: dict[str, object]) -> str:
+    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs."""
+    run_id = airflow.trigger(dag_id, conf)
+    state = airflow.wait_for_run(dag_id, run_id, timeout=4 * _TIMEOUT_S)
+    if state != "success":
+        pytest.fail(airflow.failure_report(dag_id, run_id), pytrace=False)
+    return run_id
+
+
+@pytest.mark.timeout(900)  # Airflow's start and two procedures of about a minute each
+def test_failover_and_failback_dags_seen_on_the_dr_status_page(
+    tmp_path: Path,
+    kafka_stack: LocalStack,
+    state_url: str,
+    store: StateStore,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    primary, dr = kafka_stack.bootstrap("primary"), kafka_stack.bootstrap("dr")
+    # What `make run` starts, on the test clusters: the replicator as a launched worker,
+    # the demo application on demo.orders, Airflow standalone with our DAGs and plugin.
+    reverse = ("dr->primary.enabled = true", f"dr->primary.topics = {DEMO_APP_TOPIC}")
+    config_path = write_config(tmp_path, primary, dr, DEMO_APP_TOPIC, extra=reverse)
+    config = load_config(config_path)
+    app = f"orders-{uuid.uuid4().hex[:8]}"
+    options = SystemOptions(
+        state_url=state_url,
+        work_dir=tmp_path,
+        replicate=config_path,
+        demo_rate=None,  # the demo application's own traffic is enough
+        demo_app=app,
+        airflow_port=free_port_pair(),
+        airflow_paused=True,  # only what the test triggers runs (no hourly Spark job)
+    )
+    system = EmbeddedSystem(kafka_stack, options)
+    shots = Screenshots()
+    consumed = tmp_path / "demo" / f"{app}.consumed.jsonl"
+
+    def processed_on(cluster: str, more_than: int) -> None:
+        wait_until(
+            lambda: len(ids_on(consumed, cluster)) > more_than,
+            _TIMEOUT_S,
+            f"more than {more_than} records processed on {cluster}",
+        )
+
+    try:
+        started = time.monotonic()
+        system.start()
+        with capsys.disabled():
+            sys.stdout.write(f"\nthe system is up in {time.monotonic() - started:.0f}s\n")
+        assert store.flow_state("dr->primary").state == "stopped"  # the failover starts it
+        airflow = system.airflow
+        assert airflow is not None
+        processed_on("primary", 50)
+        wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+        wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicating")
+        page = f"{airflow.url}/dr-status/"
+
+        with chromium(tmp_path) as browser, airflow.client() as api:
+            assert api.import_errors() == []
+            log_in(browser, airflow.url, airflow.username, airflow.password)
+            shots.take(browser, "airflow-home")
+            expect_active_cluster(browser, page, app, "primary")
+            shots.take(browser, "dr-status-primary")
+
+            for dag_id, params, now_active in (
+                ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
+                ("failback", {"mode": "replicate"}, "primary"),
+            ):
+                conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
+                run_id = _run_dag(api, dag_id, {**conf, **params})
+                run_page = f"{airflow.url}/dags/{dag_id}/runs/{quote(run_id, safe='')}"
+                show(browser, run_page, "report")
+                shots.take(browser, f"{dag_id}-run")
+                assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
+                expect_active_cluster(browser, page, app, now_active)
+                [history] = [r for r in store.runs(dag_id) if app in r.params["applications"]]
+                assert history_figures(browser, history.run_id) == ("0", f"{history.rto_seconds}")
+                shots.take(browser, f"dr-status-{now_active}-after-{dag_id}")
+                processed_on(now_active, len(ids_on(consumed, now_active)) + 50)
+    finally:
+        report = system.stop()  # the demo apps first drain, then stop and check their ledgers
+        with capsys.disabled():
+            shots.report()
+
+    assert report.ledgers is not None
+    assert report.ledgers.ok, report.ledgers.summary()
+    assert report.ledgers.produced >= 150
+    assert {e.cluster for e in read_ledger(consumed)} == {"primary", "dr"}
