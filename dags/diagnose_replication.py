@@ -10,6 +10,7 @@ XCom; the run succeeds whatever the verdict.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import DiagnoseOperator
 
 from replicator.diagnose import DEFAULT_LAG_THRESHOLD
@@ -17,10 +18,8 @@ from replicator.diagnose import DEFAULT_LAG_THRESHOLD
 with DAG(
     dag_id="diagnose_replication",
     schedule=None,
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flow": Param("primary->dr", type="string", description="the flow, A->B"),
         "topic": Param(

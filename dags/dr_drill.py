@@ -6,15 +6,14 @@ the per-partition results are stored in the DR state store (history)."""
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.operators import ProcedureReportOperator
 
 with DAG(
     dag_id="dr_drill",
     schedule="@quarterly",
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flow": Param("primary->dr", type="string", description="the flow to drill"),
         "mode": Param("non-disruptive", enum=["non-disruptive", "full"]),

@@ -9,6 +9,7 @@ RPO and RTO; a failed step can be cleared and retried alone.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.operators import ProcedureReportOperator, ProcedureStepOperator
 
 from replicator.procedures.orchestration import STEPS
@@ -16,10 +17,8 @@ from replicator.procedures.orchestration import STEPS
 with DAG(
     dag_id="failback",
     schedule=None,
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flow": Param("primary->dr", type="string", description="the flow they failed over with"),
         "mode": Param(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, chain
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.operators import (
     ApprovalBranchOperator,
     ProcedureReportOperator,
@@ -21,10 +22,8 @@ from replicator.procedures.orchestration import STEPS
 with DAG(
     dag_id="failover",
     schedule=None,
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flow": Param("primary->dr", type="string", description="A->B: from A to B"),
         "mode": Param("planned", enum=["planned", "unplanned"]),

@@ -12,15 +12,14 @@ DR state store has stopped are left alone. Each round is idempotent.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import SyncOperator
 
 with DAG(
     dag_id="replication_sync",
     schedule="*/5 * * * *",
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flows": Param(
             [], type="array", description='flows ("A->B") to sync; empty: every enabled flow'

@@ -11,6 +11,7 @@ than their bound. Flows the state store has stopped (a failover) are skipped.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import SupervisorOperator
 
 from replicator.supervision import Bounds
@@ -18,10 +19,8 @@ from replicator.supervision import Bounds
 with DAG(
     dag_id="replicator_supervisor",
     schedule="* * * * *",
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "restart": Param(True, type="boolean", description="restart dead local workers"),
         "max_lag_records": Param(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.verification import check, plan_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,10 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 with DAG(
     dag_id="verify_replication",
     schedule="@hourly",
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     render_template_as_native_obj=True,
     params={
         "flow": Param("primary->dr", type="string"),

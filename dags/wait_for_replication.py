@@ -9,15 +9,14 @@ after `timeout_s` naming the partitions still behind.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
+from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.sensors import ReplicationLagSensor
 
 with DAG(
     dag_id="wait_for_replication",
     schedule=None,
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka-dr"],
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "flow": Param("primary->dr", type="string", description="the flow, A->B"),
         "max_lag": Param(

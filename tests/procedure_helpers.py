@@ -99,3 +99,14 @@ def commit_offsets(cluster: ClusterConfig, group: str, offsets: dict[tuple[str, 
 def ids_on(ledger: Path, cluster: str) -> set[str]:
     """The record ids a demo app's ledger holds for `cluster`."""
     return {entry.id for entry in read_ledger(ledger) if entry.cluster == cluster}
+
+
+def wait_processed(consumed: Path, cluster: str, more: int, timeout: float) -> None:
+    """Wait until the consumer ledger holds `more` records processed on `cluster`
+    than it does now."""
+    wanted = len(ids_on(consumed, cluster)) + more
+    wait_until(
+        lambda: len(ids_on(consumed, cluster)) >= wanted,
+        timeout,
+        f"{more} more records processed on {cluster}",
+    )

@@ -23,7 +23,7 @@ from browser_helpers import (
     log_in,
     show,
 )
-from procedure_helpers import ids_on
+from procedure_helpers import wait_processed
 from replication_helpers import wait_until, write_config
 
 from replicator.config import load_config
@@ -77,13 +77,6 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
     shots = Screenshots()
     consumed = tmp_path / "demo" / f"{app}.consumed.jsonl"
 
-    def processed_on(cluster: str, more_than: int) -> None:
-        wait_until(
-            lambda: len(ids_on(consumed, cluster)) > more_than,
-            _TIMEOUT_S,
-            f"more than {more_than} records processed on {cluster}",
-        )
-
     try:
         started = time.monotonic()
         system.start()
@@ -92,7 +85,7 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
         assert store.flow_state("dr->primary").state == "stopped"  # the failover starts it
         airflow = system.airflow
         assert airflow is not None
-        processed_on("primary", 50)
+        wait_processed(consumed, "primary", 50, _TIMEOUT_S)
         wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
         wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicating")
         page = f"{airflow.url}/dr-status/"
@@ -118,7 +111,7 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
                 [history] = [r for r in store.runs(dag_id) if app in r.params["applications"]]
                 assert history_figures(browser, history.run_id) == ("0", f"{history.rto_seconds}")
                 shots.take(browser, f"dr-status-{now_active}-after-{dag_id}")
-                processed_on(now_active, len(ids_on(consumed, now_active)) + 50)
+                wait_processed(consumed, now_active, 50, _TIMEOUT_S)
     finally:
         report = system.stop()  # the demo apps first drain, then stop and check their ledgers
         with capsys.disabled():

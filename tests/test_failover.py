@@ -15,8 +15,8 @@ from procedure_helpers import (
     commit_offsets,
     committed_offsets,
     demo_apps,
-    ids_on,
     runner,
+    wait_processed,
 )
 from replication_helpers import flow_config, preload, start_replicator, wait_until, write_config
 
@@ -58,18 +58,11 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
     monkeypatch.setenv(STATE_URL_ENV, state_url)  # the replicator obeys the same store
     replicator = start_replicator(config_path, tmp_path / "replicator.log")
 
-    def processed_on(cluster: str, more_than: int) -> None:
-        wait_until(
-            lambda: len(ids_on(consumed, cluster)) > more_than,
-            _TIMEOUT_S,
-            f"more than {more_than} records processed on {cluster}",
-        )
-
     try:
         with demo_apps(tmp_path) as start:
             producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
             consumer = start("consumer", *common, "--ledger", str(consumed))
-            processed_on("primary", 100)
+            wait_processed(consumed, "primary", 100, _TIMEOUT_S)
             wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
             forward = config.flow("primary->dr")
             wait_until(lambda: live_workers(forward), _TIMEOUT_S, "the replicator running")
@@ -95,7 +88,7 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             assert (run.outcome, run.rpo_records) == ("succeeded", 0)
             assert run.rto_seconds == failover.rto_seconds
 
-            processed_on("dr", 100)
+            wait_processed(consumed, "dr", 100, _TIMEOUT_S)
             failback = Failback(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S).run()
 
             assert failback.ok, failback.error
@@ -109,7 +102,7 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             [back] = store.runs("failback")
             assert (back.outcome, back.rpo_records) == ("succeeded", 0)
 
-            processed_on("primary", len(ids_on(consumed, "primary")) + 100)
+            wait_processed(consumed, "primary", 100, _TIMEOUT_S)
             producer.send_signal(signal.SIGTERM)
             assert producer.wait(timeout=60) == 0
             wait_until(
