@@ -19,7 +19,7 @@ SPARK_PROVIDED := scala-library,lz4-java,snappy-java,slf4j-api,spark-tags_2.13,s
 .PHONY: help setup run test lint format lock clean
 
 help:
-	@echo "make run    - set up, then run both local Kafka clusters with demo traffic (Ctrl-C stops)"
+	@echo "make run    - set up, then run the whole system: clusters, replicator, demo, Airflow (Ctrl-C stops)"
 	@echo "make test   - set up, then run every test (unit and integration, real brokers)"
 	@echo "make setup  - idempotent: .venv from requirements.lock, Kafka/Spark jars from Maven Central"
 	@echo "make lint   - ruff check and ruff format --check"

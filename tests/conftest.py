@@ -36,6 +36,27 @@ TEST_DATA_DIR = Path(
 )
 
 
+#: Files that take minutes (Airflow standalone, Spark, demo apps through procedures).
+#: They are collected first, so pytest-xdist starts them first and the quick files fill
+#: the gaps, instead of one of them running alone at the end.
+_SLOW_FILES = (
+    "test_browser.py",
+    "test_airflow_dags.py",
+    "test_verify.py",
+    "test_failover.py",
+    "test_exactly_once.py",
+    "test_airflow_supervision.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return _SLOW_FILES.index(name) if name in _SLOW_FILES else len(_SLOW_FILES)
+
+    items.sort(key=rank)  # stable: the order within a file is kept
+
+
 @pytest.fixture(scope="session")
 def kafka_stack() -> Iterator[LocalStack]:
     """Both clusters, started once per session with the same code as `replicator stack up`."""
