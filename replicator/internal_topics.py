@@ -8,13 +8,13 @@ whole (latest value per key) by whoever needs the current state.
 from __future__ import annotations
 
 import time
-import uuid
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.range_reads import range_reader
 from replicator.watermarks import watermarks
 
 _TIMEOUT_S = 30.0
@@ -43,14 +43,7 @@ def ensure_compacted_topic(
 def read_compacted(cluster: ClusterConfig, topic: str) -> dict[bytes, bytes]:
     """The latest value of every key of `topic[0]`, read to its current end
     (tombstones remove their key). Empty when the topic does not exist yet."""
-    consumer = Consumer(
-        {
-            **cluster.consumer,
-            "group.id": f"replicator-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = range_reader(cluster.consumer, "reader")
     latest: dict[bytes, bytes] = {}
     try:
         if topic not in consumer.list_topics(timeout=_TIMEOUT_S).topics:

@@ -9,13 +9,13 @@ nor duplicates, and no separate offset store can drift from the data.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.errors import ReplicatorError
 from replicator.headers import replica_source_offset
+from replicator.range_reads import range_reader
 from replicator.watermarks import watermarks
 
 _FIRST_WINDOW = 16
@@ -35,14 +35,8 @@ class TailReader:
 
     def __init__(self, consumer_config: dict[str, str], source_alias: str) -> None:
         self._alias = source_alias.encode()
-        self._consumer = Consumer(
-            {
-                **consumer_config,
-                "group.id": f"replicator-tail-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-            }
+        self._consumer = range_reader(
+            consumer_config, "tail", **{"isolation.level": "read_committed"}
         )
 
     def close(self) -> None:

@@ -15,15 +15,15 @@ the one record at that position: its header is the answer.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
 from replicator.headers import replica_source_offset
+from replicator.range_reads import range_reader
 from replicator.watermarks import watermarks
 
 _READ_TIMEOUT_S = 30.0
@@ -79,15 +79,13 @@ class PartitionReader:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         self.cluster = cluster
-        self._consumer = Consumer(
-            {
-                **cluster.consumer,
-                "group.id": f"replicator-translate-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
+        self._consumer = range_reader(
+            cluster.consumer,
+            "translate",
+            **{
                 "isolation.level": "read_committed",
-                "enable.partition.eof": True,
                 "max.partition.fetch.bytes": _PROBE_FETCH_BYTES,
-            }
+            },
         )
 
     def close(self) -> None:

@@ -9,15 +9,15 @@ source is gone: unplanned failover) say what there was to replicate.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.checkpoints import policy_of
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
+from replicator.range_reads import range_reader
 from replicator.status import read_status
 from replicator.topic_sync import TopicSync
 from replicator.translation import TargetIndex
@@ -144,15 +144,10 @@ class _SourceReader:
 
     def __init__(self, flow: FlowConfig) -> None:
         self._alias = flow.source.alias
-        self._consumer = Consumer(
-            {
-                **flow.source.consumer,
-                "group.id": f"replicator-progress-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "max.partition.fetch.bytes": 65_536,
-            }
+        self._consumer = range_reader(
+            flow.source.consumer,
+            "progress",
+            **{"isolation.level": "read_committed", "max.partition.fetch.bytes": 65_536},
         )
 
     def __enter__(self) -> _SourceReader:
