@@ -450,3 +450,27 @@ def default_records(value_bytes: int) -> int:
     on 2 cores for the default sizes (the engine did 2 M x 100 B in ~28 s and
     1 M x 1 KB in ~18 s there), without filling the disk for large values."""
     return min(3_000_000, 2_048_000_000 // value_bytes)
+
+
+def replicated_backlog(
+    stack: LocalStack, topic: str, records: int, value_bytes: int, partitions: int
+) -> FlowConfig:
+    """`topic` created on the stack's first cluster, preloaded and copied to the second
+    by our engine (stopped once the copy is complete): the starting point of the
+    benchmarks that measure what comes after replication. Returns the flow."""
+    source, target = stack.clusters
+    create_topics(source.bootstrap, [topic], partitions)
+    print(f"preloading {records:,} records of {value_bytes} B")
+    preload(source.bootstrap, topic, records, value_bytes, partitions)
+    flow = flow_config(source, target, [topic])
+    print("replicating")
+    with OurReplicator(flow) as replicator:
+        measure_backlog(
+            replicator,
+            TargetWatermarks(target.bootstrap, remote_topic(source.name, topic), partitions),
+            records=records,
+            record_bytes=value_bytes,
+            timeout=1800,
+            brokers=broker_pids(stack),
+        )
+    return flow

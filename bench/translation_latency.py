@@ -24,16 +24,9 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 from harness import (
     Machine,
-    OurReplicator,
-    TargetWatermarks,
     bench_stack,
-    broker_pids,
-    create_topics,
-    flow_config,
     markdown_table,
-    measure_backlog,
-    preload,
-    remote_topic,
+    replicated_backlog,
     write_report,
 )
 
@@ -58,22 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     started = datetime.now(UTC)
-    flow = flow_config(SOURCE, TARGET, [TOPIC])
-    with bench_stack(SOURCE, TARGET, Path(tempfile.mkdtemp(prefix="bench-translation-"))) as stack:
-        create_topics(SOURCE.bootstrap, [TOPIC], args.partitions)
-        preload(SOURCE.bootstrap, TOPIC, args.records, VALUE_BYTES, args.partitions)
-        watermarks = TargetWatermarks(
-            TARGET.bootstrap, remote_topic(SOURCE.name, TOPIC), args.partitions
-        )
-        with OurReplicator(flow) as replicator:
-            measure_backlog(
-                replicator,
-                watermarks,
-                records=args.records,
-                record_bytes=VALUE_BYTES,
-                timeout=600,
-                brokers=broker_pids(stack),
-            )
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-translation-"))
+    with bench_stack(SOURCE, TARGET, data_dir) as stack:
+        flow = replicated_backlog(stack, TOPIC, args.records, VALUE_BYTES, args.partitions)
         per_partition = args.records // args.partitions
         GroupAdmin(flow.source).commit(
             GROUP, [TopicPartition(TOPIC, p, per_partition // 2) for p in range(args.partitions)]

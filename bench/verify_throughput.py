@@ -27,16 +27,9 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from harness import (
     BROKER_HEAP,
     Machine,
-    OurReplicator,
-    TargetWatermarks,
     bench_stack,
-    broker_pids,
-    create_topics,
-    flow_config,
     markdown_table,
-    measure_backlog,
-    preload,
-    remote_topic,
+    replicated_backlog,
     write_report,
 )
 
@@ -127,22 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.now(UTC)
     machine = Machine.describe()
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
-        create_topics(SOURCE.bootstrap, [TOPIC], args.partitions)
-        print(f"preloading {args.records:,} records of {VALUE_BYTES} B")
-        preload(SOURCE.bootstrap, TOPIC, args.records, VALUE_BYTES, args.partitions)
-        flow = flow_config(SOURCE, TARGET, [TOPIC])
-        print("replicating")
-        with OurReplicator(flow) as replicator:
-            measure_backlog(
-                replicator,
-                TargetWatermarks(
-                    TARGET.bootstrap, remote_topic(SOURCE.name, TOPIC), args.partitions
-                ),
-                records=args.records,
-                record_bytes=VALUE_BYTES,
-                timeout=1800,
-                brokers=broker_pids(stack),
-            )
+        flow = replicated_backlog(stack, TOPIC, args.records, VALUE_BYTES, args.partitions)
         read = 2 * args.records
         with tempfile.TemporaryDirectory() as scratch:
             store = StateStore(f"sqlite:///{scratch}/state.db")
