@@ -69,7 +69,7 @@ run: setup
 	$(BIN)/replicator stack run --replicate include/config/local.properties --demo-app demo --airflow
 
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -38,7 +38,8 @@ TEST_DATA_DIR = Path(
 
 #: Files that take minutes (Airflow standalone, Spark, demo apps through procedures).
 #: They are collected first, so pytest-xdist starts them first and the quick files fill
-#: the gaps, instead of one of them running alone at the end.
+#: the gaps, instead of one of them running alone at the end (`make test` passes
+#: --no-loadscope-reorder: by default xdist orders files by their number of tests).
 _SLOW_FILES = (
     "test_browser.py",
     "test_airflow_dags.py",
