@@ -83,11 +83,18 @@ def read_checkpoints(cluster: ClusterConfig, topic: str) -> dict[CheckpointKey, 
 
 def moves_forward(new: Checkpoint, previous: Checkpoint | None) -> bool:
     """MM2's rule: emit unless nothing changed or the checkpoint would go backwards
-    without the group having rewound on the source."""
+    without the group having rewound on the source.
+
+    One addition: the same source position translated to another target offset is
+    emitted. Translation is exact, so a source position has one right target offset;
+    a stored checkpoint that disagrees was written wrong (e.g. by a version that
+    raced with the flow) and must not be kept by the never-backwards rule."""
     if previous is None:
         return True
     if (new.upstream, new.downstream) == (previous.upstream, previous.downstream):
         return False
+    if new.upstream == previous.upstream:
+        return True
     return new.downstream >= previous.downstream or new.upstream < previous.upstream
 
 
@@ -225,11 +232,14 @@ class ReverseCheckpointer(_Checkpointing):
             topic, partition = committed.topic, committed.partition
             if self.policy.is_internal_topic(topic) or self.policy.topic_source(topic) != alias:
                 continue  # not a remote topic of this flow
-            replica = self._index.replica_at(topic, partition, committed.offset)
+            # One look at the partition (see `translate`): a record replicated in between
+            # must not move the answer past it.
+            _, end = self._index.bounds(topic, partition)
+            replica = self._index.first_replica(topic, partition, committed.offset, end)
             if replica is not None:
                 source_offset = replica.source_offset
             else:  # at the end: the group has read everything replicated
-                last = self._index.last_replica(topic, partition)
+                last = self._index.last_replica(topic, partition, end)
                 if last is None:
                     continue
                 source_offset = last.source_offset + 1

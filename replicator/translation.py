@@ -169,10 +169,13 @@ class TargetIndex:
             return replica
         return None
 
-    def last_replica(self, topic: str, partition: int) -> Replica | None:
-        """The last of our replicated records in the partition, read back from its
-        end in growing windows (others' records and markers may sit at the end)."""
-        low, end = self.bounds(topic, partition)
+    def last_replica(self, topic: str, partition: int, end: int | None = None) -> Replica | None:
+        """The last of our replicated records in the partition before target offset
+        `end` (default: its end now), read back in growing windows (others' records
+        and markers may sit at the end). A caller that looked at the partition up to
+        some end passes it, so a record replicated meanwhile does not mix in."""
+        low, now = self.bounds(topic, partition)
+        end = now if end is None else min(end, now)
         window = 16
         while end > low:
             start = max(low, end - window)
@@ -226,9 +229,12 @@ def translate(
     """Translate one committed source offset; see `Translation`. `source` (a reader
     of the source cluster and the partition's high watermark there, when the source
     is reachable) lets it count the records that are missing."""
+    # One look at the partition: while the flow runs, a record replicated between
+    # `find` and `last_replica` would otherwise make the position after it the answer
+    # (the group would skip that record on the target).
     low, end = index.bounds(remote_topic, partition)
     found = index.find(remote_topic, partition, source_offset, low, end)
-    last = index.last_replica(remote_topic, partition)
+    last = index.last_replica(remote_topic, partition, end)
     replicated_until = None if last is None else last.source_offset + 1
     if found is not None:
         target_offset = found.target_offset

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from procedure_helpers import commit_offsets
 from replication_helpers import (
     end_offsets,
     flow_config,
@@ -27,7 +28,8 @@ from replicator.cli import main
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.formats import Checkpoint
 from replicator.groups import GroupAdmin
-from replicator.headers import OFFSET_HEADER, decode_offset
+from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
+from replicator.internal_topics import ensure_compacted_topic
 from replicator.localstack.mirrormaker import mirror_maker_translation, translate_offsets
 from replicator.translation import Replica, TargetIndex
 
@@ -236,6 +238,55 @@ def test_checkpoint_rule_is_mm2s() -> None:
     assert not moves_forward(Checkpoint("g", "t", 0, 120, 80), previous)  # backwards
     assert moves_forward(Checkpoint("g", "t", 0, 50, 45), previous)  # the group rewound
     assert moves_forward(Checkpoint("g", "t", 0, 1, 1), None)
+    # The same source position, translated exactly now: a stored one-past checkpoint
+    # is corrected, not kept by the never-backwards rule.
+    assert moves_forward(Checkpoint("g", "t", 0, 100, 89), previous)
+
+
+def test_a_record_replicated_during_translation_is_not_skipped(primary: str, dr: str) -> None:
+    """The group has processed source offsets 0..9 and the flow replicates source
+    offset 10 while the checkpointer translates: the checkpoint points at that record
+    (target 10), not past it. A wrong one-past checkpoint stored before is corrected."""
+    topic = unique_topic("race")
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=1)
+    create_topic(dr, remote, partitions=1)
+    preload(primary, topic, 11, 1)
+    copies = Producer({"bootstrap.servers": dr, "enable.idempotence": True})
+
+    def replicate(offset: int) -> None:  # as the flow writes a copy (offsets map 1:1)
+        headers = [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(offset))]
+        copies.produce(remote, value=b"x", partition=0, headers=headers)
+        assert copies.flush(30) == 0
+
+    for offset in range(10):
+        replicate(offset)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    commit_offsets(flow.source, group, {(topic, 0): 10})
+    checkpoints = "primary.checkpoints.internal"
+    ensure_compacted_topic(flow.target, checkpoints, 1, "test")
+    wrong = Checkpoint(group, remote, 0, 10, 11)  # what the race wrote before the fix
+    copies.produce(checkpoints, key=wrong.key(), value=wrong.value())
+    assert copies.flush(30) == 0
+
+    with Checkpointer(flow) as checkpointer:
+        index = checkpointer._index
+        find, raced = index.find, []
+
+        def find_then_replicate(*args: object) -> Replica | None:
+            found = find(*args)  # type: ignore[arg-type]
+            if not raced:
+                raced.append(True)
+                replicate(10)  # the flow copies source offset 10 right now
+            return found
+
+        index.find = find_then_replicate  # type: ignore[method-assign]
+        report = checkpointer.emit([group])
+
+    assert report.emitted == [Checkpoint(group, remote, 0, 10, 10)]
+    assert read_checkpoints(flow.target, checkpoints)[(group, remote, 0)].downstream == 10
+    assert _source_offset_at(dr, remote, 0, 10) == 10
 
 
 def _replicated_after_local_records(
