@@ -20,13 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Self
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.formats import Checkpoint
 from replicator.groups import Committed, GroupAdmin
 from replicator.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.kafka_clients import Producer
 from replicator.policies import ReplicationPolicy, load_policy
 from replicator.topic_sync import TopicSync
 from replicator.translation import PartitionReader, TargetIndex, Translation, translate
@@ -108,7 +109,9 @@ class _CheckpointWriter:
         self.topic = topic
         self.cluster = cluster
         self.last = read_checkpoints(cluster, topic)
-        self._producer = Producer({**cluster.producer, "enable.idempotence": True})
+        self._producer = Producer(
+            {**cluster.producer, "enable.idempotence": True}, cluster=cluster.alias
+        )
 
     def write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
         for checkpoint in checkpoints:

@@ -19,11 +19,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, TopicDescription
 
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka_clients import Consumer
 from replicator.policies import ReplicationPolicy, load_policy
 from replicator.status import STATUS_TOPIC, read_status
 from replicator.tail import TailReader

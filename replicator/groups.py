@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
+from replicator.kafka_clients import AdminClient
 
 _TIMEOUT_S = 30.0
 #: States in which a group has no members, so its offsets may be written from outside.
@@ -34,7 +35,7 @@ class GroupAdmin:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         self.cluster = cluster
-        self._admin = AdminClient(cluster.admin)
+        self._admin = AdminClient(cluster.admin, cluster=cluster.alias)
 
     def groups(self, wanted: NameFilter) -> list[str]:
         """Consumer groups of the cluster that `wanted` (a flow's groups filter) admits."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka_clients import AdminClient
 from replicator.range_reads import range_reader
 from replicator.watermarks import watermarks
 
@@ -25,7 +26,7 @@ def ensure_compacted_topic(
 ) -> None:
     """Create `topic` (one compacted partition) on `cluster` unless it exists.
     `setting` names the configuration key of its replication factor, for the error."""
-    admin = AdminClient(cluster.admin)
+    admin = AdminClient(cluster.admin, cluster=cluster.alias)
     if topic in admin.list_topics(timeout=_TIMEOUT_S).topics:
         return
     new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})

@@ -46,6 +46,19 @@ PARTITION_STATE = Gauge(
     _LABELS,
 )
 
+CLUSTER_REACHABLE = Gauge(
+    "replicator_cluster_reachable",
+    "1 while the cluster answers this process, 0 from when a metadata probe after a "
+    "client's connection failure went unanswered until one is answered again "
+    "(see replicator.reachability).",
+    ("cluster",),
+)
+CLUSTER_OUTAGES = Counter(
+    "replicator_cluster_outages",
+    "Times the cluster became unreachable from this process.",
+    ("cluster",),
+)
+
 
 def serve(port: int) -> None:
     """Expose /metrics on `port` (all interfaces, as Prometheus scrapes remotely)."""

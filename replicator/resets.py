@@ -77,12 +77,13 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.kafka_clients import Consumer, Producer
 from replicator.policies import load_policy
 from replicator.tail import TailPosition
 from replicator.topic_sync import TopicSync

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from replicator.checkpoints import policy_of, read_checkpoints
 from replicator.config import load_config
@@ -36,6 +36,7 @@ from replicator.diagnose import DEFAULT_LAG_THRESHOLD
 from replicator.dr_status import checkpoint_info
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
+from replicator.kafka_clients import AdminClient
 from replicator.lag import LagReport, measure_lag
 from replicator.launchers import Launcher, LaunchResult, Worker
 from replicator.procedures.flows import STALE_AFTER_S, live_workers
@@ -369,7 +370,7 @@ def _stalled(
 def _age_s(cluster: ClusterConfig, topic: str) -> float | None:
     """Seconds since the newest record of `topic[0]` on `cluster` was written (its
     timestamp); None when the topic does not exist or is empty."""
-    admin = AdminClient(cluster.admin)
+    admin = AdminClient(cluster.admin, cluster=cluster.alias)
     partition = TopicPartition(topic, 0)
     try:
         # Offsets of a missing topic fail with "no leaders found", not "unknown topic".

@@ -16,13 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
@@ -37,6 +31,7 @@ from replicator.headers import (
     encode_offset,
 )
 from replicator.internal_topics import ensure_compacted_topic
+from replicator.kafka_clients import Consumer, Producer
 from replicator.policies import ReplicationPolicy, load_policy
 from replicator.resets import PendingResets
 from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -26,6 +25,7 @@ from confluent_kafka.admin import (
 
 from replicator.config.model import FlowConfig
 from replicator.errors import ConfigError, ReplicatorError
+from replicator.kafka_clients import AdminClient
 from replicator.policies import ReplicationPolicy
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,8 @@ class TopicSync:
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
         self.flow = flow
         self.policy = policy
-        self.source_admin = AdminClient(flow.source.admin)
-        self.target_admin = AdminClient(flow.target.admin)
+        self.source_admin = AdminClient(flow.source.admin, cluster=flow.source.alias)
+        self.target_admin = AdminClient(flow.target.admin, cluster=flow.target.alias)
 
     # -- discovery -------------------------------------------------------------------
 

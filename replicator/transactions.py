@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
 from replicator.errors import ReplicatorError
+from replicator.kafka_clients import Producer
 
 log = logging.getLogger(__name__)
 

@@ -320,6 +320,21 @@ def translate(
     return Translation(config, dropped, frozenset(other_kind))
 
 
+#: Callbacks an admin client needs to connect at all (the others are per client).
+_CONNECTION_CALLBACKS = frozenset({"oauth_cb"})
+
+
+def admin_settings(config: Mapping[str, object]) -> dict[str, object]:
+    """The settings of a consumer's or producer's librdkafka `config` that an admin
+    client of the same cluster takes: connection, security and network settings,
+    without the other kind's (which librdkafka would warn about) or callbacks."""
+    return {
+        key: value
+        for key, value in config.items()
+        if key in _GLOBAL or key in _CONNECTION_CALLBACKS
+    }
+
+
 def _valid_for(librdkafka_key: str, kind: ClientKind) -> bool:
     if librdkafka_key in _GLOBAL:
         return True

@@ -36,13 +36,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator.checkpoints import Checkpointer, policy_of
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
 from replicator.headers import OURS, SOURCE_HEADER, replica_source_offset
+from replicator.kafka_clients import AdminClient
 from replicator.procedures.flows import live_workers
 from replicator.procedures.positions import progress
 from replicator.procedures.steps import Procedure, Step, StepReport
@@ -508,7 +508,7 @@ class Drill(Procedure):
         target = GroupAdmin(self.target)
         for shadow in self._shadows():
             self._check_shadow_is_ours(target, shadow)
-        admin = AdminClient(self.target.admin)
+        admin = AdminClient(self.target.admin, cluster=self.target.alias)
         futures = admin.delete_consumer_groups(self._shadows(), request_timeout=_ADMIN_TIMEOUT_S)
         for shadow, future in futures.items():
             try:

@@ -1,0 +1,183 @@
+"""The Kafka clients the replicator builds: confluent-kafka's, with everything
+librdkafka says routed through the project's logging.
+
+Without this, librdkafka writes its own lines to stderr (`%3|...|FAIL|...`),
+bypassing the log format and levels, and reports every failed connection
+attempt of every client as an error: during a broker outage, thousands of lines
+that hide the one that matters. Every `Consumer`, `Producer` and `AdminClient`
+of the replicator is built from this module instead of `confluent_kafka`, and gets:
+
+- `logger`: librdkafka's log lines, under `replicator.librdkafka`, prefixed with
+  the cluster, each distinct line at most once per `REPEAT_WINDOW_S` (the next
+  one says how many were held back). Connection failures (facility `FAIL`) are
+  not logged at all but reported to the cluster's `Reachability`, which tells the
+  operator about outages in a few lines (see `replicator.reachability`).
+- `error_cb`: connection errors (`_TRANSPORT`, `_ALL_BROKERS_DOWN`, `_RESOLVE`,
+  `_TIMED_OUT`) go to the `Reachability` likewise. Any other error goes to the
+  caller's own `error_cb` when it gave one (which then reports it), else it is
+  logged, deduplicated like the log lines.
+
+librdkafka hands logs and errors to Python only while a client is polled, so
+this adds nothing to the hot path: callbacks run only when there is something
+to report.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError
+from confluent_kafka import admin as confluent_admin
+
+from replicator import reachability
+from replicator.reachability import Reachability
+
+log = logging.getLogger("replicator.librdkafka")
+
+#: A distinct line (digits aside) is logged at most once in this many seconds.
+REPEAT_WINDOW_S = 60.0
+#: librdkafka's log facilities for a connection that failed or dropped.
+_CONNECTION_FACILITIES = frozenset({"FAIL"})
+_CONNECTION_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._TIMED_OUT,
+    }
+)
+_DIGITS = re.compile(r"\d+")
+#: librdkafka starts a line with the thread it came from; the cluster says enough.
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")
+#: How many distinct lines are remembered before old ones are forgotten.
+_MAX_REMEMBERED = 1_000
+
+ErrorCallback = Callable[[KafkaError], None]
+
+
+class RepeatFilter:
+    """Lets a line through once per `window_s` per key, counting what it held back."""
+
+    def __init__(
+        self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: key -> (when it was last let through, repeats held back since)
+        self._seen: dict[Hashable, tuple[float, int]] = {}
+
+    def admit(self, key: Hashable) -> int | None:
+        """None to drop the line, else how many repeats of it were held back."""
+        now = self._clock()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last[0] < self._window_s:
+                self._seen[key] = (last[0], last[1] + 1)
+                return None
+            if len(self._seen) >= _MAX_REMEMBERED:
+                self._forget(now)
+            self._seen[key] = (now, 0)
+            return last[1] if last is not None else 0
+
+    def _forget(self, now: float) -> None:
+        for key in [k for k, (at, _) in self._seen.items() if now - at >= self._window_s]:
+            del self._seen[key]
+        if len(self._seen) >= _MAX_REMEMBERED:
+            self._seen.clear()
+
+
+_REPEATS = RepeatFilter()
+
+
+def _log_once(level: int, cluster: str, text: str) -> None:
+    held_back = _REPEATS.admit((cluster, level, _DIGITS.sub("#", text)))
+    if held_back is None:
+        return
+    more = f" ({held_back} more like it in the last {REPEAT_WINDOW_S:.0f} s)" if held_back else ""
+    log.log(level, "cluster %s: %s%s", cluster, text, more)
+
+
+class _LibrdkafkaLog(logging.LoggerAdapter):
+    """confluent-kafka's `logger` for the clients of one cluster.
+
+    confluent-kafka calls `log(level, "%s [%s] %s", facility, client name, message)`
+    with librdkafka's syslog level already mapped to logging's.
+    """
+
+    def __init__(self, tracker: Reachability) -> None:
+        super().__init__(log, {})
+        self._tracker = tracker
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if len(args) != 3:  # not the shape above: log it as it is
+            _log_once(level, self._tracker.cluster, str(msg) % args)
+            return
+        facility, client, text = (str(arg) for arg in args)
+        text = _THREAD.sub("", text)
+        if facility in _CONNECTION_FACILITIES:
+            self._tracker.trouble(text)
+            log.debug("cluster %s: %s: %s", self._tracker.cluster, client, text)
+            return
+        _log_once(level, self._tracker.cluster, f"{client}: {facility}: {text}")
+
+
+def _error_callback(tracker: Reachability, then: ErrorCallback | None) -> ErrorCallback:
+    def on_error(error: KafkaError) -> None:
+        if not error.fatal() and error.code() in _CONNECTION_ERRORS:
+            tracker.trouble(error.str())
+        elif then is not None:
+            then(error)
+        else:
+            level = logging.ERROR if error.fatal() else logging.WARNING
+            _log_once(level, tracker.cluster, f"{error.name()}: {error.str()}")
+
+    return on_error
+
+
+def routed(config: Mapping[str, object], cluster: str | None = None) -> dict[str, object]:
+    """`config` with librdkafka's logs and errors routed as the module says.
+
+    `cluster` names the cluster in lines and metrics (its alias); an `error_cb`
+    in `config` still gets every error that is not about connectivity, and a
+    `logger` in it is kept.
+    """
+    tracker = reachability.CLUSTERS.of(config, cluster)
+    then = config.get("error_cb")
+    return {
+        **config,
+        "logger": config.get("logger") or _LibrdkafkaLog(tracker),
+        "error_cb": _error_callback(tracker, then if callable(then) else None),
+    }
+
+
+class Consumer(confluent_kafka.Consumer):
+    """confluent-kafka's Consumer, its logs and errors routed (see the module)."""
+
+    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
+        super().__init__(routed(config, cluster))
+
+
+class Producer(confluent_kafka.Producer):
+    """confluent-kafka's Producer, its logs and errors routed (see the module)."""
+
+    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
+        super().__init__(routed(config, cluster))
+
+
+class AdminClient(confluent_admin.AdminClient):
+    """confluent-kafka's AdminClient, its logs and errors routed (see the module).
+
+    An admin client hands logs and errors over only when polled, which the
+    replicator's are not: what they would say, the clients that are polled and the
+    failed requests' exceptions say too.
+    """
+
+    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
+        super().__init__(routed(config, cluster))

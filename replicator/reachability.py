@@ -1,0 +1,261 @@
+"""Whether each Kafka cluster answers, told to an operator in three kinds of lines.
+
+librdkafka reports every failed connection attempt of every client: a 40 s outage
+of one broker wrote about 2,100 log lines. What an operator needs during an
+incident is the cluster's state: one line when it becomes unreachable (which
+cluster, since when, why), a reminder every `REMIND_EVERY_S` while it stays away,
+and one line when it is back with the outage's length; and the same as metrics:
+`replicator_cluster_reachable{cluster}` (0/1) and `replicator_cluster_outages_total`.
+
+How a change is detected
+------------------------
+*Unreachable*: a client reports a connection problem (`Reachability.trouble`, fed
+by `replicator.kafka_clients` from librdkafka's error callback and logs). That
+alone proves nothing: brokers close idle connections, and one broker of three may
+be down while the cluster serves. So the first trouble starts a probe: a metadata
+request from an admin client of its own, given `PROBE_TIMEOUT_S`. Only when it
+fails is the cluster unreachable, since the first trouble.
+
+*Back*: the same probe, every `PROBE_EVERY_S` while the cluster is away, until a
+metadata request is answered. That is cheap (one request every few seconds during
+an outage, nothing at all while the cluster is up) and reliable whatever the
+clients do, whereas the alternatives are not: the replicating clients' own signs of
+life (a delivery, a fetch) depend on traffic and sit on the hot path, and
+librdkafka's statistics would cost a JSON document per client per interval all
+the time, and reach only clients that are polled (admin clients are not).
+
+One `Reachability` per cluster and process, keyed by the cluster's bootstrap
+servers (`of_cluster`): every client of the cluster reports to it, so the
+operator sees one account of an outage however many clients noticed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from replicator import metrics
+from replicator.config.clients import admin_settings
+
+log = logging.getLogger(__name__)
+
+#: Time a probe's metadata request is given before the cluster counts as unreachable.
+PROBE_TIMEOUT_S = 5.0
+#: Pause between probes while the cluster is away.
+PROBE_EVERY_S = 2.0
+#: At most one "still unreachable" line this often.
+REMIND_EVERY_S = 30.0
+
+#: A probe: None when the cluster answered, else why it did not.
+Probe = Callable[[], "str | None"]
+State = Literal["up", "suspect", "down"]
+
+
+@dataclass
+class _Outage:
+    """The trouble being looked into, or the outage in progress."""
+
+    started: float  # monotonic
+    started_wall: float
+    first_reason: str
+    last_reason: str
+    #: Client reports since the last line about it.
+    reports: int = 1
+    last_line: float = 0.0  # monotonic
+
+    def since(self) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(self.started_wall))
+
+
+class Reachability:
+    """Whether one cluster answers, as far as this process can tell.
+
+    `trouble` is called from clients' callbacks (any thread) and costs a lock and
+    a few assignments; the first one of an incident starts `watch` in a thread of
+    its own (`spawn`), which probes until the cluster answers and writes the
+    lines. Tests drive `check` directly with a probe and a clock of their own.
+    """
+
+    def __init__(
+        self,
+        cluster: str,
+        bootstrap: str,
+        probe: Probe,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        spawn: Callable[[Callable[[], None]], None] | None = None,
+        remind_every_s: float = REMIND_EVERY_S,
+    ) -> None:
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self._probe = probe
+        self._clock = clock
+        self._spawn = spawn or _in_daemon_thread(f"reachability-{cluster}")
+        self._remind_every_s = remind_every_s
+        self._lock = threading.Lock()
+        self._state: State = "up"
+        self._outage: _Outage | None = None
+        self._outages = 0
+        self._export()
+
+    def _export(self) -> None:
+        metrics.CLUSTER_REACHABLE.labels(self.cluster).set(0 if self._state == "down" else 1)
+        metrics.CLUSTER_OUTAGES.labels(self.cluster).inc(0)  # exported as 0 from the start
+
+    def rename(self, cluster: str) -> None:
+        """Name the cluster `cluster` from now on, in lines and metrics (a client
+        that knew only its bootstrap servers reported first)."""
+        with self._lock:
+            if cluster == self.cluster:
+                return
+            metrics.CLUSTER_REACHABLE.remove(self.cluster)
+            metrics.CLUSTER_OUTAGES.remove(self.cluster)
+            self.cluster = cluster
+            self._export()
+            metrics.CLUSTER_OUTAGES.labels(cluster).inc(self._outages)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def trouble(self, reason: str) -> None:
+        """A client could not talk to the cluster (a refused or dropped connection,
+        a name that does not resolve, all brokers down, requests timing out)."""
+        with self._lock:
+            if self._outage is not None:
+                self._outage.last_reason = reason
+                self._outage.reports += 1
+                return
+            now = self._clock()
+            self._outage = _Outage(now, time.time(), reason, reason)
+            self._state = "suspect"
+        log.debug("cluster %s: %s; probing it", self.cluster, reason)
+        self._spawn(self.watch)
+
+    def watch(self) -> None:
+        """Probe until the cluster answers (the thread `trouble` starts)."""
+        while (pause := self.check()) is not None:
+            time.sleep(pause)
+
+    def check(self) -> float | None:
+        """Probe once and act on the answer: the seconds until the next probe, or
+        None when the cluster answered and nothing more is to be done."""
+        failure = self._probe()
+        now = self._clock()
+        with self._lock:
+            outage = self._outage
+            if outage is None:
+                return None
+            if failure is None:
+                self._answered(outage, now)
+                return None
+            if self._state == "suspect":
+                self._state = "down"
+                outage.reports = 0
+                outage.last_line = now
+                self._outages += 1
+                metrics.CLUSTER_REACHABLE.labels(self.cluster).set(0)
+                metrics.CLUSTER_OUTAGES.labels(self.cluster).inc()
+                log.warning(
+                    "cluster %s (%s) unreachable since %s: %s; clients keep retrying, "
+                    "a reminder every %.0f s until it is back",
+                    self.cluster, self.bootstrap, outage.since(), outage.first_reason,
+                    self._remind_every_s,
+                )  # fmt: skip
+            elif now - outage.last_line >= self._remind_every_s:
+                log.warning(
+                    "cluster %s (%s) still unreachable, for %.0f s (since %s; %d client "
+                    "reports since the last line): %s",
+                    self.cluster, self.bootstrap, now - outage.started, outage.since(),
+                    outage.reports, outage.last_reason,
+                )  # fmt: skip
+                outage.reports = 0
+                outage.last_line = now
+            return PROBE_EVERY_S
+
+    def _answered(self, outage: _Outage, now: float) -> None:
+        if self._state == "down":
+            metrics.CLUSTER_REACHABLE.labels(self.cluster).set(1)
+            log.info(
+                "cluster %s (%s) reachable again after an outage of %.1f s (unreachable "
+                "since %s)",
+                self.cluster, self.bootstrap, now - outage.started, outage.since(),
+            )  # fmt: skip
+        else:
+            log.debug(
+                "cluster %s answers; the trouble was passing: %s", self.cluster, outage.last_reason
+            )
+        self._state = "up"
+        self._outage = None
+
+
+def _in_daemon_thread(name: str) -> Callable[[Callable[[], None]], None]:
+    def spawn(target: Callable[[], None]) -> None:
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    return spawn
+
+
+def metadata_probe(settings: Mapping[str, object]) -> Probe:
+    """A probe asking the cluster of `settings` (an admin client's) for metadata.
+
+    Each probe builds its admin client afresh and drops it: an outage may last
+    hours, and a long-lived client that is never polled would pile up its own
+    failure reports. Its librdkafka logs go to this module's DEBUG level.
+    """
+    config = {
+        **settings,
+        "logger": logging.getLogger(f"{__name__}.probe"),
+        # Try again soon after the cluster is back, not after a backoff grown long.
+        "reconnect.backoff.max.ms": 1000,
+    }
+
+    def probe() -> str | None:
+        admin = AdminClient(config)
+        try:
+            admin.list_topics(timeout=PROBE_TIMEOUT_S)
+        except KafkaException as exc:
+            error = exc.args[0]
+            return error.str() if isinstance(error, KafkaError) else str(error)
+        return None
+
+    return probe
+
+
+class Clusters:
+    """The `Reachability` of every cluster this process has clients of."""
+
+    def __init__(self, spawn: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self._spawn = spawn
+        self._lock = threading.Lock()
+        self._trackers: dict[str, Reachability] = {}
+
+    def of(self, config: Mapping[str, object], cluster: str | None = None) -> Reachability:
+        """The `Reachability` of the cluster `config` (a client's settings) connects to.
+
+        Clusters are told apart by their bootstrap servers; `cluster` (the alias in
+        the configuration) names it in lines and metrics, else the servers do, until
+        a client that knows the name is built.
+        """
+        bootstrap = str(config.get("bootstrap.servers", ""))
+        key = ",".join(sorted(part.strip() for part in bootstrap.split(",")))
+        with self._lock:
+            tracker = self._trackers.get(key)
+            if tracker is None:
+                probe = metadata_probe(admin_settings(config))
+                tracker = Reachability(cluster or bootstrap, bootstrap, probe, spawn=self._spawn)
+                self._trackers[key] = tracker
+            elif cluster is not None:
+                tracker.rename(cluster)
+            return tracker
+
+
+#: This process's clusters (tests put a `Clusters` of their own in its place).
+CLUSTERS = Clusters()
