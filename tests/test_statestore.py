@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from replicator.cli import main
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
 from replicator.statestore import (
+    ROUTE_LEASE_S,
     FenceNotAcknowledged,
+    LeaseHeld,
     LedgerEntry,
     NotFoundError,
     StateStore,
@@ -187,12 +190,128 @@ def test_wait_fenced_times_out_naming_the_clients(store: StateStore) -> None:
     assert sorted(c.client_id for c in error.value.pending) == ["c2", "p1"]
 
 
+def test_wait_fenced_waits_out_a_silent_client_for_its_route_lease(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client cut off from the store stops within its route lease; until that has
+    passed since it was last seen, its silence is no acknowledgement."""
+    clock = Clock(monkeypatch)
+    store.register_application("orders", "primary")
+    store.report_client("orders", "cut-off", "producer", "primary", 0, "running")
+    clock.advance(ROUTE_LEASE_S - 1)  # silent for less than its lease (the old rule: 10 s)
+    epoch = store.fence("orders")
+    with pytest.raises(FenceNotAcknowledged, match=r"cut-off .*seen 4\.0s ago"):
+        store.wait_fenced("orders", epoch, timeout_s=0.3)
+
+
+def test_wait_fenced_returns_once_the_lease_of_a_silent_client_passed(store: StateStore) -> None:
+    store.register_application("orders", "primary")
+    store.report_client("orders", "cut-off", "producer", "primary", 0, "running")
+    epoch = store.fence("orders")
+    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    started = time.monotonic()
+    returned = store.wait_fenced("orders", epoch, timeout_s=30, lease_s=0.5)
+    waited = time.monotonic() - started
+    # lease 0.5 s + ROUTE_LEASE_GRACE_S 1 s from its last report, just before the fence
+    assert 1.2 < waited < 10
+    assert [(c.client_id, c.state) for c in returned] == [
+        ("c1", "fenced"),
+        ("cut-off", "running"),
+    ]
+
+
 def test_wait_fenced_refuses_a_fence_that_was_lifted(store: StateStore) -> None:
     store.register_application("orders", "primary")
     epoch = store.fence("orders")
     store.switch("orders", "dr")
     with pytest.raises(StateStoreError, match="no longer fenced at epoch 1 \\(now epoch 2"):
         store.wait_fenced("orders", epoch, timeout_s=1)
+
+
+# --- leases ---------------------------------------------------------------------------
+
+
+def test_lease_is_taken_renewed_refused_and_released(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    [lease] = store.acquire_leases(["flow a->b"], "failover-1", ttl_s=60)
+    assert (lease.owner, lease.acquired_at, lease.expires_at) == (
+        "failover-1",
+        clock.now,
+        clock.now + timedelta(seconds=60),
+    )
+    clock.advance(30)
+    [renewed] = store.acquire_leases(["flow a->b"], "failover-1", ttl_s=60)
+    assert renewed.acquired_at == lease.acquired_at
+    assert renewed.expires_at == clock.now + timedelta(seconds=60)
+
+    with pytest.raises(LeaseHeld) as refused:
+        store.acquire_leases(["flow a->b"], "failback-2")
+    assert str(refused.value).startswith(
+        "flow a->b is leased to failover-1 until 2030-01-01 00:01:30 UTC (60s from now), "
+        "so failback-2 may not change it"
+    )
+    assert refused.value.holder == renewed
+
+    assert store.release_leases("failback-2") == 0
+    assert store.release_leases("failover-1") == 1
+    assert store.leases() == []
+    [taken] = store.acquire_leases(["flow a->b"], "failback-2")
+    assert taken.owner == "failback-2"
+
+
+def test_leases_are_all_or_none(store: StateStore) -> None:
+    store.acquire_leases(["application b"], "failover-1")
+    with pytest.raises(LeaseHeld, match="application b is leased to failover-1"):
+        store.acquire_leases(["flow x", "application a", "application b"], "drill-2")
+    assert [(lease.resource, lease.owner) for lease in store.leases()] == [
+        ("application b", "failover-1")
+    ]
+
+
+def test_an_expired_lease_is_taken_over(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch)
+    store.acquire_leases(["flow a->b", "application orders"], "crashed", ttl_s=60)
+    clock.advance(61)
+    taken = store.acquire_leases(["flow a->b", "application orders"], "failover-2", ttl_s=60)
+    assert {(lease.owner, lease.acquired_at) for lease in taken} == {("failover-2", clock.now)}
+    with pytest.raises(LeaseHeld, match=r"leased to failover-2 .* so crashed may not"):
+        store.acquire_leases(["flow a->b"], "crashed")  # its renewal comes too late
+
+
+def test_one_of_many_concurrent_acquirers_gets_the_lease(url: str) -> None:
+    """Separate engines on one file (as separate processes would be) race for the
+    same resources: exactly one wins both, the others are refused."""
+    stores = [StateStore(url) for _ in range(6)]
+    stores[0].leases()  # the schema exists before the race
+    barrier = threading.Barrier(len(stores))
+    won: list[str] = []
+    refused: list[str] = []
+    errors: list[BaseException] = []
+
+    def acquire(index: int) -> None:
+        barrier.wait()
+        try:
+            stores[index].acquire_leases(["flow a->b", "application orders"], f"proc-{index}")
+            won.append(f"proc-{index}")
+        except LeaseHeld:
+            refused.append(f"proc-{index}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=acquire, args=(i,)) for i in range(len(stores))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors
+        assert len(won) == 1 and len(refused) == len(stores) - 1
+        assert {lease.owner for lease in stores[0].leases()} == set(won)
+    finally:
+        for state in stores:
+            state.close()
 
 
 # --- flows, runs, steps ---------------------------------------------------------------
@@ -330,8 +449,9 @@ def test_schema_and_locking_compile_for_postgresql() -> None:
     dialect = postgresql.dialect()
     for table in store_module._metadata.sorted_tables:
         assert "CREATE TABLE" in str(CreateTable(table).compile(dialect=dialect))
-    locked = select(store_module._applications).with_for_update()
-    assert str(locked.compile(dialect=dialect)).endswith("FOR UPDATE")
+    for table in (store_module._applications, store_module._leases):
+        locked = select(table).with_for_update()
+        assert str(locked.compile(dialect=dialect)).endswith("FOR UPDATE")
 
 
 def test_bad_urls_are_named_without_their_password() -> None:

@@ -71,9 +71,9 @@ class DemoConsumer(FencedClient):
         for messages in batches.values():
             self._process(messages)
 
-    def disconnect(self) -> None:
+    def disconnect(self, timeout_s: float) -> None:
         # Every processed batch was committed before work() returned, so closing
-        # (which leaves the group) is all that is left.
+        # (which leaves the group) is all that is left: nothing to wait for.
         self._live().close()
         self._consumer = None
 

@@ -22,7 +22,6 @@ from replicator.statestore.ledger import LedgerEntry
 
 log = logging.getLogger("demo")
 
-_FLUSH_TIMEOUT_S = 30.0
 _POLL_S = 0.1
 _KEYS = 32
 
@@ -80,17 +79,23 @@ class DemoProducer(FencedClient):
         producer.poll(_POLL_S)
         self.ledger.flush()
 
-    def disconnect(self) -> None:
-        remaining = self._live().flush(_FLUSH_TIMEOUT_S)
+    def disconnect(self, timeout_s: float) -> None:
+        producer = self._live()
+        remaining = producer.flush(timeout_s)
         if remaining:
+            # Not sent in time: cancel them, so none reaches the cluster after the
+            # client stopped (their delivery reports say so; the ledger omits them).
+            producer.purge()
+            producer.flush(0)
             log.error(
-                "%s: %d records to %s on %s not acknowledged within %gs; they are not "
-                "in the ledger (if the broker stored them, a consumer sees unknown ids)",
+                "%s: %d records to %s on %s not acknowledged within %.1fs; cancelled, so "
+                "they are not in the ledger (if the broker stored one already, a consumer "
+                "sees an unknown id)",
                 self.client_id,
                 remaining,
                 self.topic,
                 self._cluster,
-                _FLUSH_TIMEOUT_S,
+                timeout_s,
             )
         self.ledger.flush()
         self._producer = None

@@ -5,23 +5,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from replicator.statestore import StateStore
+from replicator.statestore import ROUTE_LEASE_S, StateStore
 
 
 def fence(store: StateStore, applications: list[str], timeout_s: float) -> dict[str, Any]:
-    """Fence each application and wait until its running clients acknowledge."""
+    """Fence each application and wait until each of its clients acknowledges, or
+    was silent for its route lease (a client that cannot confirm its route stops
+    on its own by then): `silent` lists those, waited out rather than trusted.
+    Every application is fenced before the first wait, so their clients stop together."""
+    epochs = {name: store.fence(name) for name in applications}
     fenced = {}
-    for name in applications:
-        epoch = store.fence(name)
+    for name, epoch in epochs.items():
         clients = store.wait_fenced(name, epoch, timeout_s)
-        fenced[name] = {"epoch": epoch, "clients": [c.client_id for c in clients]}
+        fenced[name] = {
+            "epoch": epoch,
+            "clients": [c.client_id for c in clients],
+            "silent": [c.client_id for c in clients if c.state != "fenced" or c.epoch != epoch],
+        }
     return {"fenced": fenced}
 
 
 def preview_fence(store: StateStore, applications: list[str]) -> dict[str, Any]:
+    """The clients a fence would wait for: those within their route lease now."""
     return {
         "would_fence": {
-            name: [c.client_id for c in store.clients(name, seen_within_s=10)]
+            name: [c.client_id for c in store.clients(name, seen_within_s=ROUTE_LEASE_S)]
             for name in applications
         }
     }

@@ -167,6 +167,11 @@ class Drill(Procedure):
         report = self.reported("translate")
         return None if report is None else int(report["rpo_records"])
 
+    def leases(self) -> list[str]:
+        """None: a non-disruptive drill writes only its shadow groups, so it changes
+        nothing another procedure relies on, and it must never delay a failover."""
+        return []
+
     def shadow_group(self, group: str) -> str:
         return f"{self.shadow_prefix}{group}"
 

@@ -129,11 +129,12 @@ class Failback(Procedure):
 
     def _preflight(self) -> StepReport:
         active = {name: self.store.application(name).active_cluster for name in self.applications}
-        elsewhere = {a: c for a, c in active.items() if c not in (self.dr.alias, self.origin.alias)}
-        if elsewhere:
+        elsewhere = {a: c for a, c in active.items() if c != self.dr.alias}
+        if elsewhere:  # fencing them would stop production for nothing to fail back
             raise ReplicatorError(
-                f"applications active elsewhere than {self.dr.alias!r}: {elsewhere}; fail back "
-                f"only applications that failed over with flow {self.flow.name}"
+                f"applications not active on {self.dr.alias!r}, the DR side of flow "
+                f"{self.flow.name}: {elsewhere}; fail back only applications that failed "
+                f"over with flow {self.flow.name} (nothing was fenced or changed)"
             )
         return {
             "origin": self.origin.alias,

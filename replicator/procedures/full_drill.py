@@ -95,7 +95,10 @@ class FullDrill(Procedure):
         return self._half(failback, "failback")
 
     def _half(self, procedure: Procedure, name: str) -> StepReport:
-        """Run one half under its own id (resumed by a rerun); its figures and steps."""
+        """Run one half under its own id (resumed by a rerun); its figures and steps.
+        The half holds its leases under the drill's id, so the drill keeps them from
+        the failover to the end of the failback."""
+        procedure.lease_owner = self.procedure_id
         report: ProcedureReport = procedure.run(f"{self.procedure_id}.{name}")
         if not report.ok:
             raise ReplicatorError(

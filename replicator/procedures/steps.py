@@ -16,6 +16,13 @@ The run is recorded in the store's history (`start_run` on the first step,
 `finish_run` when the last step completes or a step fails) with RPO (records
 not replicated) and RTO (seconds from the start of the run to the end of the
 step that moved the applications).
+
+Leases: every step that runs first takes (or renews) a lease in the store on
+the procedure's flow and applications (`leases`), and the run releases them
+when it finishes, whatever its outcome; so a second procedure on the same flow
+or application is refused, naming the holder, instead of interleaving its steps.
+A lease lapses after `lease_ttl_s` without a step, so a dead orchestrator does
+not hold it forever.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from replicator.errors import ReplicatorError
-from replicator.statestore import StateStore
+from replicator.statestore import DEFAULT_LEASE_TTL_S, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +110,12 @@ class Procedure(ABC):
         self.dry_run = dry_run
         self.procedure_id = ""
         self._planned: dict[str, StepReport] = {}
+        #: The client applications this procedure moves (leased with its flow).
+        self.applications: list[str] = []
+        #: Set by an enclosing procedure (a full drill's halves): the leases are held
+        #: under its id, and it releases them.
+        self.lease_owner: str | None = None
+        self.lease_ttl_s = DEFAULT_LEASE_TTL_S
 
     @abstractmethod
     def steps(self) -> list[Step]: ...
@@ -194,8 +207,18 @@ class Procedure(ABC):
             self._finish(run_id, "succeeded", {})
         return StepOutcome(step.name, "done", result)
 
+    def leases(self) -> list[str]:
+        """What the procedure holds while it runs, so no other procedure changes it
+        meanwhile: its flow and each application it moves."""
+        flow = self.flow_name()
+        applications = [f"application {a}" for a in self.applications]
+        return [f"flow {flow}", *applications] if flow else applications
+
     def _attempt(self, step: Step, action: Callable[[], StepReport]) -> StepReport:
         try:
+            if not self.dry_run:  # take the leases, or renew them: each step extends them
+                owner = self.lease_owner or self.procedure_id
+                self.store.acquire_leases(self.leases(), owner, self.lease_ttl_s)
             return action()
         except Exception as exc:  # any failure of a step is saved and reported the same way
             raise StepFailed(
@@ -230,6 +253,8 @@ class Procedure(ABC):
             **extra,
         }
         self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
+        if self.lease_owner is None:  # a finished run, whatever its outcome, holds nothing
+            self.store.release_leases(self.procedure_id)
 
     def rto(self) -> float | None:
         """Seconds from the start of the run to the completion of the recovery step."""

@@ -1,5 +1,6 @@
 """The DR state store: active cluster and fence of each client application, DR run
-history, flow states and procedure steps; and how clients discover where to connect.
+history, flow states, procedure steps and leases; and how clients discover where to
+connect.
 
 `StateStore` is the store, `where` the call client applications make, `create_app`
 the read-only HTTP view, `check_ledgers` the no-loss/no-duplicate proof of the
@@ -9,11 +10,15 @@ demo applications.
 from replicator.statestore.discovery import Route, UnknownClusterError, where
 from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
 from replicator.statestore.store import (
+    DEFAULT_LEASE_TTL_S,
+    ROUTE_LEASE_S,
     STATE_URL_ENV,
     Application,
     ClientState,
     FenceNotAcknowledged,
     FlowState,
+    Lease,
+    LeaseHeld,
     NotFoundError,
     RunRecord,
     StateStore,
@@ -24,11 +29,15 @@ from replicator.statestore.store import (
 )
 
 __all__ = [
+    "DEFAULT_LEASE_TTL_S",
+    "ROUTE_LEASE_S",
     "STATE_URL_ENV",
     "Application",
     "ClientState",
     "FenceNotAcknowledged",
     "FlowState",
+    "Lease",
+    "LeaseHeld",
     "LedgerCheck",
     "LedgerEntry",
     "NotFoundError",

@@ -15,6 +15,11 @@ The fence protocol a client follows (include/demo/ implements it):
    that report is the acknowledgement a failover procedure waits for.
 3. Keep asking; when no longer fenced, connect to the (possibly new)
    active cluster and go on at step 1.
+4. The route lease: a route holds for `ROUTE_LEASE_S` (5 s) after the read
+   that the client last reported itself on. A client that cannot reach the
+   store (read or report) stops work within that lease and waits for the
+   store: a fence may have been set that it cannot see. A failover waits
+   out the lease for a client that went silent instead of ignoring it.
 """
 
 from __future__ import annotations

@@ -17,16 +17,27 @@ as `******`.
 Epochs: an application's epoch grows by one on every change of its active
 cluster or fence state, never otherwise. A client that reports state "fenced"
 at epoch E has therefore acknowledged exactly the fence that E stands for.
+
+Route lease: a client acts on its route for at most `ROUTE_LEASE_S` after it
+last confirmed it (read it here and reported itself), so a client cut off from
+the store stops on its own; a fence waits that long for a client gone silent
+instead of taking silence for obedience.
+
+Procedure leases: a DR procedure holds a lease on its flow and on each
+application it moves (`acquire_leases`), so two procedures never interleave
+their steps on the same thing; a lease lapses unless renewed, so an
+orchestrator that died does not lock a flow forever.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,6 +73,8 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from replicator.config.redact import redact
 from replicator.errors import ReplicatorError
 
+log = logging.getLogger(__name__)
+
 #: Environment variable with the SQLAlchemy URL of the state store.
 STATE_URL_ENV = "REPLICATOR_STATE_URL"
 #: Where the SQLite file goes when nothing else is configured (relative to the cwd).
@@ -75,6 +88,16 @@ _SQLITE_BUSY_TIMEOUT_S = 30.0
 _WAIT_POLL_S = 0.2
 _WRITE = "replicator_write"  # execution option: this transaction writes
 
+#: How long a client application may act on its route after it last confirmed it
+#: (read it and reported itself to the store); see include/demo/fenced_client.py.
+#: A fence waits this long for a client that went silent.
+ROUTE_LEASE_S = 5.0
+#: Added to the route lease when waiting out a silent client: the client's and the
+#: procedure's clocks (each stamps its own times) and the client's last unit of work.
+ROUTE_LEASE_GRACE_S = 1.0
+#: How long a procedure's lease lasts unless renewed (each step of it renews it).
+DEFAULT_LEASE_TTL_S = 3600.0
+
 
 class StateStoreError(ReplicatorError):
     """The state store cannot do what was asked; the message says why and what to do."""
@@ -86,6 +109,14 @@ class NotFoundError(StateStoreError):
 
 class StoreUnavailable(StateStoreError):
     """The database cannot be reached or stays locked; clients keep their last route."""
+
+
+class LeaseHeld(StateStoreError):
+    """A resource is leased to another owner; `holder` is that lease."""
+
+    def __init__(self, message: str, holder: Lease) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class FenceNotAcknowledged(StateStoreError):
@@ -143,6 +174,17 @@ class RunRecord:
     rpo_records: int | None
     rto_seconds: float | None
     details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """`owner` (a procedure id) holds `resource` (e.g. "flow A->B", "application
+    orders") until `expires_at`, unless it renews the lease before."""
+
+    resource: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -240,6 +282,17 @@ _steps = Table(
     Column("first_saved_at", _UTCDateTime, nullable=False),
     Column("updated_at", _UTCDateTime, nullable=False),
     UniqueConstraint("procedure_id", "name"),
+)
+
+
+# One row per leased resource: the primary key makes a resource's lease unique.
+_leases = Table(
+    "dr_leases",
+    _metadata,
+    Column("resource", String(_NAME), primary_key=True),
+    Column("owner", String(_NAME), nullable=False),
+    Column("acquired_at", _UTCDateTime, nullable=False),
+    Column("expires_at", _UTCDateTime, nullable=False),
 )
 
 
@@ -406,13 +459,20 @@ class StateStore:
             return [ClientState(**row._mapping) for row in rows]
 
     def wait_fenced(
-        self, application: str, epoch: int, timeout_s: float, seen_within_s: float = 10.0
+        self, application: str, epoch: int, timeout_s: float, lease_s: float = ROUTE_LEASE_S
     ) -> list[ClientState]:
-        """Wait until every client seen in the last `seen_within_s` reports "fenced"
-        at `epoch`; returns them (none seen: nothing to wait for). Raises
-        FenceNotAcknowledged naming the clients that did not, and StateStoreError
-        if the application left that fence meanwhile."""
+        """Wait until every client of `application` reports "fenced" at `epoch`, or has
+        been silent for its route lease `lease_s` (plus ROUTE_LEASE_GRACE_S): a client
+        that cannot confirm its route stops on its own within the lease, so silence
+        counts as fenced only once the lease has passed since it was last seen.
+
+        Returns the clients that were within their lease when the wait began: those
+        that acknowledged, and those waited out (still not "fenced" at `epoch`). Raises
+        FenceNotAcknowledged naming the clients still pending at the deadline, and
+        StateStoreError if the application left that fence meanwhile."""
         deadline = time.monotonic() + timeout_s
+        lease = timedelta(seconds=lease_s + ROUTE_LEASE_GRACE_S)
+        began = _now()
         while True:
             app = self.application(application)
             if not app.fenced or app.epoch != epoch:
@@ -422,12 +482,17 @@ class StateStore:
                     f"active on {app.active_cluster!r}): another procedure changed it; "
                     "check `replicator history` before fencing again"
                 )
-            seen = self.clients(application, seen_within_s)
-            pending = [c for c in seen if c.state != "fenced" or c.epoch != epoch]
+            now = _now()
+            # A client silent for a lease before the wait began had stopped already.
+            current = [c for c in self.clients(application) if c.last_seen + lease > began]
+            pending = [
+                c
+                for c in current
+                if (c.state != "fenced" or c.epoch != epoch) and c.last_seen + lease > now
+            ]
             if not pending:
-                return seen
+                return current
             if time.monotonic() >= deadline:
-                now = _now()
                 listed = "; ".join(
                     f"{c.client_id} ({c.role} on {c.cluster}: {c.state} at epoch {c.epoch}, "
                     f"seen {(now - c.last_seen).total_seconds():.1f}s ago)"
@@ -440,6 +505,68 @@ class StateStore:
                     pending,
                 )
             time.sleep(min(_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    # --- leases -------------------------------------------------------------------
+
+    def acquire_leases(
+        self, resources: Iterable[str], owner: str, ttl_s: float = DEFAULT_LEASE_TTL_S
+    ) -> list[Lease]:
+        """Lease every one of `resources` to `owner` for `ttl_s` seconds, all or none,
+        in one transaction: a free resource is leased, an expired lease is taken
+        over, `owner`'s own lease is renewed. Raises LeaseHeld naming the holder and
+        its expiry when another owner holds one of them."""
+        wanted = sorted(set(resources))  # one lock order for everyone: no deadlock
+        now = _now()
+        expires = now + timedelta(seconds=ttl_s)
+        with self._write() as conn:
+            for resource in wanted:
+                held = self._lease(conn, resource)
+                if held is None:
+                    try:
+                        with conn.begin_nested():
+                            conn.execute(
+                                insert(_leases).values(
+                                    resource=resource,
+                                    owner=owner,
+                                    acquired_at=now,
+                                    expires_at=expires,
+                                )
+                            )
+                        continue
+                    except IntegrityError:  # leased concurrently (PostgreSQL): see by whom
+                        held = self._lease(conn, resource)
+                        assert held is not None  # the row that made the insert fail
+                if held.owner != owner and held.expires_at > now:
+                    raise self._lease_held(held, owner, now)
+                if held.owner != owner:
+                    log.warning(
+                        "the lease of %s by %s expired at %s; %s takes it over",
+                        resource,
+                        held.owner,
+                        f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC",
+                        owner,
+                    )
+                conn.execute(
+                    update(_leases)
+                    .where(_leases.c.resource == resource)
+                    .values(
+                        owner=owner,
+                        acquired_at=held.acquired_at if held.owner == owner else now,
+                        expires_at=expires,
+                    )
+                )
+            return [lease for r in wanted if (lease := self._lease(conn, r)) is not None]
+
+    def release_leases(self, owner: str) -> int:
+        """Release every lease `owner` holds; returns how many it held."""
+        with self._write() as conn:
+            return conn.execute(delete(_leases).where(_leases.c.owner == owner)).rowcount
+
+    def leases(self) -> list[Lease]:
+        """Every lease, expired ones included (until someone takes them over)."""
+        with self._read() as conn:
+            rows = conn.execute(select(_leases).order_by(_leases.c.resource))
+            return [Lease(**row._mapping) for row in rows]
 
     # --- flows --------------------------------------------------------------------
 
@@ -668,6 +795,25 @@ class StateStore:
             update(_applications)
             .where(_applications.c.name == name)
             .values(**values, updated_at=_now())
+        )
+
+    @staticmethod
+    def _lease(conn: Connection, resource: str) -> Lease | None:
+        """The lease of `resource`, its row locked until the transaction ends."""
+        query = select(_leases).where(_leases.c.resource == resource).with_for_update()
+        row = conn.execute(query).first()
+        return None if row is None else Lease(**row._mapping)
+
+    def _lease_held(self, held: Lease, wanted_by: str, now: datetime) -> LeaseHeld:
+        left = (held.expires_at - now).total_seconds()
+        return LeaseHeld(
+            f"{held.resource} is leased to {held.owner} until "
+            f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC ({left:.0f}s from now), so "
+            f"{wanted_by} may not change it: two procedures on the same flow or "
+            f"application would undo each other's steps. Wait until {held.owner} "
+            "finishes (`replicator history`); if its orchestrator died, the lease "
+            "lapses at that time",
+            held,
         )
 
     def _unknown_run(self, run_id: str) -> NotFoundError:
