@@ -52,6 +52,10 @@ PROBE_TIMEOUT_S = 5.0
 PROBE_EVERY_S = 2.0
 #: At most one "still unreachable" line this often.
 REMIND_EVERY_S = 30.0
+#: After a probe the cluster answered, client reports are only counted for this long
+#: before they start another probe: one broker of several may stay down for hours,
+#: and its clients' reports must not turn into a probe each.
+QUIET_S = 30.0
 
 #: A probe: None when the cluster answered, else why it did not.
 Probe = Callable[[], "str | None"]
@@ -66,8 +70,9 @@ class _Outage:
     started_wall: float
     first_reason: str
     last_reason: str
+    last_report: float  # monotonic
     #: Client reports since the last line about it.
-    reports: int = 1
+    reports: int = 0
     last_line: float = 0.0  # monotonic
 
     def since(self) -> str:
@@ -81,6 +86,9 @@ class Reachability:
     a few assignments; the first one of an incident starts `watch` in a thread of
     its own (`spawn`), which probes until the cluster answers and writes the
     lines. Tests drive `check` directly with a probe and a clock of their own.
+
+    States: "up"; "suspect" while the first probe of an incident runs; "down" from
+    its failure until a probe is answered.
     """
 
     def __init__(
@@ -101,7 +109,10 @@ class Reachability:
         self._remind_every_s = remind_every_s
         self._lock = threading.Lock()
         self._state: State = "up"
+        #: The reports not explained yet: the incident or outage, or while "up",
+        #: reports counted during a quiet time.
         self._outage: _Outage | None = None
+        self._quiet_until = float("-inf")
         self._outages = 0
         self._export()
 
@@ -129,12 +140,16 @@ class Reachability:
         """A client could not talk to the cluster (a refused or dropped connection,
         a name that does not resolve, all brokers down, requests timing out)."""
         with self._lock:
-            if self._outage is not None:
-                self._outage.last_reason = reason
-                self._outage.reports += 1
-                return
             now = self._clock()
-            self._outage = _Outage(now, time.time(), reason, reason)
+            outage = self._outage
+            if outage is None or (self._state == "up" and now - outage.last_report > QUIET_S):
+                # Reports that stopped long ago belong to no outage starting now.
+                outage = self._outage = _Outage(now, time.time(), reason, reason, now)
+            outage.last_reason = reason
+            outage.last_report = now
+            outage.reports += 1
+            if self._state != "up" or now < self._quiet_until:
+                return
             self._state = "suspect"
         log.debug("cluster %s: %s; probing it", self.cluster, reason)
         self._spawn(self.watch)
@@ -151,7 +166,7 @@ class Reachability:
         now = self._clock()
         with self._lock:
             outage = self._outage
-            if outage is None:
+            if outage is None or self._state == "up":
                 return None
             if failure is None:
                 self._answered(outage, now)
@@ -189,11 +204,14 @@ class Reachability:
                 self.cluster, self.bootstrap, now - outage.started, outage.since(),
             )  # fmt: skip
         else:
-            log.debug(
-                "cluster %s answers; the trouble was passing: %s", self.cluster, outage.last_reason
-            )
+            log.info(
+                "cluster %s (%s) answers, though its clients reported %d connection "
+                "failure(s) since %s, the last: %s",
+                self.cluster, self.bootstrap, outage.reports, outage.since(), outage.last_reason,
+            )  # fmt: skip
         self._state = "up"
         self._outage = None
+        self._quiet_until = now + QUIET_S
 
 
 def _in_daemon_thread(name: str) -> Callable[[Callable[[], None]], None]:

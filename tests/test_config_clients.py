@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from replicator.config.clients import is_client_key, is_connection_key, translate
+from replicator.config.clients import admin_settings, is_client_key, is_connection_key, translate
 from replicator.errors import ConfigError
 
 PLAIN_JAAS = (
@@ -377,3 +377,29 @@ def test_librdkafka_accepts_every_translated_setting():
     Consumer({**translate(settings, "consumer").config, "group.id": "probe", **quiet}).close()
     Producer({**translate(settings, "producer").config, **quiet}).flush(0)
     AdminClient({**translate(settings, "admin").config, **quiet})
+
+
+def test_admin_settings_of_a_client_config_are_what_an_admin_client_takes():
+    """The reachability probe is an admin client built from whichever client of the
+    cluster reported first: it keeps connection and security settings, drops the
+    other kinds' settings and the callbacks of that client."""
+    connection = translate(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": SCRAM_JAAS,
+            "socket.timeout.ms": "30000",
+        },
+        "admin",
+    ).config
+    consumer = {
+        **connection,
+        "group.id": "g",
+        "isolation.level": "read_committed",
+        "error_cb": print,
+        "logger": object(),
+    }
+    assert admin_settings(consumer) == connection
+    assert connection["sasl.password"] and connection["security.protocol"] == "SASL_SSL"
+    AdminClient({**admin_settings(consumer), "log_level": "0"})  # librdkafka takes them all

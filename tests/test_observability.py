@@ -50,6 +50,11 @@ def test_metrics_status_and_topics(tmp_path: Path, primary: str, dr: str) -> Non
         series = f"replicator_records_replicated_total{{{labels}}}"
         wait_until(lambda: f"{series} {float(flow.wanted[0])}" in _scrape(port), 60, series)
         assert 'replicator_lag_records{flow="primary->dr",partition="0"' in _scrape(port)
+        # Both clusters answer (their outages are counted in tests that make them).
+        scraped = _scrape(port)
+        for cluster in ("primary", "dr"):
+            assert f'replicator_cluster_reachable{{cluster="{cluster}"}} 1.0' in scraped
+            assert f'replicator_cluster_outages_total{{cluster="{cluster}"}}' in scraped
     finally:
         stop.set()
         runner.join(60)

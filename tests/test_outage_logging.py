@@ -114,18 +114,29 @@ def test_an_outage_is_one_line_reminders_and_one_line_back(
     assert _sample("replicator_cluster_outages_total", "unit-outage") == 1
 
 
-def test_trouble_the_probe_does_not_confirm_is_no_outage(
+def test_trouble_the_probe_does_not_confirm_is_one_line_and_no_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="replicator.reachability")
-    tracker, probe, _, spawned = _reachability("unit-blip")
-    probe.answer = None  # e.g. a broker closed an idle connection
-    tracker.trouble("127.0.0.1:1/1: Disconnected (after 600000ms in state UP)")
+    tracker, probe, clock, spawned = _reachability("unit-blip")
+    probe.answer = None  # e.g. one broker of several is down; the cluster serves
+    tracker.trouble("127.0.0.1:2/2: Connect to ipv4#127.0.0.1:2 failed: Connection refused")
     assert tracker.check() is None
-    assert tracker.state == "up" and not caplog.records
+    assert tracker.state == "up"
     assert _sample("replicator_cluster_outages_total", "unit-blip") == 0
-    tracker.trouble("again")  # a later incident is looked into again
-    assert len(spawned) == 2
+    assert _sample("replicator_cluster_reachable", "unit-blip") == 1
+    [line] = [record.getMessage() for record in caplog.records]
+    assert "cluster unit-blip (127.0.0.1:1) answers, though its clients reported 1" in line
+
+    for _ in range(29):  # the same broker's failures keep coming: counted, not probed
+        clock.now += 1
+        tracker.trouble("127.0.0.1:2/2: Connect to ipv4#127.0.0.1:2 failed: Connection refused")
+    assert len(spawned) == 1
+    clock.now += 1
+    tracker.trouble("127.0.0.1:2/2: Connect to ipv4#127.0.0.1:2 failed: Connection refused")
+    assert len(spawned) == 2, "after the quiet time, reports are looked into again"
+    assert tracker.check() is None
+    assert "reported 30 connection failure(s)" in caplog.records[-1].getMessage()
 
 
 def test_repeated_lines_pass_once_per_window_and_say_how_many_were_held_back() -> None:
