@@ -29,14 +29,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from replicator.checkpoints import policy_of
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.formats import Checkpoint
-from replicator.kafka_clients import AdminClient
-from replicator.procedures.flows import STALE_AFTER_S, live_workers
-from replicator.runner import RUNNING
+from replicator.procedures.flows import STALE_AFTER_S, live_workers, replicates_our_topics
+from replicator.runner import RUNNING, STOPPED
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.status import read_status
 from replicator.translation import PartitionReader
@@ -70,6 +70,8 @@ class WorkerInfo:
     partitions: int
     live: bool  # reports "running" and reported recently (see `live_workers`)
     updated_at: datetime
+    #: When it started the flow (None: a worker too old to say).
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class FlowStatus:
     target: str
     #: What the state store asks of the flow ("running" when it has no entry).
     desired_state: str
+    #: The live workers, and the dead ones that are still wanted: the flow should run,
+    #: and no other worker started after they went silent. Workers replaced by a
+    #: restart, or stopped with their flow, are history and left out.
     workers: list[WorkerInfo] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
     checkpoint: CheckpointInfo | None = None
@@ -117,6 +122,10 @@ class FlowStatus:
     @property
     def live_workers(self) -> int:
         return sum(1 for w in self.workers if w.live)
+
+    @property
+    def dead_workers(self) -> int:
+        return sum(1 for w in self.workers if not w.live)
 
     @property
     def total_lag(self) -> int | None:
@@ -137,6 +146,10 @@ class RunSummary:
     rto_seconds: float | None
     started_at: datetime
     finished_at: datetime | None
+    #: Failovers, failbacks and drills: how long the procedure took, and how long the
+    #: applications' clients were stopped (from the fence to the switch).
+    duration_seconds: float | None = None
+    downtime_seconds: float | None = None
     #: Verification runs: the Data Docs site's index.html, and the suites that failed.
     data_docs: str | None = None
     failed_suites: list[str] = field(default_factory=list)
@@ -160,6 +173,8 @@ class RunSummary:
             run.rto_seconds,
             run.started_at,
             run.finished_at,
+            _seconds(run.details.get("duration_seconds")),
+            _seconds(run.details.get("downtime_seconds")),
             docs if isinstance(docs, str) else None,
             failed,
         )
@@ -181,6 +196,7 @@ class DrStatus:
         data = _jsonable(asdict(self))
         for flow, out in zip(self.flows, data["flows"], strict=True):
             out["live_workers"] = flow.live_workers
+            out["dead_workers"] = flow.dead_workers
             out["total_lag"] = flow.total_lag
         return data
 
@@ -229,7 +245,7 @@ def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) ->
     """Whether `cluster` answers a metadata request within `timeout_s`."""
     # Quiet: a dead cluster would log a connection failure every few ms of the probe.
     quiet = {"socket.connection.setup.timeout.ms": 1000, "log_level": 2}
-    admin = AdminClient({**cluster.admin, **quiet}, cluster=cluster.alias)
+    admin = AdminClient({**cluster.admin, **quiet})
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
@@ -250,12 +266,14 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
         checkpoint = checkpoint_info(flow)
     except (ReplicatorError, KafkaException) as exc:
         return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
+    workers = [
+        _worker(row, row["worker"] in live)
+        for row in rows
+        if "worker" in row and replicates_our_topics(flow, row.get("topics"))
+    ]
     return replace(
         status,
-        workers=sorted(
-            (_worker(row, row["worker"] in live) for row in rows if "worker" in row),
-            key=lambda w: w.worker,
-        ),
+        workers=sorted(_current(workers, desired_state != STOPPED), key=lambda w: w.worker),
         # Other deployments may run a flow of the same name into the same target:
         # only partitions of the topics this configuration replicates are ours.
         partitions=sorted(
@@ -302,6 +320,24 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
     )
 
 
+def _current(workers: list[WorkerInfo], wanted: bool) -> list[WorkerInfo]:
+    """The live workers, and (if the flow is `wanted` running) the dead ones that no
+    other worker replaced: none started after they went silent. Every restart leaves
+    the record of a dead worker behind; counting those would say "1 live / 6"."""
+
+    def replaced(dead: WorkerInfo) -> bool:
+        return any(
+            w is not dead
+            and (
+                (w.started_at is not None and w.started_at >= dead.updated_at)
+                or (w.live and w.started_at is None)  # too old to say: it may be
+            )
+            for w in workers
+        )
+
+    return [w for w in workers if w.live or (wanted and not replaced(w))]
+
+
 def _history(store: StateStore, limit: int) -> list[RunSummary]:
     runs = [run for kind in HISTORY_KINDS for run in store.runs(kind, limit=limit)]
     runs.sort(key=lambda r: r.started_at, reverse=True)
@@ -317,6 +353,7 @@ def _worker(row: dict[str, Any], live: bool) -> WorkerInfo:
         partitions=int(row.get("partitions", 0)),
         live=live,
         updated_at=_ms(row["updated_ms"]),
+        started_at=_ms(row["started_ms"]) if row.get("started_ms") else None,
     )
 
 
@@ -335,6 +372,10 @@ def _partition(row: dict[str, Any]) -> PartitionLag:
         updated_at=updated_at,
         stale=row["state"] == "replicating" and silent_s > STALE_AFTER_S,
     )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _ms(value: Any) -> datetime:

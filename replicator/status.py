@@ -53,6 +53,9 @@ class WorkerStatus:
     #: deployments of the same flow name writing to the same target.
     topics: list[str] = field(default_factory=list)
     error: str | None = None
+    #: When this worker started the flow: staleness bounds (checkpoints, heartbeats)
+    #: count from it, since a flow that just started has written nothing yet.
+    started_ms: int | None = None
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     @property

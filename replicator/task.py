@@ -128,6 +128,7 @@ class ReplicationTask:
         self.flow = flow
         self.stop_event = stop_event or threading.Event()
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.started_ms = int(time.time() * 1000)
         self.policy: ReplicationPolicy = load_policy(
             flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
         )
@@ -956,6 +957,7 @@ class ReplicationTask:
                 partitions=len(self._trackers),
                 topics=sorted(self._topics),
                 error=self._fatal,
+                started_ms=self.started_ms,
             )
         )
         self._producer.poll(0)

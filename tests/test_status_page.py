@@ -1,6 +1,7 @@
 """The DR status page (Airflow UI plugin) against the real clusters: a running flow's
 per-partition lag and checkpoint age, an application's active cluster, a drill's
-RPO/RTO with its report, the last verification with its Data Docs; an unreachable
+RPO/RTO with its report, the last verification with its Data Docs; only current
+workers counted (and dead ones while wanted), each run's duration and downtime; an unreachable
 cluster shown as unreachable within seconds; no path out of the Data Docs folder;
 Airflow's plugin manager loading the page and its navigation entry.
 
@@ -18,15 +19,18 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from procedure_helpers import cluster_config, commit_offsets, runner
 from replication_helpers import end_offsets, preload, wait_until, write_config
 
 from replicator.config import load_config
-from replicator.dr_status import dr_status
+from replicator.dr_status import dr_status, flow_status
+from replicator.internal_topics import ensure_compacted_topic
 from replicator.procedures import live_workers
 from replicator.procedures.drill import Drill
 from replicator.statestore import StateStore
+from replicator.status import STATUS_TOPIC, StatusWriter, WorkerStatus
 
 from kafka_helpers import create_topic, free_port_pair, unique_topic
 
@@ -179,6 +183,71 @@ def test_page_shows_lag_checkpoints_active_cluster_drill_and_verification(
     assert docs.status_code == 200 and "GX Data Docs index" in docs.text
     suite = client.get(f"/runs/{verification_id}/data-docs/validations/parity.html")
     assert suite.status_code == 200 and "parity suite" in suite.text
+
+
+def test_workers_are_the_current_ones_and_runs_show_duration_and_downtime(
+    page: ModuleType, tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore
+) -> None:
+    topic = unique_topic("ui.workers")
+    config_path = write_config(tmp_path, primary, dr, topic)
+    flow = load_config(config_path).flow("primary->dr")
+    ensure_compacted_topic(flow.target, STATUS_TOPIC, 1, "status.topic.replication.factor")
+    now_ms, minute_ms = int(time.time() * 1000), 60_000
+
+    def publish(name: str, state: str, started_min_ago: int, silent_min_ago: int) -> None:
+        writer = Producer({"bootstrap.servers": dr})
+        StatusWriter(writer).publish(
+            WorkerStatus(
+                flow.name,
+                f"{topic}-{name}",
+                state,
+                topics=[topic],
+                started_ms=now_ms - started_min_ago * minute_ms,
+                updated_ms=now_ms - silent_min_ago * minute_ms,
+            )
+        )
+        assert writer.flush(30) == 0
+
+    def shown(desired: str) -> list[tuple[str, bool]]:
+        workers = flow_status(flow, desired, target_reachable=True).workers
+        return [(w.worker.removeprefix(f"{topic}-"), w.live) for w in workers]
+
+    def workers_cell() -> str:
+        html = _client(page, config_path, state_url).get("/").text
+        row = re.search(r'<tr data-flow-summary="primary-&gt;dr">(.*?)</tr>', html, flags=re.S)
+        assert row is not None, html
+        cell = re.search(r'<td class="workers[^"]*"[^>]*>(.*?)</td>', row.group(1))
+        assert cell is not None, row.group(1)
+        return cell.group(1)
+
+    # Killed with kill -9 (its record still says running), then a worker stopped with
+    # its flow, then the one running now: each restart left a record behind.
+    publish("killed", "running", started_min_ago=30, silent_min_ago=20)
+    publish("stopped", "stopped", started_min_ago=15, silent_min_ago=10)
+    publish("current", "running", started_min_ago=5, silent_min_ago=0)
+    assert shown("running") == [("current", True)]
+    assert workers_cell() == "1 live"
+    # The current one dies and nothing replaces it: shown dead while the flow is wanted.
+    publish("current", "running", started_min_ago=5, silent_min_ago=1)
+    assert shown("running") == [("current", False)]
+    assert workers_cell() == "0 live, 1 dead"
+    store.set_flow_state(flow.name, "stopped")  # a failover stopped the flow
+    assert shown("stopped") == []
+    assert workers_cell() == "0 live"
+
+    # Each run of the history with the procedure's duration and the applications' downtime.
+    run_id = store.start_run("failover", flow.name, "planned", {"applications": ["ui-app"]})
+    details = {"duration_seconds": 12.25, "downtime_seconds": 2.5}
+    store.finish_run(run_id, "succeeded", 0, 3.75, details)
+    client = _client(page, config_path, state_url)
+    html = client.get("/").text
+    assert _cell(html, f'data-run="{run_id}"', "duration") == ["12.25"]
+    assert _cell(html, f'data-run="{run_id}"', "downtime") == ["2.5"]
+    [run] = client.get("/api/status").json()["history"]
+    assert (run["duration_seconds"], run["downtime_seconds"]) == (12.25, 2.5)
+    report = client.get(f"/runs/{run_id}").text
+    assert "<th>duration (s)</th><td>12.25</td>" in report
+    assert "<th>downtime (s)</th><td>2.5</td>" in report
 
 
 def test_an_unreachable_cluster_is_shown_as_unreachable_within_seconds(

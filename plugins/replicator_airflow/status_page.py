@@ -4,7 +4,8 @@ One server-rendered page (no JS framework: a few lines of script re-fetch it
 every few seconds) shows what `replicator.dr_status` gathers: clusters, flows
 with per-partition lag and checkpoint age, the active cluster of each client
 application, the last verification with its Data Docs, and the history of
-failovers, failbacks and drills with RPO and RTO. `/api/status` serves the same
+failovers, failbacks and drills with RPO, RTO, the procedure's duration and the
+applications' downtime. `/api/status` serves the same
 snapshot as JSON; `/runs/{run_id}` renders one run's stored report; the Data
 Docs of a verification run are served from its own site folder.
 
@@ -47,7 +48,7 @@ body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1f24}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.8rem}
 table{border-collapse:collapse;margin:.4rem 0}
 th,td{border:1px solid #d0d7de;padding:.2rem .5rem;text-align:left;vertical-align:top}
-th{background:#f3f5f7}td.num,td.lag,td.rpo,td.rto{text-align:right}
+th{background:#f3f5f7}td.num,td.lag,td.rpo,td.rto,td.duration,td.downtime{text-align:right}
 .ok{color:#1a7f37}.bad{color:#cf222e;font-weight:600}.muted{color:#656d76}
 .error{color:#cf222e}
 """
@@ -173,6 +174,8 @@ def render_run(run: RunRecord) -> str:
         "outcome": run.outcome or "in progress",
         "RPO (records)": run.rpo_records,
         "RTO (s)": run.rto_seconds,
+        "duration (s)": summary.duration_seconds,
+        "downtime (s)": summary.downtime_seconds,
         "started": _time(run.started_at),
         "finished": _time(run.finished_at),
     }
@@ -217,7 +220,7 @@ def _flows(flows: list[FlowStatus]) -> str:
         rows.append(
             f'<tr data-flow-summary="{_e(f.name)}"><td>{_e(f.name)}</td>'
             f'<td class="desired-state">{_e(f.desired_state)}</td>'
-            f'<td class="workers num">{f.live_workers} live / {len(f.workers)}</td>'
+            f"{_workers(f)}"
             f'<td class="total-lag num">{_n(f.total_lag)}</td>'
             f'<td class="checkpoint-age">{"" if f.error else _e(age)}</td>'
             f'<td class="error">{_e(f.error or "")}</td></tr>'
@@ -258,6 +261,19 @@ def _flows(flows: list[FlowStatus]) -> str:
     return section
 
 
+def _workers(flow: FlowStatus) -> str:
+    """The workers cell: how many are live, and the dead ones the flow still wants
+    (none replaced them), named in the cell's title."""
+    dead = [w for w in flow.workers if not w.live]
+    if not dead:
+        return f'<td class="workers num">{flow.live_workers} live</td>'
+    silent = "; ".join(f"{w.worker} ({w.state}, last report {_time(w.updated_at)})" for w in dead)
+    return (
+        f'<td class="workers num bad" title="{_e(silent)}">'
+        f"{flow.live_workers} live, {len(dead)} dead</td>"
+    )
+
+
 def _applications(status: DrStatus) -> str:
     rows = [
         f'<tr data-app="{_e(a.name)}"><td>{_e(a.name)}</td>'
@@ -295,12 +311,15 @@ def _history(runs: list[RunSummary]) -> str:
         f"<td>{_e(r.mode)}</td><td>{_e(r.flow)}</td>"
         f'<td class="outcome">{_e(r.outcome or "in progress")}</td>'
         f'<td class="rpo">{_n(r.rpo_records)}</td><td class="rto">{_n(r.rto_seconds)}</td>'
+        f'<td class="duration">{_n(r.duration_seconds)}</td>'
+        f'<td class="downtime">{_n(r.downtime_seconds)}</td>'
         f'<td><a href="{_report_href(r.run_id)}">report</a></td></tr>'
         for r in runs
     ]
+    headers = ["started", "kind", "mode", "flow", "outcome", "RPO (records)", "RTO (s)"]
     return _table(
         "Failovers, failbacks and drills",
-        ["started", "kind", "mode", "flow", "outcome", "RPO (records)", "RTO (s)", "report"],
+        [*headers, "duration (s)", "downtime (s)", "report"],
         rows,
     )
 

@@ -37,11 +37,12 @@ def live_workers(flow: FlowConfig) -> list[dict[str, Any]]:
         if "worker" in row
         and row["state"] == "running"
         and row["updated_ms"] >= fresh_after_ms
-        and _replicates_our_topics(flow, row.get("topics"))
+        and replicates_our_topics(flow, row.get("topics"))
     ]
 
 
-def _replicates_our_topics(flow: FlowConfig, topics: list[str] | None) -> bool:
+def replicates_our_topics(flow: FlowConfig, topics: list[str] | None) -> bool:
+    """Whether a worker replicating `topics` is one of `flow`'s (see `live_workers`)."""
     # A worker that has not listed its topics yet may be ours.
     return not topics or any(flow.topics.matches(topic) for topic in topics)
 
