@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
 
 from replicator.checkpoints import policy_of
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.formats import Checkpoint
+from replicator.kafka_clients import AdminClient
 from replicator.procedures.flows import STALE_AFTER_S, live_workers, replicates_our_topics
 from replicator.runner import RUNNING, STOPPED
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
@@ -245,7 +245,7 @@ def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) ->
     """Whether `cluster` answers a metadata request within `timeout_s`."""
     # Quiet: a dead cluster would log a connection failure every few ms of the probe.
     quiet = {"socket.connection.setup.timeout.ms": 1000, "log_level": 2}
-    admin = AdminClient({**cluster.admin, **quiet})
+    admin = AdminClient({**cluster.admin, **quiet}, cluster=cluster.alias)
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
