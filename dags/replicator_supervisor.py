@@ -5,7 +5,8 @@ died are started again, unless the DR state store has stopped all their flows.
 The run fails, listing every problem with its fix, on a flow without a live
 worker, a partition stopped by a failure policy, lag beyond `max_lag_records`
 on a partition, records lost to retention, checkpoints or heartbeats older
-than their bound. Flows the state store has stopped (a failover) are skipped.
+than their bound (counted from when the flow last started, so a flow that just
+started is not paged). Flows the state store has stopped (a failover) are skipped.
 """
 
 from __future__ import annotations

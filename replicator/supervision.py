@@ -16,6 +16,12 @@ naming the flow, the topic and partition, and the fix:
 - stalled heartbeats: the newest heartbeat on the target is older than a
   bound, so nothing gets through end to end.
 
+Staleness bounds (missing workers, checkpoints, heartbeats) count from when the
+flow last started: the later of its start in the state store and the start of
+its longest-running live worker (`started_ms` in the worker's status). A flow
+that started a minute ago (the reverse flow of a failover, a restarted worker)
+has had no time to write a checkpoint, and is not paged for it.
+
 Bounds have defaults that suit the local stack; the DAG's params override them.
 """
 
@@ -41,12 +47,20 @@ from replicator.lag import LagReport, measure_lag
 from replicator.launchers import Launcher, LaunchResult, Worker
 from replicator.procedures.flows import STALE_AFTER_S, live_workers
 from replicator.runner import STOPPED
-from replicator.statestore import StateStore
+from replicator.statestore import FlowState, StateStore
 from replicator.status import read_status
 
 _TIMEOUT_S = 30.0
 
-Check = Literal["workers", "stopped", "lag", "retention", "checkpoints", "heartbeats", "unreadable"]
+Check = Literal[
+    "workers",
+    "stopped",
+    "lag",
+    "retention",
+    "checkpoints",
+    "heartbeats",
+    "unreadable",
+]
 
 
 @dataclass(frozen=True)
@@ -156,11 +170,13 @@ def check(
     if launcher is not None:
         report.restarted = _restart_dead(launcher, store, report, restarted_flows)
     for flow in config.flows:
-        if not _wanted_running(store, flow.name):
+        state = store.flow_state(flow.name)
+        if state is not None and state.state == STOPPED:
             report.flows.append(FlowHealth(flow.name, wanted_running=False))
             continue
         try:
-            report.flows.append(_check_flow(flow, bounds, flow.name in restarted_flows, report))
+            health = _check_flow(flow, state, bounds, flow.name in restarted_flows, report)
+            report.flows.append(health)
         except (ReplicatorError, KafkaException) as exc:
             report.problems.append(
                 Problem(
@@ -211,12 +227,29 @@ def _restart_dead(
     return restarted
 
 
+def _running_since(state: FlowState | None, workers: list[dict[str, Any]]) -> float | None:
+    """Epoch seconds since which `flow` has run without a break: the later of its last
+    start in the state store and the start of its longest-running live worker (None
+    when neither is known: no state row, and workers too old to report their start)."""
+    starts = [int(w["started_ms"]) / 1000 for w in workers if w.get("started_ms")]
+    since = [min(starts)] if starts else []
+    if state is not None and state.state != STOPPED:
+        since.append(state.updated_at.timestamp())
+    return max(since, default=None)
+
+
 def _check_flow(
-    flow: FlowConfig, bounds: Bounds, just_restarted: bool, report: SupervisionReport
+    flow: FlowConfig,
+    state: FlowState | None,
+    bounds: Bounds,
+    just_restarted: bool,
+    report: SupervisionReport,
 ) -> FlowHealth:
     problems = report.problems
     workers = live_workers(flow)
-    if not workers and not just_restarted:
+    since = _running_since(state, workers)
+    running_for = None if since is None else max(0.0, time.time() - since)
+    if not workers and not just_restarted and not _younger(running_for, STALE_AFTER_S):
         problems.append(
             Problem(
                 flow.name,
@@ -230,10 +263,10 @@ def _check_flow(
     problems += _status_problems(flow, bounds)
     lag = measure_lag(flow)
     problems += _lag_problems(flow, lag, bounds)
-    if flow.emit_checkpoints_enabled:
-        problems += _checkpoint_problems(flow, lag, bounds)
-    if flow.emit_heartbeats_enabled:
-        problems += _heartbeat_problems(flow, bounds)
+    if flow.emit_checkpoints_enabled and not _younger(running_for, bounds.max_checkpoint_age_s):
+        problems += _checkpoint_problems(flow, lag, bounds, running_for)
+    if flow.emit_heartbeats_enabled and not _younger(running_for, bounds.max_heartbeat_age_s):
+        problems += _heartbeat_problems(flow, bounds, running_for)
     return FlowHealth(
         flow.name, True, len(workers), len(lag.partitions), lag.max_behind, lag.total_behind
     )
@@ -289,10 +322,17 @@ def _lag_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Prob
     ]
 
 
-def _checkpoint_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Problem]:
+def _younger(running_for: float | None, bound_s: float) -> bool:
+    """Whether the flow started less than `bound_s` ago: too soon to call it stalled."""
+    return running_for is not None and running_for <= bound_s
+
+
+def _checkpoint_problems(
+    flow: FlowConfig, lag: LagReport, bounds: Bounds, running_for: float | None
+) -> list[Problem]:
     """Groups whose committed position is replicated but not checkpointed, while the
-    flow's newest checkpoint (`dr_status.checkpoint_info`) is older than the bound:
-    the checkpoint round is failing."""
+    flow's newest checkpoint (`dr_status.checkpoint_info`) is older than the bound
+    and the flow has run for longer than that: the checkpoint round is failing."""
     policy = policy_of(flow)
     topic = policy.checkpoints_topic(flow.source.alias)
     replicated = {(p.topic, p.partition): p.replicated_until or 0 for p in lag.partitions}
@@ -320,13 +360,16 @@ def _checkpoint_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> li
         topic,
         checkpoint_info(flow).age_seconds,
         bounds.max_checkpoint_age_s,
+        running_for=running_for,
         consequence=f" while groups moved on: {'; '.join(behind[:5])}{more}",
         fix="read the checkpoint errors in the worker's log (a cluster unreachable, or the "
         f"principal may not WRITE {topic}); the replication_sync DAG writes them too",
     )
 
 
-def _heartbeat_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
+def _heartbeat_problems(
+    flow: FlowConfig, bounds: Bounds, running_for: float | None
+) -> list[Problem]:
     policy = policy_of(flow)
     remote = policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
     return _stalled(
@@ -335,6 +378,7 @@ def _heartbeat_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
         remote,
         _age_s(flow.target, remote),
         bounds.max_heartbeat_age_s,
+        running_for=running_for,
         consequence=f": nothing gets from {flow.source.alias!r} to {flow.target.alias!r}",
         fix=f"check the workers of flow {flow.name} (replicator status, their log) and that "
         "both clusters are up",
@@ -348,14 +392,18 @@ def _stalled(
     age: float | None,
     bound_s: float,
     *,
+    running_for: float | None,
     consequence: str,
     fix: str,
 ) -> list[Problem]:
     """A problem when the newest record of `topic` on the flow's target is `age`
-    seconds old, more than `bound_s`, or there is none (`age` None)."""
+    seconds old, more than `bound_s`, or there is none (`age` None); the caller
+    checks only flows that have run for longer than `bound_s` (`running_for`)."""
     if age is not None and age <= bound_s:
         return []
     newest = "none written yet" if age is None else f"the newest is {age:.0f} s old"
+    if running_for is not None:
+        newest += f", the flow has run for {running_for:.0f} s"
     return [
         Problem(
             flow.name,

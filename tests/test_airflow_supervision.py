@@ -1,8 +1,9 @@
 """The supervision DAGs and the lag sensor against the real clusters: the launcher
 starts a real worker and the supervisor restarts it after `kill -9`; the supervisor
-fails naming the partition on lag, retention gaps and stopped partitions; the sync
-DAG translates a group's offsets onto the target; the diagnose DAG returns its
-diagnosis; the lag sensor (poke) and its trigger see lag fall to the bound."""
+fails naming the partition on lag, retention gaps and stopped partitions, and leaves a
+flow that just started alone until its bounds have passed; the sync DAG translates a
+group's offsets onto the target; the diagnose DAG returns its diagnosis; the lag sensor
+(poke) and its trigger see lag fall to the bound."""
 
 from __future__ import annotations
 
@@ -207,6 +208,34 @@ def test_supervisor_fails_naming_every_partition_with_a_problem(
     store.set_flow_state("primary->dr", "stopped")
     report = supervise(load_config(config), store, None, Bounds(max_lag_records=10))
     assert [(f.flow, f.wanted_running) for f in report.flows] == [("primary->dr", False)]
+
+
+def test_a_flow_that_just_started_is_not_paged_until_its_bounds_have_passed(
+    airflow_home: Path, store: StateStore, flow_env: tuple[str, Path, FlowConfig]
+) -> None:
+    """The false alarm of a failover's reverse flow: groups on its source moved on, the
+    flow started seconds ago and has written no checkpoint yet."""
+    topic, config, flow = flow_env
+    group = f"sup-group-{uuid.uuid4().hex[:8]}"
+    commit_offsets(flow.source, group, {(topic, 0): 10, (topic, 1): 20})
+    # As a failover starts its reverse flow: running in the store since now, no worker yet.
+    store.set_flow_state(flow.name, "running", {"by": "failover-just-now"})
+    assert supervise(load_config(config), store, None, Bounds()).problems == []
+
+    with running(flow):  # the task alone: it writes no checkpoint
+        wait_until(lambda: live_workers(flow) and _caught_up(flow), 90, "the flow replicating")
+        [worker] = live_workers(flow)
+        assert worker["started_ms"] <= worker["updated_ms"]
+        run = dagbag().get_dag("replicator_supervisor").test(run_conf={"restart": False})
+        assert run.state == "success"
+        assert supervise(load_config(config), store, None, Bounds()).problems == []
+        # The bound counts from the start: past it, no checkpoint is a stalled round.
+        with pytest.raises(SupervisionError) as stalled:
+            supervise(load_config(config), store, None, Bounds(max_checkpoint_age_s=0))
+    message = str(stalled.value)
+    assert "primary.checkpoints.internal on 'dr': checkpoints stalled: none written yet" in message
+    assert ", the flow has run for " in message
+    assert f"group {group} {topic}[0] committed 10, checkpointed none" in message
 
 
 def test_sync_dag_writes_checkpoints_and_translated_group_offsets(
