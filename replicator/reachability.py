@@ -11,10 +11,12 @@ How a change is detected
 ------------------------
 *Unreachable*: a client reports a connection problem (`Reachability.trouble`, fed
 by `replicator.kafka_clients` from librdkafka's error callback and logs). That
-alone proves nothing: brokers close idle connections, and one broker of three may
-be down while the cluster serves. So the first trouble starts a probe: a metadata
-request from an admin client of its own, given `PROBE_TIMEOUT_S`. Only when it
-fails is the cluster unreachable, since the first trouble.
+alone proves nothing: a connection may drop and be made again at once, and one
+broker of three may be down while the cluster serves. So the first trouble starts
+a probe: a metadata request from an admin client of its own, given
+`PROBE_TIMEOUT_S`. Only when it fails is the cluster unreachable, since the first
+trouble. After a probe the cluster answered, reports are counted for `QUIET_S`
+before they start another one.
 
 *Back*: the same probe, every `PROBE_EVERY_S` while the cluster is away, until a
 metadata request is answered. That is cheap (one request every few seconds during
@@ -25,7 +27,7 @@ librdkafka's statistics would cost a JSON document per client per interval all
 the time, and reach only clients that are polled (admin clients are not).
 
 One `Reachability` per cluster and process, keyed by the cluster's bootstrap
-servers (`of_cluster`): every client of the cluster reports to it, so the
+servers (`CLUSTERS.of`): every client of the cluster reports to it, so the
 operator sees one account of an outage however many clients noticed it.
 """
 
