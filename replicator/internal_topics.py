@@ -1,8 +1,9 @@
 """The small compacted topics the replicator keeps its bookkeeping in.
 
 Offset syncs, heartbeats, checkpoints and status are each one compacted
-partition: created once with the configured replication factor, and read back
-whole (latest value per key) by whoever needs the current state.
+partition: created once with the configured replication factor (-1: the
+broker's default.replication.factor), and read back whole (latest value per key)
+by whoever needs the current state.
 """
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ from replicator.range_reads import range_reader
 from replicator.watermarks import watermarks
 
 _TIMEOUT_S = 30.0
+
+
+class MissingTopic(ReplicatorError):
+    """A compacted topic read with `required` does not exist: nothing has written it yet."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str) -> None:
+        super().__init__(
+            f"{topic} does not exist on cluster {cluster.alias!r} ({cluster.bootstrap_servers})"
+        )
+        self.cluster = cluster
+        self.topic = topic
 
 
 def ensure_compacted_topic(
@@ -41,13 +53,18 @@ def ensure_compacted_topic(
             ) from exc
 
 
-def read_compacted(cluster: ClusterConfig, topic: str) -> dict[bytes, bytes]:
+def read_compacted(
+    cluster: ClusterConfig, topic: str, *, required: bool = False
+) -> dict[bytes, bytes]:
     """The latest value of every key of `topic[0]`, read to its current end
-    (tombstones remove their key). Empty when the topic does not exist yet."""
+    (tombstones remove their key). Empty when the topic does not exist yet, or
+    MissingTopic with `required` (a reader that must tell "nothing written" apart)."""
     consumer = range_reader(cluster.consumer, "reader")
     latest: dict[bytes, bytes] = {}
     try:
         if topic not in consumer.list_topics(timeout=_TIMEOUT_S).topics:
+            if required:
+                raise MissingTopic(cluster, topic)
             return latest
         tp = TopicPartition(topic, 0)
         _, high = watermarks(consumer, topic, 0)

@@ -11,13 +11,20 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from confluent_kafka import Producer
 
 from replicator.config.model import ClusterConfig
-from replicator.internal_topics import read_compacted
+from replicator.errors import ReplicatorError
+from replicator.internal_topics import MissingTopic, read_compacted
 
 STATUS_TOPIC = "replicator-status.internal"
+
+
+class NoStatus(ReplicatorError):
+    """No replicator has published the status of a flow on its target: nothing can
+    be said of its workers, which is not the same as "none running"."""
 
 
 @dataclass
@@ -75,7 +82,25 @@ class StatusWriter:
         )
 
 
-def read_status(target: ClusterConfig, flow: str | None = None) -> list[dict[str, object]]:
-    """The latest status record of every key in the target's status topic."""
-    records = [json.loads(value) for value in read_compacted(target, STATUS_TOPIC).values()]
-    return [r for r in records if flow is None or r.get("flow") == flow]
+def read_status(
+    target: ClusterConfig, flow: str | None = None, *, required: bool = False
+) -> list[dict[str, Any]]:
+    """The latest status record of every key in the target's status topic (of `flow`
+    only, if given). With `required`, NoStatus when there is none: the status topic
+    does not exist on `target`, or holds no record of `flow`."""
+    try:
+        values = read_compacted(target, STATUS_TOPIC, required=required).values()
+    except MissingTopic as exc:
+        raise NoStatus(
+            f"the status topic {exc}: no replicator has run"
+            f"{f' for flow {flow}' if flow else ''} there; start one with `replicator run`"
+        ) from exc
+    records = [json.loads(value) for value in values]
+    rows = [r for r in records if flow is None or r.get("flow") == flow]
+    if required and flow is not None and not rows:
+        raise NoStatus(
+            f"the status topic {STATUS_TOPIC} on cluster {target.alias!r} "
+            f"({target.bootstrap_servers}) holds no status of flow {flow}: no replicator has "
+            "run for the flow there; start one with `replicator run`"
+        )
+    return rows

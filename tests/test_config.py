@@ -89,6 +89,8 @@ def test_active_active_example_accepts_connect_settings(caplog):
         assert flow.checkpoints_topic_replication_factor == 1
         assert flow.heartbeats_topic_replication_factor == 1
         assert flow.offset_syncs_topic_replication_factor == 1
+        # Ours, from Connect's status.storage.replication.factor (no status.topic.* set).
+        assert flow.status_topic_replication_factor == 1
     assert config.clusters["A"].bootstrap_servers == "A_host1:9092, A_host2:9092, A_host3:9092"
     assert "offset.storage.replication.factor is accepted" in caplog.text
 
@@ -248,6 +250,8 @@ def test_defaults_are_mm2_defaults():
     assert flow.sync_group_offsets_enabled is False
     assert flow.sync_group_offsets_interval_seconds == 60
     assert flow.offset_syncs_topic_location == "source"
+    assert flow.sync_topic_acls_enabled is False  # MM2: true; not built here (refused)
+    assert flow.status_topic_replication_factor == -1  # the broker's default
     assert flow.exactly_once is False
     assert flow.metrics_port is None
     assert [p.pattern for p in flow.topics.include] == [".*"]
@@ -380,7 +384,7 @@ def test_every_setting_is_read_with_its_mm2_name():
             "emit.checkpoints.interval.seconds": "5",
             "sync.group.offsets.enabled": "true",
             "sync.group.offsets.interval.seconds": "6",
-            "offset-syncs.topic.location": "target",
+            "offset-syncs.topic.location": "source",
             "heartbeats.topic.replication.factor": "1",
             "checkpoints.topic.replication.factor": "2",
             "offset-syncs.topic.replication.factor": "1",
@@ -409,7 +413,7 @@ def test_every_setting_is_read_with_its_mm2_name():
     assert flow.emit_checkpoints_interval_seconds == 5
     assert flow.sync_group_offsets_enabled is True
     assert flow.sync_group_offsets_interval_seconds == 6
-    assert flow.offset_syncs_topic_location == "target"
+    assert flow.offset_syncs_topic_location == "source"
     assert flow.heartbeats_topic_replication_factor == 1
     assert flow.checkpoints_topic_replication_factor == 2
     assert flow.offset_syncs_topic_replication_factor == 1
@@ -418,6 +422,59 @@ def test_every_setting_is_read_with_its_mm2_name():
     assert flow.status_topic_replication_factor == 1
     assert flow.metrics_port == 9404
     assert flow.exactly_once is True
+
+
+# --- settings the replicator cannot honour are refused, not ignored ------------------
+
+
+def test_offset_syncs_on_the_target_is_refused():
+    message = error_of(two_clusters(**{"A->B.offset-syncs.topic.location": "target"}))
+    assert message.startswith("A->B.offset-syncs.topic.location = target is not supported")
+    assert "writes offset syncs to the source cluster only" in message
+    assert "set it to source" in message
+
+
+def test_acl_sync_is_refused_and_off_by_default():
+    message = error_of(two_clusters(**{"sync.topic.acls.enabled": "true"}))
+    assert message.startswith("sync.topic.acls.enabled = true is not supported")
+    assert "does not sync topic ACLs yet" in message
+    assert only_flow(load_config(two_clusters())).sync_topic_acls_enabled is False
+
+
+# --- our status topic's replication factor, from MM2's Connect setting -----------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({}, -1),
+        ({"B.status.storage.replication.factor": "2"}, 2),
+        ({"status.storage.replication.factor": "1", "B.status.storage.replication.factor": "2"}, 1),
+        (
+            {
+                "A->B.status.storage.replication.factor": "4",
+                "status.storage.replication.factor": "1",
+            },
+            4,
+        ),
+        ({"status.topic.replication.factor": "3", "status.storage.replication.factor": "1"}, 3),
+        (
+            {"status.topic.replication.factor": "3", "A->B.status.storage.replication.factor": "1"},
+            3,
+        ),
+        ({"A->B.status.topic.replication.factor": "2", "status.topic.replication.factor": "3"}, 2),
+        # Another cluster's Connect setting is not the target's.
+        ({"A.status.storage.replication.factor": "2"}, -1),
+    ],
+)
+def test_status_topic_replication_factor_precedence(extra, expected):
+    flow = only_flow(load_config(two_clusters(**extra)))
+    assert flow.status_topic_replication_factor == expected
+
+
+def test_status_storage_replication_factor_is_validated():
+    message = error_of(two_clusters(**{"B.status.storage.replication.factor": "0"}))
+    assert message.startswith("B.status.storage.replication.factor: expected an integer >= 1")
 
 
 def test_python_replication_policy_path_is_stored():
@@ -693,7 +750,7 @@ def test_flow_level_client_setting_without_kind_warns(caplog):
         ),
         (
             two_clusters(**{"offset-syncs.topic.location": "elsewhere"}),
-            "offset-syncs.topic.location: expected source or target, got 'elsewhere'",
+            "offset-syncs.topic.location: expected source, got 'elsewhere'",
         ),
         (
             two_clusters(**{"retention.gap.policy": "ignore"}),

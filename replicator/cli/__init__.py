@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
+
+from confluent_kafka import KafkaException
 
 from replicator.cli import (
     clients,
@@ -16,6 +19,7 @@ from replicator.cli import (
     stack,
     verify,
 )
+from replicator.cli.kafka_errors import kafka_error_line
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
@@ -53,4 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except _USER_ERRORS as exc:
         print(f"replicator: error: {exc}", file=sys.stderr)
+        return 1
+    except KafkaException as exc:
+        # A cluster that is away or refuses us: the user's to fix, not a crash.
+        if args.verbose:
+            traceback.print_exc()
+        line = kafka_error_line(exc, getattr(args, "config", None))
+        print(f"replicator: error: {line}", file=sys.stderr)
         return 1

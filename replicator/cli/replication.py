@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from replicator.config import load_config
 from replicator.policies import load_policy
 from replicator.runner import run_flows, select_flows
 from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.status import read_status
+from replicator.status import NoStatus, read_status
 from replicator.topic_sync import TopicSync
 
 
@@ -51,13 +52,26 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    rows = []
+    """Every status row of the selected flows; exit 1 when a flow has none (nothing
+    to show is not "all is well": no replicator has run for it on its target)."""
+    rows: list[dict[str, Any]] = []
+    missing: list[str] = []
     for flow in select_flows(load_config(args.config), args.flow):
-        rows += read_status(flow.target, flow.name)
+        try:
+            rows += read_status(flow.target, flow.name, required=True)
+        except NoStatus as exc:
+            missing.append(f"flow {flow.name}: {exc}")
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()
-        return 0
+    else:
+        _print_status(rows)
+    for problem in missing:
+        print(f"replicator: error: {problem}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+def _print_status(rows: list[dict[str, Any]]) -> None:
     for row in sorted(rows, key=lambda r: (r["flow"], "partition" in r, _where(r))):
         kind = f"partition {_where(row)}" if "partition" in row else f"worker {row['worker']}"
         figures = (
@@ -68,7 +82,6 @@ def _status(args: argparse.Namespace) -> int:
         )
         error = f"  ERROR: {row['error']}" if row.get("error") else ""
         print(f"{row['flow']:<16} {kind:<48} {row['state']:<12} {figures}{error}")
-    return 0
 
 
 def _where(row: dict[str, object]) -> str:

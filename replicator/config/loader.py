@@ -137,6 +137,28 @@ def _choice(*options: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _offset_syncs_location(key: str, value: str) -> str:
+    # MM2 also takes `target`; the replicator writes offset syncs to the source only,
+    # and reading them from the target (verification, translation) would find none.
+    if value == "target":
+        raise ConfigError(
+            f"{key} = target is not supported: the replicator writes offset syncs to the "
+            "source cluster only; remove the key or set it to source"
+        )
+    return _choice("source")(key, value)
+
+
+def _acl_sync(key: str, value: str) -> bool:
+    # MM2 defaults to true; here the default is false and true is refused, so that no
+    # file asks for ACL sync and silently gets none.
+    if _boolean(key, value):
+        raise ConfigError(
+            f"{key} = true is not supported: the replicator does not sync topic ACLs yet; "
+            "remove the key or set it to false, and grant the ACLs on the target yourself"
+        )
+    return False
+
+
 def _class_name(key: str, value: str) -> str:
     # Java class names (org.apache.kafka.connect.mirror.IdentityReplicationPolicy) and
     # dotted Python paths (package.module.ClassName) look alike; policies.py resolves them.
@@ -256,7 +278,7 @@ _SETTINGS: dict[str, _Setting] = {
     "sync.topic.configs.interval.seconds": _Setting(
         _interval, "sync_topic_configs_interval_seconds"
     ),
-    "sync.topic.acls.enabled": _Setting(_boolean, "sync_topic_acls_enabled"),
+    "sync.topic.acls.enabled": _Setting(_acl_sync, "sync_topic_acls_enabled"),
     "sync.topic.acls.interval.seconds": _Setting(_interval, "sync_topic_acls_interval_seconds"),
     "emit.heartbeats.enabled": _Setting(_boolean, "emit_heartbeats_enabled"),
     "emit.heartbeats.interval.seconds": _Setting(_interval, "emit_heartbeats_interval_seconds"),
@@ -266,9 +288,7 @@ _SETTINGS: dict[str, _Setting] = {
     "sync.group.offsets.interval.seconds": _Setting(
         _interval, "sync_group_offsets_interval_seconds"
     ),
-    "offset-syncs.topic.location": _Setting(
-        _choice("source", "target"), "offset_syncs_topic_location"
-    ),
+    "offset-syncs.topic.location": _Setting(_offset_syncs_location, "offset_syncs_topic_location"),
     "heartbeats.topic.replication.factor": _Setting(
         _replication_factor, "heartbeats_topic_replication_factor"
     ),
@@ -282,11 +302,10 @@ _SETTINGS: dict[str, _Setting] = {
     "retention.gap.policy": _Setting(_choice("fail", "skip"), "retention_gap_policy"),
     "topic.reset.policy": _Setting(_choice("fail", "skip"), "topic_reset_policy"),
     "oversized.record.policy": _Setting(_choice("fail", "skip"), "oversized_record_policy"),
-    "status.topic.replication.factor": _Setting(
-        _replication_factor, "status_topic_replication_factor"
-    ),
     "metrics.port": _Setting(_port, "metrics_port"),
     # Combined by the loader.
+    "status.topic.replication.factor": _Setting(_replication_factor, None),  # ours
+    "status.storage.replication.factor": _Setting(_replication_factor, None),
     "topics": _Setting(_pattern_list, None),
     "topics.exclude": _Setting(_pattern_list, None),
     "topics.blacklist": _Setting(_pattern_list, None),
@@ -301,6 +320,9 @@ _SETTINGS: dict[str, _Setting] = {
     "group.filter.class": _Setting(_filter_class("DefaultGroupFilter"), None),
     "config.property.filter.class": _Setting(_filter_class("DefaultConfigPropertyFilter"), None),
 }
+
+# Connect worker settings MM2 also reads from the target cluster's (`<target>.<key>`).
+_TARGET_CLUSTER_SETTINGS = ("exactly.once.source.support", "status.storage.replication.factor")
 
 # MM2 connector and Connect worker settings that the replicator accepts and does not use.
 _CONNECT_SETTINGS = frozenset(
@@ -506,7 +528,7 @@ class _Loader:
             raise self._unknown(key)
 
     def _index_cluster_key(self, key: str, alias: str, rest: str, value: str) -> None:
-        if rest == "exactly.once.source.support":
+        if rest in _TARGET_CLUSTER_SETTINGS:
             self.cluster_settings[alias][rest] = _Found(key, _SETTINGS[rest].parse(key, value))
         elif rest in _SETTINGS or rest == "enabled":
             raise ConfigError(
@@ -751,6 +773,7 @@ class _Loader:
                 flow, "config.properties", DEFAULT_CONFIG_PROPERTIES_EXCLUDE
             ),
             exactly_once=self._exactly_once(flow),
+            status_topic_replication_factor=self._status_replication_factor(flow),
             **fields,
         )
 
@@ -788,6 +811,20 @@ class _Loader:
             raise ConfigError(f"{ours.key} and {mm2.key} contradict each other: keep one")
         found = ours or mm2
         return bool(found and found.value)
+
+    def _status_replication_factor(self, flow: Flow) -> int:
+        """Ours (`status.topic.replication.factor`), else MM2's Connect setting for its own
+        status topic, `status.storage.replication.factor` (flow level, top level, then the
+        target cluster's: MM2's workerConfig applies top-level status.storage.* after the
+        cluster's), else -1, the broker's default.replication.factor, as MM2's
+        topic.creation asks; so an MM2 file for a one-broker cluster works unchanged."""
+        name = "status.storage.replication.factor"
+        found = (
+            self._setting(flow, "status.topic.replication.factor")
+            or self._setting(flow, name)
+            or self.cluster_settings[flow[1]].get(name)
+        )
+        return found.value if found else -1
 
     # --- logging, each message once per load ------------------------------------------
 
@@ -835,7 +872,7 @@ def _top_candidates() -> frozenset[str]:
 @functools.cache
 def _cluster_candidates() -> frozenset[str]:
     kinds = frozenset(f"{kind}.{name}" for kind in CLIENT_KINDS for name in client_keys())
-    return _CONNECT_SETTINGS | client_keys() | kinds | {"exactly.once.source.support"}
+    return _CONNECT_SETTINGS | client_keys() | kinds | frozenset(_TARGET_CLUSTER_SETTINGS)
 
 
 @functools.cache

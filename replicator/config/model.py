@@ -90,7 +90,9 @@ class FlowConfig:
     sync_topic_configs_enabled: bool = True
     sync_topic_configs_interval_seconds: float = 600.0
     config_properties_exclude: tuple[re.Pattern[str], ...] = ()
-    sync_topic_acls_enabled: bool = True
+    #: ACL sync is not built yet (issue 14): the loader refuses `true`, where MM2 defaults
+    #: to true, rather than have a file ask for it and get nothing.
+    sync_topic_acls_enabled: bool = False
     sync_topic_acls_interval_seconds: float = 600.0
     emit_heartbeats_enabled: bool = True
     emit_heartbeats_interval_seconds: float = 1.0
@@ -98,7 +100,9 @@ class FlowConfig:
     emit_checkpoints_interval_seconds: float = 60.0
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: float = 60.0
-    offset_syncs_topic_location: Literal["source", "target"] = "source"
+    #: MM2 may keep offset syncs on the target too; the replicator writes them to the
+    #: source only, and the loader refuses `target`.
+    offset_syncs_topic_location: Literal["source"] = "source"
     heartbeats_topic_replication_factor: int = 3
     checkpoints_topic_replication_factor: int = 3
     offset_syncs_topic_replication_factor: int = 3
@@ -107,7 +111,10 @@ class FlowConfig:
     retention_gap_policy: FailurePolicy = "fail"
     topic_reset_policy: FailurePolicy = "fail"
     oversized_record_policy: FailurePolicy = "fail"
-    status_topic_replication_factor: int = 3
+    #: Of `replicator-status.internal` and `replicator-resets.internal` on the target:
+    #: `status.topic.replication.factor`, else MM2's `status.storage.replication.factor`
+    #: (Connect's status topic, on the target as ours), else -1, the broker's default.
+    status_topic_replication_factor: int = -1
     metrics_port: int | None = None
 
     @property

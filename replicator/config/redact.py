@@ -8,6 +8,7 @@ this module, so that the rule "secrets are never shown" lives in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,13 @@ _SENSITIVE_PARTS = (
     "api.key",
     "apikey",
 )
+
+
+# `scheme://user:password@host...`: everything from the colon after the user to the last
+# `@` is taken for the password, even one holding an unescaped `@` or `:` (a URL that does
+# not parse may be anything: better hide a port too than show a password). The scheme is
+# possessive (`?+`), so `scheme://user@host` is not read as user `scheme`.
+_URL_PASSWORD = re.compile(r"^(?P<user>(?:[^:/?#@]*://)?+[^:/?#@]*):.*@")
 
 
 def is_sensitive(key: str) -> bool:
@@ -72,3 +80,9 @@ def invalid_value(key: str, value: str, expected: str) -> ConfigError:
     `expected` says what the key takes, e.g. "true or false".
     """
     return ConfigError(f"{key}: expected {expected}, got {shown(key, value)}")
+
+
+def redact_url(url: str) -> str:
+    """`url` with the password of its `user:password@` part replaced by `REDACTED`,
+    also when the URL cannot be parsed (then it is shown in the error)."""
+    return _URL_PASSWORD.sub(rf"\g<user>:{REDACTED}@", url, count=1)

@@ -16,7 +16,7 @@ from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.runner import RUNNING, STOPPED
 from replicator.statestore import StateStore
-from replicator.status import read_status
+from replicator.status import NoStatus, read_status
 
 #: Workers publish their status every 10 s; one silent for longer than this is gone.
 STALE_AFTER_S = 30.0
@@ -52,8 +52,24 @@ def stop_flow(
 ) -> dict[str, Any]:
     """Set `flow` to "stopped" and wait until none of its workers runs (none
     running at all is fine). With `required` False (the source is gone, workers
-    may hang), workers still running after `timeout_s` are reported, not fatal."""
+    may hang), workers still running after `timeout_s` are reported, not fatal.
+
+    A flow with no status on its target (no replicator has run for it there) cannot
+    be confirmed stopped: refused with nothing changed, or with `required` False
+    set to stopped and reported "unconfirmed"."""
+    unconfirmed = _no_status(flow)
+    if unconfirmed and required:
+        raise ReplicatorError(
+            f"cannot confirm that flow {flow.name} stops, so it was not changed: {unconfirmed}"
+        )
     store.set_flow_state(flow.name, STOPPED, {"by": by})
+    if unconfirmed:
+        return {
+            "flow": flow.name,
+            "state": STOPPED,
+            "still_running": "",
+            "unconfirmed": unconfirmed,
+        }
     deadline = time.monotonic() + timeout_s
     while running := live_workers(flow):
         if time.monotonic() >= deadline:
@@ -67,6 +83,15 @@ def stop_flow(
             )
         time.sleep(_POLL_S)
     return {"flow": flow.name, "state": STOPPED, "still_running": ""}
+
+
+def _no_status(flow: FlowConfig) -> str:
+    """Why no worker of `flow` can be seen on its target (NoStatus), or ""."""
+    try:
+        read_status(flow.target, flow.name, required=True)
+    except NoStatus as exc:
+        return str(exc)
+    return ""
 
 
 def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:

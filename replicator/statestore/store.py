@@ -70,7 +70,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
 
-from replicator.config.redact import redact
+from replicator.config.redact import redact, redact_url
 from replicator.errors import ReplicatorError
 
 log = logging.getLogger(__name__)
@@ -314,9 +314,11 @@ class StateStore:
     def __init__(self, url: str | None = None) -> None:
         try:
             self.url: URL = make_url(url or default_state_url())
-        except ArgumentError as exc:
+        except (ArgumentError, ValueError):  # ValueError: a port that is no number
+            # The parser's message may quote a part of the URL: only the redacted URL is shown.
             raise StateStoreError(
-                f"state store URL {url!r} is not a SQLAlchemy URL ({exc}); "
+                f"state store URL {redact_url(url or default_state_url())!r} is not a "
+                "SQLAlchemy URL (dialect+driver://user:password@host:port/database); "
                 "use e.g. sqlite:////path/to/replicator.db or postgresql://user@host/db"
             ) from None
         self._sqlite = self.url.get_backend_name() == "sqlite"

@@ -1,0 +1,51 @@
+"""One line for a Kafka client error that reached the command line.
+
+librdkafka's errors name no cluster: `Failed to get metadata: Local: Broker
+transport failure` may come from any cluster of the configuration. So the line
+probes each cluster of the command's configuration (a few seconds each) and
+names those that do not answer, with their bootstrap servers and what to check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import KafkaError, KafkaException
+
+from replicator.config import load_config
+from replicator.config.model import ClusterConfig
+from replicator.kafka_clients import AdminClient
+
+#: How long a cluster may take to answer the probe: a reachable broker answers a
+#: metadata request in milliseconds; the command already waited its own timeout.
+_PROBE_TIMEOUT_S = 5.0
+
+
+def kafka_error_line(error: KafkaException, config_file: Path | None) -> str:
+    """What went wrong, which cluster (alias and bootstrap servers) and the fix."""
+    cause = error.args[0] if error.args else error
+    what = cause.str() if isinstance(cause, KafkaError) else str(cause)
+    if config_file is None:
+        return f"Kafka: {what}; run with --verbose for the traceback"
+    clusters = list(load_config(config_file).clusters.values())
+    silent = [cluster for cluster in clusters if not _answers(cluster)]
+    if silent:
+        names = ", ".join(f"{c.alias!r} at {c.bootstrap_servers}" for c in silent)
+        keys = ", ".join(f"{c.alias}.bootstrap.servers" for c in silent)
+        return (
+            f"cannot reach cluster {names} ({what}): check {keys} in {config_file}, that the "
+            "brokers are up and reachable from this host, and the cluster's security settings"
+        )
+    names = ", ".join(f"{c.alias!r} at {c.bootstrap_servers}" for c in clusters)
+    return f"Kafka: {what} (the clusters answer now: {names}); run with --verbose for the traceback"
+
+
+def _answers(cluster: ClusterConfig) -> bool:
+    """Whether `cluster` answers a metadata request now (its client logs nothing:
+    the command's own clients already logged the connection failures)."""
+    admin = AdminClient({**cluster.admin, "log_level": 0}, cluster=cluster.alias)
+    try:
+        admin.list_topics(timeout=_PROBE_TIMEOUT_S)
+    except KafkaException:
+        return False
+    return True
