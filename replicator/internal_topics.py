@@ -59,7 +59,7 @@ def read_compacted(
     """The latest value of every key of `topic[0]`, read to its current end
     (tombstones remove their key). Empty when the topic does not exist yet, or
     MissingTopic with `required` (a reader that must tell "nothing written" apart)."""
-    consumer = range_reader(cluster.consumer, "reader")
+    consumer = range_reader(cluster.consumer, "reader", cluster.alias)
     latest: dict[bytes, bytes] = {}
     try:
         if topic not in consumer.list_topics(timeout=_TIMEOUT_S).topics:

@@ -20,10 +20,13 @@ from replicator.kafka_clients import Consumer
 FETCH_WAIT_MS = 10
 
 
-def range_reader(base: Mapping[str, object], purpose: str, **settings: object) -> Consumer:
+def range_reader(
+    base: Mapping[str, object], purpose: str, cluster: str | None = None, **settings: object
+) -> Consumer:
     """A consumer on `base` (a cluster's client settings) in a group of its own
     named for `purpose`, never committing, reporting partition ends; `settings`
-    add to or override that (e.g. `isolation.level`)."""
+    add to or override that (e.g. `isolation.level`). `cluster` (the alias) names
+    the cluster in the lines about its reachability."""
     return Consumer(
         {
             **base,
@@ -32,5 +35,6 @@ def range_reader(base: Mapping[str, object], purpose: str, **settings: object) -
             "enable.partition.eof": True,
             "fetch.wait.max.ms": FETCH_WAIT_MS,
             **settings,
-        }
+        },
+        cluster=cluster,
     )
