@@ -1,13 +1,14 @@
 """Quarterly DR drill. Non-disruptive by default: the real groups' positions are
 translated into shadow groups on the DR side and checked record by record; with
 `mode` "full" the drill applications fail over and back for real. RPO, RTO and
-the per-partition results are stored in the DR state store (history)."""
+the per-partition results are stored in the DR state store (history), with the
+drill's duration and how long applications were down (none unless "full")."""
 
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
-from replicator_airflow.operators import ProcedureReportOperator
+from replicator_airflow.operators import ProcedureRunOperator
 
 with DAG(
     dag_id="dr_drill",
@@ -27,4 +28,4 @@ with DAG(
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },
 ):
-    ProcedureReportOperator(task_id="drill", kind="drill")
+    ProcedureRunOperator(task_id="drill", kind="drill")

@@ -2,15 +2,21 @@
 
 Records the source holds that never reached the DR side are listed by the
 `reconcile` task; `reconcile_choice` "replicate" copies them to the DR side
-first, "report" leaves them listed (groups skip them). The `report` task logs
-RPO and RTO; a failed step can be cleared and retried alone.
+first, "report" leaves them listed (groups skip them). The `report` task reads
+the outcome: RPO, RTO, duration and the applications' downtime; a failed step can
+be cleared and retried alone, or the run aborted with the `abort_procedure` DAG.
+A dry run's answer is the `plan` task.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
-from replicator_airflow.operators import ProcedureReportOperator, ProcedureStepOperator
+from replicator_airflow.operators import (
+    ProcedurePlanOperator,
+    ProcedureReportOperator,
+    ProcedureStepOperator,
+)
 
 from replicator.procedures.orchestration import STEPS
 
@@ -32,6 +38,7 @@ with DAG(
     },
 ):
     chain(
+        ProcedurePlanOperator(task_id="plan", kind="failback"),
         *(ProcedureStepOperator(task_id=s, kind="failback", step=s) for s in STEPS["failback"]),
         ProcedureReportOperator(task_id="report", kind="failback"),
     )

@@ -1,18 +1,25 @@
 """Failover of applications to a flow's target cluster, one task per procedure step.
 
 Trigger with the form (flow, mode, applications, reverse, dry run). A planned
-failover waits for a human's approval before the switch (skip it for drills);
-a failed step can be cleared and retried alone: completed steps are never applied
-twice. The `report` task logs RPO and RTO.
+failover asks a person first, before anything is fenced: the `approval` question
+holds the preflight findings and the plan (what every step would do). Approve:
+fence, drain, ..., switch. Reject, or no answer within `approval_timeout_minutes`:
+nothing changes, the run is recorded as "rejected". Unplanned failovers, dry runs
+and `skip_approval` (drills) ask nobody. A failed step can be cleared and retried
+alone (completed steps are never applied twice), or the run aborted with the
+`abort_procedure` DAG. The `report` task reads the outcome: RPO, RTO, duration and
+the applications' downtime.
 """
 
 from __future__ import annotations
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, chain
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
+from replicator_airflow.notifiers import ApprovalNotifier
 from replicator_airflow.operators import (
     ApprovalBranchOperator,
+    ProcedureApprovalOperator,
+    ProcedurePlanOperator,
     ProcedureReportOperator,
     ProcedureStepOperator,
 )
@@ -31,6 +38,9 @@ with DAG(
         "reverse": Param(True, type="boolean", description="then start the flow B->A"),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
         "skip_approval": Param(False, type="boolean", description="no human step (drills)"),
+        "approval_timeout_minutes": Param(
+            30, type="number", minimum=0, description="no answer by then counts as Reject"
+        ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },
 ):
@@ -38,17 +48,25 @@ with DAG(
         step: ProcedureStepOperator(task_id=step, kind="failover", step=step)
         for step in STEPS["failover"]
     }
-    gate = ApprovalBranchOperator(task_id="needs_approval", approval="approval", then="switch")
-    approval = ApprovalOperator(
+    first, *rest = STEPS["failover"][1:]  # after the preflight
+    approval = ProcedureApprovalOperator(
         task_id="approval",
-        subject="Switch the applications to the DR cluster?",
-        body="Groups are committed on {{ params.flow }}'s target; approve to switch "
-        "{{ params.applications }}.",
+        kind="failover",
+        subject="Fail {{ params.applications }} over to {{ params.flow }}'s target?",
+        body="Approve to fence {{ params.applications }}, drain and stop {{ params.flow }}, "
+        "and switch them to its target. Reject to leave everything as it is.",
+        notifiers=[ApprovalNotifier()],
     )
-    before, after = (
-        STEPS["failover"][: STEPS["failover"].index("switch")],
-        STEPS["failover"][STEPS["failover"].index("switch") :],
+    gate = ApprovalBranchOperator(task_id="needs_approval", approval="approval", then=first)
+    chain(
+        steps["preflight"],
+        ProcedurePlanOperator(task_id="plan", kind="failover", for_approval=True),
+        gate,
+        approval,
+        steps[first],
     )
-    chain(*(steps[s] for s in before), gate, approval, steps["switch"])
-    gate >> steps["switch"]
-    chain(*(steps[s] for s in after), ProcedureReportOperator(task_id="report", kind="failover"))
+    gate >> steps[first]
+    chain(
+        *(steps[s] for s in [first, *rest]),
+        ProcedureReportOperator(task_id="report", kind="failover"),
+    )

@@ -3,6 +3,9 @@ Airflow metadata DB (the `airflow_home` fixture in conftest.py)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,3 +19,97 @@ def dagbag(folder: Path = DAGS) -> Any:
     from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415
 
     return DagBag(dag_folder=str(folder))
+
+
+class _Person:
+    """Who answers a human-in-the-loop question in a test (what the API's auth
+    manager hands the response handler)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_id(self) -> str:
+        return self.name
+
+    def get_name(self) -> str:
+        return self.name
+
+
+@contextmanager
+def answering(dag_id: str, task_id: str, option: str | None, by: str = "ops") -> Iterator[None]:
+    """While `dag.test()` runs in the calling thread, a thread answers the question of
+    task `task_id` once it waits (state awaiting_input): with `option`, through the
+    REST API's own response handler, as a person in the Required Actions page would;
+    or with None not at all, running the scheduler's timeout sweep until the
+    question's `response_timeout` passes and its defaults are taken."""
+    from airflow.api_fastapi.core_api.datamodels.hitl import (  # noqa: PLC0415
+        UpdateHITLDetailPayload,
+    )
+    from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail  # noqa: PLC0415
+    from airflow.jobs.job import Job  # noqa: PLC0415
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner  # noqa: PLC0415
+    from airflow.models.taskinstance import TaskInstance  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+    from airflow.utils.state import TaskInstanceState  # noqa: PLC0415
+    from sqlalchemy import select  # noqa: PLC0415
+
+    done = threading.Event()
+    failure: list[BaseException] = []
+    sweeper = SchedulerJobRunner(job=Job()) if option is None else None
+
+    def waiting() -> TaskInstance | None:
+        with create_session() as session:
+            return session.scalar(
+                select(TaskInstance).where(
+                    TaskInstance.dag_id == dag_id,
+                    TaskInstance.task_id == task_id,
+                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                )
+            )
+
+    def answer() -> None:
+        try:
+            while not done.is_set():
+                ti = waiting()
+                if ti is not None and sweeper is not None:
+                    sweeper.check_awaiting_input_timeouts()
+                elif ti is not None:
+                    with create_session() as session:
+                        update_hitl_detail(
+                            dag_id=dag_id,
+                            dag_run_id=ti.run_id,
+                            task_id=task_id,
+                            update_hitl_detail_payload=UpdateHITLDetailPayload(
+                                chosen_options=[option]
+                            ),
+                            user=_Person(by),  # type: ignore[arg-type]
+                            session=session,
+                        )
+                    return
+                done.wait(0.2)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=answer, name=f"answer {task_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=30)
+        if failure:
+            raise failure[0]
+
+
+def xcom(run: Any, task_id: str) -> Any:
+    """The return value of `task_id` in the DAG run `run`."""
+    from airflow.models.xcom import XComModel  # noqa: PLC0415 - after airflow_home
+    from airflow.utils.session import create_session  # noqa: PLC0415 - after airflow_home
+
+    with create_session() as session:
+        query = XComModel.get_many(
+            run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value"
+        )
+        row = session.scalars(query).first()
+        assert row is not None, f"{task_id} returned nothing"
+        return XComModel.deserialize_value(row)

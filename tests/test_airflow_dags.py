@@ -1,19 +1,22 @@
 """The DAGs parse cleanly and fast; the failover, failback, drill and verification DAGs
 run with `dag.test()` against the real clusters and a real metadata DB; a retried
-failover step applies nothing twice."""
+failover step applies nothing twice; a run's conf cannot choose the configuration or
+the state store. (The failover's approval: test_failover_approval.py.)"""
 
 from __future__ import annotations
 
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from airflow_helpers import DAGS, dagbag
+from airflow_helpers import DAGS, dagbag, xcom
 from procedure_helpers import commit_offsets, committed_offsets, runner
 from replication_helpers import preload, wait_until, write_config
 
 from replicator.config import load_config
+from replicator.errors import ReplicatorError
 from replicator.procedures import live_workers
 from replicator.procedures.orchestration import STEPS, ProcedureRequest, run_step
 from replicator.statestore import STATE_URL_ENV, StateStore
@@ -86,13 +89,21 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["unreplicated"] == "skipped"  # a planned failover has no such step
-    assert states["approval"] == "skipped"
+    assert states["approval"] == states["plan"] == "skipped"  # nobody to ask
     assert all(states[s] == "success" for s in ("preflight", "fence", "switch", "verify", "report"))
     assert failed_over.active_cluster == "dr"
     remote = f"primary.{topic}"
     assert on_dr == {(remote, 0): 100, (remote, 1): 150}
     [history] = store.runs("failover")
     assert (history.outcome, history.rpo_records) == ("succeeded", 0)
+    # The report task reads the figures from the history (it runs no step).
+    report = xcom(run, "report")
+    assert report["outcome"] == "succeeded"
+    assert (report["duration_seconds"], report["downtime_seconds"]) == (
+        history.duration_seconds,
+        history.downtime_seconds,
+    )
+    assert 0 < history.downtime_seconds < history.duration_seconds
     # Every step ran once under the run's procedure id; its epoch shows one fence, one switch.
     assert failed_over.epoch == 2
     # Each task retried (cleared and run again in the same DAG run) changes nothing.
@@ -108,13 +119,15 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
 
     # The failback DAG returned everything to where it was.
     assert back.state == "success"
-    assert {ti.state for ti in back.get_task_instances()} == {"success"}
+    assert {ti.task_id for ti in back.get_task_instances() if ti.state != "success"} == {"plan"}
     assert store.application(app).active_cluster == "primary"
     assert committed_offsets("primary", primary, app) == original
     assert store.flow_state("primary->dr").state == "running"
     assert store.flow_state("dr->primary").state == "stopped"
     [returned] = store.runs("failback")
     assert (returned.outcome, returned.rpo_records) == ("succeeded", 0)
+    assert returned.downtime_seconds is not None and returned.duration_seconds is not None
+    assert 0 < returned.downtime_seconds < returned.duration_seconds
 
 
 def test_verify_and_drill_dags_store_their_results(
@@ -161,7 +174,39 @@ def test_verify_and_drill_dags_store_their_results(
         "succeeded",
         0,
     )
+    # A non-disruptive drill stops no application.
+    assert drilled.downtime_seconds == 0.0 and drilled.duration_seconds is not None
+    assert xcom(drill, "drill")["duration_seconds"] == drilled.duration_seconds
     assert verification.state == "success"
     [verified] = store.runs("verification")
     assert verified.outcome == "succeeded"
     assert Path(verified.details["data_docs"]).exists()
+
+
+def test_a_run_conf_cannot_choose_the_configuration_or_the_state_store(
+    airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replicator_airflow.operators import request  # noqa: PLC0415 - after airflow_home
+
+    ours = tmp_path / "mm2.properties"
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(ours))
+    monkeypatch.setenv(STATE_URL_ENV, "sqlite:///ours.db")
+    failover = dagbag().get_dag("failover")
+    elsewhere = {"config": "/tmp/theirs.properties", "state_url": "postgresql://evil/db"}
+
+    def context(conf: dict[str, object]) -> dict[str, object]:
+        """A task's context, with the params Airflow makes of the DAG's and the conf."""
+        params = {key: failover.params[key] for key in failover.params}
+        return {"dag": failover, "dag_run": SimpleNamespace(conf=conf), "params": params | conf}
+
+    with pytest.raises(ReplicatorError, match="conf sets config, state_url, which DAG"):
+        request("failover", context({"applications": ["x"], **elsewhere}), "replicator_default")
+    # Even a param of that name (were a DAG to declare one) loses to the connection.
+    asked = context({"applications": ["x"]})
+    asked["params"] = {**asked["params"], **elsewhere}  # type: ignore[dict-item]
+    wanted = request("failover", asked, "replicator_default")
+    assert (wanted.config, wanted.state_url, wanted.applications) == (
+        str(ours),
+        "sqlite:///ours.db",
+        ["x"],
+    )

@@ -4,67 +4,108 @@ Each task runs one named step under the DAG run's procedure id
 (`<dag id>/<run id>`), so the UI shows progress step by step, a failed step can
 be cleared and retried alone, and a retry never applies a completed step twice
 (the state store remembers it; see `replicator.procedures.steps`).
+
+Where the configuration and the state store are comes from the Airflow
+connection (or the environment, see `hooks`), never from a run's conf, and a
+conf may set only the params its DAG declares: whoever may trigger a DAG
+cannot point a failover at another file or database.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
+from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import BaseBranchOperator, BaseOperator, Context, TriggerRule
 from airflow.sdk.exceptions import AirflowSkipException
 
-from replicator.procedures.orchestration import Kind, ProcedureRequest, run_all, run_step
-from replicator_airflow.hooks import ReplicatorHook
+from replicator.errors import ReplicatorError
+from replicator.procedures.abort import abort
+from replicator.procedures.orchestration import (
+    Kind,
+    ProcedureRequest,
+    plan,
+    reject,
+    report,
+    run_all,
+    run_step,
+)
+from replicator.procedures.steps import ProcedureReport
+from replicator.statestore import StateStore
+from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
 
 def procedure_id(context: Context) -> str:
     return f"{context['dag'].dag_id}/{context['run_id']}"
 
 
+def settings(context: Context, conn_id: str) -> ReplicatorSettings:
+    """The connection's settings, once the run's conf is known to set nothing but
+    the DAG's declared params (Airflow copies any conf key into the params)."""
+    declared = set(context["dag"].params)
+    conf = context["dag_run"].conf or {}
+    undeclared = sorted(set(conf) - declared)
+    if undeclared:
+        raise ReplicatorError(
+            f"the run's conf sets {', '.join(undeclared)}, which DAG "
+            f"{context['dag'].dag_id!r} does not declare (it takes "
+            f"{', '.join(sorted(declared))}); the configuration and the state store are the "
+            f"Airflow connection {conn_id!r}'s, not a run's: trigger it again without them"
+        )
+    return ReplicatorHook(conn_id).settings()
+
+
 def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
-    """The run's params plus where the configuration and the state store are."""
-    settings = ReplicatorHook(conn_id).settings()
-    params = {"config": settings.config, "state_url": settings.state_url, **context["params"]}
+    """The run's params, with where the configuration and the state store are
+    taken from the connection (they win over any param)."""
+    where = settings(context, conn_id)
+    params = {**context["params"], "config": where.config, "state_url": where.state_url}
     return ProcedureRequest.from_params(kind, params)
 
 
-class ProcedureStepOperator(BaseOperator):
-    """Run step `step` of procedure `kind`; skipped when the run's mode has no such
-    step. Runs after skipped upstream steps (trigger rule none_failed)."""
-
-    template_fields = ()
-    ui_color = "#e8f1fb"
-
-    def __init__(
-        self,
-        *,
-        kind: Kind,
-        step: str,
-        replicator_conn_id: str = "replicator_default",
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED)
-        super().__init__(**kwargs)
-        self.kind = kind
-        self.step = step
-        self.replicator_conn_id = replicator_conn_id
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        wanted = request(self.kind, context, self.replicator_conn_id)
-        if wanted.dry_run:
-            raise AirflowSkipException("dry run: the plan task says what each step would do")
-        report = run_step(wanted, procedure_id(context), self.step)
-        if report is None:
-            raise AirflowSkipException(
-                f"a {wanted.mode or 'default'} {self.kind} has no {self.step}"
-            )
-        self.log.info("%s %s: %s", self.kind, self.step, report)
-        return report
+def approval_needed(params: dict[str, Any]) -> bool:
+    """A planned failover asks a person, unless it is a dry run, or its
+    `skip_approval` param says so (drills); an unplanned one does not: nobody waits
+    at 3 a.m. for a dead primary."""
+    return (
+        params.get("mode", "planned") == "planned"
+        and not params.get("skip_approval")
+        and not params.get("dry_run")
+    )
 
 
-class ProcedureReportOperator(BaseOperator):
-    """The whole procedure's outcome with RPO and RTO (every step done: all skipped),
-    or in a dry run, what every step would do."""
+def summary(outcome: ProcedureReport) -> dict[str, Any]:
+    """A procedure's outcome and figures, for the log and XCom."""
+    return {
+        "procedure_id": outcome.procedure_id,
+        "outcome": outcome.outcome,
+        "rpo_records": outcome.rpo_records,
+        "rto_seconds": outcome.rto_seconds,
+        "duration_seconds": outcome.duration_seconds,
+        "downtime_seconds": outcome.downtime_seconds,
+        "steps": {step.name: step.report for step in outcome.steps},
+    }
+
+
+def _log_figures(operator: BaseOperator, outcome: ProcedureReport) -> None:
+    operator.log.info(
+        "%s %s %s: RPO %s records, RTO %s s, duration %s s, applications down %s s",
+        outcome.kind,
+        outcome.procedure_id,
+        outcome.outcome,
+        outcome.rpo_records,
+        outcome.rto_seconds,
+        outcome.duration_seconds,
+        outcome.downtime_seconds,
+    )
+
+
+class _ProcedureOperator(BaseOperator):
+    """A task of procedure `kind`; runs after skipped upstream tasks (trigger rule
+    none_failed: steps a mode does not have are skipped)."""
 
     template_fields = ()
 
@@ -80,31 +121,79 @@ class ProcedureReportOperator(BaseOperator):
         self.kind = kind
         self.replicator_conn_id = replicator_conn_id
 
+    def request(self, context: Context) -> ProcedureRequest:
+        return request(self.kind, context, self.replicator_conn_id)
+
+
+class ProcedureStepOperator(_ProcedureOperator):
+    """Run step `step` of procedure `kind`; skipped when the run's mode has no such
+    step, and in a dry run (the `plan` task says what each step would do)."""
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, step: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.step = step
+
     def execute(self, context: Context) -> dict[str, Any]:
-        report = run_all(
-            request(self.kind, context, self.replicator_conn_id), procedure_id(context)
-        )
-        self.log.info(
-            "%s %s %s: RPO %s records, RTO %s s",
-            self.kind,
-            report.procedure_id,
-            report.outcome,
-            report.rpo_records,
-            report.rto_seconds,
-        )
-        return {
-            "procedure_id": report.procedure_id,
-            "outcome": report.outcome,
-            "rpo_records": report.rpo_records,
-            "rto_seconds": report.rto_seconds,
-            "steps": {step.name: step.report for step in report.steps},
-        }
+        wanted = self.request(context)
+        if wanted.dry_run:
+            raise AirflowSkipException("dry run: the plan task says what each step would do")
+        outcome = run_step(wanted, procedure_id(context), self.step)
+        if outcome is None:
+            raise AirflowSkipException(
+                f"a {wanted.mode or 'default'} {self.kind} has no {self.step}"
+            )
+        self.log.info("%s %s: %s", self.kind, self.step, outcome)
+        return outcome
+
+
+class ProcedurePlanOperator(_ProcedureOperator):
+    """What every step would do (a dry run of the whole procedure, which changes
+    nothing): the answer of a dry-run DAG run, and with `for_approval` the body of
+    the approval question. Skipped when neither is asked for."""
+
+    def __init__(self, *, for_approval: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.for_approval = for_approval
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        params = context["params"]
+        if not (params.get("dry_run") or (self.for_approval and approval_needed(params))):
+            raise AirflowSkipException("not a dry run, and nobody to ask: no plan needed")
+        planned = plan(self.request(context))
+        for step in planned.steps:
+            self.log.info("%s %s would: %s", self.kind, step.name, step.report)
+        return {step.name: step.report for step in planned.steps}
+
+
+class ProcedureReportOperator(_ProcedureOperator):
+    """The run's outcome with RPO, RTO, duration and downtime, read from the state
+    store: it runs no step. Fails when the procedure did not succeed; skipped in a
+    dry run (the `plan` task has the answer)."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        wanted = self.request(context)
+        if wanted.dry_run:
+            raise AirflowSkipException("dry run: the plan task says what each step would do")
+        outcome = report(wanted, procedure_id(context))
+        _log_figures(self, outcome)
+        return summary(outcome)
+
+
+class ProcedureRunOperator(_ProcedureOperator):
+    """Run every step of procedure `kind` in one task (the drill, whose steps are
+    not worth a task each); its outcome and figures."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        outcome = run_all(self.request(context), procedure_id(context))
+        _log_figures(self, outcome)
+        return summary(outcome)
 
 
 class ApprovalBranchOperator(BaseBranchOperator):
-    """Before the switch of a planned failover: ask a human (task `approval`), unless
-    the run is a dry run, unplanned (nobody waits at 3 a.m. for a dead primary), or
-    its `skip_approval` param says so (drills)."""
+    """Before anything is changed: ask a person (task `approval`) when
+    `approval_needed`, then go on with task `then`, which waits for the answer."""
 
     def __init__(self, *, approval: str, then: str, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED)
@@ -113,11 +202,90 @@ class ApprovalBranchOperator(BaseBranchOperator):
         self.then = then
 
     def choose_branch(self, context: Context) -> list[str]:
-        params = context["params"]
-        needed = (
-            params.get("mode", "planned") == "planned"
-            and not params.get("skip_approval")
-            and not params.get("dry_run")
-        )
-        # Both stay in the run when approval is needed: the step waits for the human.
+        # Both stay in the run when approval is needed: `then` waits for the human.
+        needed = approval_needed(context["params"])
         return [self.approval, self.then] if needed else [self.then]
+
+
+class ProcedureApprovalOperator(ApprovalOperator):
+    """Ask a person whether procedure `kind` may go on, with the findings of the
+    tasks `findings` (their XCom) in the question.
+
+    Approve: the tasks after it run. Reject, or no answer within the run's
+    `approval_timeout_minutes` param: the run is recorded as "rejected" in the
+    history (whatever it fenced or stopped would run again; asked before the fence,
+    that is nothing), and every task after it is skipped, whatever its trigger
+    rule, `report` included; no step of the run can run afterwards, not even
+    cleared (`replicator.procedures.steps.ProcedureEnded`)."""
+
+    def __init__(
+        self,
+        *,
+        kind: Kind,
+        findings: Sequence[str] = ("preflight", "plan"),
+        replicator_conn_id: str = ReplicatorHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("defaults", ApprovalOperator.REJECT)  # no answer is a no
+        kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED)
+        super().__init__(ignore_downstream_trigger_rules=True, **kwargs)
+        self.kind = kind
+        self.findings = list(findings)
+        self.replicator_conn_id = replicator_conn_id
+
+    def execute(self, context: Context) -> Any:
+        minutes = float(context["params"]["approval_timeout_minutes"])
+        self.response_timeout = timedelta(minutes=minutes)
+        found = {task: context["ti"].xcom_pull(task_ids=task) for task in self.findings}
+        self.body = question(self.body or "", found, minutes)
+        return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        if "error" not in event and event.get("chosen_options") != [self.APPROVE]:
+            minutes = float(context["params"]["approval_timeout_minutes"])
+            who = (event.get("responded_by_user") or {}).get("name")
+            reason = (
+                f"no answer to the approval within {minutes:g} min"
+                if event.get("timedout") or not who
+                else f"rejected by {who}"
+            )
+            rejected = reject(
+                request(self.kind, context, self.replicator_conn_id), procedure_id(context), reason
+            )
+            self.log.warning("%s rejected (%s): %s", self.kind, reason, rejected.as_dict())
+        return super().execute_complete(context, event)
+
+
+def question(intro: str, findings: dict[str, Any], minutes: float) -> str:
+    """The approval's body: the question, then each finding as JSON (Markdown)."""
+    parts = [intro.strip(), f"No answer within {minutes:g} min counts as Reject."]
+    for task, found in findings.items():
+        if found is not None:
+            shown = json.dumps(found, indent=1, sort_keys=True, default=str)
+            parts.append(f"**{task}**\n\n```json\n{shown}\n```")
+    return "\n\n".join(parts)
+
+
+class ProcedureAbortOperator(BaseOperator):
+    """Abort the procedure whose id is the run's `procedure_id` param: unfence its
+    applications, restart the flows it stopped, record it as aborted (see
+    `replicator.procedures.abort`)."""
+
+    template_fields = ()
+
+    def __init__(
+        self, *, replicator_conn_id: str = ReplicatorHook.default_conn_name, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.replicator_conn_id = replicator_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        where = settings(context, self.replicator_conn_id)
+        params = context["params"]
+        undone = abort(
+            StateStore(where.state_url),
+            params["procedure_id"],
+            reason=params.get("reason") or f"aborted by {procedure_id(context)}",
+        )
+        self.log.info("aborted: %s", undone.as_dict())
+        return undone.as_dict()

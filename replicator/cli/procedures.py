@@ -1,4 +1,4 @@
-"""`replicator failover|failback|drill`: DR procedures from the shell, a line per step."""
+"""`replicator failover|failback|drill|abort`: DR procedures from the shell, a line per step."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.procedures import Drill, Failback, Failover, FullDrill, Procedure, ProcedureReport
+from replicator.procedures.abort import abort
 from replicator.statestore import STATE_URL_ENV, StateStore
 
 
@@ -55,6 +56,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--app", action="append", default=[], help="full mode: drill application; repeatable"
     )
     drill.set_defaults(handler=_drill)
+
+    aborting = commands.add_parser(
+        "abort",
+        help="undo a failover or failback that stopped before its switch: unfence its "
+        "applications, restart the flows it stopped",
+    )
+    aborting.add_argument("procedure_id", help="the run's id (`replicator history` lists them)")
+    aborting.add_argument("--reason", default="", help="why, for the history")
+    aborting.add_argument(
+        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
+    )
+    aborting.set_defaults(handler=_abort)
 
 
 def _procedure_parser(
@@ -116,17 +129,32 @@ def _failback(args: argparse.Namespace) -> int:
 
 
 def print_report(report: ProcedureReport) -> int:
-    """Each step's status and report, then the outcome with RPO and RTO; the exit code."""
+    """Each step's status and report, then the outcome with RPO, RTO, the procedure's
+    duration and the applications' downtime; the exit code."""
     title = f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}"
     print(title)
     for step in report.steps:
         print(f"  {step.name:<16} {step.status:<8} {json.dumps(step.report, sort_keys=True)}")
     rto = "-" if report.rto_seconds is None else f"{report.rto_seconds:.1f}s"
     rpo = "-" if report.rpo_records is None else str(report.rpo_records)
-    print(f"{report.outcome}: RPO {rpo} records, RTO {rto}")
+    duration, down = _seconds(report.duration_seconds), _seconds(report.downtime_seconds)
+    print(f"{report.outcome}: RPO {rpo} records, RTO {rto}, duration {duration}, downtime {down}")
     if report.error:
         print(f"error: {report.error}")
     return 0 if report.ok else 1
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _abort(args: argparse.Namespace) -> int:
+    undone = abort(StateStore(args.state_url), args.procedure_id, reason=args.reason)
+    print(f"{undone.kind} {undone.procedure_id} {undone.outcome}")
+    print(f"  unfenced         {json.dumps(undone.unfenced, sort_keys=True)}")
+    print(f"  restarted flows  {json.dumps(undone.restarted_flows)}")
+    print(f"  applications were down {_seconds(undone.downtime_seconds)}")
+    return 0
 
 
 def _drill(args: argparse.Namespace) -> int:

@@ -70,6 +70,15 @@ class FullDrill(Procedure):
         report = self.reported("failover")
         return None if report is None else report["rto_seconds"]
 
+    def downtime(self) -> float | None:
+        """The drill applications stop twice: from the failover's fence to its switch,
+        and from the failback's; None until both halves switched."""
+        halves = [self.reported(half) for half in ("failover", "failback")]
+        downtimes = [h.get("downtime_seconds") if h else None for h in halves]
+        if None in downtimes:
+            return None
+        return round(sum(d for d in downtimes if d is not None), 3)
+
     def _failover(self) -> StepReport:
         failover = Failover(
             self.config,
@@ -109,5 +118,7 @@ class FullDrill(Procedure):
             "outcome": report.outcome,
             "rpo_records": report.rpo_records,
             "rto_seconds": report.rto_seconds,
+            "duration_seconds": report.duration_seconds,
+            "downtime_seconds": report.downtime_seconds,
             "steps": {step.name: step.status for step in report.steps},
         }

@@ -9,16 +9,21 @@ its step again only if it did not complete (see `replicator.procedures.steps`).
 The DAG's shape is fixed when it is parsed, so it lists the steps of every mode
 of a procedure; `run_step` answers None for a step the chosen mode does not
 have, and the task is skipped.
+
+Around the steps: `plan` says what every step would do (a dry run, for the
+approval question and dry-run DAG runs), `reject` ends a run a person refused
+before anything was fenced, and `report` reads what a run did, running nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
+from replicator.procedures.abort import AbortReport, abort
 from replicator.procedures.drill import Drill
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
@@ -114,9 +119,39 @@ def run_step(request: ProcedureRequest, procedure_id: str, step: str) -> StepRep
 
 
 def run_all(request: ProcedureRequest, procedure_id: str) -> ProcedureReport:
-    """Every step not done yet (a dry run: every step's plan). Raises ReplicatorError
-    naming the failed step when the procedure did not succeed."""
+    """Every step not done yet (a dry run: every step's plan), in one task (the
+    drill). Raises ReplicatorError naming the failed step when it did not succeed."""
     report = build(request).run(procedure_id)
     if not report.ok:
         raise ReplicatorError(report.error or f"{request.kind} {procedure_id} failed")
     return report
+
+
+def plan(request: ProcedureRequest) -> ProcedureReport:
+    """What every step of the requested procedure would do now: a dry run, which
+    reads the clusters and the store and changes nothing. Raises ReplicatorError
+    when a check fails (the procedure could not run as asked)."""
+    report = build(replace(request, dry_run=True)).run()
+    if not report.ok:
+        raise ReplicatorError(report.error or f"{request.kind}: the plan failed")
+    return report
+
+
+def reject(request: ProcedureRequest, procedure_id: str, reason: str) -> AbortReport:
+    """End run `procedure_id` as "rejected" (a person said no, or nobody answered):
+    whatever it fenced or stopped runs again, and none of its steps ever runs."""
+    return abort(StateStore(request.state_url), procedure_id, outcome="rejected", reason=reason)
+
+
+def report(request: ProcedureRequest, procedure_id: str) -> ProcedureReport:
+    """What run `procedure_id` did, from the state store (its saved steps and its
+    history run, with RPO, RTO, duration and downtime); runs no step. Raises
+    ReplicatorError when the run did not succeed, naming what stopped it."""
+    saved = build(request).saved_report(procedure_id)
+    if saved.outcome != "succeeded":
+        raise ReplicatorError(
+            f"{request.kind} {procedure_id} {saved.outcome}"
+            + (f": {saved.error}" if saved.error else "")
+            + "; the history (`replicator history`) has its steps"
+        )
+    return saved

@@ -15,7 +15,13 @@ what it would do, without doing it and without writing to the store.
 The run is recorded in the store's history (`start_run` on the first step,
 `finish_run` when the last step completes or a step fails) with RPO (records
 not replicated) and RTO (seconds from the start of the run to the end of the
-step that moved the applications).
+step that moved the applications), and in its details two figures: the
+procedure's `duration_seconds` (start to end) and the applications'
+`downtime_seconds` (from the start of the `fence` step, when their clients stop,
+to the end of the `switch`; see `Procedure.downtime`).
+
+A run that ended "rejected" or "aborted" (`replicator.procedures.abort`) runs no
+further step: a cleared task or a rerun with its id raises `ProcedureEnded`.
 
 Leases: every step that runs first takes (or renews) a lease in the store on
 the procedure's flow and applications (`leases`), and the run releases them
@@ -32,21 +38,57 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, cast
 
 from replicator.errors import ReplicatorError
-from replicator.statestore import DEFAULT_LEASE_TTL_S, StateStore
+from replicator.statestore import DEFAULT_LEASE_TTL_S, RunRecord, StateStore
 
 log = logging.getLogger(__name__)
 
 StepReport = dict[str, Any]
 #: The bookkeeping entry that ties a procedure id to its run in the history.
 _RUN_ENTRY = "_run"
+#: The bookkeeping entry saved when the fence step first starts: the applications'
+#: clients stop from then on (downtime starts), and an abort knows to unfence them.
+_FENCE_STARTED = "_fence_started"
+#: The step that stops the applications' clients, and the one that lets them run
+#: again on the other cluster.
+FENCE_STEP, SWITCH_STEP = "fence", "switch"
+#: Outcomes after which a procedure id runs no further step.
+ENDED_OUTCOMES = ("rejected", "aborted")
+Outcome = Literal["succeeded", "failed", "planned", "incomplete", "rejected", "aborted"]
 
 
 class StepFailed(ReplicatorError):
     """A step raised; its error is saved with the step, and a retry with the same
     procedure id runs it again (and skips the steps before it)."""
+
+
+class ProcedureEnded(ReplicatorError):
+    """The run was rejected or aborted: none of its steps runs again (a rejected
+    failover must never fence or switch when a task of it is cleared)."""
+
+
+def history_run(store: StateStore, procedure_id: str) -> RunRecord | None:
+    """The history run of `procedure_id` (None: no step of it has run)."""
+    entry = store.step(procedure_id, _RUN_ENTRY)
+    return None if entry is None else store.run(str(entry.result["run_id"]))
+
+
+def fence_started_at(store: StateStore, procedure_id: str) -> datetime | None:
+    """When the fence step of `procedure_id` first started (None: it never did)."""
+    entry = store.step(procedure_id, _FENCE_STARTED)
+    return None if entry is None else entry.first_saved_at
+
+
+def saved_steps(store: StateStore, procedure_id: str) -> dict[str, StepReport]:
+    """The saved report of every step of `procedure_id` (bookkeeping left out)."""
+    return {s.name: s.result for s in store.steps(procedure_id) if not s.name.startswith("_")}
+
+
+def seconds_between(start: datetime, end: datetime) -> float:
+    return round((end - start).total_seconds(), 3)
 
 
 @dataclass(frozen=True)
@@ -78,9 +120,11 @@ class ProcedureReport:
     kind: str
     dry_run: bool
     steps: list[StepOutcome] = field(default_factory=list)
-    outcome: Literal["succeeded", "failed", "planned", "incomplete"] = "incomplete"
+    outcome: Outcome = "incomplete"
     rpo_records: int | None = None
     rto_seconds: float | None = None
+    duration_seconds: float | None = None
+    downtime_seconds: float | None = None
     error: str | None = None
 
     @property
@@ -175,6 +219,26 @@ class Procedure(ABC):
             )
         return saved.result
 
+    def saved_report(self, procedure_id: str) -> ProcedureReport:
+        """What the run `procedure_id` did, read from the state store: each step it
+        saved, in the procedure's order, and the run's outcome and figures from the
+        history. Runs nothing (an orchestrator's report task)."""
+        self.procedure_id = procedure_id
+        report = ProcedureReport(procedure_id, self.kind, dry_run=False)
+        for step in self.steps():
+            saved = self.store.step(procedure_id, step.name)
+            if saved is not None:
+                status = cast(Literal["done", "failed"], saved.state)
+                report.steps.append(StepOutcome(step.name, status, saved.result))
+        run = history_run(self.store, procedure_id)
+        if run is not None and run.outcome is not None:
+            report.outcome = cast(Outcome, run.outcome)
+            report.error = run.details.get("error") or run.details.get("reason")
+            report.rpo_records, report.rto_seconds = run.rpo_records, run.rto_seconds
+            report.duration_seconds = run.duration_seconds
+            report.downtime_seconds = run.downtime_seconds
+        return report
+
     def reported(self, step: str) -> StepReport | None:
         """The report of an earlier step, or None if it has not completed."""
         return self.report(step) if self.done(step) else None
@@ -195,8 +259,14 @@ class Procedure(ABC):
             log.info("%s %s: step %s done before; skipped", self.kind, self.procedure_id, step.name)
             return StepOutcome(step.name, "skipped", saved.result)
         run_id = self._run_id()
+        ended = self.store.run(run_id).outcome
+        if ended in ENDED_OUTCOMES:
+            raise ProcedureEnded(
+                f"{self.kind} {self.procedure_id} was {ended}, so its step {step.name!r} does "
+                "not run; start a new run (a new id) to try again"
+            )
         try:
-            result = self._attempt(step, step.action)
+            result = self._attempt(step, self._marked(step))
         except StepFailed as exc:
             self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
             self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
@@ -213,6 +283,19 @@ class Procedure(ABC):
         flow = self.flow_name()
         applications = [f"application {a}" for a in self.applications]
         return [f"flow {flow}", *applications] if flow else applications
+
+    def _marked(self, step: Step) -> Callable[[], StepReport]:
+        """The step's action; the fence's first saves when it started (the moment the
+        applications' clients stop) before it fences anything."""
+        if step.name != FENCE_STEP:
+            return step.action
+
+        def fence() -> StepReport:
+            # A retry keeps the first start: the entry's first save is the time.
+            self.store.save_step(self.procedure_id, _FENCE_STARTED, "done", {})
+            return step.action()
+
+        return fence
 
     def _attempt(self, step: Step, action: Callable[[], StepReport]) -> StepReport:
         try:
@@ -243,13 +326,12 @@ class Procedure(ABC):
         return run_id
 
     def _finish(self, run_id: str, outcome: str, extra: dict[str, Any]) -> None:
+        started = self.store.run(run_id).started_at
         details = {
             "procedure_id": self.procedure_id,
-            "steps": {
-                s.name: s.result
-                for s in self.store.steps(self.procedure_id)
-                if s.name != _RUN_ENTRY
-            },
+            "steps": saved_steps(self.store, self.procedure_id),
+            "duration_seconds": seconds_between(started, datetime.now(UTC)),
+            "downtime_seconds": self.downtime(),
             **extra,
         }
         self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
@@ -260,15 +342,33 @@ class Procedure(ABC):
         """Seconds from the start of the run to the completion of the recovery step."""
         if self.dry_run or not self.done(self.recovery_step):
             return None
-        entry = self.store.step(self.procedure_id, _RUN_ENTRY)
+        run = history_run(self.store, self.procedure_id)
         recovered = self.store.step(self.procedure_id, self.recovery_step)
-        if entry is None or recovered is None:
+        if run is None or recovered is None:
             return None
-        started = self.store.run(str(entry.result["run_id"])).started_at
-        return round((recovered.updated_at - started).total_seconds(), 3)
+        return seconds_between(run.started_at, recovered.updated_at)
+
+    def downtime(self) -> float | None:
+        """Seconds the applications' clients were stopped: from the first start of
+        the fence step to the end of the switch. Without a fence step (an unplanned
+        failover: the source is gone) they count from the start of the run; without
+        a switch step the procedure stops no application (0). None until switched."""
+        names = {step.name for step in self.steps()}
+        if SWITCH_STEP not in names:
+            return 0.0
+        switched = self.store.step(self.procedure_id, SWITCH_STEP)
+        run = history_run(self.store, self.procedure_id)
+        if self.dry_run or switched is None or switched.state != "done" or run is None:
+            return None
+        stopped = fence_started_at(self.store, self.procedure_id) if FENCE_STEP in names else None
+        return seconds_between(stopped or run.started_at, switched.updated_at)
 
     def _figures(self, report: ProcedureReport) -> ProcedureReport:
         if not self.dry_run:  # a dry run measures nothing
             report.rpo_records = self.rpo()
             report.rto_seconds = self.rto()
+            run = history_run(self.store, self.procedure_id)
+            if run is not None:
+                report.duration_seconds = run.duration_seconds
+                report.downtime_seconds = run.downtime_seconds
         return report

@@ -175,6 +175,19 @@ class RunRecord:
     rto_seconds: float | None
     details: dict[str, Any]
 
+    @property
+    def duration_seconds(self) -> float | None:
+        """A procedure's length, from its start to its end (None while it runs)."""
+        value = self.details.get("duration_seconds")
+        return None if value is None else float(value)
+
+    @property
+    def downtime_seconds(self) -> float | None:
+        """How long the applications' clients were stopped: from the start of the
+        fence to the end of the switch (None: not known, or still stopped)."""
+        value = self.details.get("downtime_seconds")
+        return None if value is None else float(value)
+
 
 @dataclass(frozen=True)
 class Lease:

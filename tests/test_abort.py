@@ -1,0 +1,176 @@
+"""A failover that stops midway (here: its commit_offsets step fails after the fence
+and the stop of the flow) leaves production standing still until it is aborted:
+`abort_procedure` (DAG) and `replicator abort` (CLI) unfence the applications,
+restart the flow, record the run as "aborted", and no step of it runs again. A run
+that switched is never undone silently: abort refuses and says to fail back."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow_helpers import dagbag
+from confluent_kafka import Consumer
+from procedure_helpers import commit_offsets, runner
+from replication_helpers import preload, wait_until, write_config
+
+from replicator.cli import main
+from replicator.config import load_config
+from replicator.procedures import Procedure, Step, applications, live_workers
+from replicator.procedures.orchestration import ProcedureRequest, run_step
+from replicator.procedures.steps import ProcedureEnded, StepReport
+from replicator.statestore import STATE_URL_ENV, StateStore
+
+from kafka_helpers import create_topic, unique_topic
+
+
+@pytest.mark.integration
+def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
+    airflow_home: Path,
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = unique_topic("abort")
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, topic, partitions=2)
+    preload(primary, topic, 200, 2)
+    config_path = write_config(tmp_path, primary, dr, topic)
+    flow = load_config(config_path).flow("primary->dr")
+    app = f"abort-app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    commit_offsets(flow.source, app, {(topic, 0): 50, (topic, 1): 60})
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
+    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    bag = dagbag()
+    conf = {"applications": [app], "reverse": False, "skip_approval": True, "timeout_s": 60}
+    # An instance of the application already started on the DR side: its group has a
+    # member there, so the failover cannot commit the group's offsets on DR.
+    early = Consumer({"bootstrap.servers": dr, "group.id": app, "enable.auto.commit": False})
+
+    with runner([flow], store):
+        wait_until(lambda: live_workers(flow), 90, "the flow running")
+        early.subscribe([f"primary.{topic}"])
+        wait_until(lambda: _joined(early), 60, "a member of the group on DR")
+        stopped = bag.get_dag("failover").test(run_conf=conf)
+        early.close()
+        states = {ti.task_id: ti.state for ti in stopped.get_task_instances()}
+        fenced = store.application(app)
+        flow_state = store.flow_state("primary->dr")
+        aborted = bag.get_dag("abort_procedure").test(
+            run_conf={"procedure_id": f"failover/{stopped.run_id}", "reason": "given up"}
+        )
+        wait_until(lambda: live_workers(flow), 90, "the flow running again")
+
+    assert stopped.state == "failed"
+    assert (states["fence"], states["stop_flow"], states["commit_offsets"]) == (
+        "success",
+        "success",
+        "failed",
+    )
+    assert (fenced.fenced, flow_state.state) == (True, "stopped")
+    assert aborted.state == "success"
+    now = store.application(app)
+    assert (now.active_cluster, now.fenced, now.epoch) == ("primary", False, fenced.epoch + 1)
+    assert store.flow_state("primary->dr").state == "running"
+    [history] = store.runs("failover")
+    assert (history.outcome, history.details["reason"]) == ("aborted", "given up")
+    assert history.details["undone"] == {
+        "unfenced": {app: fenced.epoch + 1},
+        "restarted_flows": ["primary->dr"],
+    }
+    assert history.downtime_seconds is not None and history.downtime_seconds > 0
+    # The failed step, retried after the abort, does nothing.
+    request = ProcedureRequest.from_params(
+        "failover",
+        {**conf, "flow": "primary->dr", "config": str(config_path), "state_url": state_url},
+    )
+    with pytest.raises(ProcedureEnded, match="was aborted"):
+        run_step(request, history.params["procedure_id"], "commit_offsets")
+    assert store.application(app) == now
+
+
+def _joined(consumer: Consumer) -> bool:
+    consumer.poll(0.5)
+    return bool(consumer.assignment())
+
+
+class _Move(Procedure):
+    """The application moves of a failover, without clusters: fence, switch, and a
+    last step that fails while `broken`."""
+
+    kind = "failover"
+    recovery_step = "switch"
+
+    def __init__(self, store: StateStore, app: str) -> None:
+        super().__init__(store)
+        self.applications = [app]
+        self.broken = False
+
+    def steps(self) -> list[Step]:
+        return [
+            Step("fence", self._fence),
+            Step("switch", self._switch),
+            Step("verify", self._verify),
+        ]
+
+    def _verify(self) -> StepReport:
+        if self.broken:
+            raise RuntimeError("verification failed")
+        return {}
+
+    def _fence(self) -> StepReport:
+        return applications.fence(self.store, self.applications, 5)
+
+    def _switch(self) -> StepReport:
+        return applications.switch(self.store, self.applications, "dr")
+
+    def params(self) -> dict[str, Any]:
+        return {"applications": self.applications}
+
+    def flow_name(self) -> None:
+        return None
+
+    def mode(self) -> None:
+        return None
+
+    def rpo(self) -> None:
+        return None
+
+
+def test_abort_undoes_a_fence_and_refuses_after_a_switch(
+    state_url: str, store: StateStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.register_application("cli-app", "primary")
+    move = _Move(store, "cli-app")
+    move.run_step("cli-1", "fence")
+
+    assert main(["abort", "cli-1", "--state-url", state_url, "--reason", "test"]) == 0
+    assert 'unfenced         {"cli-app": 2}' in capsys.readouterr().out
+    assert store.application("cli-app").fenced is False
+    [aborted] = store.runs("failover")
+    assert (aborted.outcome, aborted.details["undone"]["unfenced"]) == ("aborted", {"cli-app": 2})
+    with pytest.raises(ProcedureEnded):
+        move.run_step("cli-1", "switch")
+
+    move.broken = True
+    assert not move.run("cli-2").ok  # fenced and switched: the applications are on DR
+    assert main(["abort", "cli-2", "--state-url", state_url]) == 1
+    refused = capsys.readouterr().err
+    assert "already switched the applications" in refused and "run a failback" in refused
+    assert store.application("cli-app").active_cluster == "dr"
+    move.broken = False
+    finished = move.run("cli-2")
+    assert finished.ok and finished.downtime_seconds is not None
+    assert finished.duration_seconds is not None
+    assert 0 < finished.downtime_seconds < finished.duration_seconds
+    assert main(["abort", "cli-2", "--state-url", state_url]) == 1
+    assert "succeeded, so there is nothing to abort" in capsys.readouterr().err
+
+    assert main(["abort", "no-such-run", "--state-url", state_url]) == 1
+    assert "no procedure 'no-such-run'" in capsys.readouterr().err
