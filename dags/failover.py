@@ -39,7 +39,7 @@ with DAG(
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
         "skip_approval": Param(False, type="boolean", description="no human step (drills)"),
         "approval_timeout_minutes": Param(
-            30, type="number", minimum=0, description="no answer by then counts as Reject"
+            30, type="number", exclusiveMinimum=0, description="no answer by then counts as Reject"
         ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },

@@ -2,7 +2,8 @@
 findings and the plan in the question: Approve fails over; Reject, and no answer
 within the approval timeout, leave the applications, their fences, the flows and the
 group offsets exactly as they were, record the run as "rejected", and no step of it
-can run afterwards. Real clusters, a real `replicator run`, real `dag.test()`."""
+can run afterwards; a dry run asks nobody and changes nothing. Real clusters, a real
+`replicator run`, real `dag.test()`."""
 
 from __future__ import annotations
 
@@ -168,3 +169,17 @@ def test_reject_or_no_answer_leaves_everything_as_it_was(
     with pytest.raises(ProcedureEnded, match="was rejected"):
         run_step(request, procedure_id, "fence")
     assert scene.snapshot() == before
+
+
+def test_a_dry_run_asks_nobody_and_changes_nothing(scene: Scene) -> None:
+    before = scene.snapshot()
+
+    run = dagbag().get_dag("failover").test(run_conf=scene.conf(dry_run=True))
+
+    assert run.state == "success"
+    states = _states(run)
+    assert (states["plan"], states["approval"]) == ("success", "skipped")
+    assert all(states[t] == "skipped" for t in ("preflight", "fence", "switch", "report"))
+    assert xcom(run, "plan")["switch"] == {"would_switch": {scene.app: "primary -> dr"}}
+    assert scene.snapshot() == before
+    assert scene.store.runs("failover") == []
