@@ -117,7 +117,7 @@ class _LibrdkafkaLog(logging.LoggerAdapter):
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         if len(args) != 3:  # not the shape above: log it as it is
-            _log_once(level, self._tracker.cluster, str(msg) % args)
+            _log_once(level, self._tracker.cluster, str(msg) % args if args else str(msg))
             return
         facility, client, text = (str(arg) for arg in args)
         text = _THREAD.sub("", text)
