@@ -6,7 +6,9 @@ The run fails, listing every problem with its fix, on a flow without a live
 worker, a partition stopped by a failure policy, lag beyond `max_lag_records`
 on a partition, records lost to retention, checkpoints or heartbeats older
 than their bound (counted from when the flow last started, so a flow that just
-started is not paged). Flows the state store has stopped (a failover) are skipped.
+started is not paged). Flows the state store has stopped (a failover) are not
+checked, unless the procedure that stopped them is no longer running and did
+not succeed: then the run fails naming it and how to undo it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,12 @@ its longest-running live worker (`started_ms` in the worker's status). A flow
 that started a minute ago (the reverse flow of a failover, a restarted worker)
 has had no time to write a checkpoint, and is not paged for it.
 
+A flow the store wants stopped is not checked, with one exception: a flow left
+stopped by a procedure that is no longer running (it holds no lease on the flow)
+and did not succeed (it failed, was rejected or aborted, or was abandoned: its
+lease lapsed). Nothing replicates the flow and nothing will start it again, so
+the supervisor names the procedure and how to undo what it did.
+
 Bounds have defaults that suit the local stack; the DAG's params override them.
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -46,6 +53,7 @@ from replicator.kafka_clients import AdminClient
 from replicator.lag import LagReport, measure_lag
 from replicator.launchers import Launcher, LaunchResult, Worker
 from replicator.procedures.flows import STALE_AFTER_S, live_workers
+from replicator.procedures.steps import SWITCH_STEP, history_run
 from replicator.runner import STOPPED
 from replicator.statestore import FlowState, StateStore
 from replicator.status import read_status
@@ -60,6 +68,7 @@ Check = Literal[
     "checkpoints",
     "heartbeats",
     "unreadable",
+    "left stopped",
 ]
 
 
@@ -108,7 +117,8 @@ class Problem:
 @dataclass(frozen=True)
 class FlowHealth:
     flow: str
-    #: False when the state store has stopped the flow: then nothing is checked.
+    #: False when the state store has stopped the flow: then only whether a
+    #: procedure left it stopped is checked.
     wanted_running: bool
     live_workers: int = 0
     partitions: int = 0
@@ -173,6 +183,7 @@ def check(
         state = store.flow_state(flow.name)
         if state is not None and state.state == STOPPED:
             report.flows.append(FlowHealth(flow.name, wanted_running=False))
+            report.problems += _left_stopped(flow, state, store)
             continue
         try:
             health = _check_flow(flow, state, bounds, flow.name in restarted_flows, report)
@@ -225,6 +236,54 @@ def _restart_dead(
     for result in restarted:
         restarted_flows.update(flows_of.get(result.name, []))
     return restarted
+
+
+def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list[Problem]:
+    """A problem when the procedure that stopped `flow` (the flow state's `by`) is no
+    longer running and did not succeed: nothing will start the flow again. Fine are
+    a flow stopped by no procedure (the standby direction `make run` stops), by one
+    that succeeded (a failover stops its forward flow for good), and one a procedure
+    holds a lease on (it runs: it starts the flow again or hands it over)."""
+    procedure = state.detail.get("by")
+    now = datetime.now(UTC)
+    resource = f"flow {flow.name}"
+    if not procedure or any(
+        lease.resource == resource and lease.expires_at > now for lease in store.leases()
+    ):
+        return []
+    run = history_run(store, str(procedure))
+    if run is not None and run.outcome == "succeeded":
+        return []
+    since = f"stopped since {state.updated_at:%Y-%m-%d %H:%M:%S} UTC by procedure {procedure}"
+    if run is None:
+        detail = f"{since}, which is not in the history"
+    elif run.outcome is None:
+        detail = f"{since} ({run.kind} run {run.run_id}), which was abandoned: it holds no lease"
+    else:
+        failed_step = run.details.get("failed_step")
+        at = f" at step {failed_step!r}" if failed_step else ""
+        ended = {"rejected": "was rejected", "aborted": "was aborted"}.get(run.outcome, run.outcome)
+        detail = f"{since} ({run.kind} run {run.run_id}), which {ended}{at}"
+    switched = any(s.name == SWITCH_STEP and s.state == "done" for s in store.steps(procedure))
+    fix = (
+        f"it switched the applications already, so abort does not apply: once the cause is "
+        f"fixed, run the {run.kind if run else 'procedure'} again with the same id "
+        f"({procedure}) to complete it"
+        if switched
+        else f"`replicator abort {procedure}` (or the abort_procedure DAG) unfences its "
+        "applications and starts the flows it stopped; or, to keep the applications where "
+        f"they are, start the flow {flow.name} again"
+    )
+    return [
+        Problem(
+            flow.name,
+            "left stopped",
+            "flow state in the DR state store",
+            f"{detail}; nothing replicates from {flow.source.alias!r} to "
+            f"{flow.target.alias!r} and nothing will start the flow again",
+            fix,
+        )
+    ]
 
 
 def _running_since(state: FlowState | None, workers: list[dict[str, Any]]) -> float | None:

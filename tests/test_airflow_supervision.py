@@ -1,9 +1,10 @@
 """The supervision DAGs and the lag sensor against the real clusters: the launcher
 starts a real worker and the supervisor restarts it after `kill -9`; the supervisor
-fails naming the partition on lag, retention gaps and stopped partitions, and leaves a
-flow that just started alone until its bounds have passed; the sync DAG translates a
-group's offsets onto the target; the diagnose DAG returns its diagnosis; the lag sensor
-(poke) and its trigger see lag fall to the bound."""
+fails naming the partition on lag, retention gaps and stopped partitions, leaves a
+flow that just started alone until its bounds have passed, and names the procedure
+that left a flow stopped; the sync DAG translates a group's offsets onto the target;
+the diagnose DAG returns its diagnosis; the lag sensor (poke) and its trigger see lag
+fall to the bound."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from replicator.config.model import FlowConfig
 from replicator.internal_topics import ensure_compacted_topic
 from replicator.lag import measure_lag
 from replicator.launchers import RUN_DIR_ENV, LocalProcessLauncher
-from replicator.procedures import live_workers
+from replicator.procedures import Failover, StepFailed, live_workers
+from replicator.procedures.abort import abort
 from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter
+from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.supervision import Bounds, SupervisionError, supervise
 
 from kafka_helpers import create_topic, unique_topic
@@ -236,6 +238,60 @@ def test_a_flow_that_just_started_is_not_paged_until_its_bounds_have_passed(
     assert "primary.checkpoints.internal on 'dr': checkpoints stalled: none written yet" in message
     assert ", the flow has run for " in message
     assert f"group {group} {topic}[0] committed 10, checkpointed none" in message
+
+
+def test_supervisor_names_the_procedure_that_left_a_flow_stopped(
+    airflow_home: Path, dr: str, store: StateStore, flow_env: tuple[str, Path, FlowConfig]
+) -> None:
+    """A failover that stops midway leaves the forward flow stopped: DR replication is
+    off, and nothing will start it again until someone aborts the run."""
+    topic, config_path, flow = flow_env
+    config = load_config(config_path)
+    ensure_compacted_topic(flow.target, STATUS_TOPIC, 1, "status.topic.replication.factor")
+    writer = Producer({"bootstrap.servers": dr})  # a worker of the flow ran, and stopped
+    StatusWriter(writer).publish(WorkerStatus(flow.name, "sup-gone", "stopped", topics=[topic]))
+    assert writer.flush(30) == 0
+    app = f"sup-app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    failover = Failover(config, flow.name, [app], store, timeout_s=30)
+    procedure = f"failover-{uuid.uuid4().hex[:12]}"
+    failover.run_step(procedure, "stop_flow")
+    stopped = store.flow_state(flow.name)
+    assert stopped is not None and stopped.state == "stopped"
+    # It runs (it holds its lease): it starts the flow again, or hands it over.
+    assert supervise(config, store, None, Bounds()).problems == []
+    # Its orchestrator died: the lease lapses with no step to renew it.
+    store.acquire_leases(failover.leases(), procedure, 0)
+    with pytest.raises(SupervisionError) as abandoned:
+        supervise(config, store, None, Bounds())
+    assert f"by procedure {procedure} (failover run failover-" in str(abandoned.value)
+    assert "which was abandoned: it holds no lease" in str(abandoned.value)
+
+    with pytest.raises(StepFailed):
+        failover.run_step(procedure, "verify")  # fails: offsets were never committed
+    run = dagbag().get_dag("replicator_supervisor").test(run_conf={"restart": False})
+    with pytest.raises(SupervisionError) as failed:
+        supervise(config, store, None, Bounds())
+
+    assert run.state == "failed"
+    [problem] = failed.value.report.problems
+    assert problem.check == "left stopped"
+    assert f"by procedure {procedure}" in problem.detail
+    assert "which failed at step 'verify'" in problem.detail
+    assert "nothing replicates from 'primary' to 'dr'" in problem.detail
+    assert f"`replicator abort {procedure}`" in problem.fix
+    assert f"start the flow {flow.name} again" in problem.fix
+    # The fix works: the abort starts the flow again.
+    abort(store, procedure, reason="the supervisor said so")
+    assert supervise(config, store, None, Bounds()).problems == []  # it started just now
+    # A procedure that succeeded stopped it for good (the forward flow after a failover),
+    # and the standby direction `make run` stops names no procedure: both are fine.
+    store.set_flow_state(flow.name, "stopped", {"by": procedure})
+    [history] = [r for r in store.runs("failover") if r.params["procedure_id"] == procedure]
+    store.finish_run(history.run_id, "succeeded", 0, 1.0, {})
+    assert supervise(config, store, None, Bounds()).problems == []
+    store.set_flow_state(flow.name, "stopped")
+    assert supervise(config, store, None, Bounds()).problems == []
 
 
 def test_sync_dag_writes_checkpoints_and_translated_group_offsets(
