@@ -54,13 +54,16 @@ def stop_flow(
     running at all is fine). With `required` False (the source is gone, workers
     may hang), workers still running after `timeout_s` are reported, not fatal.
 
-    A flow with no status on its target (no replicator has run for it there) cannot
-    be confirmed stopped: refused with nothing changed, or with `required` False
-    set to stopped and reported "unconfirmed"."""
-    unconfirmed = _no_status(flow)
+    A flow with no status on its target cannot be confirmed stopped. One started
+    moments ago (a drill's reverse flow) gets one within seconds, so that is awaited
+    first, up to `timeout_s`; if none comes (no replicator has run for the flow
+    there), refused with nothing changed, or with `required` False set to stopped
+    and reported "unconfirmed"."""
+    unconfirmed = _await_status(flow, time.monotonic() + timeout_s)
     if unconfirmed and required:
         raise ReplicatorError(
-            f"cannot confirm that flow {flow.name} stops, so it was not changed: {unconfirmed}"
+            f"cannot confirm that flow {flow.name} stops, so it was not changed: after "
+            f"{timeout_s:g}s, {unconfirmed}"
         )
     store.set_flow_state(flow.name, STOPPED, {"by": by})
     if unconfirmed:
@@ -85,13 +88,17 @@ def stop_flow(
     return {"flow": flow.name, "state": STOPPED, "still_running": ""}
 
 
-def _no_status(flow: FlowConfig) -> str:
-    """Why no worker of `flow` can be seen on its target (NoStatus), or ""."""
-    try:
-        read_status(flow.target, flow.name, required=True)
-    except NoStatus as exc:
-        return str(exc)
-    return ""
+def _await_status(flow: FlowConfig, deadline: float) -> str:
+    """Empty once `flow` has a status on its target; at `deadline`, why it has none."""
+    while True:
+        try:
+            read_status(flow.target, flow.name, required=True)
+        except NoStatus as exc:
+            if time.monotonic() >= deadline:
+                return str(exc)
+            time.sleep(_POLL_S)
+        else:
+            return ""
 
 
 def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
