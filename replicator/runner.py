@@ -32,6 +32,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from replicator import metrics
+from replicator.backoff import Backoff
 from replicator.checkpoint_loop import CheckpointLoop
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
@@ -45,6 +46,12 @@ _PR_SET_PDEATHSIG = 1
 _SUPERVISE_EVERY_S = 0.5
 #: How often the desired state of the flows is read from the state store.
 _DESIRED_EVERY_S = 1.0
+#: A worker that failed by itself is started again after this long at first, then
+#: twice as long each time, up to the maximum.
+_RESTART_FIRST_S = 5.0
+_RESTART_MAX_S = 300.0
+#: A worker that ran this long since its start counts as healthy again.
+_HEALTHY_AFTER_S = 60.0
 #: The one desired state that stops a flow; anything else (or no row) runs it.
 STOPPED = "stopped"
 RUNNING = "running"
@@ -72,8 +79,10 @@ def run_flows(
 
     A flow with `tasks.max` N runs as N worker processes (processes, so each
     worker has a core of its own) that share the flow's partitions through the
-    consumer group; a single worker runs in a thread of this process. Raises
-    ReplicatorError naming every flow or worker that failed.
+    consumer group; a single worker runs in a thread of this process. A worker
+    that fails is started again with backoff, and its failure stays its flow's:
+    the other flows run on. Raises ReplicatorError naming every worker that
+    failed while the run was stopping.
     """
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -247,29 +256,29 @@ def _supervise(
 ) -> None:
     """Keep one worker per slot alive while its flow should run, until stopped.
 
-    A worker killed by a signal (OOM killer, `kill -9`) is started again; its
-    partitions meanwhile move to the others. A worker that fails by itself (a
-    `fail` policy, bad credentials) stops them all: restarting would fail the
-    same way. A flow the state store stops has its workers stopped (they flush)
+    A worker killed by a signal (OOM killer, `kill -9`) is started again at once;
+    its partitions meanwhile move to the others. A worker that fails by itself
+    (bad credentials, records the target rejects, a cluster away when it starts)
+    is started again after a backoff growing from 5 s to 5 min, so a cause that
+    passes or gets fixed needs nobody, and one that does not costs a log line per
+    attempt. Either way the failure stays its own: the other flows of the process
+    run on. A flow the state store stops has its workers stopped (they flush)
     and started again when it wants the flow back.
     """
     workers: list[_Worker | None] = [None] * len(slots)
-    failed: list[str] = []
-    while not stop.is_set() and not failed:
+    restarts = [Backoff(_RESTART_FIRST_S, _RESTART_MAX_S) for _ in slots]
+    started = [0.0] * len(slots)
+    while not stop.is_set():
         wanted = desired.running()
+        now = time.monotonic()
         for position, (flow, index) in enumerate(slots):
             worker = workers[position]
             if worker is not None and not worker.alive():
-                problem = worker.failure()
-                if problem:
-                    failed.append(problem)
-                elif worker.killed():
-                    log.warning("worker %s was killed; starting it again", worker.name)
+                _note_end(worker, restarts[position], now - started[position], now)
                 workers[position] = worker = None
-            if failed:
-                break
-            if worker is None and wanted[flow.name]:
+            if worker is None and wanted[flow.name] and restarts[position].due(now):
                 workers[position] = start(flow, index)
+                started[position] = now
                 log.info("started %s", workers[position].name)
             elif worker is not None and not wanted[flow.name]:
                 worker.stop()
@@ -277,6 +286,7 @@ def _supervise(
     running = [worker for worker in workers if worker is not None]
     for worker in running:
         worker.stop()  # the worker flushes what is in flight, then exits
+    failed = []
     for worker in running:
         worker.join(_STOP_TIMEOUT_S)
         problem = worker.failure()
@@ -287,6 +297,21 @@ def _supervise(
             f"replication stopped: workers failed: {', '.join(dict.fromkeys(failed))}; "
             "their errors are logged above"
         )
+
+
+def _note_end(worker: _Worker, restart: Backoff, ran_s: float, now: float) -> None:
+    """A worker ended on its own: say so, and when it starts again."""
+    if ran_s >= _HEALTHY_AFTER_S:
+        restart.succeeded(now)  # a failure after a healthy run waits the shortest
+    if worker.failure():
+        restart.failed(now)
+        log.error(
+            "worker %s stopped on the error above; starting it again in %.0f s (the "
+            "other flows run on)",
+            worker.name, restart.delay_s,
+        )  # fmt: skip
+    elif worker.killed():
+        log.warning("worker %s was killed; starting it again", worker.name)
 
 
 def _worker_main(flow: FlowConfig, index: int, level: int) -> None:

@@ -16,11 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from replicator import metrics
+from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
-from replicator.errors import ReplicatorError
+from replicator.errors import ConfigError, ReplicatorError
 from replicator.formats import Heartbeat, OffsetSync
 from replicator.headers import (
     OFFSET_HEADER,
@@ -37,7 +38,12 @@ from replicator.resets import PendingResets
 from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.tail import TailReader
 from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
-from replicator.transactions import Outcome, TransactionalWriters, settled_by_commit
+from replicator.transactions import (
+    Outcome,
+    Settled,
+    TransactionalWriters,
+    TransactionsRefused,
+)
 from replicator.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -62,6 +68,30 @@ _AUTH_ERRORS = frozenset(
         KafkaError._AUTHENTICATION,
     }
 )
+#: Delivery errors that reject the records themselves: sending them again fails the
+#: same way. Any other delivery error means the target did not take them now (it is
+#: away, restarting, electing a leader): the partition resumes from the target tail.
+_REJECTED = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+#: Partitions waiting for the target try it again after this long at first, then
+#: twice as long each time, up to the maximum, for as long as it stays away.
+_RESUME_FIRST_S = 0.5
+_RESUME_MAX_S = 10.0
+#: How long one attempt to reach the target waits for its answer.
+_PROBE_TIMEOUT_S = 10.0
 
 
 class TaskFailed(ReplicatorError):
@@ -96,10 +126,13 @@ class PartitionTracker:
     last_ack_timestamp_ms: int = 0
     #: The producer writing this partition: shared, or its own in exactly-once mode.
     producer: Producer | None = None
-    #: Exactly-once mode: offset syncs held until their transaction commits, and
-    #: the progress to return to if it aborts.
+    #: Exactly-once mode: offset syncs held until their transaction commits.
     uncommitted_syncs: list[tuple[int, int]] = field(default_factory=list)
-    rollback: tuple[int, int, int, int, int] | None = None
+    #: Where to continue is not known yet: it is read from the target (its committed
+    #: tail) on assignment, and again after records did not reach it. Paused meanwhile.
+    resuming: bool = True
+    #: Bumped at every rewind: delivery reports of records produced before are stale.
+    epoch: int = 0
 
     def status(self, lag: int | None) -> PartitionStatus:
         return PartitionStatus(
@@ -107,7 +140,7 @@ class PartitionTracker:
             topic=self.topic,
             partition=self.partition,
             state="stopped" if self.stopped else "replicating",
-            next_offset=self.next_offset,
+            next_offset=self.next_offset if self.next_offset >= 0 else None,
             lag=lag,
             replicated=self.replicated,
             skipped=self.skipped,
@@ -136,6 +169,12 @@ class ReplicationTask:
         self._target_alias = flow.target.alias.encode()
         self.topic_sync = TopicSync(flow, self.policy)
         self._trackers: dict[tuple[str, int], PartitionTracker] = {}
+        #: Partitions waiting to be resumed from the target, tried with `_backoff`.
+        self._waiting: dict[tuple[str, int], PartitionTracker] = {}
+        self._backoff = Backoff(_RESUME_FIRST_S, _RESUME_MAX_S)
+        #: Default mode, after records did not reach the target: the producer still
+        #: settles what it had in flight, and no tail is final before it is done.
+        self._draining = False
         self._size_limits: dict[str, int] = {}
         self._held: list[PartitionTracker] = []
         self._resynced: dict[str, float] = {}  # topic -> when an oversized record synced it
@@ -169,6 +208,8 @@ class ReplicationTask:
                     self._replicate(messages)
                 if self._held:
                     self._resync_held()
+                if self._waiting:
+                    self._resume_waiting()
                 self._producer.poll(0)
                 now = time.monotonic()
                 if now >= next_housekeeping:
@@ -287,17 +328,20 @@ class ReplicationTask:
         have_max, have_batch = self._producer_limits
         if self._producer is None or (message_max_bytes <= have_max and batch_size >= have_batch):
             return
-        self._flush_in_flight()  # the new producer must not overtake the old one's records
-        if self._fatal is not None:
+        # The new producer must not overtake the old one's records. If the target does
+        # not take them, the partitions rewind and the limits apply at the next sync.
+        if not self._flush_in_flight():
             return
         self._producer = self._make_target_producer()
         self._status = StatusWriter(self._producer)
-        if self._writers is not None:
-            for tracker in self._trackers.values():
-                tracker.producer = self._writers.open(tracker.topic, tracker.partition)
-        else:
-            for tracker in self._trackers.values():
+        for tracker in self._trackers.values():
+            if self._writers is None:
                 tracker.producer = self._producer
+            elif not tracker.resuming:
+                # Its transactional producer is made anew, with the new limits, when it
+                # resumes (between batches: no transaction is open).
+                self._writers.close(tracker.topic, tracker.partition)
+                self._rewind(tracker)
         log.info(
             "flow %s: target producer recreated for the remote topics' limits "
             "(message.max.bytes=%d, batch.size=%d)",
@@ -344,44 +388,45 @@ class ReplicationTask:
         if self._tail is not None:
             self._tail.close()
 
-    def _flush_in_flight(self) -> None:
+    def _flush_in_flight(self) -> bool:
+        """Wait until the target acknowledged every record produced so far. False if
+        it did not within a minute (it is away): every partition then rewinds to the
+        target tail. In exactly-once mode records travel in transactions and this
+        producer carries status only, so there is nothing to wait for."""
+        if self._writers is not None:
+            return True
+        if self._draining:
+            return False  # rewinding already: what is in flight no longer counts
         remaining = self._producer.flush(60)
         if remaining:
-            self._fail(
-                f"flow {self.flow.name}: {remaining} records still unacknowledged by "
-                f"{self.flow.target.alias!r} after 60 s; they will be replicated again "
-                "from the target tail on restart"
-            )
+            target = self.flow.target.alias
+            self._rewind_all(f"{remaining} records still unacknowledged by {target!r} after 60 s")
+            return False
+        return True
 
     # -- assignment ------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        missing = {
-            tp.topic: self._topics.get(tp.topic, tp.partition + 1)
-            for tp in partitions
-            if self._remote_partition_missing(tp)
-        }
-        if missing:
-            self._topics.update(missing)
-            self._update_size_limits(self.topic_sync.sync(missing).max_message_bytes)
-        for topic in {tp.topic for tp in partitions}:
-            # The producer must know the remote's partitions before the first record.
-            remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
-            self._producer.list_topics(remote, timeout=30)
-        assignment, to_pause = [], []
-        with PendingResets.read(self.flow, partitions) as resets:  # once per assignment
-            for tp in partitions:
-                tracker = self._start_partition(tp, resets)
-                assignment.append(TopicPartition(tp.topic, tp.partition, tracker.next_offset))
-                if tracker.stopped:
-                    to_pause.append(TopicPartition(tp.topic, tp.partition))
+        # Where each partition continues is read from the target. A target that does
+        # not answer only keeps its partitions waiting (paused, tried again with
+        # backoff): a rebalance during a target outage must not stop the flow.
+        trackers = [self._track(tp) for tp in partitions]
+        self._resume(trackers)
+        assignment = [
+            TopicPartition(t.topic, t.partition, OFFSET_BEGINNING if t.resuming else t.next_offset)
+            for t in trackers
+        ]
         consumer.incremental_assign(assignment)
         # A partition this worker let go of when fenced may come back to it; its
         # pause must not outlive the assignment.
         consumer.resume(assignment)
+        to_pause = [
+            TopicPartition(t.topic, t.partition) for t in trackers if t.stopped or t.resuming
+        ]
         if to_pause:
             consumer.pause(to_pause)
-        log.info("flow %s: assigned %s", self.flow.name, _describe(assignment))
+        waiting = f" ({len(self._waiting)} waiting for the target)" if self._waiting else ""
+        log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), waiting)
 
     def _remote_partition_missing(self, tp: TopicPartition) -> bool:
         return tp.topic not in self._topics or tp.partition >= self._topics[tp.topic]
@@ -404,6 +449,7 @@ class ReplicationTask:
         self._emit_due_offset_syncs(force=True)
         for tp in partitions:
             tracker = self._trackers.pop((tp.topic, tp.partition), None)
+            self._waiting.pop((tp.topic, tp.partition), None)
             if self._writers is not None:
                 self._writers.close(tp.topic, tp.partition)
             if tracker is not None:
@@ -415,35 +461,142 @@ class ReplicationTask:
                 metrics.PARTITION_STATE.remove(tracker.flow, tracker.topic, tracker.partition)
         consumer.incremental_unassign(partitions)
 
-    def _start_partition(self, tp: TopicPartition, resets: PendingResets) -> PartitionTracker:
+    def _track(self, tp: TopicPartition) -> PartitionTracker:
+        """The tracker of a newly assigned partition, waiting to be resumed."""
         remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
-        # Exactly-once: fence every earlier owner first, so the tail read next is final.
-        producer = (
-            self._writers.open(tp.topic, tp.partition)
-            if self._writers is not None
-            else self._producer
-        )
-        tail = self._tail.position(remote, tp.partition)
-        low, high = watermarks(self._consumer, tp.topic, tp.partition)
-        resume = low if tail.next_source_offset is None else tail.next_source_offset
-        # An operator's offset reset applies while nothing was replicated since it.
-        reset = resets.honoured(tp.topic, tp.partition, remote, tail, resume)
         tracker = PartitionTracker(
             flow=self.flow.name,
             topic=tp.topic,
             partition=tp.partition,
             remote=remote,
-            next_offset=resume if reset is None else reset.offset,
+            next_offset=-1,
             size_limit=self._size_limits.get(remote, _DEFAULT_LIMIT) - _RECORD_OVERHEAD,
-            producer=producer,
-            skipped=0 if reset is None else max(0, reset.offset - resume),
         )
+        key = (tp.topic, tp.partition)
+        self._trackers[key] = self._waiting[key] = tracker
+        return tracker
+
+    def _resume(self, trackers: list[PartitionTracker]) -> list[PartitionTracker]:
+        """Find where each waiting partition continues: after its last committed
+        replica on the target (or where an operator's reset says), every earlier
+        owner fenced first in exactly-once mode. Returns the partitions resumed.
+        While the target does not answer, the others keep waiting and are tried
+        again with backoff, for as long as it stays away."""
+        now = time.monotonic()
+        if not trackers or not self._backoff.due(now):
+            return []
+        if self._draining:
+            if len(self._producer):  # records still in flight may yet land: no tail is final
+                return []
+            self._draining = False
+        resumed: list[PartitionTracker] = []
+        try:
+            self._know_remotes(trackers)
+            wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
+            with PendingResets.read(self.flow, wanted) as resets:  # once per attempt
+                for tracker in trackers:
+                    if self._resume_partition(tracker, resets):
+                        resumed.append(tracker)
+        except ConfigError:
+            raise
+        except (KafkaException, ReplicatorError) as exc:
+            if self._backoff.failed(now):
+                log.warning(
+                    "flow %s: %d partitions wait for %r to tell where they continue (%s); "
+                    "trying again until it answers",
+                    self.flow.name, len(self._waiting), self.flow.target.alias, _reason(exc),
+                )  # fmt: skip
+            return resumed
+        away = self._backoff.succeeded(time.monotonic())
+        if away is not None:
+            log.info(
+                "flow %s: %r answers again after %.0f s; partitions resume from its tail",
+                self.flow.name, self.flow.target.alias, away,
+            )  # fmt: skip
+        return resumed
+
+    def _resume_waiting(self) -> None:
+        """Resume the partitions that wait for the target, when it answers."""
+        for tracker in self._resume(list(self._waiting.values())):
+            self._restart_fetch(tracker)
+
+    def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
+        """The remote topics of `trackers` have their partitions on the target, and
+        the target producer knows them (it must before the first record)."""
+        missing = {
+            t.topic: self._topics.get(t.topic, t.partition + 1)
+            for t in trackers
+            if self._remote_partition_missing(TopicPartition(t.topic, t.partition))
+        }
+        if missing:
+            limits = self.topic_sync.sync(missing).max_message_bytes
+            self._topics.update(missing)
+            self._update_size_limits(limits)
+        for topic in {t.topic for t in trackers}:
+            remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
+            self._producer.list_topics(remote, timeout=_PROBE_TIMEOUT_S)
+        if self._draining:  # the limits' new producer found the target away
+            raise ReplicatorError(f"{self.flow.target.alias!r} did not take the records in flight")
+
+    def _resume_partition(self, tracker: PartitionTracker, resets: PendingResets) -> bool:
+        """Set where `tracker` continues; False if the target refuses it (stopped)."""
+        topic, partition, remote = tracker.topic, tracker.partition, tracker.remote
+        if self._writers is None:
+            tracker.producer = self._producer
+        else:
+            try:
+                # Fence every earlier owner first (settling its open transaction),
+                # so the tail read next is final.
+                tracker.producer = self._writers.open(topic, partition)
+            except TransactionsRefused as exc:
+                self._waiting.pop((topic, partition), None)
+                tracker.resuming = False
+                self._refused(tracker, str(exc))
+                return False
+        tail = self._tail.position(remote, partition)
+        low, high = watermarks(self._consumer, topic, partition)
+        resume = low if tail.next_source_offset is None else tail.next_source_offset
+        # An operator's offset reset applies while nothing was replicated since it.
+        reset = resets.honoured(topic, partition, remote, tail, resume)
+        tracker.next_offset = resume if reset is None else reset.offset
+        if reset is not None:
+            tracker.skipped += max(0, reset.offset - resume)
+        tracker.last_source = tracker.last_target = -1
+        tracker.resuming = False
+        self._waiting.pop((topic, partition), None)
         if tail.next_source_offset is not None or reset is not None:
             self._check_position(tracker, low, high)
         if not tracker.stopped:
-            metrics.PARTITION_STATE.labels(tracker.flow, tracker.topic, tracker.partition).set(0)
-        self._trackers[(tp.topic, tp.partition)] = tracker
-        return tracker
+            metrics.PARTITION_STATE.labels(tracker.flow, topic, partition).set(0)
+        return True
+
+    def _rewind(self, tracker: PartitionTracker) -> None:
+        """Pause the partition until it resumes from the target tail; what it has
+        in flight no longer counts (its delivery reports are stale)."""
+        tracker.resuming = True
+        tracker.epoch += 1
+        tracker.uncommitted_syncs.clear()
+        if self._writers is not None:
+            tracker.producer = None
+        self._waiting[(tracker.topic, tracker.partition)] = tracker
+        self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+
+    def _rewind_all(self, why: str) -> None:
+        """Default mode: records did not reach the target (it is away). Records queued
+        behind them must not land after that gap, so the producer's queue is dropped
+        and every partition rewinds: it resumes from the target tail once the producer
+        has settled what it still had in flight and the target answers."""
+        if not self._draining:
+            metrics.ERRORS.labels(self.flow.name, "target_unavailable").inc()
+            log.warning(
+                "flow %s: %s; every partition resumes from the target tail once %r answers",
+                self.flow.name, why, self.flow.target.alias,
+            )  # fmt: skip
+        self._draining = True
+        self._producer.purge(in_queue=True, in_flight=False)
+        for tracker in self._trackers.values():
+            if not tracker.stopped:
+                self._rewind(tracker)
 
     def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:
         """Apply the failure policies when the resume point is outside the source log;
@@ -599,6 +752,17 @@ class ReplicationTask:
         if not out:
             return
         report = _RunReport(self, tracker, first_offset, last_offset, len(out))
+        if self._produce_run(tracker, out, report):
+            tracker.replicated_bytes += size_total
+
+    def _produce_run(
+        self,
+        tracker: PartitionTracker,
+        out: list[tuple[bytes | None, bytes | None, int, Headers]],
+        report: _RunReport,
+    ) -> bool:
+        """Hand a run's records to the producer, the report on the last; False if it
+        stopped short (see `_produce_when_room`)."""
         produce = tracker.producer.produce
         remote, partition, last = tracker.remote, tracker.partition, len(out) - 1
         for index, (value, record_key, timestamp, out_headers) in enumerate(out):
@@ -614,19 +778,28 @@ class ReplicationTask:
                     on_delivery=on_delivery,
                 )
             except BufferError:
-                self._produce_when_room(
-                    tracker, (value, record_key, timestamp, out_headers), on_delivery
-                )
-        tracker.replicated_bytes += size_total
+                record = (value, record_key, timestamp, out_headers)
+                if not self._produce_when_room(tracker, record, on_delivery):
+                    return False
+        return True
 
     def _enter(self, key: tuple[str, int]) -> PartitionTracker | None:
         """The tracker of the partition the next records belong to; in exactly-once
-        mode its transaction is open from here on."""
+        mode its transaction is open from here on. None for records to drop: the
+        partition is not ours, or waits to resume (they were fetched before it
+        paused)."""
         tracker = self._trackers.get(key)
-        exactly_once = tracker is not None and self._writers is not None
-        if exactly_once and not self._begin_transaction(tracker):
-            self._let_go(tracker)
+        if tracker is None or tracker.resuming:
             return None
+        if self._writers is not None:
+            settled = self._writers.begin(tracker.topic, tracker.partition)
+            if settled.outcome is not Outcome.OPEN:
+                log.warning(
+                    "flow %s: %s[%d]: cannot begin a transaction (%s)",
+                    self.flow.name, tracker.topic, tracker.partition, _reason(settled.error),
+                )  # fmt: skip
+                self._settle(tracker, settled)
+                return None
         return tracker
 
     def _produce_when_room(
@@ -634,11 +807,16 @@ class ReplicationTask:
         tracker: PartitionTracker,
         record: tuple[bytes | None, bytes | None, int, Headers],
         on_delivery: _RunReport | None,
-    ) -> None:
-        """The producer's queue is full: serve delivery reports until it takes the record."""
+    ) -> bool:
+        """The producer's queue is full: serve delivery reports until it takes the
+        record. False if the partition rewound meanwhile (records did not reach the
+        target) or the task stops: the rest of the run is not produced."""
         value, record_key, timestamp, headers = record
+        epoch = tracker.epoch
         while True:
             tracker.producer.poll(0.05)
+            if tracker.epoch != epoch or self.stop_event.is_set():
+                return False
             try:
                 tracker.producer.produce(
                     tracker.remote,
@@ -649,7 +827,7 @@ class ReplicationTask:
                     headers=headers,
                     on_delivery=on_delivery,
                 )
-                return
+                return True
             except BufferError:
                 continue
 
@@ -657,24 +835,11 @@ class ReplicationTask:
         self, run: _RunReport, error: KafkaError | None, message: Message
     ) -> None:
         tracker = run.tracker
-        if self._trackers.get((tracker.topic, tracker.partition)) is not tracker:
-            return  # revoked or fenced while in flight; the flush in _on_revoke waited
-        if error is not None and self._writers is not None and settled_by_commit(error):
-            # A zombie woken mid-transaction learns here first that it was fenced;
-            # failing the flow would strand the partitions it is about to let go.
-            log.info(
-                "%s[%d] offsets %d..%d: not delivered, the transaction settles it: %s",
-                tracker.topic, tracker.partition, run.first_source, run.last_source, error.str(),
-            )  # fmt: skip
-            return
+        stale = run.epoch != tracker.epoch
+        if stale or self._trackers.get((tracker.topic, tracker.partition)) is not tracker:
+            return  # revoked, fenced or rewound while in flight: the target tail tells
         if error is not None:
-            metrics.ERRORS.labels(tracker.flow, "delivery").inc()
-            self._fail(
-                f"{tracker.topic}[{tracker.partition}] offsets {run.first_source}.."
-                f"{run.last_source}: the target {self.flow.target.alias!r} rejected records "
-                f"for {tracker.remote}: {error.str()}. Replication of the flow is stopped; "
-                f"fix the cause and restart, it resumes after the last record written"
-            )
+            self._on_delivery_error(run, error)
             return
         # The last record's pair is exact. The run is contiguous on both sides unless
         # the source skipped offsets (transaction markers, compaction, skipped records)
@@ -701,6 +866,41 @@ class ReplicationTask:
         tracker.last_source = run.last_source
         tracker.last_target = target_offset
 
+    def _on_delivery_error(self, run: _RunReport, error: KafkaError) -> None:
+        """Records the target did not take now resume from its tail (every partition
+        in the default mode, the transaction's in exactly-once mode); records it
+        rejects stop the partition (exactly-once) or the flow (default: its one
+        idempotent producer cannot go on past a gap)."""
+        tracker = run.tracker
+        records = (
+            f"{tracker.topic}[{tracker.partition}] offsets {run.first_source}..{run.last_source}"
+        )
+        target = self.flow.target.alias
+        rejected = error.code() in _REJECTED
+        if not rejected and self._writers is not None:
+            # The transaction cannot commit now: its outcome rewinds the partition (a
+            # zombie woken mid-transaction learns here first that it was fenced).
+            log.debug("%s: not delivered, the transaction settles it: %s", records, error.str())
+            return
+        if not rejected and not error.fatal():
+            self._rewind_all(f"{records} did not reach {target!r} ({error.str()})")
+            return
+        metrics.ERRORS.labels(tracker.flow, "delivery").inc()
+        problem = f"{records}: the target {target!r} rejected records for {tracker.remote}: "
+        if self._writers is not None:
+            self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+            self._stop_partition(
+                tracker,
+                f"{problem}{error.str()}. The partition is stopped; fix the cause and "
+                "restart, it resumes after the last committed record",
+            )
+            self._publish_partition(tracker, self._lag(tracker))
+            return
+        self._fail(
+            f"{problem}{error.str()}. Replication of the flow is stopped; fix the cause "
+            "and restart, it resumes after the last record written"
+        )
+
     def _on_producer_error(self, error: KafkaError) -> None:
         """A fatal producer error (e.g. the gapless guarantee tripped) stops the flow
         even when no delivery report is pending to say so."""
@@ -715,49 +915,64 @@ class ReplicationTask:
 
     # -- exactly-once mode -----------------------------------------------------------------
 
-    def _begin_transaction(self, tracker: PartitionTracker) -> bool:
-        """Open the partition's transaction (False: fenced), remembering where to
-        rewind to if it aborts."""
-        if tracker.rollback is None:
-            tracker.rollback = (
-                tracker.next_offset,
-                tracker.last_source,
-                tracker.last_target,
-                tracker.replicated,
-                tracker.replicated_bytes,
-            )
-        return self._writers.begin(tracker.topic, tracker.partition)
-
     def _commit_transactions(self) -> None:
-        """Commit every partition's open transaction (one per consume batch); emit
-        the offset syncs of what committed, rewind what aborted, and let go of
-        partitions another worker has fenced us out of."""
-        for (topic, partition), outcome in self._writers.commit_open().items():
+        """Commit every partition's open transaction (one per consume batch) and emit
+        the offset syncs of what committed; see `_settle` for the others."""
+        retried: list[str] = []
+        why: KafkaError | None = None
+        for (topic, partition), settled in self._writers.commit_open().items():
             tracker = self._trackers.get((topic, partition))
             if tracker is None:
                 continue
-            if outcome is Outcome.COMMITTED:
+            if settled.outcome is Outcome.COMMITTED:
                 for source, target in tracker.uncommitted_syncs:
                     self._emit_offset_sync(tracker, source, target)
-            elif outcome is Outcome.ABORTED:
-                (
-                    tracker.next_offset,
-                    tracker.last_source,
-                    tracker.last_target,
-                    tracker.replicated,
-                    tracker.replicated_bytes,
-                ) = tracker.rollback
-                self._consumer.seek(TopicPartition(topic, partition, tracker.next_offset))
-            else:
-                self._let_go(tracker)
-            tracker.uncommitted_syncs.clear()
-            tracker.rollback = None
+                tracker.uncommitted_syncs.clear()
+                continue
+            if settled.outcome is Outcome.RETRY:
+                retried.append(f"{topic}[{partition}]")
+                why = settled.error
+            self._settle(tracker, settled)
+        if retried:
+            log.warning(
+                "flow %s: the transactions of %s did not commit (%s); they resume from "
+                "the committed tail on %r",
+                self.flow.name, ", ".join(retried), _reason(why), self.flow.target.alias,
+            )  # fmt: skip
+
+    def _settle(self, tracker: PartitionTracker, settled: Settled) -> None:
+        """A partition's transaction did not commit (or begin). Fenced: another worker
+        owns it now. Refused: stopped, naming the cause. Anything else (the target
+        went away, a timeout, an abortable error): it resumes from the committed tail
+        once the target answers, however long that takes."""
+        tracker.uncommitted_syncs.clear()
+        if settled.outcome is Outcome.FENCED:
+            self._let_go(tracker)
+        elif settled.outcome is Outcome.REFUSED:
+            self._refused(
+                tracker,
+                f"{tracker.topic}[{tracker.partition}]: the target {self.flow.target.alias!r} "
+                f"refuses the transaction: {_reason(settled.error)}; grant the replicator's "
+                "principal WRITE on the transactional id "
+                f"{self._writers.transactional_id(tracker.topic, tracker.partition)!r} and "
+                f"on {tracker.remote}, then restart",
+            )
+        elif not tracker.stopped:
+            self._rewind(tracker)
+
+    def _refused(self, tracker: PartitionTracker, message: str) -> None:
+        """The target refuses the partition's transactions: stop it, saying why."""
+        metrics.ERRORS.labels(tracker.flow, "authorization").inc()
+        self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+        self._stop_partition(tracker, f"{message}. The partition is stopped")
+        self._publish_partition(tracker, self._lag(tracker))
 
     def _let_go(self, tracker: PartitionTracker) -> None:
         """Fenced: the partition belongs to another worker. Stop writing it at once;
         the group takes it from us at the next rebalance."""
         key = (tracker.topic, tracker.partition)
         self._trackers.pop(key, None)
+        self._waiting.pop(key, None)
         self._writers.close(*key)
         self._consumer.pause([TopicPartition(*key)])
         metrics.ERRORS.labels(tracker.flow, "fenced").inc()
@@ -779,7 +994,7 @@ class ReplicationTask:
             tracker = self._trackers.get((topic, partition))
             if tracker is None:
                 return
-            if tracker.stopped:  # already reported; assigned paused at its old position
+            if tracker.stopped or tracker.resuming:  # reported, or its position is not known
                 self._consumer.pause([TopicPartition(topic, partition)])
                 return
             low, high = watermarks(self._consumer, topic, partition)
@@ -808,10 +1023,10 @@ class ReplicationTask:
 
     def _restart_fetch(self, tracker: PartitionTracker) -> None:
         """Fetch the partition again from `tracker.next_offset`, or keep it paused when
-        it is stopped. Reassigning, not seeking: librdkafka refuses a seek once an
-        offset-reset error has stopped the partition's fetcher."""
+        it is stopped or waits to resume. Reassigning, not seeking: librdkafka refuses
+        a seek once an offset-reset error has stopped the partition's fetcher."""
         tp = TopicPartition(tracker.topic, tracker.partition)
-        if tracker.stopped:
+        if tracker.stopped or tracker.resuming:
             self._consumer.pause([tp])
             return
         self._consumer.incremental_unassign([tp])
@@ -963,10 +1178,20 @@ class ReplicationTask:
         self._producer.poll(0)
 
     def _refresh_topics(self, sync_configs: bool) -> None:
-        """Pick up new matching topics and partition increases without a restart."""
-        current = self.topic_sync.replicated_topics()
+        """Pick up new matching topics and partition increases without a restart. A
+        cluster that does not answer only puts that off until the next refresh."""
+        try:
+            current = self.topic_sync.replicated_topics()
+            report = self.topic_sync.sync(current, sync_configs=sync_configs)
+        except ConfigError:
+            raise
+        except (KafkaException, ReplicatorError) as exc:
+            log.warning(
+                "flow %s: topics not refreshed this time (%s); next try in %d s",
+                self.flow.name, _reason(exc), self.flow.refresh_topics_interval_seconds,
+            )  # fmt: skip
+            return
         changed = {t: n for t, n in current.items() if self._topics.get(t) != n}
-        report = self.topic_sync.sync(current, sync_configs=sync_configs)
         self._update_size_limits(report.max_message_bytes)
         if changed:
             log.info("flow %s: topics changed: %s", self.flow.name, changed)
@@ -977,7 +1202,7 @@ class ReplicationTask:
 class _RunReport:
     """The delivery report of a run of records of one partition (see _replicate_run)."""
 
-    __slots__ = ("count", "first_source", "last_source", "task", "tracker")
+    __slots__ = ("count", "epoch", "first_source", "last_source", "task", "tracker")
 
     def __init__(
         self,
@@ -989,6 +1214,7 @@ class _RunReport:
     ) -> None:
         self.task = task
         self.tracker = tracker
+        self.epoch = tracker.epoch
         self.first_source = first_source
         self.last_source = last_source
         self.count = count
@@ -1011,6 +1237,15 @@ def _own_headers(headers: Headers) -> tuple[Headers, bytes | None, int]:
         own.append((name, value))
         size += len(name) + (len(value) if value else 0) + 10
     return own, origin, size
+
+
+def _reason(error: BaseException | KafkaError | None) -> str:
+    """The one-line cause of a Kafka error or exception, for log lines."""
+    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
+        error = error.args[0]
+    if isinstance(error, KafkaError):
+        return error.str()
+    return str(error)
 
 
 def _describe(partitions: list[TopicPartition]) -> str:

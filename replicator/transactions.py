@@ -8,6 +8,15 @@ was stalled (a long GC, SIGSTOP, a network partition) and wakes up after its
 partitions moved cannot write a single visible record more. Records only
 become visible to `read_committed` readers when their transaction commits,
 and the target tail read back on assignment is the last committed record.
+
+The same mechanism settles a transaction that failed for any other reason
+(the target went away, its coordinator moved, a flush or commit timed out,
+an abortable error): the partition's producer is dropped and a new one with
+the same id is initialised once the target answers. That aborts the open
+transaction, or waits for a commit the coordinator had already taken to
+complete, so the committed tail read next is the truth either way; calling
+`abort_transaction` instead would need the very cluster that is away, and
+after a commit timeout would not know whether the records are in.
 """
 
 from __future__ import annotations
@@ -26,22 +35,52 @@ log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 30.0
 _FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+#: The principal may not use transactions (or the topic): retrying cannot help.
+_REFUSED = frozenset(
     {
-        KafkaError._FENCED,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
     }
 )
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+#: The target did not answer in time: the other open transactions of the round
+#: would wait just as long, so they are settled the same way without waiting.
+_AWAY = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
 
 Key = tuple[str, int]
 
 
 class Outcome(Enum):
+    OPEN = "open"  # begin: the transaction is open
     COMMITTED = "committed"
-    ABORTED = "aborted"  # the transaction's records were discarded: rewind and retry
+    #: Not committed, or not known to be (the target went away): the producer was
+    #: dropped; the partition resumes from the target's committed tail.
+    RETRY = "retry"
     FENCED = "fenced"  # another worker owns the partition now: stop writing it
+    REFUSED = "refused"  # not allowed (authorization): stop the partition
+
+
+@dataclass(frozen=True)
+class Settled:
+    """How one partition's transaction ended, and the error when it did not commit."""
+
+    outcome: Outcome
+    error: KafkaError | None = None
+
+
+class TransactionsRefused(ReplicatorError):
+    """The target refuses transactions for a partition; retrying cannot help."""
 
 
 @dataclass
@@ -62,82 +101,104 @@ class TransactionalWriters:
         return f"{self._id_prefix}-{topic}-{partition}"
 
     def open(self, topic: str, partition: int) -> Producer:
-        """Create the partition's producer and fence every earlier owner. Must run
-        before the target tail is read, so the tail is final."""
+        """Create the partition's producer and fence every earlier owner (settling
+        its open transaction). Must run before the target tail is read, so the tail
+        is final. Raises KafkaException when the target does not answer (try again
+        later) and TransactionsRefused when it refuses."""
         self.close(topic, partition)
         producer = Producer(self._make_config(self.transactional_id(topic, partition)))
         try:
             producer.init_transactions(_TIMEOUT_S)
         except KafkaException as exc:
-            raise ReplicatorError(
+            error: KafkaError = exc.args[0]
+            if error.code() in _AWAY or (error.retriable() and error.code() not in _REFUSED):
+                raise
+            raise TransactionsRefused(
                 f"{topic}[{partition}]: cannot initialise transactions with id "
-                f"{self.transactional_id(topic, partition)!r}: {exc.args[0].str()}; the "
+                f"{self.transactional_id(topic, partition)!r}: {error.str()}; the "
                 "target cluster must allow transactions (and the principal WRITE on the "
                 "transactional id)"
             ) from exc
         self._writers[(topic, partition)] = _Writer(producer)
         return producer
 
-    def begin(self, topic: str, partition: int) -> bool:
-        """Open the partition's transaction; False if the producer was fenced (the
+    def begin(self, topic: str, partition: int) -> Settled:
+        """Open the partition's transaction: OPEN, or why it cannot be (FENCED: the
         partition has a new owner, which this worker hears of at its next rebalance)."""
-        writer = self._writers[(topic, partition)]
+        key = (topic, partition)
+        writer = self._writers[key]
         if not writer.in_transaction:
             try:
                 writer.producer.begin_transaction()
             except KafkaException as exc:
-                if not is_fenced(exc.args[0]):
-                    raise
-                _log_fenced((topic, partition), exc.args[0])
-                return False
+                return self._failed(key, exc.args[0])
             writer.in_transaction = True
-        return True
+        return Settled(Outcome.OPEN)
 
-    def commit_open(self) -> dict[Key, Outcome]:
-        """Commit every open transaction; the outcome per partition."""
-        outcomes = {}
-        for key, writer in self._writers.items():
-            if writer.in_transaction:
-                outcomes[key] = self._commit(key, writer)
-        return outcomes
+    def commit_open(self) -> dict[Key, Settled]:
+        """Commit every open transaction; how each ended. Once the target did not
+        answer a commit in time, the round's other open transactions are settled
+        as RETRY at once instead of each waiting as long."""
+        settled: dict[Key, Settled] = {}
+        away: KafkaError | None = None
+        for key, writer in list(self._writers.items()):
+            if not writer.in_transaction:
+                continue
+            if away is not None:
+                self.discard(*key)
+                settled[key] = Settled(Outcome.RETRY, away)
+                continue
+            settled[key] = result = self._commit(key, writer)
+            if result.error is not None and result.error.code() in _AWAY:
+                away = result.error
+        return settled
 
-    def _commit(self, key: Key, writer: _Writer) -> Outcome:
+    def _commit(self, key: Key, writer: _Writer) -> Settled:
         writer.in_transaction = False
         try:
             writer.producer.commit_transaction(_TIMEOUT_S)
-            return Outcome.COMMITTED
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if is_fenced(error):
-                _log_fenced(key, error)
-                return Outcome.FENCED
-            if error.txn_requires_abort():
-                log.warning(
-                    "%s[%d]: transaction aborted (%s); its records are replicated again",
-                    key[0], key[1], error.str(),
-                )  # fmt: skip
-                writer.producer.abort_transaction(_TIMEOUT_S)
-                return Outcome.ABORTED
-            raise ReplicatorError(
-                f"{key[0]}[{key[1]}]: committing a transaction failed: {error.str()}"
-            ) from exc
+            return self._failed(key, exc.args[0])
+        return Settled(Outcome.COMMITTED)
+
+    def _failed(self, key: Key, error: KafkaError) -> Settled:
+        """A transactional call failed: the producer is dropped either way (a new one
+        with the same id settles its transaction); what the partition does next."""
+        self.discard(*key)
+        if is_fenced(error):
+            _log_fenced(key, error)
+            return Settled(Outcome.FENCED, error)
+        if error.code() in _REFUSED:
+            return Settled(Outcome.REFUSED, error)
+        # Retriable, abortable, or fatal for another reason (a producer whose epoch
+        # the coordinator bumped after a timeout): none is a reason to stop.
+        return Settled(Outcome.RETRY, error)
+
+    def discard(self, topic: str, partition: int) -> None:
+        """Drop the partition's producer without waiting for anything: what it still
+        queues is purged, and its open transaction is settled by the next `open`."""
+        writer = self._writers.pop((topic, partition), None)
+        if writer is not None:
+            writer.producer.purge()
 
     def close(self, topic: str, partition: int) -> None:
+        """Done with the partition (revoked, or the task stops): abort its open
+        transaction and deliver what is queued. What cannot be settled now (the
+        producer was fenced, the target is away) the next `open` settles."""
         writer = self._writers.pop((topic, partition), None)
         if writer is None:
             return
-        if writer.in_transaction:
-            try:
-                writer.producer.abort_transaction(_TIMEOUT_S)
-            except KafkaException as exc:
-                log.info("%s[%d]: abort on close: %s", topic, partition, exc.args[0].str())
         try:
+            if writer.in_transaction:
+                writer.producer.abort_transaction(_TIMEOUT_S)
             writer.producer.flush(_TIMEOUT_S)
         except KafkaException as exc:
-            # A fenced producer's open transaction was aborted by the next owner: its
-            # unsent records are discarded by design and the next owner copies them.
-            if not is_fenced(exc.args[0]):
-                raise
+            log.info(
+                "%s[%d]: closing its producer: %s; the partition's next owner settles "
+                "its transaction",
+                topic, partition, exc.args[0].str(),
+            )  # fmt: skip
+        writer.producer.purge()
 
     def close_all(self) -> None:
         for topic, partition in list(self._writers):
@@ -148,15 +209,8 @@ class TransactionalWriters:
 
 
 def is_fenced(error: KafkaError) -> bool:
-    # Any fatal error of a transactional producer ends its ownership the same way.
-    return error.code() in _FENCED or error.fatal()
-
-
-def settled_by_commit(error: KafkaError) -> bool:
-    """A delivery error the transaction's outcome already accounts for: the producer
-    was fenced (the commit says FENCED and the partition is let go) or the record was
-    purged by an abort (rewound and copied again)."""
-    return is_fenced(error) or error.code() in _PURGED
+    """A newer producer with the same transactional id took over."""
+    return error.code() in _FENCED
 
 
 def _log_fenced(key: Key, error: KafkaError) -> None:

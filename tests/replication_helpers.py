@@ -148,29 +148,42 @@ def write_config(
     return path
 
 
-def start_replicator(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    """`replicator run --config` as a separate process, logging to `log`."""
+def start_replicator(config: Path, log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """`replicator run --config` (plus `options`) as a separate process, logging its
+    stdout and stderr to `log`."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "replicator", "run", "--config", str(config)],
+            [sys.executable, "-m", "replicator", "run", "--config", str(config), *options],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
 
 
-def source_offsets_on_target(bootstrap: str, topic: str, partition: int, end: int) -> list[int]:
-    """The `__dr_off` header of every record of a target partition, in order."""
+def source_offsets_on_target(
+    bootstrap: str, topic: str, partition: int, end: int | None = None, timeout: float = 120.0
+) -> list[int]:
+    """The `__dr_off` header of every committed record of a target partition, in
+    order, up to target offset `end` (default: the partition's end when called)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"check-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed",
         }
     )
-    consumer.assign([TopicPartition(topic, partition, 0)])
+    tp = TopicPartition(topic, partition)
     offsets: list[int] = []
+    deadline = time.monotonic() + timeout
     try:
-        while consumer.position([TopicPartition(topic, partition)])[0].offset < end:
+        if end is None:
+            end = consumer.get_watermark_offsets(tp, timeout=10)[1]
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        while consumer.position([tp])[0].offset < end:
+            assert time.monotonic() < deadline, (
+                f"{topic}[{partition}] not read to offset {end} within {timeout}s "
+                f"(got {len(offsets)} records)"
+            )
             for message in consumer.consume(10_000, timeout=1.0):
                 assert message.error() is None, message.error()
                 offsets.append(decode_offset(dict(message.headers())[OFFSET_HEADER]))

@@ -153,6 +153,8 @@ def test_the_next_owner_fences_the_previous_one(dr: str) -> None:
 
     next_owner.open(topic, 0)  # same transactional id: the zombie's transaction is aborted
 
-    assert previous.commit_open() == {(topic, 0): Outcome.FENCED}
+    assert {key: settled.outcome for key, settled in previous.commit_open().items()} == {
+        (topic, 0): Outcome.FENCED
+    }
     assert read_partition(dr, topic, 0) == []
     next_owner.close_all()

@@ -1,0 +1,341 @@
+"""Broker faults mid-stream, in both delivery modes: while a producer writes, the
+target broker is killed with -9 and restarted, then the source broker. `replicator
+run` rides both outages out on its own: every acknowledged record reaches the target
+exactly once (read_committed), the process never exits and no partition stops.
+
+The clusters are this module's own (killing the session's would harm other tests).
+Each mode's run is a module fixture (`fault_run`), so further checks of the same run
+(e.g. what the replicator logged during an outage: `Outage.lines()`) are one more
+test function, not one more run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+from replication_helpers import (
+    end_offsets,
+    preload,
+    source_offsets_on_target,
+    start_replicator,
+    wait_until,
+    write_config,
+)
+
+from replicator.config import load_config
+from replicator.errors import ReplicatorError
+from replicator.localstack import ClusterSpec, LocalStack
+from replicator.status import read_status
+from replicator.tail import TailReader
+
+from kafka_helpers import create_topic, free_port_pair, unique_topic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+RATE = 1_500  # records per second, round-robin over the partitions
+#: How long each broker stays dead. The default mode's run sets the target producer's
+#: delivery timeout well below it, so records time out in the producer during the
+#: outage (a target outage longer than the producer's message timeout).
+OUTAGE_S = 15.0
+MODES = {
+    "default": ("dr.producer.delivery.timeout.ms = 6000",),
+    "exactly_once": ("exactly.once = true",),
+}
+_CATCH_UP_S = 150.0
+
+
+@pytest.fixture(scope="module")
+def fault_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A source (`primary`) and a target (`dr`) cluster of this module's own."""
+    first = free_port_pair()
+    second = free_port_pair()
+    while abs(second - first) < 2:
+        second = free_port_pair()
+    stack = LocalStack(
+        [ClusterSpec("primary", first), ClusterSpec("dr", second)],
+        data_dir=tmp_path_factory.mktemp("broker-faults"),
+    )
+    stack.up(timeout=120)
+    yield stack
+    stack.down(wipe=True)
+
+
+@dataclass(frozen=True)
+class Outage:
+    """One broker's outage, and where it sits in the replicator's captured log."""
+
+    cluster: str
+    log: Path
+    start: int  # byte offset of the log when the broker was killed
+    end: int  # byte offset of the log when it answered again
+    seconds: float
+
+    def lines(self) -> list[str]:
+        """What `replicator run` logged (stdout and stderr) while the broker was away."""
+        with self.log.open("rb") as text:
+            text.seek(self.start)
+            return text.read(self.end - self.start).decode(errors="replace").splitlines()
+
+
+@dataclass
+class FaultRun:
+    """One mode's run through both outages, for the checks below."""
+
+    mode: str
+    log: Path
+    config: Path
+    remote: str
+    source_ends: list[int]
+    acknowledged: dict[int, list[int]]
+    outages: list[Outage]
+    alive_after: bool
+    statuses: list[dict[str, object]] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+class SteadyProducer:
+    """Writes ~RATE records a second round-robin over the partitions until stopped,
+    keeping the offsets the broker acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+        self._topic = topic
+        self._stop = threading.Event()
+        self.acknowledged: dict[int, list[int]] = defaultdict(list)
+        self.failed: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="steady-producer", daemon=True)
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(30)
+            # The source broker may have come back only just now.
+            assert self._producer.flush(120) == 0, "records still unacknowledged after 120 s"
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.acknowledged[message.partition()].append(message.offset())
+        else:
+            self.failed.append(error.str())
+
+    def _run(self) -> None:
+        per_tick, tick, sent = RATE // 100, 0.01, 0
+        next_tick = time.monotonic()
+        while not self._stop.is_set():
+            for _ in range(per_tick):
+                try:
+                    self._producer.produce(
+                        self._topic,
+                        value=b"v" * 100,
+                        key=b"%d" % sent,
+                        partition=sent % PARTITIONS,
+                        on_delivery=self._delivered,
+                    )
+                    sent += 1
+                except BufferError:
+                    break  # the source is away and the queue is full: wait for room
+            self._producer.poll(0)
+            next_tick += tick
+            self._stop.wait(max(0.0, next_tick - time.monotonic()))
+
+
+def _committed_tails(dr: str, remote: str) -> list[int]:
+    """Per partition, the source offset after the last committed copy on the target
+    (0 while it has none or cannot be read)."""
+    reader = TailReader({"bootstrap.servers": dr}, "primary")
+    try:
+        return [reader.position(remote, p).next_source_offset or 0 for p in range(PARTITIONS)]
+    except ReplicatorError:  # the remote topic may not exist yet, or leadership settles
+        return [0] * PARTITIONS
+    finally:
+        reader.close()
+
+
+def _log_tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+
+
+def _kill_and_restart(stack: LocalStack, cluster: str, log: Path) -> Outage:
+    """kill -9 the cluster's broker, keep it dead for OUTAGE_S, start it again."""
+    broker = stack.brokers[cluster]
+    pids = broker.pids()
+    assert pids, f"{cluster} is not running"
+    start = log.stat().st_size
+    began = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not broker.pids(), 30, f"{cluster}'s broker gone")
+    # The outage's length is the experiment itself, not a wait for a condition.
+    time.sleep(OUTAGE_S)
+    stack.up(timeout=120, keep_running=True)
+    return Outage(cluster, log, start, log.stat().st_size, time.monotonic() - began)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> int | None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return None
+    return process.returncode
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def fault_run(
+    request: pytest.FixtureRequest,
+    fault_clusters: LocalStack,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> FaultRun:
+    """Replicate while first the target, then the source broker is killed and restarted."""
+    mode = request.param
+    primary, dr = fault_clusters.bootstrap("primary"), fault_clusters.bootstrap("dr")
+    folder = tmp_path_factory.mktemp(f"faults-{mode}")
+    topic = unique_topic(f"faults-{mode}")
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = write_config(folder, primary, dr, topic, extra=MODES[mode])
+    log = folder / "replicator.log"
+    process = start_replicator(config, log, "--state-url", f"sqlite:///{folder / 'state.db'}")
+    outages: list[Outage] = []
+
+    def replicated(wanted: list[int] | None) -> bool:
+        """The target holds source offsets up to `wanted` (each partition's end), or
+        at least one record per partition; fails at once if the replicator exited."""
+        if process.poll() is not None:
+            raise AssertionError(f"`replicator run` exited:\n{_log_tail(log)}")
+        tails = _committed_tails(dr, remote)
+        return all(t >= w for t, w in zip(tails, wanted or [1] * PARTITIONS, strict=True))
+
+    try:
+        with SteadyProducer(primary, topic) as producer:
+            wait_until(lambda: replicated(None), 90, "replication began")
+            for cluster in ("dr", "primary"):
+                outages.append(_kill_and_restart(fault_clusters, cluster, log))
+                backlog = end_offsets(primary, topic, PARTITIONS)
+                assert backlog is not None, "the source answers again"
+                wait_until(
+                    lambda b=backlog: replicated(b),
+                    _CATCH_UP_S,
+                    f"the target caught up after the {cluster} outage",
+                )
+        assert not producer.failed, producer.failed[:5]
+        source_ends = end_offsets(primary, topic, PARTITIONS)
+        assert source_ends is not None
+        wait_until(lambda: replicated(source_ends), _CATCH_UP_S, "every record")
+        alive = process.poll() is None
+        flow = load_config(config).flow("primary->dr")
+        statuses = read_status(flow.target, flow.name)
+    finally:
+        exit_code = _stop(process)
+    return FaultRun(
+        mode=mode,
+        log=log,
+        config=config,
+        remote=remote,
+        source_ends=source_ends,
+        acknowledged=dict(producer.acknowledged),
+        outages=outages,
+        alive_after=alive,
+        statuses=statuses,
+        exit_code=exit_code,
+    )
+
+
+def test_the_run_rides_out_both_outages(fault_run: FaultRun) -> None:
+    assert fault_run.alive_after, f"`replicator run` exited:\n{_log_tail(fault_run.log)}"
+    stopped = [
+        f"{s['topic']}[{s['partition']}]: {s.get('error')}"
+        for s in fault_run.statuses
+        if "partition" in s and s["state"] == "stopped"
+    ]
+    assert not stopped, stopped
+    failed = [s for s in fault_run.statuses if "worker" in s and s["state"] == "failed"]
+    assert not failed, failed
+    assert fault_run.exit_code == 0, _log_tail(fault_run.log)
+
+
+def test_every_acknowledged_record_arrives_exactly_once(
+    fault_run: FaultRun, fault_clusters: LocalStack
+) -> None:
+    dr = fault_clusters.bootstrap("dr")
+    for partition in range(PARTITIONS):
+        end = fault_run.source_ends[partition]
+        copied = source_offsets_on_target(dr, fault_run.remote, partition)
+        doubled = [offset for offset, count in Counter(copied).items() if count > 1]
+        assert not doubled, f"partition {partition}: copied twice: {doubled[:10]}"
+        missing = set(fault_run.acknowledged.get(partition, [])) - set(copied)
+        assert not missing, f"partition {partition}: {len(missing)} acknowledged records missing"
+        assert copied == list(range(end)), f"partition {partition}: not the source log in order"
+
+
+def test_a_failing_flow_leaves_the_other_flows_running(
+    fault_clusters: LocalStack, tmp_path: Path
+) -> None:
+    """Two flows in one `run`: one whose target cluster is away fails (and is tried
+    again with backoff); the other replicates on, and the process stays up."""
+    primary, dr = fault_clusters.bootstrap("primary"), fault_clusters.bootstrap("dr")
+    topic = unique_topic("isolated")
+    create_topic(primary, topic, partitions=2)
+    records = preload(primary, topic, 2_000, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "clusters = primary, dr, gone",
+                f"primary.bootstrap.servers = {primary}",
+                f"dr.bootstrap.servers = {dr}",
+                # Nothing listens there: the flow to it fails at start, again and again.
+                f"gone.bootstrap.servers = 127.0.0.1:{free_port_pair()}",
+                "primary->dr.enabled = true",
+                "primary->gone.enabled = true",
+                f"topics = {topic}",
+                "replication.factor = 1",
+                "heartbeats.topic.replication.factor = 1",
+                "checkpoints.topic.replication.factor = 1",
+                "offset-syncs.topic.replication.factor = 1",
+                "status.topic.replication.factor = 1",
+            ]
+        )
+    )
+    log = tmp_path / "replicator.log"
+    process = start_replicator(config, log, "--state-url", f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        wait_until(
+            lambda: (
+                "primary->gone#0 stopped on the error above" in log.read_text()
+                or process.poll() is not None
+            ),
+            120,
+            "the flow to the missing cluster failed",
+        )
+        assert process.poll() is None, f"`replicator run` exited:\n{_log_tail(log)}"
+        wait_until(
+            lambda: end_offsets(dr, f"primary.{topic}", 2) == records,
+            120,
+            "primary->dr replicated everything",
+        )
+        assert process.poll() is None, f"`replicator run` exited:\n{_log_tail(log)}"
+    finally:
+        _stop(process)
