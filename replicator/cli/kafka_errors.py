@@ -2,12 +2,13 @@
 
 librdkafka's errors name no cluster: `Failed to get metadata: Local: Broker
 transport failure` may come from any cluster of the configuration. So the line
-probes each cluster of the command's configuration (a few seconds each) and
-names those that do not answer, with their bootstrap servers and what to check.
+probes the clusters of the command's configuration (a few seconds, all at once)
+and names those that do not answer, with their bootstrap servers and what to check.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -28,13 +29,16 @@ def kafka_error_line(error: KafkaException, config_file: Path | None) -> str:
     if config_file is None:
         return f"Kafka: {what}; run with --verbose for the traceback"
     clusters = list(load_config(config_file).clusters.values())
-    silent = [cluster for cluster in clusters if not _answers(cluster)]
+    with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
+        answers = list(pool.map(_answers, clusters))
+    silent = [cluster for cluster, answered in zip(clusters, answers, strict=True) if not answered]
     if silent:
         names = ", ".join(f"{c.alias!r} at {c.bootstrap_servers}" for c in silent)
         keys = ", ".join(f"{c.alias}.bootstrap.servers" for c in silent)
+        plural = "s" if len(silent) > 1 else ""
         return (
-            f"cannot reach cluster {names} ({what}): check {keys} in {config_file}, that the "
-            "brokers are up and reachable from this host, and the cluster's security settings"
+            f"cannot reach cluster{plural} {names} ({what}): check {keys} in {config_file}, "
+            "that the brokers are up and reachable from this host, and the security settings"
         )
     names = ", ".join(f"{c.alias!r} at {c.bootstrap_servers}" for c in clusters)
     return f"Kafka: {what} (the clusters answer now: {names}); run with --verbose for the traceback"
