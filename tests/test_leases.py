@@ -87,7 +87,11 @@ def test_a_second_procedure_on_the_same_application_is_refused_naming_the_holder
 
     failback = Failback(config, forward.name, [app], store, timeout_s=_TIMEOUT_S)
     assert failback.run_step("fb-3", "preflight").status == "done"
-    assert _held(store) == {f"application {app}": "fb-3", "flow primary->dr": "fb-3"}
+    assert _held(store) == {
+        f"application {app}": "fb-3",
+        "flow primary->dr": "fb-3",
+        "flow dr->primary": "fb-3",  # the failback stops the reverse flow
+    }
 
 
 def test_a_failback_with_no_failover_before_it_fences_nothing(

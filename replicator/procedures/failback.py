@@ -119,6 +119,10 @@ class Failback(Procedure):
     def mode(self) -> str:
         return self.choice
 
+    def leases(self) -> list[str]:
+        """The reverse flow too: the failback starts and stops it."""
+        return [*super().leases(), f"flow {self.reverse.name}"]
+
     def rpo(self) -> int | None:
         """Records the applications wrote on the DR side that did not reach the origin
         (0 once the reverse flow drained)."""
