@@ -6,60 +6,41 @@ that switched is never undone silently: abort refuses and says to fail back."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_helpers import dagbag
+from airflow_helpers import dagbag, failover_conf, task_request, task_states
 from confluent_kafka import Consumer
-from procedure_helpers import commit_offsets, runner
-from replication_helpers import preload, wait_until, write_config
+from procedure_helpers import SceneMaker
+from replication_helpers import wait_until
 
 from replicator.cli import main
-from replicator.config import load_config
 from replicator.procedures import Procedure, Step, applications, live_workers
-from replicator.procedures.orchestration import ProcedureRequest, run_step
+from replicator.procedures.abort import abort
+from replicator.procedures.orchestration import run_step
 from replicator.procedures.steps import ProcedureEnded, StepReport
-from replicator.statestore import STATE_URL_ENV, StateStore
-
-from kafka_helpers import create_topic, unique_topic
+from replicator.statestore import StateStore
 
 
 @pytest.mark.integration
 def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
-    airflow_home: Path,
-    tmp_path: Path,
-    primary: str,
-    dr: str,
-    state_url: str,
-    store: StateStore,
-    monkeypatch: pytest.MonkeyPatch,
+    airflow_home: Path, procedure_scene: SceneMaker
 ) -> None:
-    topic = unique_topic("abort")
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, topic, partitions=2)
-    preload(primary, topic, 200, 2)
-    config_path = write_config(tmp_path, primary, dr, topic)
-    flow = load_config(config_path).flow("primary->dr")
-    app = f"abort-app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    commit_offsets(flow.source, app, {(topic, 0): 50, (topic, 1): 60})
-    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
-    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    scene = procedure_scene("abort", records=200, offsets={0: 50, 1: 60})
+    app, store, [flow] = scene.app, scene.store, scene.flows
     bag = dagbag()
-    conf = {"applications": [app], "reverse": False, "skip_approval": True, "timeout_s": 60}
+    conf = failover_conf(scene, skip_approval=True, timeout_s=60)
     # An instance of the application already started on the DR side: its group has a
     # member there, so the failover cannot commit the group's offsets on DR.
-    early = Consumer({"bootstrap.servers": dr, "group.id": app, "enable.auto.commit": False})
+    early = Consumer({"bootstrap.servers": scene.dr, "group.id": app, "enable.auto.commit": False})
 
-    with runner([flow], store):
-        wait_until(lambda: live_workers(flow), 90, "the flow running")
-        early.subscribe([f"primary.{topic}"])
+    with scene.running():
+        early.subscribe([f"primary.{scene.topic}"])
         wait_until(lambda: _joined(early), 60, "a member of the group on DR")
         stopped = bag.get_dag("failover").test(run_conf=conf)
         early.close()
-        states = {ti.task_id: ti.state for ti in stopped.get_task_instances()}
+        states = task_states(stopped)
         fenced = store.application(app)
         flow_state = store.flow_state("primary->dr")
         aborted = bag.get_dag("abort_procedure").test(
@@ -86,12 +67,10 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
     }
     assert history.downtime_seconds is not None and history.downtime_seconds > 0
     # The failed step, retried after the abort, does nothing.
-    request = ProcedureRequest.from_params(
-        "failover",
-        {**conf, "flow": "primary->dr", "config": str(config_path), "state_url": state_url},
-    )
     with pytest.raises(ProcedureEnded, match="was aborted"):
-        run_step(request, history.params["procedure_id"], "commit_offsets")
+        run_step(
+            task_request(scene, "failover", conf), history.params["procedure_id"], "commit_offsets"
+        )
     assert store.application(app) == now
 
 
@@ -174,3 +153,18 @@ def test_abort_undoes_a_fence_and_refuses_after_a_switch(
 
     assert main(["abort", "no-such-run", "--state-url", state_url]) == 1
     assert "no procedure 'no-such-run'" in capsys.readouterr().err
+
+
+def test_abort_of_a_full_drill_half_releases_the_drills_leases(store: StateStore) -> None:
+    """A full drill holds the leases of both halves under its own id: aborting the
+    half that stopped must free them, or the applications stay locked for an hour."""
+    store.register_application("drill-app", "primary")
+    half = _Move(store, "drill-app")
+    half.lease_owner = "drill-7"
+    half.run_step("drill-7.failover", "fence")
+    assert {lease.owner for lease in store.leases()} == {"drill-7"}
+
+    abort(store, "drill-7.failover", reason="drill abandoned")
+
+    assert store.leases() == []
+    assert store.application("drill-app").fenced is False

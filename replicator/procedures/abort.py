@@ -21,7 +21,8 @@ failback, with its own fence, drain and offset translation, so `abort` refuses
 and says so. Flows the run started (a failback's reverse flow, or its forward
 flow for the reconciled records) stay running: they copy what the applications
 wrote. A full drill's halves run under their own ids (`<drill id>.failover`,
-`<drill id>.failback`): abort the half that stopped.
+`<drill id>.failback`): abort the half that stopped; the leases the drill holds
+for its halves are released with it, since that drill cannot go on.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def abort(
         "downtime_seconds": report.downtime_seconds,
     }
     store.finish_run(run.run_id, ending, None, None, details)
-    store.release_leases(procedure_id)
+    for owner in _lease_owners(procedure_id):
+        store.release_leases(owner)
     log.info(
         "%s %s %s (%s): unfenced %s, restarted flows %s",
         run.kind,
@@ -120,6 +122,13 @@ def abort(
         restarted or "none",
     )
     return report
+
+
+def _lease_owners(procedure_id: str) -> list[str]:
+    """The run itself, and for a half of a full drill the drill, which holds the
+    leases for both halves (`FullDrill._half`)."""
+    drill, dot, half = procedure_id.rpartition(".")
+    return [procedure_id, drill] if dot and half in ("failover", "failback") else [procedure_id]
 
 
 def _refuse_switched(store: StateStore, run: RunRecord, procedure_id: str) -> None:
