@@ -242,14 +242,11 @@ def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list
     """A problem when the procedure that stopped `flow` (the flow state's `by`) is no
     longer running and did not succeed: nothing will start the flow again. Fine are
     a flow stopped by no procedure (the standby direction `make run` stops), by one
-    that succeeded (a failover stops its forward flow for good), and one a procedure
-    holds a lease on (it runs: it starts the flow again or hands it over)."""
+    that succeeded (a failover stops its forward flow for good), and by one that
+    runs: it holds a lease (on its own flow and applications, which for a failback
+    are not the reverse flow it stops), or a procedure holds this flow."""
     procedure = state.detail.get("by")
-    now = datetime.now(UTC)
-    resource = f"flow {flow.name}"
-    if not procedure or any(
-        lease.resource == resource and lease.expires_at > now for lease in store.leases()
-    ):
+    if not procedure or _running(store, str(procedure), flow):
         return []
     run = history_run(store, str(procedure))
     if run is not None and run.outcome == "succeeded":
@@ -284,6 +281,21 @@ def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list
             fix,
         )
     ]
+
+
+def _running(store: StateStore, procedure: str, flow: FlowConfig) -> bool:
+    """Whether `procedure` (or the full drill it is a half of, `<drill id>.failover`)
+    holds a lease that has not lapsed, or any procedure holds one on `flow`."""
+    now = datetime.now(UTC)
+    return any(
+        lease.expires_at > now
+        and (
+            lease.owner == procedure
+            or procedure.startswith(f"{lease.owner}.")
+            or lease.resource == f"flow {flow.name}"
+        )
+        for lease in store.leases()
+    )
 
 
 def _running_since(state: FlowState | None, workers: list[dict[str, Any]]) -> float | None:

@@ -260,6 +260,11 @@ def test_supervisor_names_the_procedure_that_left_a_flow_stopped(
     assert stopped is not None and stopped.state == "stopped"
     # It runs (it holds its lease): it starts the flow again, or hands it over.
     assert supervise(config, store, None, Bounds()).problems == []
+    # Also when it leases other things only (a failback stops the reverse flow, and
+    # leases its forward flow and applications).
+    store.release_leases(procedure)
+    store.acquire_leases([f"application {app}"], procedure, 60)
+    assert supervise(config, store, None, Bounds()).problems == []
     # Its orchestrator died: the lease lapses with no step to renew it.
     store.acquire_leases(failover.leases(), procedure, 0)
     with pytest.raises(SupervisionError) as abandoned:
