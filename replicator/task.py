@@ -425,8 +425,9 @@ class ReplicationTask:
         ]
         if to_pause:
             consumer.pause(to_pause)
-        waiting = f" ({len(self._waiting)} waiting for the target)" if self._waiting else ""
-        log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), waiting)
+        if assignment:  # a cooperative rebalance often gives this worker nothing new
+            waiting = f" ({len(self._waiting)} waiting for the target)" if self._waiting else ""
+            log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), waiting)
 
     def _remote_partition_missing(self, tp: TopicPartition) -> bool:
         return tp.topic not in self._topics or tp.partition >= self._topics[tp.topic]

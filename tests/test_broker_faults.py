@@ -1,7 +1,11 @@
 """Broker faults mid-stream, in both delivery modes: while a producer writes, the
-target broker is killed with -9 and restarted, then the source broker. `replicator
-run` rides both outages out on its own: every acknowledged record reaches the target
-exactly once (read_committed), the process never exits and no partition stops.
+target broker is killed with -9 and restarted, then the source broker; during the
+target's outage the flow's consumer group rebalances too. `replicator run` rides it
+all out on its own: every acknowledged record reaches the target exactly once
+(read_committed), the process never exits and no partition stops.
+
+A flow's failure stays that flow's: one whose target is away at start does not stop
+another flow of the same `run`.
 
 The clusters are this module's own (killing the session's would harm other tests).
 Each mode's run is a module fixture (`fault_run`), so further checks of the same run
@@ -12,17 +16,19 @@ test function, not one more run.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from replication_helpers import (
     end_offsets,
     preload,
@@ -43,6 +49,7 @@ from kafka_helpers import create_topic, free_port_pair, unique_topic
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
+GROUP = "replicator-primary-dr"  # the flow's consumer group on the source
 RATE = 1_500  # records per second, round-robin over the partitions
 #: How long each broker stays dead. The default mode's run sets the target producer's
 #: delivery timeout well below it, so records time out in the producer during the
@@ -175,8 +182,46 @@ def _log_tail(log: Path) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-60:])
 
 
-def _kill_and_restart(stack: LocalStack, cluster: str, log: Path) -> Outage:
-    """kill -9 the cluster's broker, keep it dead for OUTAGE_S, start it again."""
+def _logged_since(log: Path, start: int) -> str:
+    with log.open("rb") as text:
+        text.seek(start)
+        return text.read().decode(errors="replace")
+
+
+def _rebalance(primary: str, topic: str, log: Path, start: int) -> None:
+    """A second member joins the flow's consumer group and leaves again: the
+    replicator gives partitions up and is assigned them back."""
+    intruder = Consumer(
+        {
+            "bootstrap.servers": primary,
+            "group.id": GROUP,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+        }
+    )
+    intruder.subscribe([topic])
+
+    def owns_some() -> bool:
+        intruder.poll(0.5)  # joins and serves the rebalance; what it fetches is ignored
+        return bool(intruder.assignment())
+
+    try:
+        wait_until(owns_some, 90, "a second member owning partitions")
+    finally:
+        intruder.close()
+    back = re.compile(rf"assigned .*{re.escape(topic)}.* waiting for the target\)")
+    wait_until(
+        lambda: back.search(_logged_since(log, start)),
+        90,
+        "the partitions assigned back to the replicator while the target is away",
+    )
+
+
+def _kill_and_restart(
+    stack: LocalStack, cluster: str, log: Path, meanwhile: Callable[[int], None] | None = None
+) -> Outage:
+    """kill -9 the cluster's broker, keep it dead for OUTAGE_S (doing `meanwhile`,
+    given where the log stood at the kill), start it again."""
     broker = stack.brokers[cluster]
     pids = broker.pids()
     assert pids, f"{cluster} is not running"
@@ -185,8 +230,10 @@ def _kill_and_restart(stack: LocalStack, cluster: str, log: Path) -> Outage:
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not broker.pids(), 30, f"{cluster}'s broker gone")
+    if meanwhile is not None:
+        meanwhile(start)
     # The outage's length is the experiment itself, not a wait for a condition.
-    time.sleep(OUTAGE_S)
+    time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - began)))
     stack.up(timeout=120, keep_running=True)
     return Outage(cluster, log, start, log.stat().st_size, time.monotonic() - began)
 
@@ -231,8 +278,10 @@ def fault_run(
     try:
         with SteadyProducer(primary, topic) as producer:
             wait_until(lambda: replicated(None), 90, "replication began")
-            for cluster in ("dr", "primary"):
-                outages.append(_kill_and_restart(fault_clusters, cluster, log))
+            # The target's outage spans a rebalance (partitions assigned while it is away).
+            rebalance = partial(_rebalance, primary, topic, log)
+            for cluster, meanwhile in (("dr", rebalance), ("primary", None)):
+                outages.append(_kill_and_restart(fault_clusters, cluster, log, meanwhile))
                 backlog = end_offsets(primary, topic, PARTITIONS)
                 assert backlog is not None, "the source answers again"
                 wait_until(
@@ -288,6 +337,42 @@ def test_every_acknowledged_record_arrives_exactly_once(
         missing = set(fault_run.acknowledged.get(partition, [])) - set(copied)
         assert not missing, f"partition {partition}: {len(missing)} acknowledged records missing"
         assert copied == list(range(end)), f"partition {partition}: not the source log in order"
+
+
+#: Words of the lines about a cluster being away (librdkafka's and the replicator's).
+_OUTAGE_WORDS = (
+    "unreachable",
+    "reachable again",
+    "Connect to",
+    "Connection refused",
+    "Disconnected",
+    "brokers are down",
+    "transport failure",
+)
+
+
+def test_each_outage_is_told_in_a_few_lines(fault_run: FaultRun) -> None:
+    """An outage is one line when the cluster becomes unreachable, a reminder every
+    30 s and one line when it is back (replicator.reachability), not a line per failed
+    connection; librdkafka writes nothing to stderr on its own (`%3|...|FAIL|...`)."""
+    raw = [
+        line
+        for line in fault_run.log.read_text(errors="replace").splitlines()
+        if line[:1] == "%" and line[1:2].isdigit() and line[2:3] == "|"
+    ]
+    assert not raw, raw[:5]
+    for outage in fault_run.outages:
+        lines = outage.lines()
+        about = [line for line in lines if any(word in line for word in _OUTAGE_WORDS)]
+        down = [
+            line
+            for line in about
+            if f"cluster {outage.cluster} (" in line
+            and "unreachable since" in line
+            and "reachable again" not in line
+        ]
+        assert len(down) == 1, "\n".join(lines)
+        assert len(about) <= 10, "\n".join(about)
 
 
 def test_a_failing_flow_leaves_the_other_flows_running(
