@@ -342,6 +342,7 @@ def test_a_target_outage_is_told_in_a_few_lines_and_as_metrics(
         # The outage's length is the experiment itself, not a wait for a condition.
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - killed)))
         outage_clusters.up(timeout=120, keep_running=True)
+        measured = time.monotonic() - killed  # the broker answers again
         wait_until(lambda: _value(port, reachable) == 1, 60, "dr reported reachable again")
         assert _value(port, outages) == 1
         assert run.poll() is None, "`replicator run` exited"
@@ -366,7 +367,8 @@ def test_a_target_outage_is_told_in_a_few_lines_and_as_metrics(
     down = [line for line in down if line not in back]
     assert len(down) == 1 and len(back) == 1, "\n".join(during)
     length = float(re.search(r"an outage of ([\d.]+) s", back[0]).group(1))
-    assert OUTAGE_S - 5 <= length <= OUTAGE_S + 60, back[0]
+    # From the first failed connection to the first answered probe (one every ~7 s).
+    assert measured - 5 <= length <= measured + 15, f"{back[0]} (measured {measured:.1f} s)"
     assert not RAW_LIBRDKAFKA.search(text), RAW_LIBRDKAFKA.findall(text)[:5]
 
     for partition in range(PARTITIONS):
