@@ -9,6 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from procedure_helpers import ProcedureScene
+
+from replicator.procedures.orchestration import ProcedureRequest
+
 ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "dags"
 
@@ -113,3 +117,29 @@ def xcom(run: Any, task_id: str) -> Any:
         row = session.scalars(query).first()
         assert row is not None, f"{task_id} returned nothing"
         return XComModel.deserialize_value(row)
+
+
+def task_states(run: Any) -> dict[str, str]:
+    """The state of each task of the DAG run `run`."""
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def failover_conf(scene: ProcedureScene, **more: Any) -> dict[str, Any]:
+    """The conf of a planned `failover` DAG run for the scene's application (starting
+    the reverse flow when the scene has one); `more` adds or overrides keys."""
+    return {
+        "flow": "primary->dr",
+        "mode": "planned",
+        "applications": [scene.app],
+        "reverse": len(scene.flows) > 1,
+        "timeout_s": 90,
+        **more,
+    }
+
+
+def task_request(scene: ProcedureScene, dag_id: str, conf: dict[str, Any]) -> ProcedureRequest:
+    """What a task of a `dag_id` run with `conf` asks for: the conf, with the
+    configuration and the state store of the connection (here: the scene's)."""
+    return ProcedureRequest.from_params(
+        dag_id, {**conf, "config": str(scene.config_path), "state_url": scene.state_url}
+    )

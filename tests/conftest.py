@@ -21,6 +21,10 @@ from replicator.statestore import StateStore
 
 from kafka_helpers import free_port_pair
 
+#: Helper modules whose fixtures every test may take (`procedure_scene`): a test
+#: module that imported a fixture would shadow it with its parameter.
+pytest_plugins = ("procedure_helpers",)
+
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 #: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,
 #: 100 ports further on, and a data folder of its own.
@@ -36,7 +40,8 @@ TEST_DATA_DIR = Path(
 )
 
 
-#: Files that take minutes (Airflow standalone, Spark, demo apps through procedures).
+#: Files that take minutes (Airflow standalone, Spark, demo apps through procedures,
+#: DAG runs that wait for an answer), longest first.
 #: They are collected first, so pytest-xdist starts them first and the quick files fill
 #: the gaps, instead of one of them running alone at the end (`make test` passes
 #: --no-loadscope-reorder: by default xdist orders files by their number of tests).
@@ -45,8 +50,10 @@ _SLOW_FILES = (
     "test_airflow_dags.py",
     "test_verify.py",
     "test_failover.py",
+    "test_failover_approval.py",
     "test_exactly_once.py",
     "test_airflow_supervision.py",
+    "test_abort.py",
 )
 
 

@@ -1,23 +1,32 @@
-"""Helpers for the DR procedure tests: demo apps as subprocesses, a runner in a thread."""
+"""Helpers for the DR procedure tests: demo apps as subprocesses, a runner in a thread,
+and the `procedure_scene` fixture (conftest.py registers this module as a plugin)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+import pytest
 from confluent_kafka import TopicPartition
-from replication_helpers import wait_until
+from replication_helpers import preload, wait_until, write_config
 
-from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.config import load_config
+from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.groups import GroupAdmin
 from replicator.localstack.demo_apps import DEMO_DIR
+from replicator.procedures import live_workers
 from replicator.runner import run_flows
-from replicator.statestore import StateStore, read_ledger
+from replicator.statestore import STATE_URL_ENV, StateStore, read_ledger
+
+from kafka_helpers import create_topic, unique_topic
 
 Start = Callable[..., subprocess.Popen[bytes]]
 
@@ -110,3 +119,87 @@ def wait_processed(consumed: Path, cluster: str, more: int, timeout: float) -> N
         timeout,
         f"{more} more records processed on {cluster}",
     )
+
+
+@dataclass
+class ProcedureScene:
+    """What a procedure test starts from: a topic of its own replicated primary->dr
+    (and dr->primary, left stopped for the failover to start), one application on
+    the primary with committed offsets, and the test's state store. The environment's
+    `$REPLICATOR_CONFIG` and `$REPLICATOR_STATE_URL` name them, as the DAGs'
+    connection, the CLI and a `replicator run` subprocess read them."""
+
+    topic: str
+    app: str
+    config_path: Path
+    config: ReplicatorConfig
+    flows: list[FlowConfig]  # primary->dr first
+    primary: str
+    dr: str
+    state_url: str
+    store: StateStore
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """`replicator run` for the flows in a thread, once primary->dr runs."""
+        with runner(self.flows, self.store):
+            wait_until(lambda: live_workers(self.flows[0]), 90, "the flow running")
+            yield
+
+
+class SceneMaker(Protocol):
+    def __call__(
+        self,
+        name: str,
+        *,
+        partitions: int = 2,
+        records: int = 0,
+        offsets: dict[int, int] | None = None,
+        reverse: bool = False,
+    ) -> ProcedureScene: ...
+
+
+@pytest.fixture
+def procedure_scene(
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> SceneMaker:
+    """`procedure_scene(name, ...)` sets a ProcedureScene up: the topic `name-<unique>`
+    with `partitions` and `records` preloaded on the primary (on DR too with
+    `reverse`, which enables dr->primary), the application `name-app-<unique>`
+    registered on the primary with `offsets` (per partition) committed there."""
+
+    def make(
+        name: str,
+        *,
+        partitions: int = 2,
+        records: int = 0,
+        offsets: dict[int, int] | None = None,
+        reverse: bool = False,
+    ) -> ProcedureScene:
+        topic = unique_topic(name)
+        create_topic(primary, topic, partitions=partitions)
+        preload(primary, topic, records, partitions)
+        extra: tuple[str, ...] = ()
+        if reverse:
+            create_topic(dr, topic, partitions=partitions)
+            extra = ("dr->primary.enabled = true", f"dr->primary.topics = {topic}")
+        config_path = write_config(tmp_path, primary, dr, topic, extra=extra)
+        config = load_config(config_path)
+        flows = [config.flow("primary->dr")]
+        if reverse:
+            flows.append(config.flow("dr->primary"))
+            store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+        app = f"{name}-app-{uuid.uuid4().hex[:8]}"
+        store.register_application(app, "primary")
+        if offsets:
+            commit_offsets(flows[0].source, app, {(topic, p): o for p, o in offsets.items()})
+        monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
+        monkeypatch.setenv(STATE_URL_ENV, state_url)
+        return ProcedureScene(topic, app, config_path, config, flows, primary, dr, state_url, store)
+
+    return make

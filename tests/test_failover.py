@@ -12,20 +12,21 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from procedure_helpers import (
+    SceneMaker,
     commit_offsets,
     committed_offsets,
     demo_apps,
     runner,
     wait_processed,
 )
-from replication_helpers import flow_config, preload, start_replicator, wait_until, write_config
+from replication_helpers import flow_config, start_replicator, wait_until, write_config
 
 from replicator.checkpoints import Checkpointer
 from replicator.config import load_config
 from replicator.localstack import LocalStack
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.procedures.positions import wait_drained
-from replicator.statestore import STATE_URL_ENV, StateStore, check_ledgers, read_ledger
+from replicator.statestore import StateStore, check_ledgers, read_ledger
 from replicator.status import read_status
 
 from kafka_helpers import create_topic, unique_topic
@@ -36,27 +37,15 @@ _TIMEOUT_S = 90.0
 
 
 def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing(
-    tmp_path: Path,
-    primary: str,
-    dr: str,
-    state_url: str,
-    store: StateStore,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, procedure_scene: SceneMaker
 ) -> None:
-    topic = unique_topic("demo.orders")
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, topic, partitions=3)
-    reverse = ("dr->primary.enabled = true", f"dr->primary.topics = {topic}")
-    config_path = write_config(tmp_path, primary, dr, topic, extra=reverse)
-    config = load_config(config_path)
-    app = f"orders-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    scene = procedure_scene("demo.orders", partitions=3, reverse=True)
+    config, app, store, topic = scene.config, scene.app, scene.store, scene.topic
     produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
-    common = ["--config", str(config_path), "--app", app, "--topic", topic]
-    common += ["--state-url", state_url]
-    monkeypatch.setenv(STATE_URL_ENV, state_url)  # the replicator obeys the same store
-    replicator = start_replicator(config_path, tmp_path / "replicator.log")
+    common = ["--config", str(scene.config_path), "--app", app, "--topic", topic]
+    common += ["--state-url", scene.state_url]
+    # The replicator obeys the same store ($REPLICATOR_STATE_URL).
+    replicator = start_replicator(scene.config_path, tmp_path / "replicator.log")
 
     try:
         with demo_apps(tmp_path) as start:
@@ -126,25 +115,18 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
 
 
 def test_interrupted_failover_resumes_without_applying_a_step_twice(
-    tmp_path: Path, primary: str, dr: str, store: StateStore
+    procedure_scene: SceneMaker,
 ) -> None:
-    topic = unique_topic("resume")
-    create_topic(primary, topic, partitions=3)
-    preload(primary, topic, 3_000, 3)
-    flow = flow_config(("primary", primary), ("dr", dr), topic)
-    config = load_config(write_config(tmp_path, primary, dr, topic))
-    app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
     committed = {0: 400, 1: 0, 2: 1_000}
-    commit_offsets(flow.source, app, {(topic, p): o for p, o in committed.items()})
+    scene = procedure_scene("resume", partitions=3, records=3_000, offsets=committed)
+    config, app, store, [flow] = scene.config, scene.app, scene.store, scene.flows
+    topic, dr = scene.topic, scene.dr
     remote = f"primary.{topic}"
 
     def failover(**options: object) -> Failover:
         return Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S, **options)
 
-    with runner([flow], store):
-        wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow's worker running")
-
+    with scene.running():
         dry = failover(dry_run=True).run("fo-resume")
         assert dry.outcome == "planned", dry.error
         assert [s.status for s in dry.steps] == ["planned"] * len(dry.steps)
