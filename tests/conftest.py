@@ -52,6 +52,7 @@ _SLOW_FILES = (
     "test_failover.py",
     "test_failover_approval.py",
     "test_exactly_once.py",
+    "test_broker_faults.py",
     "test_airflow_supervision.py",
     "test_abort.py",
 )
