@@ -126,12 +126,14 @@ def expect_active_cluster(driver: WebDriver, page: str, app: str, cluster: str) 
         ) from None
 
 
-def history_figures(driver: WebDriver, run_id: str) -> tuple[str, str]:
-    """RPO and RTO as the page's history row `<tr data-run=RUN_ID>` shows them."""
+def history_figures(driver: WebDriver, run_id: str) -> tuple[str, ...]:
+    """RPO, RTO, the procedure's duration and the applications' downtime as the page's
+    history row `<tr data-run=RUN_ID>` shows them."""
     row = f'tr[data-run="{run_id}"]'
-    cells = [driver.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in ("rpo", "rto")]
+    columns = ("rpo", "rto", "duration", "downtime")
+    cells = [driver.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in columns]
     assert all(cells), f"no history row {run_id!r}; the page says: {_text(driver)}"
-    return cells[0][0].text.strip(), cells[1][0].text.strip()
+    return tuple(found[0].text.strip() for found in cells)
 
 
 def _text(driver: WebDriver) -> str:

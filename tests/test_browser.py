@@ -4,13 +4,18 @@ our DAGs and plugin in its own process, home and port) over the real test cluste
 headless Chromium signs in to the Airflow UI and reads the DR status page while the
 `failover` and `failback` DAGs, triggered through the REST API, move the application to
 `dr` and back. The ledgers then prove that no record was lost and none was processed
-twice. Screenshots of every stage go to `.data/test-artifacts/browser/`."""
+twice. The `replicator_supervisor` DAG runs on its schedule all along, as on `make run`:
+no DAG run may fail, neither at start-up (a task started before the API server listened
+failed its run) nor during and after the failover and failback (the reverse flow was
+paged for checkpoints it had had no time to write). Screenshots of every stage go to
+`.data/test-artifacts/browser/`."""
 
 from __future__ import annotations
 
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,7 +33,7 @@ from replication_helpers import wait_until, write_config
 
 from replicator.config import load_config
 from replicator.localstack import LocalStack
-from replicator.localstack.airflow import AirflowClient
+from replicator.localstack.airflow import FINISHED, AirflowClient, AirflowStandalone
 from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, read_ledger
@@ -38,6 +43,7 @@ from kafka_helpers import free_port_pair
 pytestmark = pytest.mark.integration
 
 _TIMEOUT_S = 120.0
+SUPERVISOR = "replicator_supervisor"
 
 
 def _run_dag(airflow: AirflowClient, dag_id: str, conf: dict[str, object]) -> str:
@@ -47,6 +53,29 @@ def _run_dag(airflow: AirflowClient, dag_id: str, conf: dict[str, object]) -> st
     if state != "success":
         pytest.fail(airflow.failure_report(dag_id, run_id), pytrace=False)
     return run_id
+
+
+def _wall_s(airflow: AirflowClient, dag_id: str, run_id: str) -> float:
+    """A finished run's wall time, from its start to its end."""
+    run = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+    start, end = (datetime.fromisoformat(run[k]) for k in ("start_date", "end_date"))
+    return (end - start).total_seconds()
+
+
+def _no_run_failed(airflow: AirflowStandalone, api: AirflowClient) -> None:
+    """No DAG run failed, and none was queued before every Airflow component was
+    healthy (a task started earlier cannot reach the API server)."""
+    failed = api.dag_runs(state="failed")
+    if failed:
+        reports = [api.failure_report(r["dag_id"], r["dag_run_id"]) for r in failed]
+        pytest.fail("\n\n".join(reports), pytrace=False)
+    assert airflow.healthy_at is not None
+    early = [
+        f"{r['dag_id']}/{r['dag_run_id']} queued at {r['queued_at']}"
+        for r in api.dag_runs()
+        if r["queued_at"] and datetime.fromisoformat(r["queued_at"]) < airflow.healthy_at
+    ]
+    assert not early, f"runs queued before Airflow was healthy at {airflow.healthy_at}: {early}"
 
 
 @pytest.mark.timeout(900)  # Airflow's start and two procedures of about a minute each
@@ -71,7 +100,9 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
         demo_rate=None,  # the demo application's own traffic is enough
         demo_app=app,
         airflow_port=free_port_pair(),
-        airflow_paused=True,  # only what the test triggers runs (no hourly Spark job)
+        # The supervisor every minute, as on `make run`; the rest only when triggered
+        # (no hourly Spark verification).
+        airflow_scheduled=frozenset({"replicator_supervisor"}),
     )
     system = EmbeddedSystem(kafka_stack, options)
     shots = Screenshots()
@@ -92,6 +123,13 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
 
         with chromium(tmp_path) as browser, airflow.client() as api:
             assert api.import_errors() == []
+            # Start-up: the first scheduled supervisor run succeeds.
+            wait_until(
+                lambda: any(r["state"] in FINISHED for r in api.dag_runs(SUPERVISOR)),
+                _TIMEOUT_S,
+                "the first scheduled supervisor run",
+            )
+            _no_run_failed(airflow, api)
             log_in(browser, airflow.url, airflow.username, airflow.password)
             shots.take(browser, "airflow-home")
             expect_active_cluster(browser, page, app, "primary")
@@ -103,15 +141,32 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
             ):
                 conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
                 run_id = _run_dag(api, dag_id, {**conf, **params})
+                # Right after the procedure, while the flow it started may have written
+                # no checkpoint yet: the supervisor finds nothing wrong.
+                _run_dag(api, SUPERVISOR, {})
                 run_page = f"{airflow.url}/dags/{dag_id}/runs/{quote(run_id, safe='')}"
                 show(browser, run_page, "report")
                 shots.take(browser, f"{dag_id}-run")
                 assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
                 expect_active_cluster(browser, page, app, now_active)
                 [history] = [r for r in store.runs(dag_id) if app in r.params["applications"]]
-                assert history_figures(browser, history.run_id) == ("0", f"{history.rto_seconds}")
+                duration = history.details["duration_seconds"]
+                downtime = history.details["downtime_seconds"]
+                assert duration is not None and downtime is not None, history.details
+                assert history_figures(browser, history.run_id) == (
+                    "0",
+                    f"{history.rto_seconds}",
+                    f"{duration}",
+                    f"{downtime}",
+                )
                 shots.take(browser, f"dr-status-{now_active}-after-{dag_id}")
+                with capsys.disabled():
+                    sys.stdout.write(
+                        f"{dag_id}: DAG run {_wall_s(api, dag_id, run_id):.1f}s, procedure "
+                        f"{duration}s, downtime {downtime}s, RTO {history.rto_seconds}s\n"
+                    )
                 wait_processed(consumed, now_active, 50, _TIMEOUT_S)
+            _no_run_failed(airflow, api)
     finally:
         report = system.stop()  # the demo apps first drain, then stop and check their ledgers
         with capsys.disabled():

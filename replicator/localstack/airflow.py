@@ -8,7 +8,7 @@ end-to-end browser test starts one of its own::
         port=8080,
         env={"REPLICATOR_CONFIG": "/abs/mm2.properties", "REPLICATOR_STATE_URL": "sqlite:///..."},
     )
-    airflow.start(timeout=300)  # returns once the scheduler, the dag processor and our DAGs are up
+    airflow.start(timeout=300)  # returns once every component is healthy and our DAGs run
     print(airflow.url, airflow.username, airflow.password)  # only where the operator must see it
     run_id = airflow.client().trigger("failover", {"flow": "primary->dr", ...})
     airflow.stop()  # everything it started, task processes included
@@ -28,8 +28,18 @@ the REST API and stops the whole process tree. Settings, all through the environ
   and the same afterwards, or the one given);
 - `[core] parallelism` 4 and one API worker, to stay light on SQLite and 2 cores;
 - the connection `spark_local` (Spark `local[2]`, client mode) for the verification DAG,
-  and `PYSPARK_PYTHON` set to this venv's interpreter;
-- DAGs are unpaused at creation by default, so a trigger from the UI runs at once.
+  and `PYSPARK_PYTHON` set to this venv's interpreter.
+
+No task may start before the API server listens: a task process talks to Airflow
+only through the execution API the API server serves, and one started earlier
+(standalone starts the scheduler in seconds, the API server in tens of seconds on
+a loaded machine) gives up after a few retries and fails its run. So every DAG is
+paused while Airflow starts: new DAGs are paused at creation, and those a previous
+start left unpaused are paused in the metadata DB before standalone starts. Once
+the API server answers and reports the metadata DB, scheduler, dag processor and
+triggerer healthy, `start` unpauses the DAGs that should run on their schedule
+(`scheduled`, default all of them) and the ones the previous start left unpaused
+(kept in `dags-to-unpause.json` meanwhile); a DAG a person paused stays paused.
 
 The password is never logged; `password` is there for `make run` to print.
 """
@@ -47,10 +57,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import create_engine, inspect, text
 
 from replicator.localstack.broker import _signal, port_in_use
 from replicator.localstack.errors import StackError
@@ -61,10 +73,14 @@ DEFAULT_PORT = 8080
 USERNAME = "admin"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # noqa: S105 - a file name
 LOG_FILE = "standalone.log"
+#: The DAGs to unpause once Airflow is healthy, while a start is under way.
+UNPAUSE_FILE = "dags-to-unpause.json"
 SPARK_CONNECTION = {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}
 #: Terminal states of a DAG run.
 FINISHED = frozenset({"success", "failed"})
 _DAG_ID = re.compile(r"""\bdag_id\s*=\s*["']([\w.-]+)["']""")
+#: What `/api/v2/monitor/health` must report healthy before a DAG is unpaused.
+_COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
 _LOG_TAIL_LINES = 40
 #: Keys of a task-log entry that every line repeats, or that `_log_line` renders itself.
 _LOG_CONTEXT_KEYS = frozenset(
@@ -139,6 +155,20 @@ class AirflowClient:
             json={"logical_date": None, "conf": dict(conf or {})},
         )
         return str(run["dag_run_id"])
+
+    def dag_runs(self, dag_id: str = "~", state: str | None = None) -> list[dict[str, Any]]:
+        """The runs of `dag_id` (default: of every DAG), of `state` if given, oldest first."""
+        params: dict[str, Any] = {"limit": 100, "order_by": "id"}
+        if state is not None:
+            params["state"] = state
+        runs: list[dict[str, Any]] = []
+        while True:
+            page = self.request(
+                "GET", f"/api/v2/dags/{dag_id}/dagRuns", params={**params, "offset": len(runs)}
+            )
+            runs += page["dag_runs"]
+            if not page["dag_runs"] or len(runs) >= page["total_entries"]:
+                return runs
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         """`queued`, `running`, `success` or `failed`."""
@@ -225,18 +255,26 @@ class AirflowStandalone:
         *,
         password: str | None = None,
         dag_ids: Iterable[str] | None = None,
-        paused_at_creation: bool = False,
+        scheduled: Iterable[str] | None = None,
         repo: Path = REPO,
     ) -> None:
         """`dag_ids`: the DAGs `start` waits for (default: every `dag_id="..."` in
-        `<repo>/dags/*.py`). `password`: the admin's password (default: the one kept in
-        the password file, random on first start)."""
+        `<repo>/dags/*.py`). `scheduled`: those of them that run on their schedule from
+        the first start (default: all; the others wait paused until triggered).
+        `password`: the admin's password (default: the one kept in the password file,
+        random on first start)."""
         self.home = Path(home).resolve()
         self.port = port
         self.repo = repo
         self.env = dict(env or {})
-        self.paused_at_creation = paused_at_creation
         self.dag_ids = set(dag_ids) if dag_ids is not None else declared_dag_ids(repo / "dags")
+        self.scheduled = set(scheduled) if scheduled is not None else set(self.dag_ids)
+        if unknown := self.scheduled - self.dag_ids:
+            raise ValueError(
+                f"scheduled DAGs {sorted(unknown)} are not among {sorted(self.dag_ids)}"
+            )
+        #: When `start` found every component healthy; no DAG ran before (UTC).
+        self.healthy_at: datetime | None = None
         self.log_file = self.home / LOG_FILE
         self._password = password
         self._process: subprocess.Popen[bytes] | None = None
@@ -269,7 +307,7 @@ class AirflowStandalone:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.repo / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.repo / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(self.paused_at_creation),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # see the module doc
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / PASSWORD_FILE),
@@ -291,9 +329,10 @@ class AirflowStandalone:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self, timeout: float = 300.0) -> AirflowStandalone:
-        """Start standalone and return once the scheduler and dag processor are healthy
-        and every DAG in `dag_ids` is registered; on failure, stop it and raise
-        StackError with what was missing and the end of `standalone.log`."""
+        """Start standalone and return once every component is healthy, every DAG in
+        `dag_ids` is registered, and the DAGs to run on their schedule are unpaused;
+        on failure, stop it and raise StackError with what was missing and the end of
+        `standalone.log`."""
         if self._process is not None and self._process.poll() is None:
             raise StackError(f"Airflow standalone is already running (pid {self._process.pid})")
         airflow = Path(sys.executable).parent / "airflow"
@@ -306,6 +345,7 @@ class AirflowStandalone:
             )
         self.home.mkdir(parents=True, exist_ok=True)
         self._ensure_password()
+        to_unpause = self._pause_dags()
         self._log_ports = _free_ports()
         self._jwt_secret = secrets.token_urlsafe(64)
         with self.log_file.open("ab") as log:
@@ -320,6 +360,11 @@ class AirflowStandalone:
             )
         try:
             self._wait_ready(time.monotonic() + timeout, timeout)
+            self.healthy_at = datetime.now(UTC)
+            with self.client() as api:
+                for dag_id in sorted(to_unpause):
+                    api.unpause(dag_id)
+            (self.home / UNPAUSE_FILE).unlink()
         except BaseException:
             self.stop()
             raise
@@ -375,6 +420,17 @@ class AirflowStandalone:
             path.write_text(json.dumps(passwords), encoding="utf-8")
         self._password = wanted
 
+    def _pause_dags(self) -> set[str]:
+        """Pause every DAG before standalone starts (see the module doc); returns those
+        to unpause once it is healthy. They are kept in `UNPAUSE_FILE` until then, so a
+        start interrupted before that (Ctrl-C) does not leave them paused for good."""
+        pending = self.home / UNPAUSE_FILE
+        owed = set(json.loads(pending.read_text(encoding="utf-8"))) if pending.exists() else set()
+        known, paused = _pause_every_dag(self.environment()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        to_unpause = ((owed | paused) & self.dag_ids) | (self.scheduled - known)
+        pending.write_text(json.dumps(sorted(to_unpause)), encoding="utf-8")
+        return to_unpause
+
     def _wait_ready(self, deadline: float, timeout: float) -> None:
         seen = "no answer yet"
         with httpx.Client(base_url=self.url, timeout=5.0) as http, self.client() as api:
@@ -405,7 +461,7 @@ class AirflowStandalone:
         health = response.json()
         unhealthy = [
             component
-            for component in ("metadatabase", "scheduler", "dag_processor")
+            for component in _COMPONENTS
             if (health.get(component) or {}).get("status") != "healthy"
         ]
         if unhealthy:
@@ -425,6 +481,26 @@ class AirflowStandalone:
 def declared_dag_ids(folder: Path) -> set[str]:
     """The `dag_id="..."` literals of the DAG files in `folder`."""
     return {m for path in folder.glob("*.py") for m in _DAG_ID.findall(path.read_text())}
+
+
+def _pause_every_dag(database_url: str) -> tuple[set[str], set[str]]:
+    """Pause every DAG in Airflow's metadata DB at `database_url` before standalone
+    starts (see the module doc); returns the DAGs it holds, and those it paused.
+    A DB that does not exist yet holds none."""
+    if database_url.startswith("sqlite:///") and not Path(database_url[10:]).exists():
+        return set(), set()
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            if not inspect(conn).has_table("dag"):
+                return set(), set()
+            rows = conn.execute(text("SELECT dag_id, is_paused FROM dag")).all()
+            unpaused = {str(dag_id) for dag_id, paused in rows if not paused}
+            if unpaused:
+                conn.execute(text("UPDATE dag SET is_paused = :paused"), {"paused": True})
+    finally:
+        engine.dispose()
+    return {str(dag_id) for dag_id, _ in rows}, unpaused
 
 
 def _free_ports() -> tuple[int, int]:

@@ -47,9 +47,9 @@ class SystemOptions:
     demo_rate: int | None = 50
     demo_app: str | None = None
     airflow_port: int | None = None
-    #: True: only what a person triggers runs (no supervisor every minute, no hourly
-    #: Spark verification), for a quiet machine or a test.
-    airflow_paused: bool = False
+    #: The DAGs that run on their schedule (None: all of them); the others run only
+    #: when triggered. A test runs the supervisor alone (no hourly Spark verification).
+    airflow_scheduled: frozenset[str] | None = None
     cluster_timeout_s: float = 90.0
     airflow_timeout_s: float = 300.0
 
@@ -98,7 +98,7 @@ class EmbeddedSystem:
                 options.work_dir / "airflow",
                 options.airflow_port,
                 env=self._airflow_env(),
-                paused_at_creation=options.airflow_paused,
+                scheduled=options.airflow_scheduled,
             ).start(timeout=options.airflow_timeout_s)
 
     def problems(self) -> list[str]:
