@@ -63,7 +63,11 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     """Every checkpoint of the flow's remote topics and every offset sync of its
     partitions: does the target offset hold the copy of the source offset it
     claims (or is it the end of the log), is it within the target's log, and did
-    the group's checkpoints only move forwards (unless the group rewound)?"""
+    the group's checkpoints only move forwards (unless the group rewound)?
+
+    Both topics are read up to their ends when the run was planned, which were
+    taken before the windows: a mapping read never points past its window's end
+    (the target records it is checked against), even while the flow runs on."""
     windows = spark.createDataFrame(
         [
             (w.topic, w.partition, w.remote_topic, w.target_start, w.target_end)
@@ -73,7 +77,7 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     )
     history = Window.partitionBy("group", "remote_topic", "partition").orderBy("record")
     checkpoints = (
-        _read_whole(spark, plan.target_bootstrap, plan.checkpoints_topic)
+        _read_whole(spark, plan.target_bootstrap, plan.checkpoints_topic, plan.checkpoints_ends)
         .select(_decode_checkpoint("key", "value").alias("c"), F.col("offset").alias("record"))
         .select("c.*", "record")
         .withColumnRenamed("topic", "remote_topic")
@@ -83,7 +87,9 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
             "forward",
             F.col("previous_down").isNull()
             | (F.col("downstream") >= F.col("previous_down"))
-            | (F.col("upstream") < F.col("previous_up")),  # the group rewound
+            | (F.col("upstream") < F.col("previous_up"))  # the group rewound
+            # The same source position translated anew (replicator.checkpoints.moves_forward).
+            | (F.col("upstream") == F.col("previous_up")),
         )
         .groupBy("group", "remote_topic", "partition")
         .agg(
@@ -95,7 +101,9 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
         .join(windows, ["remote_topic", "partition"])
     )
     syncs = (
-        _read_whole(spark, plan.offset_syncs_bootstrap, plan.offset_syncs_topic)
+        _read_whole(
+            spark, plan.offset_syncs_bootstrap, plan.offset_syncs_topic, plan.offset_syncs_ends
+        )
         .select(_decode_offset_sync("key", "value").alias("s"))
         .select("s.*")
         .join(windows, ["topic", "partition"])
@@ -154,16 +162,21 @@ def _decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
     return s.topic, s.partition, s.upstream, s.downstream
 
 
-def _read_whole(spark: SparkSession, bootstrap: str, topic: str | None) -> DataFrame:
-    """Every record of a small internal topic (None: it does not exist, empty)."""
-    if topic is None:
+def _read_whole(
+    spark: SparkSession, bootstrap: str, topic: str | None, ends: list[int]
+) -> DataFrame:
+    """Every record of a small internal topic up to `ends` (its end offset per
+    partition when the run was planned; None topic: it does not exist, empty)."""
+    partitions = [p for p, end in enumerate(ends) if end > 0]
+    if topic is None or not partitions:
         return spark.createDataFrame([], _KAFKA_SCHEMA)
+    earliest = -2  # the connector's "earliest" in a JSON offset map
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
+        .option("assign", json.dumps({topic: partitions}))
+        .option("startingOffsets", json.dumps({topic: {str(p): earliest for p in partitions}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): ends[p] for p in partitions}}))
         .load()
     )
 

@@ -42,7 +42,12 @@ from replicator.procedures.group_moves import (
     plan_moves,
     verify_moves,
 )
-from replicator.procedures.positions import current_progress, wait_drained
+from replicator.procedures.positions import (
+    PartitionProgress,
+    current_progress,
+    wait_drained,
+    wait_replicated,
+)
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.runner import RUNNING
 from replicator.statestore import StateStore
@@ -166,12 +171,31 @@ class Failback(Procedure):
         }
 
     def _replicate_missing(self) -> StepReport:
+        """With "replicate", copy what reconcile listed, and only that: producers no
+        procedure fences may still write on the origin (a moving end, never waited for)."""
+        started = time.monotonic()
         listed = self.report("reconcile")
         if self.choice == "report" or not listed["records"]:
-            return {"replicated": 0, "forward_flow": "unchanged"}
+            seconds = round(time.monotonic() - started, 3)
+            return {"replicated": 0, "forward_flow": "unchanged", "seconds": seconds}
         start_flow(self.store, self.flow.name, self.procedure_id)
-        wait_drained(self.flow, self.timeout_s, "copying the reconciled records")
-        return {"replicated": listed["records"], "forward_flow": RUNNING}
+        wanted = [
+            PartitionProgress(
+                p["topic"],
+                p["partition"],
+                p["remote_topic"],
+                p["unreplicated"][1] + 1,
+                p["unreplicated"][0],
+                p["records"],
+            )
+            for p in listed["partitions"]
+        ]
+        wait_replicated(self.flow, wanted, self.timeout_s, "copying the reconciled records")
+        return {
+            "replicated": listed["records"],
+            "forward_flow": RUNNING,
+            "seconds": round(time.monotonic() - started, 3),
+        }
 
     def _preview_replicate_missing(self) -> StepReport:
         listed = self.report("reconcile")

@@ -65,16 +65,34 @@ def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
     ]
     ends = GroupAdmin(flow.source).end_offsets(partitions)
     with _SourceReader(flow) as source:
-        result = []
-        for topic, partition in partitions:
-            remote = policy.format_remote_topic(flow.source.alias, topic)
-            until = _replicated_until(index, remote, partition)
-            end = ends[(topic, partition)]
-            behind = 0
-            if (until or 0) < end and source.has_records(topic, partition, until or 0):
-                behind = end - (until or 0)
-            result.append(PartitionProgress(topic, partition, remote, end, until, behind))
-        return result
+        return [
+            _progress_of(
+                index,
+                source,
+                PartitionProgress(
+                    topic,
+                    partition,
+                    policy.format_remote_topic(flow.source.alias, topic),
+                    ends[(topic, partition)],
+                    None,
+                    0,
+                ),
+            )
+            for topic, partition in partitions
+        ]
+
+
+def _progress_of(
+    index: TargetIndex, source: _SourceReader, wanted: PartitionProgress
+) -> PartitionProgress:
+    """How far `wanted`'s partition is replicated now, towards its `source_end`
+    (records after that end do not count)."""
+    topic, partition, end = wanted.topic, wanted.partition, wanted.source_end
+    until = _replicated_until(index, wanted.remote_topic, partition)
+    behind = 0
+    if (until or 0) < end and source.has_records(topic, partition, until or 0, end):
+        behind = end - (until or 0)
+    return PartitionProgress(topic, partition, wanted.remote_topic, end, until, behind)
 
 
 def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
@@ -106,19 +124,32 @@ def current_progress(flow: FlowConfig) -> list[PartitionProgress]:
 
 
 def wait_drained(flow: FlowConfig, timeout_s: float, what: str) -> list[PartitionProgress]:
-    """Wait until `flow` has replicated every partition up to its source end (the
-    applications are fenced, so the ends stand still); ReplicatorError naming the
-    partitions furthest behind after `timeout_s`."""
+    """Wait until `flow` has replicated every partition up to its source end as it
+    is now (the applications are fenced, so their records are all written); see
+    `wait_replicated`."""
+    return wait_replicated(flow, current_progress(flow), timeout_s, what)
+
+
+def wait_replicated(
+    flow: FlowConfig, wanted: list[PartitionProgress], timeout_s: float, what: str
+) -> list[PartitionProgress]:
+    """Wait until every partition of `wanted` is replicated up to its `source_end`;
+    ReplicatorError naming the partitions furthest behind after `timeout_s`.
+
+    Only up to those ends: producers that no procedure fences (other applications,
+    the demo traffic of `make run`) write on, and waiting for a moving end would
+    last until a look happens to find every partition caught up at once."""
     deadline = time.monotonic() + timeout_s
-    with TargetIndex(flow.target, flow.source.alias) as index:
+    current = wanted
+    with TargetIndex(flow.target, flow.source.alias) as index, _SourceReader(flow) as source:
         while True:
-            behind = progress(flow, index)
-            if not any(p.behind for p in behind):
-                return behind
+            current = [_progress_of(index, source, p) if p.behind else p for p in current]
+            if not any(p.behind for p in current):
+                return current
             if time.monotonic() > deadline:
                 raise ReplicatorError(
                     f"{what}: flow {flow.name} did not catch up within {timeout_s:g}s: "
-                    f"{worst(behind)}; is `replicator run` running it? Retry with the same "
+                    f"{worst(current)}; is `replicator run` running it? Retry with the same "
                     "id once it replicates"
                 )
             time.sleep(_POLL_S)
@@ -156,8 +187,8 @@ class _SourceReader:
     def __exit__(self, *exc: object) -> None:
         self._consumer.close()
 
-    def has_records(self, topic: str, partition: int, start: int) -> bool:
-        """True if a committed record sits at or after `start`."""
+    def has_records(self, topic: str, partition: int, start: int, end: int) -> bool:
+        """True if a committed record sits at offsets [start, end)."""
         self._consumer.assign([TopicPartition(topic, partition, start)])
         messages = self._consumer.consume(1, _READ_TIMEOUT_S)
         if not messages:
@@ -167,7 +198,7 @@ class _SourceReader:
             )
         error = messages[0].error()
         if error is None:
-            return True
+            return messages[0].offset() < end
         if error.code() == KafkaError._PARTITION_EOF:
             return False
         raise ReplicatorError(

@@ -6,6 +6,12 @@ source offset after the last replica on the target (the target tail). The
 target side is read up to its end at that moment. Both bounds are written into
 the plan and reported with the results ("verified up to ...; N records in
 flight not counted").
+
+The flow keeps running while the job runs, so the checkpoints and offset syncs
+are read only up to their ends when the run was planned, and those ends are taken
+before the windows: every mapping read was written before its window was
+measured, so it points within the window, where the job reads the records to
+check it against (one written later could point past the window's end).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from replicator.checkpoints import policy_of
-from replicator.config.model import FlowConfig
+from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.groups import GroupAdmin
 from replicator.topic_sync import TopicSync
 from replicator.translation import PartitionReader, TargetIndex
@@ -53,10 +59,13 @@ class VerificationPlan:
     source_bootstrap: str
     target_bootstrap: str
     windows: list[PartitionWindow] = field(default_factory=list)
-    #: MM2's internal topics of the flow, None where they do not exist (yet).
+    #: MM2's internal topics of the flow, None where they do not exist (yet), and
+    #: their end offsets per partition when the run was planned (read up to these).
     checkpoints_topic: str | None = None
     offset_syncs_topic: str | None = None
     offset_syncs_bootstrap: str = ""
+    checkpoints_ends: list[int] = field(default_factory=list)
+    offset_syncs_ends: list[int] = field(default_factory=list)
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2))
@@ -80,6 +89,13 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
         if not policy.is_heartbeats_topic(t) and (topics is None or t in topics)
     )
     partitions = [(t, p) for t in chosen for p in range(replicated[t])]
+    # Before the windows (see the module's docstring).
+    syncs_on = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
+    checkpoints = policy.checkpoints_topic(flow.source.alias)
+    offset_syncs = policy.offset_syncs_topic(flow.target.alias)
+    checkpoints_ends = _ends(flow.target, sync.target_admin, checkpoints)
+    syncs_admin = sync.target_admin if syncs_on is flow.target else sync.source_admin
+    offset_syncs_ends = _ends(syncs_on, syncs_admin, offset_syncs)
     source = GroupAdmin(flow.source)
     starts, ends = source.start_offsets(partitions), source.end_offsets(partitions)
     retention = _retention_ms(sync, chosen)
@@ -115,24 +131,28 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
                     None if margin is None else round(margin, 3),
                 )
             )
-    syncs_on = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
-    syncs_admin = sync.target_admin if syncs_on is flow.target else sync.source_admin
-    checkpoints = policy.checkpoints_topic(flow.source.alias)
-    offset_syncs = policy.offset_syncs_topic(flow.target.alias)
     return VerificationPlan(
         flow.name,
         flow.source.alias,
         flow.source.bootstrap_servers,
         flow.target.bootstrap_servers,
         windows,
-        checkpoints if _exists(sync.target_admin, checkpoints) else None,
-        offset_syncs if _exists(syncs_admin, offset_syncs) else None,
+        None if checkpoints_ends is None else checkpoints,
+        None if offset_syncs_ends is None else offset_syncs,
         syncs_on.bootstrap_servers,
+        checkpoints_ends or [],
+        offset_syncs_ends or [],
     )
 
 
-def _exists(admin: AdminClient, topic: str) -> bool:
-    return topic in admin.list_topics(timeout=30).topics
+def _ends(cluster: ClusterConfig, admin: AdminClient, topic: str) -> list[int] | None:
+    """The end offset of each partition of `topic` (None: it does not exist)."""
+    metadata = admin.list_topics(timeout=30).topics.get(topic)
+    if metadata is None:
+        return None
+    partitions = [(topic, p) for p in sorted(metadata.partitions)]
+    ends = GroupAdmin(cluster).end_offsets(partitions)
+    return [ends[where] for where in partitions]
 
 
 def _retention_ms(sync: TopicSync, topics: list[str]) -> dict[str, int | None]:
