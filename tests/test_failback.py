@@ -133,7 +133,10 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
         for p in report.report_of("reconcile")["partitions"]
     }
     assert stranded == {p: ([_REPLICATED, stranded_end - 1], _STRANDED) for p in range(2)}
-    assert report.report_of("replicate_missing")["replicated"] == _STRANDED * _PARTITIONS
+    # The copy starts at once (the flow's start overlaps the next steps); verify waited.
+    started = report.report_of("replicate_missing")
+    assert started["replicating"] == _STRANDED * _PARTITIONS and started["seconds"] < 2
+    assert report.report_of("verify")["reconciled_copied"] == _STRANDED * _PARTITIONS
     for partition in range(_PARTITIONS):  # on dr exactly once, after the others
         copied = source_offsets_on_target(dr, remote, partition, stranded_end)
         assert copied == list(range(stranded_end))

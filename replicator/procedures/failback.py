@@ -6,8 +6,9 @@ topics (`T`) and their groups read those and the copies of A's topics
 
 1. reconcile: list, per partition, the records A holds that never reached B
    (an unplanned failover leaves them behind). With the "replicate" choice
-   the forward flow copies them to B now (exactly once: it resumes from B's
-   tail); with "report" they stay listed in the run's history and the groups
+   the forward flow starts copying them to B now (exactly once: it resumes
+   from B's tail), while the next steps run, and the last step waits until
+   they are there; with "report" they stay listed in the run's history and the groups
    that had read everything before them skip them on A, so no application
    processes them unasked.
 2. fence the applications on B, so B's topics stop growing and the groups
@@ -171,14 +172,32 @@ class Failback(Procedure):
         }
 
     def _replicate_missing(self) -> StepReport:
-        """With "replicate", copy what reconcile listed, and only that: producers no
-        procedure fences may still write on the origin (a moving end, never waited for)."""
+        """With "replicate", start the forward flow so it copies what reconcile listed.
+
+        Not waited for here: starting a flow takes seconds (a worker, the resume from
+        the target's tails), which the next steps overlap; and the translation of the
+        groups is the same whether the copies landed yet or not (a group at the end of
+        `B:A.T` continues at the first listed record either way). `verify` waits for
+        the listed records, and only those: producers no procedure fences may write
+        on the origin meanwhile (a moving end is never waited for)."""
         started = time.monotonic()
         listed = self.report("reconcile")
         if self.choice == "report" or not listed["records"]:
             seconds = round(time.monotonic() - started, 3)
-            return {"replicated": 0, "forward_flow": "unchanged", "seconds": seconds}
+            return {"replicating": 0, "forward_flow": "unchanged", "seconds": seconds}
         start_flow(self.store, self.flow.name, self.procedure_id)
+        return {
+            "replicating": listed["records"],
+            "forward_flow": RUNNING,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _reconciled_copied(self) -> StepReport:
+        """Wait until the records `replicate_missing` started copying are on the DR side."""
+        started = time.monotonic()
+        listed = self.report("reconcile")
+        if self.choice == "report" or not listed["records"] or self.dry_run:
+            return {"reconciled_copied": 0}
         wanted = [
             PartitionProgress(
                 p["topic"],
@@ -192,9 +211,8 @@ class Failback(Procedure):
         ]
         wait_replicated(self.flow, wanted, self.timeout_s, "copying the reconciled records")
         return {
-            "replicated": listed["records"],
-            "forward_flow": RUNNING,
-            "seconds": round(time.monotonic() - started, 3),
+            "reconciled_copied": listed["records"],
+            "copy_wait_seconds": round(time.monotonic() - started, 3),
         }
 
     def _preview_replicate_missing(self) -> StepReport:
@@ -311,7 +329,12 @@ class Failback(Procedure):
     def _verify(self) -> StepReport:
         """Positions on the reverse flow's copies carry the DR offset the group was at;
         positions on the original topics are the source offset of the DR record the
-        group was at (or, at the end of the copies, of the record after them)."""
+        group was at (or, at the end of the copies, of the record after them); and the
+        records reconcile listed are on the DR side ("replicate")."""
+        copied = self._reconciled_copied()
+        return {**self._verify_moves(), **copied}
+
+    def _verify_moves(self) -> StepReport:
         step = self.report("commit_offsets")
         moves = step.get("groups", step.get("would_commit", {}))
         reverse_policy = policy_of(self.reverse)
