@@ -6,23 +6,18 @@ the state store. (The failover's approval: test_failover_approval.py.)"""
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from airflow_helpers import DAGS, dagbag, xcom
-from procedure_helpers import commit_offsets, committed_offsets, runner
-from replication_helpers import preload, wait_until, write_config
+from airflow_helpers import DAGS, dagbag, failover_conf, task_request, task_states, xcom
+from procedure_helpers import SceneMaker, committed_offsets
+from replication_helpers import wait_until
 
-from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.procedures import live_workers
-from replicator.procedures.orchestration import STEPS, ProcedureRequest, run_step
-from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.procedures.orchestration import STEPS, run_step
+from replicator.statestore import STATE_URL_ENV
 from replicator.verification.plan import plan_verification
-
-from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -44,55 +39,29 @@ def _dagbag_file(path: Path) -> None:
 
 
 def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_twice(
-    airflow_home: Path,
-    tmp_path: Path,
-    primary: str,
-    dr: str,
-    state_url: str,
-    store: StateStore,
-    monkeypatch: pytest.MonkeyPatch,
+    airflow_home: Path, procedure_scene: SceneMaker
 ) -> None:
-    topic = unique_topic("dag.failover")
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, topic, partitions=2)
-    preload(primary, topic, 400, 2)
-    reverse = ("dr->primary.enabled = true", f"dr->primary.topics = {topic}")
-    config_path = write_config(tmp_path, primary, dr, topic, extra=reverse)
-    config = load_config(config_path)
-    flows = [config.flow("primary->dr"), config.flow("dr->primary")]
-    app = f"dag-app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
-    original = {(topic, 0): 100, (topic, 1): 150}
-    commit_offsets(flows[0].source, app, original)
-    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
-    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    original = {0: 100, 1: 150}
+    scene = procedure_scene("dag.failover", records=400, offsets=original, reverse=True)
+    app, store = scene.app, scene.store
     bag = dagbag()
-    conf = {
-        "flow": "primary->dr",
-        "mode": "planned",
-        "applications": [app],
-        "reverse": True,
-        "skip_approval": True,
-        "timeout_s": 90,
-    }
+    conf = failover_conf(scene, skip_approval=True)
 
-    with runner(flows, store):
-        wait_until(lambda: live_workers(flows[0]), 90, "the flow running")
+    with scene.running():
         run = bag.get_dag("failover").test(run_conf=conf)
         failed_over = store.application(app)
-        on_dr = committed_offsets("dr", dr, app)
+        on_dr = committed_offsets("dr", scene.dr, app)
         back = bag.get_dag("failback").test(
             run_conf={"flow": "primary->dr", "applications": [app], "timeout_s": 90}
         )
 
     assert run.state == "success"
-    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    states = task_states(run)
     assert states["unreplicated"] == "skipped"  # a planned failover has no such step
     assert states["approval"] == states["plan"] == "skipped"  # nobody to ask
     assert all(states[s] == "success" for s in ("preflight", "fence", "switch", "verify", "report"))
     assert failed_over.active_cluster == "dr"
-    remote = f"primary.{topic}"
+    remote = f"primary.{scene.topic}"
     assert on_dr == {(remote, 0): 100, (remote, 1): 150}
     [history] = store.runs("failover")
     assert (history.outcome, history.rpo_records) == ("succeeded", 0)
@@ -109,9 +78,7 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
     # Each task retried (cleared and run again in the same DAG run) changes nothing.
     procedure_id = history.params["procedure_id"]
     assert procedure_id == f"failover/{run.run_id}"
-    request = ProcedureRequest.from_params(
-        "failover", {**conf, "config": str(config_path), "state_url": state_url}
-    )
+    request = task_request(scene, "failover", conf)
     for step in STEPS["failover"]:
         report = run_step(request, procedure_id, step)
         assert report == (store.step(procedure_id, step).result if report is not None else None)
@@ -119,9 +86,11 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
 
     # The failback DAG returned everything to where it was.
     assert back.state == "success"
-    assert {ti.task_id for ti in back.get_task_instances() if ti.state != "success"} == {"plan"}
+    assert {task for task, state in task_states(back).items() if state != "success"} == {"plan"}
     assert store.application(app).active_cluster == "primary"
-    assert committed_offsets("primary", primary, app) == original
+    assert committed_offsets("primary", scene.primary, app) == {
+        (scene.topic, p): o for p, o in original.items()
+    }
     assert store.flow_state("primary->dr").state == "running"
     assert store.flow_state("dr->primary").state == "stopped"
     [returned] = store.runs("failback")
@@ -131,44 +100,31 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
 
 
 def test_verify_and_drill_dags_store_their_results(
-    airflow_home: Path,
-    tmp_path: Path,
-    primary: str,
-    dr: str,
-    state_url: str,
-    store: StateStore,
-    monkeypatch: pytest.MonkeyPatch,
+    airflow_home: Path, procedure_scene: SceneMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    topic = unique_topic("dag.verify")
-    create_topic(primary, topic, partitions=2)
-    preload(primary, topic, 2_000, 2)
-    config_path = write_config(tmp_path, primary, dr, topic)
-    flow = load_config(config_path).flow("primary->dr")
-    group = f"dag-group-{uuid.uuid4().hex[:8]}"
-    commit_offsets(flow.source, group, {(topic, 0): 300, (topic, 1): 1_000})
-    monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))
-    monkeypatch.setenv(STATE_URL_ENV, state_url)
+    scene = procedure_scene("dag.verify", records=2_000, offsets={0: 300, 1: 1_000})
+    [flow] = scene.flows
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_LOCAL",
         '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
     )
     bag = dagbag()
 
-    with runner([flow], store):
+    with scene.running():
         wait_until(
             lambda: sum(w.source_end for w in plan_verification(flow).windows) == 2_000,
             90,
             "everything replicated",
         )
         drill = bag.get_dag("dr_drill").test(
-            run_conf={"flow": "primary->dr", "applications": [group], "timeout_s": 90}
+            run_conf={"flow": "primary->dr", "applications": [scene.app], "timeout_s": 90}
         )
         verification = bag.get_dag("verify_replication").test(
-            run_conf={"flow": "primary->dr", "topics": [topic]}
+            run_conf={"flow": "primary->dr", "topics": [scene.topic]}
         )
 
     assert drill.state == "success"
-    [drilled] = store.runs("drill")
+    [drilled] = scene.store.runs("drill")
     assert (drilled.mode, drilled.outcome, drilled.rpo_records) == (
         "non-disruptive",
         "succeeded",
@@ -178,7 +134,7 @@ def test_verify_and_drill_dags_store_their_results(
     assert drilled.downtime_seconds == 0.0 and drilled.duration_seconds is not None
     assert xcom(drill, "drill")["duration_seconds"] == drilled.duration_seconds
     assert verification.state == "success"
-    [verified] = store.runs("verification")
+    [verified] = scene.store.runs("verification")
     assert verified.outcome == "succeeded"
     assert Path(verified.details["data_docs"]).exists()
 
