@@ -83,11 +83,13 @@ class CheckpointLoop:
             return
         log.info(
             "flow %s: checkpoints: %d written, %d unchanged, %d held (records before them "
-            "not replicated yet); groups synced: %s; active groups left alone: %s",
+            "not replicated yet), %d left for the next round (the group moved on); groups "
+            "synced: %s; active groups left alone: %s",
             flow.name,
             len(report.emitted),
             report.unchanged,
             len(report.held),
+            report.moved_on,
             report.synced_groups or "none",
             ", ".join(report.active_groups) or "none",
         )

@@ -64,6 +64,9 @@ class CheckpointReport:
     held: list[GroupPosition] = field(default_factory=list)
     #: Checkpoints left as they were (same position, or it would have moved backwards).
     unchanged: int = 0
+    #: Positions the group left while the round translated them (the next round has
+    #: the new ones).
+    moved_on: int = 0
     #: sync.group.offsets: partitions committed per target group, and the groups left
     #: alone because they have active members there.
     synced_groups: dict[str, int] = field(default_factory=dict)
@@ -191,17 +194,36 @@ class Checkpointer(_Checkpointing):
     def emit(self, groups: list[str] | None = None) -> CheckpointReport:
         """One round: translate every group (or `groups`) and write what moved forward."""
         report = CheckpointReport(self.flow.name)
-        checkpoints = []
+        exact: dict[str, list[GroupPosition]] = {}
         for group in self.groups() if groups is None else groups:
             for position in self.translate_group(group):
                 if position.translation.exact:
-                    checkpoints.append(position.checkpoint())
+                    exact.setdefault(group, []).append(position)
                 else:
                     report.held.append(position)
+        checkpoints = [p.checkpoint() for p in self._still_committed(exact, report)]
         self._write(checkpoints, report)
         if self.flow.sync_group_offsets_enabled:
             sync_group_offsets(GroupAdmin(self.flow.target), checkpoints, report)
         return report
+
+    def _still_committed(
+        self, positions: dict[str, list[GroupPosition]], report: CheckpointReport
+    ) -> list[GroupPosition]:
+        """The positions each group still has committed. A round takes seconds: one
+        the group left meanwhile, written after the newer checkpoint (the next round's,
+        or a failover's final one written while this round ran), would look like a
+        rewind to the never-backwards rule and stay as the latest checkpoint."""
+        current = []
+        for group, translated in positions.items():
+            now = {(c.topic, c.partition): c.offset for c in self.source.committed(group)}
+            for position in translated:
+                t = position.translation
+                if now.get((t.topic, t.partition)) == t.source_offset:
+                    current.append(position)
+                else:
+                    report.moved_on += 1
+        return current
 
     def _translate(self, group: str, committed: Committed, source_end: int) -> GroupPosition:
         remote = self.policy.format_remote_topic(self.flow.source.alias, committed.topic)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from replication_helpers import (
 
 from replicator.checkpoints import (
     Checkpointer,
+    GroupPosition,
     ReverseCheckpointer,
     moves_forward,
     read_checkpoints,
@@ -243,32 +245,49 @@ def test_checkpoint_rule_is_mm2s() -> None:
     assert moves_forward(Checkpoint("g", "t", 0, 100, 89), previous)
 
 
-def test_a_record_replicated_during_translation_is_not_skipped(primary: str, dr: str) -> None:
-    """The group has processed source offsets 0..9 and the flow replicates source
-    offset 10 while the checkpointer translates: the checkpoint points at that record
-    (target 10), not past it. A wrong one-past checkpoint stored before is corrected."""
-    topic = unique_topic("race")
+_CHECKPOINTS = "primary.checkpoints.internal"
+
+
+def _copied_by_hand(
+    primary: str, dr: str, prefix: str, records: int, copied: int
+) -> tuple[FlowConfig, str, Callable[[int], None]]:
+    """A one-partition topic of `records` records and its remote topic on dr holding
+    copies of the first `copied` (offsets map 1:1); `replicate(offset)` writes one
+    more copy as the flow would. Returns (flow, remote topic, replicate)."""
+    topic = unique_topic(prefix)
     remote = f"primary.{topic}"
     create_topic(primary, topic, partitions=1)
     create_topic(dr, remote, partitions=1)
-    preload(primary, topic, 11, 1)
+    preload(primary, topic, records, 1)
     copies = Producer({"bootstrap.servers": dr, "enable.idempotence": True})
 
-    def replicate(offset: int) -> None:  # as the flow writes a copy (offsets map 1:1)
+    def replicate(offset: int) -> None:
         headers = [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(offset))]
         copies.produce(remote, value=b"x", partition=0, headers=headers)
         assert copies.flush(30) == 0
 
-    for offset in range(10):
+    for offset in range(copied):
         replicate(offset)
     flow = flow_config(("primary", primary), ("dr", dr), topic)
+    ensure_compacted_topic(flow.target, _CHECKPOINTS, 1, "test")
+    return flow, remote, replicate
+
+
+def _store_checkpoint(flow: FlowConfig, checkpoint: Checkpoint) -> None:
+    producer = Producer({"bootstrap.servers": flow.target.bootstrap_servers})
+    producer.produce(_CHECKPOINTS, key=checkpoint.key(), value=checkpoint.value())
+    assert producer.flush(30) == 0
+
+
+def test_a_record_replicated_during_translation_is_not_skipped(primary: str, dr: str) -> None:
+    """The group has processed source offsets 0..9 and the flow replicates source
+    offset 10 while the checkpointer translates: the checkpoint points at that record
+    (target 10), not past it. A wrong one-past checkpoint stored before is corrected."""
+    flow, remote, replicate = _copied_by_hand(primary, dr, "race", 11, 10)
+    topic = remote.removeprefix("primary.")
     group = f"app-{uuid.uuid4().hex[:8]}"
     commit_offsets(flow.source, group, {(topic, 0): 10})
-    checkpoints = "primary.checkpoints.internal"
-    ensure_compacted_topic(flow.target, checkpoints, 1, "test")
-    wrong = Checkpoint(group, remote, 0, 10, 11)  # what the race wrote before the fix
-    copies.produce(checkpoints, key=wrong.key(), value=wrong.value())
-    assert copies.flush(30) == 0
+    _store_checkpoint(flow, Checkpoint(group, remote, 0, 10, 11))  # what the race wrote
 
     with Checkpointer(flow) as checkpointer:
         index = checkpointer._index
@@ -285,7 +304,7 @@ def test_a_record_replicated_during_translation_is_not_skipped(primary: str, dr:
         report = checkpointer.emit([group])
 
     assert report.emitted == [Checkpoint(group, remote, 0, 10, 10)]
-    assert read_checkpoints(flow.target, checkpoints)[(group, remote, 0)].downstream == 10
+    assert read_checkpoints(flow.target, _CHECKPOINTS)[(group, remote, 0)].downstream == 10
     assert _source_offset_at(dr, remote, 0, 10) == 10
 
 
@@ -347,3 +366,31 @@ def test_reverse_checkpoints_translate_dr_progress_back(primary: str, dr: str) -
             reverse.emit([group])
             stored = read_checkpoints(flow.source, "dr.checkpoints.internal")
             assert stored[(group, topic, 0)] == Checkpoint(group, topic, 0, on_dr, on_primary)
+
+
+def test_a_round_never_writes_a_position_the_group_left_meanwhile(primary: str, dr: str) -> None:
+    """A checkpoint round translates the group at 40; before it writes, the group
+    moves to 60 and a newer checkpoint is written (a failover's final one, or the
+    next round). The older round must not overwrite it: to the never-backwards rule
+    it would look like a rewind, and stay the latest checkpoint."""
+    flow, remote, _ = _copied_by_hand(primary, dr, "stale", 100, 100)
+    topic = remote.removeprefix("primary.")
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    commit_offsets(flow.source, group, {(topic, 0): 40})
+
+    with Checkpointer(flow) as slow_round:
+        translate_group = slow_round.translate_group
+
+        def translate_then_group_moves(name: str) -> list[GroupPosition]:
+            positions = translate_group(name)
+            commit_offsets(flow.source, group, {(topic, 0): 60})
+            with Checkpointer(flow) as final:
+                assert final.emit([group]).emitted == [Checkpoint(group, remote, 0, 60, 60)]
+            return positions
+
+        slow_round.translate_group = translate_then_group_moves  # type: ignore[method-assign]
+        report = slow_round.emit([group])
+
+    assert (report.emitted, report.moved_on) == ([], 1)
+    latest = read_checkpoints(flow.target, _CHECKPOINTS)[(group, remote, 0)]
+    assert (latest.upstream, latest.downstream) == (60, 60)
