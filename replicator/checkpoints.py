@@ -64,8 +64,8 @@ class CheckpointReport:
     held: list[GroupPosition] = field(default_factory=list)
     #: Checkpoints left as they were (same position, or it would have moved backwards).
     unchanged: int = 0
-    #: Positions the group left while the round translated them (the next round has
-    #: the new ones).
+    #: Positions behind the stored checkpoint although the group did not rewind: it
+    #: moved on while the round translated them (see `Checkpointer._not_stale`).
     moved_on: int = 0
     #: sync.group.offsets: partitions committed per target group, and the groups left
     #: alone because they have active members there.
@@ -158,13 +158,21 @@ class _Checkpointing:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+    def _open_writer(self) -> _CheckpointWriter:
         if self._writer is None:
             cluster, topic = self._where
             self._writer = _CheckpointWriter(
                 cluster, topic, self.flow.checkpoints_topic_replication_factor
             )
-        self._writer.write(checkpoints, report)
+        return self._writer
+
+    def _stored(self) -> dict[CheckpointKey, Checkpoint]:
+        """The latest checkpoints in the topic (read when first asked, then kept up
+        to date by this writer)."""
+        return self._open_writer().last
+
+    def _write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        self._open_writer().write(checkpoints, report)
 
 
 class Checkpointer(_Checkpointing):
@@ -201,29 +209,41 @@ class Checkpointer(_Checkpointing):
                     exact.setdefault(group, []).append(position)
                 else:
                     report.held.append(position)
-        checkpoints = [p.checkpoint() for p in self._still_committed(exact, report)]
+        checkpoints = self._not_stale(exact, report)
         self._write(checkpoints, report)
         if self.flow.sync_group_offsets_enabled:
             sync_group_offsets(GroupAdmin(self.flow.target), checkpoints, report)
         return report
 
-    def _still_committed(
+    def _not_stale(
         self, positions: dict[str, list[GroupPosition]], report: CheckpointReport
-    ) -> list[GroupPosition]:
-        """The positions each group still has committed. A round takes seconds: one
-        the group left meanwhile, written after the newer checkpoint (the next round's,
-        or a failover's final one written while this round ran), would look like a
-        rewind to the never-backwards rule and stay as the latest checkpoint."""
-        current = []
+    ) -> list[Checkpoint]:
+        """The checkpoints of `positions`, less those that only look like a rewind.
+
+        A round takes seconds. If the group moved on meanwhile and a newer checkpoint
+        was written (a failover's final one, written while this round ran), this
+        round's older position would pass the never-backwards rule as a rewind and
+        stay the latest checkpoint. So a position behind the stored checkpoint is
+        written only if the group really rewound: it has committed an offset before
+        the stored one now. (A group that merely moved on gets a forward checkpoint
+        a little behind it, as always; the next round catches up.)"""
+        stored = self._stored()
+        checkpoints = []
         for group, translated in positions.items():
-            now = {(c.topic, c.partition): c.offset for c in self.source.committed(group)}
+            now: dict[tuple[str, int], int] | None = None
             for position in translated:
-                t = position.translation
-                if now.get((t.topic, t.partition)) == t.source_offset:
-                    current.append(position)
-                else:
-                    report.moved_on += 1
-        return current
+                checkpoint, t = position.checkpoint(), position.translation
+                previous = stored.get((group, checkpoint.topic, checkpoint.partition))
+                if previous is not None and checkpoint.upstream < previous.upstream:
+                    if now is None:
+                        now = {
+                            (c.topic, c.partition): c.offset for c in self.source.committed(group)
+                        }
+                    if now.get((t.topic, t.partition), t.source_offset) >= previous.upstream:
+                        report.moved_on += 1
+                        continue
+                checkpoints.append(checkpoint)
+        return checkpoints
 
     def _translate(self, group: str, committed: Committed, source_end: int) -> GroupPosition:
         remote = self.policy.format_remote_topic(self.flow.source.alias, committed.topic)
