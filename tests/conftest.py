@@ -49,11 +49,13 @@ _SLOW_FILES = (
     "test_browser.py",
     "test_airflow_dags.py",
     "test_verify.py",
+    "test_verify_after_failback.py",
     "test_failover.py",
     "test_failover_approval.py",
     "test_exactly_once.py",
     "test_broker_faults.py",
     "test_airflow_supervision.py",
+    "test_outage_logging.py",
     "test_abort.py",
 )
 
