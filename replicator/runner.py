@@ -274,7 +274,10 @@ def _supervise(
         for position, (flow, index) in enumerate(slots):
             worker = workers[position]
             if worker is not None and not worker.alive():
-                _note_end(worker, restarts[position], now - started[position], now)
+                if wanted[flow.name]:
+                    _note_end(worker, restarts[position], now - started[position], now)
+                else:  # asked to stop: however it ended, nothing restarts it until wanted
+                    log.info("worker %s stopped: its flow is stopped", worker.name)
                 workers[position] = worker = None
             if worker is None and wanted[flow.name] and restarts[position].due(now):
                 workers[position] = start(flow, index)
