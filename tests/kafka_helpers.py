@@ -7,7 +7,10 @@ import socket
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -20,6 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.broker import port_in_use
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -148,3 +152,21 @@ def free_port_pair() -> int:
         if port < 65534 and not port_in_use(port + 1):
             return port
     raise AssertionError("no free port pair found")
+
+
+@contextmanager
+def own_cluster_pair(data_dir: Path) -> Iterator[LocalStack]:
+    """A source (`primary`) and a target (`dr`) cluster of a test module's own, for
+    tests that kill brokers without harming the session's clusters."""
+    first = free_port_pair()
+    second = free_port_pair()
+    while abs(second - first) < 2:
+        second = free_port_pair()
+    stack = LocalStack(
+        [ClusterSpec("primary", first), ClusterSpec("dr", second)], data_dir=data_dir
+    )
+    stack.up(timeout=120)
+    try:
+        yield stack
+    finally:
+        stack.down(wipe=True)

@@ -40,11 +40,11 @@ from replication_helpers import (
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator.localstack import LocalStack
 from replicator.status import read_status
 from replicator.tail import TailReader
 
-from kafka_helpers import create_topic, free_port_pair, unique_topic
+from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -65,17 +65,8 @@ _CATCH_UP_S = 150.0
 @pytest.fixture(scope="module")
 def fault_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """A source (`primary`) and a target (`dr`) cluster of this module's own."""
-    first = free_port_pair()
-    second = free_port_pair()
-    while abs(second - first) < 2:
-        second = free_port_pair()
-    stack = LocalStack(
-        [ClusterSpec("primary", first), ClusterSpec("dr", second)],
-        data_dir=tmp_path_factory.mktemp("broker-faults"),
-    )
-    stack.up(timeout=120)
-    yield stack
-    stack.down(wipe=True)
+    with own_cluster_pair(tmp_path_factory.mktemp("broker-faults")) as stack:
+        yield stack
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,10 @@ from replication_helpers import (
 
 from replicator import kafka_clients, metrics, reachability
 from replicator.kafka_clients import AdminClient, Consumer, Producer, RepeatFilter
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator.localstack import LocalStack
 from replicator.reachability import Clusters, Reachability
 
-from kafka_helpers import create_topic, free_port_pair, unique_topic
+from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
 
 _ROOT = Path(__file__).resolve().parents[1]
 #: A line librdkafka writes itself, bypassing logging: `%3|1700000000.123|FAIL|...`.
@@ -242,17 +242,8 @@ MAX_OUTAGE_LINES = 10
 @pytest.fixture(scope="module")
 def outage_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """A source and a target cluster of this module's own, to kill the target's broker."""
-    first = free_port_pair()
-    second = free_port_pair()
-    while abs(second - first) < 2:
-        second = free_port_pair()
-    stack = LocalStack(
-        [ClusterSpec("primary", first), ClusterSpec("dr", second)],
-        data_dir=tmp_path_factory.mktemp("outage-logging"),
-    )
-    stack.up(timeout=120)
-    yield stack
-    stack.down(wipe=True)
+    with own_cluster_pair(tmp_path_factory.mktemp("outage-logging")) as stack:
+        yield stack
 
 
 class _Writer:
