@@ -58,6 +58,11 @@ REMIND_EVERY_S = 30.0
 #: before they start another probe: one broker of several may stay down for hours,
 #: and its clients' reports must not turn into a probe each.
 QUIET_S = 30.0
+#: A cluster no client of this process has reported on for this long while it is
+#: away is no longer watched: its clients are gone (a flow stopped, a test's
+#: cluster torn down), so there is nobody to tell and no end of outage to wait for.
+#: Live clients retry at least every 10 s (librdkafka's reconnect.backoff.max.ms).
+FORGET_AFTER_S = 120.0
 
 #: A probe: None when the cluster answered, else why it did not.
 Probe = Callable[[], "str | None"]
@@ -118,9 +123,12 @@ class Reachability:
         self._outages = 0
         self._export()
 
+    def _labels(self) -> tuple[str, str]:
+        return self.cluster, self.bootstrap
+
     def _export(self) -> None:
-        metrics.CLUSTER_REACHABLE.labels(self.cluster).set(0 if self._state == "down" else 1)
-        metrics.CLUSTER_OUTAGES.labels(self.cluster).inc(0)  # exported as 0 from the start
+        metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(0 if self._state == "down" else 1)
+        metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc(0)  # exported as 0 from the start
 
     def rename(self, cluster: str) -> None:
         """Name the cluster `cluster` from now on, in lines and metrics (a client
@@ -128,11 +136,11 @@ class Reachability:
         with self._lock:
             if cluster == self.cluster:
                 return
-            metrics.CLUSTER_REACHABLE.remove(self.cluster)
-            metrics.CLUSTER_OUTAGES.remove(self.cluster)
+            metrics.CLUSTER_REACHABLE.remove(*self._labels())
+            metrics.CLUSTER_OUTAGES.remove(*self._labels())
             self.cluster = cluster
             self._export()
-            metrics.CLUSTER_OUTAGES.labels(cluster).inc(self._outages)
+            metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc(self._outages)
 
     @property
     def state(self) -> State:
@@ -163,7 +171,7 @@ class Reachability:
 
     def check(self) -> float | None:
         """Probe once and act on the answer: the seconds until the next probe, or
-        None when the cluster answered and nothing more is to be done."""
+        None when the cluster answered, or no client is left to tell (`FORGET_AFTER_S`)."""
         failure = self._probe()
         now = self._clock()
         with self._lock:
@@ -178,14 +186,17 @@ class Reachability:
                 outage.reports = 0
                 outage.last_line = now
                 self._outages += 1
-                metrics.CLUSTER_REACHABLE.labels(self.cluster).set(0)
-                metrics.CLUSTER_OUTAGES.labels(self.cluster).inc()
+                metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(0)
+                metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc()
                 log.warning(
                     "cluster %s (%s) unreachable since %s: %s; clients keep retrying, "
                     "a reminder every %.0f s until it is back",
                     self.cluster, self.bootstrap, outage.since(), outage.first_reason,
                     self._remind_every_s,
                 )  # fmt: skip
+            elif now - outage.last_report >= FORGET_AFTER_S:
+                self._forget(outage, now)
+                return None
             elif now - outage.last_line >= self._remind_every_s:
                 log.warning(
                     "cluster %s (%s) still unreachable, for %.0f s (since %s; %d client "
@@ -197,9 +208,22 @@ class Reachability:
                 outage.last_line = now
             return PROBE_EVERY_S
 
+    def _forget(self, outage: _Outage, now: float) -> None:
+        """Stop watching a cluster nobody here uses any more; its series go, since
+        this process can no longer tell (a later client's trouble starts anew)."""
+        log.info(
+            "cluster %s (%s): no client of this process reported on it for %.0f s; no "
+            "longer watching it (unreachable since %s)",
+            self.cluster, self.bootstrap, now - outage.last_report, outage.since(),
+        )  # fmt: skip
+        metrics.CLUSTER_REACHABLE.remove(*self._labels())
+        metrics.CLUSTER_OUTAGES.remove(*self._labels())
+        self._state = "up"
+        self._outage = None
+
     def _answered(self, outage: _Outage, now: float) -> None:
         if self._state == "down":
-            metrics.CLUSTER_REACHABLE.labels(self.cluster).set(1)
+            metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(1)
             log.info(
                 "cluster %s (%s) reachable again after an outage of %.1f s (unreachable "
                 "since %s)",

@@ -52,9 +52,10 @@ def test_metrics_status_and_topics(tmp_path: Path, primary: str, dr: str) -> Non
         assert 'replicator_lag_records{flow="primary->dr",partition="0"' in _scrape(port)
         # Both clusters answer (their outages are counted in tests that make them).
         scraped = _scrape(port)
-        for cluster in ("primary", "dr"):
-            assert f'replicator_cluster_reachable{{cluster="{cluster}"}} 1.0' in scraped
-            assert f'replicator_cluster_outages_total{{cluster="{cluster}"}}' in scraped
+        for cluster, bootstrap in (("primary", primary), ("dr", dr)):
+            labels = f'bootstrap="{bootstrap}",cluster="{cluster}"'
+            assert f"replicator_cluster_reachable{{{labels}}} 1.0" in scraped
+            assert f"replicator_cluster_outages_total{{{labels}}}" in scraped
     finally:
         stop.set()
         runner.join(60)
