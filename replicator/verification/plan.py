@@ -90,12 +90,11 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
     )
     partitions = [(t, p) for t in chosen for p in range(replicated[t])]
     # Before the windows (see the module's docstring).
-    syncs_on = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
     checkpoints = policy.checkpoints_topic(flow.source.alias)
     offset_syncs = policy.offset_syncs_topic(flow.target.alias)
     checkpoints_ends = _ends(flow.target, sync.target_admin, checkpoints)
-    syncs_admin = sync.target_admin if syncs_on is flow.target else sync.source_admin
-    offset_syncs_ends = _ends(syncs_on, syncs_admin, offset_syncs)
+    # Offset syncs live on the source (the only location the loader accepts).
+    offset_syncs_ends = _ends(flow.source, sync.source_admin, offset_syncs)
     source = GroupAdmin(flow.source)
     starts, ends = source.start_offsets(partitions), source.end_offsets(partitions)
     retention = _retention_ms(sync, chosen)
@@ -139,7 +138,7 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
         windows,
         None if checkpoints_ends is None else checkpoints,
         None if offset_syncs_ends is None else offset_syncs,
-        syncs_on.bootstrap_servers,
+        flow.source.bootstrap_servers,
         checkpoints_ends or [],
         offset_syncs_ends or [],
     )
