@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from airflow_helpers import ROOT, dagbag
+from airflow_helpers import ROOT, dagbag, xcom
 from confluent_kafka import Producer
 from procedure_helpers import commit_offsets, committed_offsets
 from replication_helpers import preload, running, wait_until, write_config
@@ -337,7 +337,7 @@ def test_diagnose_dag_returns_the_diagnosis_of_the_topic(
     )
 
     assert run.state == "success"
-    diagnosis = _xcom(run, "diagnose")
+    diagnosis = xcom(run, "diagnose")
     assert (diagnosis["topic"], diagnosis["remote_topic"]) == (topic, f"primary.{topic}")
     assert diagnosis["verdict"] == "not replicated"  # no worker ever ran for it
     [missing] = [f for f in diagnosis["findings"] if f["check"] == "target topic"]
@@ -382,17 +382,3 @@ def test_lag_sensor_and_trigger_see_lag_fall_to_the_bound(
         assert sensor.execute_complete({}, caught_up) == 0
         waited = dagbag().get_dag("wait_for_replication").test()
     assert waited.state == "success"
-
-
-def _xcom(run: Any, task_id: str) -> Any:
-    """The return value of `task_id` in the DAG run `run`."""
-    from airflow.models.xcom import XComModel  # noqa: PLC0415 - after airflow_home
-    from airflow.utils.session import create_session  # noqa: PLC0415 - after airflow_home
-
-    with create_session() as session:
-        query = XComModel.get_many(
-            run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value"
-        )
-        row = session.scalars(query).first()
-        assert row is not None, f"{task_id} returned nothing"
-        return XComModel.deserialize_value(row)
