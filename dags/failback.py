@@ -1,4 +1,5 @@
-"""Failback of applications to a flow's source after a failover, one task per step.
+"""Failback of applications to a flow's source after a failover, one task per step
+(the steps from `fence` to `switch` in one task, `cutover`, as in `failover`).
 
 Records the source holds that never reached the DR side are listed by the
 `reconcile` task; `reconcile_choice` "replicate" copies them to the DR side
@@ -18,7 +19,7 @@ from replicator_airflow.operators import (
     ProcedureStepOperator,
 )
 
-from replicator.procedures.orchestration import STEPS
+from replicator.procedures.orchestration import dag_tasks
 
 with DAG(
     dag_id="failback",
@@ -39,6 +40,9 @@ with DAG(
 ):
     chain(
         ProcedurePlanOperator(task_id="plan", kind="failback"),
-        *(ProcedureStepOperator(task_id=s, kind="failback", step=s) for s in STEPS["failback"]),
+        *(
+            ProcedureStepOperator(task_id=task, kind="failback", steps=steps)
+            for task, steps in dag_tasks("failback")
+        ),
         ProcedureReportOperator(task_id="report", kind="failback"),
     )

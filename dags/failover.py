@@ -1,14 +1,17 @@
-"""Failover of applications to a flow's target cluster, one task per procedure step.
+"""Failover of applications to a flow's target cluster, one task per procedure step
+(the steps from `fence` to `switch`, while the applications are stopped, in one
+task, `cutover`, so Airflow's start-up between tasks does not lengthen it).
 
 Trigger with the form (flow, mode, applications, reverse, dry run). A planned
 failover asks a person first, before anything is fenced: the `approval` question
 holds the preflight findings and the plan (what every step would do). Approve:
-fence, drain, ..., switch. Reject, or no answer within `approval_timeout_minutes`:
-nothing changes, the run is recorded as "rejected". Unplanned failovers, dry runs
-and `skip_approval` (drills) ask nobody. A failed step can be cleared and retried
-alone (completed steps are never applied twice), or the run aborted with the
-`abort_procedure` DAG. The `report` task reads the outcome: RPO, RTO, duration and
-the applications' downtime.
+the cutover (fence, drain, ..., switch), then the reverse flow. Reject, or no
+answer within `approval_timeout_minutes`: nothing changes, the run is recorded as
+"rejected". Unplanned failovers, dry runs and `skip_approval` (drills) ask
+nobody. A failed task can be cleared and retried alone (completed steps are never
+applied twice; a retried `cutover` resumes at the step that failed), or the run
+aborted with the `abort_procedure` DAG. The `report` task reads the outcome: RPO,
+RTO, duration and the applications' downtime.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from replicator_airflow.operators import (
     ProcedureStepOperator,
 )
 
-from replicator.procedures.orchestration import STEPS
+from replicator.procedures.orchestration import dag_tasks
 
 with DAG(
     dag_id="failover",
@@ -44,11 +47,11 @@ with DAG(
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },
 ):
-    steps = {
-        step: ProcedureStepOperator(task_id=step, kind="failover", step=step)
-        for step in STEPS["failover"]
+    tasks = {
+        task: ProcedureStepOperator(task_id=task, kind="failover", steps=steps)
+        for task, steps in dag_tasks("failover")
     }
-    first, *rest = STEPS["failover"][1:]  # after the preflight
+    preflight, first, *rest = tasks.values()
     approval = ProcedureApprovalOperator(
         task_id="approval",
         kind="failover",
@@ -57,16 +60,13 @@ with DAG(
         "and switch them to its target. Reject to leave everything as it is.",
         notifiers=[ApprovalNotifier()],
     )
-    gate = ApprovalBranchOperator(task_id="needs_approval", approval="approval", then=first)
+    gate = ApprovalBranchOperator(task_id="needs_approval", approval="approval", then=first.task_id)
     chain(
-        steps["preflight"],
+        preflight,
         ProcedurePlanOperator(task_id="plan", kind="failover", for_approval=True),
         gate,
         approval,
-        steps[first],
+        first,
     )
-    gate >> steps[first]
-    chain(
-        *(steps[s] for s in [first, *rest]),
-        ProcedureReportOperator(task_id="report", kind="failover"),
-    )
+    gate >> first
+    chain(first, *rest, ProcedureReportOperator(task_id="report", kind="failover"))

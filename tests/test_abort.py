@@ -18,7 +18,7 @@ from replication_helpers import wait_until
 from replicator.cli import main
 from replicator.procedures import Procedure, Step, applications, live_workers
 from replicator.procedures.abort import abort
-from replicator.procedures.orchestration import run_step
+from replicator.procedures.orchestration import run_steps
 from replicator.procedures.steps import ProcedureEnded, StepReport
 from replicator.statestore import StateStore
 
@@ -49,11 +49,16 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
         wait_until(lambda: live_workers(flow), 90, "the flow running again")
 
     assert stopped.state == "failed"
-    assert (states["fence"], states["stop_flow"], states["commit_offsets"]) == (
-        "success",
-        "success",
-        "failed",
-    )
+    assert states["cutover"] == "failed"
+    procedure_id = f"failover/{stopped.run_id}"
+    saved = {
+        step: store.step(procedure_id, step) for step in ("fence", "stop_flow", "commit_offsets")
+    }
+    assert {step: s.state if s else None for step, s in saved.items()} == {
+        "fence": "done",
+        "stop_flow": "done",
+        "commit_offsets": "failed",
+    }
     assert (fenced.fenced, flow_state.state) == (True, "stopped")
     assert aborted.state == "success"
     now = store.application(app)
@@ -68,8 +73,10 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
     assert history.downtime_seconds is not None and history.downtime_seconds > 0
     # The failed step, retried after the abort, does nothing.
     with pytest.raises(ProcedureEnded, match="was aborted"):
-        run_step(
-            task_request(scene, "failover", conf), history.params["procedure_id"], "commit_offsets"
+        run_steps(
+            task_request(scene, "failover", conf),
+            history.params["procedure_id"],
+            ["commit_offsets"],
         )
     assert store.application(app) == now
 

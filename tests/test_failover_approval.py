@@ -16,7 +16,7 @@ from airflow_helpers import answering, dagbag, failover_conf, task_request, task
 from procedure_helpers import ProcedureScene, SceneMaker, committed_offsets
 
 from replicator.procedures import live_workers
-from replicator.procedures.orchestration import run_step
+from replicator.procedures.orchestration import run_steps
 from replicator.procedures.steps import ProcedureEnded
 
 pytestmark = pytest.mark.integration
@@ -64,8 +64,8 @@ def test_approve_fails_over_after_asking_with_the_plan(scene: ProcedureScene) ->
 
     assert run.state == "success"
     states = task_states(run)
-    assert all(states[t] == "success" for t in ("preflight", "plan", "approval", "fence"))
-    assert all(states[t] == "success" for t in ("switch", "start_reverse", "verify", "report"))
+    assert all(states[t] == "success" for t in ("preflight", "plan", "approval", "cutover"))
+    assert all(states[t] == "success" for t in ("start_reverse", "verify", "report"))
     body = _question(run)
     assert '"lag": 0' in body and '"would_fence"' in body and '"would_switch"' in body
     assert scene.store.application(scene.app).active_cluster == "dr"
@@ -99,7 +99,7 @@ def test_reject_or_no_answer_leaves_everything_as_it_was(
     assert run.state == "success"  # a "no" is an answer, not a failure
     states = task_states(run)
     assert states["approval"] == "success"
-    after_approval = ("fence", "drain", "stop_flow", "commit_offsets", "switch", "report")
+    after_approval = ("cutover", "start_reverse", "verify", "report")
     assert all(states[t] == "skipped" for t in after_approval), states
     assert _snapshot(scene) == before
     [history] = scene.store.runs("failover")
@@ -108,7 +108,7 @@ def test_reject_or_no_answer_leaves_everything_as_it_was(
     # A task of the rejected run cleared by someone still fences nothing.
     procedure_id = history.params["procedure_id"]
     with pytest.raises(ProcedureEnded, match="was rejected"):
-        run_step(task_request(scene, "failover", conf), procedure_id, "fence")
+        run_steps(task_request(scene, "failover", conf), procedure_id, ["fence"])
     assert _snapshot(scene) == before
 
 
@@ -120,7 +120,7 @@ def test_a_dry_run_asks_nobody_and_changes_nothing(scene: ProcedureScene) -> Non
     assert run.state == "success"
     states = task_states(run)
     assert (states["plan"], states["approval"]) == ("success", "skipped")
-    assert all(states[t] == "skipped" for t in ("preflight", "fence", "switch", "report"))
+    assert all(states[t] == "skipped" for t in ("preflight", "cutover", "report"))
     assert xcom(run, "plan")["switch"] == {"would_switch": {scene.app: "primary -> dr"}}
     assert _snapshot(scene) == before
     assert scene.store.runs("failover") == []

@@ -31,7 +31,7 @@ from replicator.procedures.orchestration import (
     reject,
     report,
     run_all,
-    run_step,
+    run_steps,
 )
 from replicator.procedures.steps import ProcedureReport
 from replicator.statestore import StateStore
@@ -126,26 +126,29 @@ class _ProcedureOperator(BaseOperator):
 
 
 class ProcedureStepOperator(_ProcedureOperator):
-    """Run step `step` of procedure `kind`; skipped when the run's mode has no such
-    step, and in a dry run (the `plan` task says what each step would do)."""
+    """Run `steps` of procedure `kind` in order (one, or the cutover's; see
+    `replicator.procedures.orchestration.dag_tasks`); skipped when the run's mode
+    has none of them, and in a dry run (the `plan` task says what each would do).
+    Returns the step's report, or with several steps each one's by name."""
 
     ui_color = "#e8f1fb"
 
-    def __init__(self, *, step: str, **kwargs: Any) -> None:
+    def __init__(self, *, steps: Sequence[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.step = step
+        self.steps = list(steps)
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context) -> Any:
         wanted = self.request(context)
         if wanted.dry_run:
             raise AirflowSkipException("dry run: the plan task says what each step would do")
-        outcome = run_step(wanted, procedure_id(context), self.step)
-        if outcome is None:
+        outcomes = run_steps(wanted, procedure_id(context), self.steps)
+        if not outcomes:
             raise AirflowSkipException(
-                f"a {wanted.mode or 'default'} {self.kind} has no {self.step}"
+                f"a {wanted.mode or 'default'} {self.kind} has no {' or '.join(self.steps)}"
             )
-        self.log.info("%s %s: %s", self.kind, self.step, outcome)
-        return outcome
+        for step, outcome in outcomes.items():
+            self.log.info("%s %s: %s", self.kind, step, outcome)
+        return outcomes if len(self.steps) > 1 else outcomes[self.steps[0]]
 
 
 class ProcedurePlanOperator(_ProcedureOperator):

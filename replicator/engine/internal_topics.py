@@ -15,11 +15,15 @@ from confluent_kafka.admin import NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
-from replicator.kafka_clients import AdminClient
-from replicator.range_reads import range_reader
-from replicator.watermarks import watermarks
+from replicator.kafka.clients import AdminClient
+from replicator.kafka.range_reads import range_reader
+from replicator.kafka.watermarks import watermarks
 
 _TIMEOUT_S = 30.0
+#: `consume` waits for a full batch or this long; compaction leaves holes, so the
+#: batch is never full and 0.5 s here made every status read (a procedure's
+#: "is the flow stopped yet?") cost half a second.
+_POLL_S = 0.02
 
 
 class MissingTopic(ReplicatorError):
@@ -78,7 +82,7 @@ def read_compacted(
                     f"reading {topic} on {cluster.alias!r} took over {_TIMEOUT_S:.0f}s; "
                     "is the cluster reachable?"
                 )
-            for message in consumer.consume(num_messages=10_000, timeout=0.5):
+            for message in consumer.consume(num_messages=10_000, timeout=_POLL_S):
                 if message.error() is not None or message.key() is None:
                     continue
                 if message.value() is None:
