@@ -26,6 +26,8 @@ help:
 	@echo "make format - ruff format and ruff check --fix"
 	@echo "make lock   - re-resolve requirements.in into requirements.lock"
 	@echo "make clean  - stop local clusters, delete .venv, .cache and .data"
+	@echo "make image  - the container image (and PostgreSQL's), on a base built here"
+	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
 	$(BROWSER_STAMP)
@@ -85,3 +87,39 @@ lock: $(VENV)/.installed
 clean:
 	-test -x $(BIN)/replicator && $(BIN)/replicator stack down
 	rm -rf $(VENV) .cache .data
+
+# --- Docker: the image and the whole system in docker-compose (docker-compose.yml) ---
+# A Docker engine is started here when none answers (Debian's docker.io, as root; its
+# data root outlives the clone, so layers stay cached), and the base image is built
+# from Debian's archive (debootstrap), since no registry of images answers here.
+# Elsewhere: make image DOCKER_BASE_IMAGE=debian:bookworm-slim (pulled, not built).
+DOCKER_BASE_IMAGE ?= replicator-base:bookworm
+IMAGE ?= replicator:latest
+POSTGRES_IMAGE ?= replicator-postgres:latest
+# Debian's docker-compose 1.29 (bookworm has no compose v2 plugin); v2 reads the file too.
+COMPOSE ?= docker-compose
+# The engine's classic builder: BuildKit needs the buildx plugin, which is not here.
+DOCKER_BUILD := DOCKER_BUILDKIT=0 docker build -q
+
+.PHONY: docker-engine base-image image compose-up compose-down
+
+docker-engine:
+	docker/engine.sh
+
+base-image: docker-engine
+	@if [ "$(DOCKER_BASE_IMAGE)" = replicator-base:bookworm ]; then \
+		docker/base-image.sh $(DOCKER_BASE_IMAGE); fi
+
+image: base-image
+	$(DOCKER_BUILD) --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(IMAGE) .
+	$(DOCKER_BUILD) --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(POSTGRES_IMAGE) docker/postgres
+
+.env:
+	docker/make-env.sh $@
+
+compose-up: image .env
+	$(COMPOSE) up -d
+	docker/wait-healthy.sh $$(sed -n 's/^COMPOSE_PROJECT_NAME=//p' .env)
+
+compose-down:
+	$(COMPOSE) down

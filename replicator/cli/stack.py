@@ -10,11 +10,19 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.localstack import DEFAULT_CLUSTERS, ClusterSpec, LocalStack
+from replicator.localstack.container import (
+    CONTAINER_PORT,
+    ContainerBroker,
+    ContainerNetwork,
+    prepare,
+    run_traffic,
+)
 from replicator.localstack.stack import DEFAULT_DATA_DIR, DEFAULT_HEAP
 from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
-from replicator.statestore import default_state_url
+from replicator.statestore import StateStore, default_state_url
 
 _REPORT_EVERY_S = 30.0
 
@@ -63,6 +71,63 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--state-url", help="state store URL (default: $REPLICATOR_STATE_URL or .data/state)"
     )
     run.set_defaults(handler=_run)
+    _register_container_roles(actions)
+
+
+def _register_container_roles(actions: argparse._SubParsersAction) -> None:
+    """The roles docker-compose.yml runs from the image (see localstack.container)."""
+    serve = actions.add_parser(
+        "serve", help="one cluster in the foreground, on every interface (a container's broker)"
+    )
+    serve.add_argument("name", help="cluster name, e.g. primary")
+    _add_data_dir(serve)
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=CONTAINER_PORT,
+        help="in-network port (controller: +1, external: +2)",
+    )
+    serve.add_argument("--advertise", required=True, help="its host name on the container network")
+    serve.add_argument("--external", metavar="HOST:PORT", help="where the host publishes PORT+2")
+    serve.add_argument("--heap", default=DEFAULT_HEAP, help="JVM heap")
+    serve.set_defaults(handler=_serve)
+
+    prepare = actions.add_parser(
+        "prepare", help="one-shot set-up of a first start: flow states, demo application, topics"
+    )
+    prepare.add_argument("--config", type=Path, required=True, help="the replicator's config")
+    prepare.add_argument("--home", required=True, help="the cluster applications run on at first")
+    prepare.add_argument("--demo-app", metavar="NAME", help="register the demo application NAME")
+    prepare.add_argument("--state-url", help="state store URL (default $REPLICATOR_STATE_URL)")
+    prepare.set_defaults(handler=_prepare)
+
+    traffic = actions.add_parser("traffic", help="demo traffic in the foreground until SIGTERM")
+    traffic.add_argument("--bootstrap", required=True, help="bootstrap servers of the cluster")
+    traffic.add_argument("--rate", type=int, default=50, help="records per second")
+    traffic.add_argument("--skip", action="append", default=[], help="leave out this topic")
+    traffic.set_defaults(handler=_traffic)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    network = ContainerNetwork(advertise=args.advertise, external=args.external)
+    spec = ClusterSpec(args.name, args.port)
+    ContainerBroker(spec, args.data_dir, network, heap=args.heap).serve()
+    return 0  # not reached: the broker replaced this process
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    store = StateStore(args.state_url)
+    try:
+        prepare(load_config(args.config), store, args.home, args.demo_app)
+    finally:
+        store.close()
+    print(f"prepared: applications start on {args.home}")
+    return 0
+
+
+def _traffic(args: argparse.Namespace) -> int:
+    run_traffic(args.bootstrap, args.rate, frozenset(args.skip))
+    return 0
 
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:

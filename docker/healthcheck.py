@@ -1,0 +1,123 @@
+#!/opt/venv/bin/python
+"""Docker HEALTHCHECK of the replicator image, for whichever role the container runs.
+
+One image serves every role (see the Dockerfile), so one check finds the role from
+the commands running in the container and asks that role's own health question:
+
+- a Kafka broker (`kafka.Kafka`): a metadata request answers on its internal port;
+- `replicator run`: its Prometheus endpoint (`metrics.port` of its config) answers;
+- Airflow's API server: `/api/v2/monitor/health` reports the metadata DB healthy;
+  the scheduler: its own health server (`[scheduler] enable_health_check`);
+  the dag processor and the triggerer: the API server reports their heartbeat healthy;
+- Spark's master and worker: their web UI answers with the master ALIVE;
+- anything else (the demo application, one-shot jobs): running is healthy.
+
+Exit 0 when healthy, 1 with one line saying what is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+_TIMEOUT_S = 8.0
+
+
+def _commands() -> list[list[str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if raw:
+                found.append(raw.rstrip(b"\0").decode(errors="replace").split("\0"))
+    return found
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:  # noqa: S310 - our own URL
+        return json.loads(response.read() or b"{}")
+
+
+# Each role imports only what its check needs: Docker runs the check every few seconds
+# in every container, and the replicator's config loader costs a large share of a core.
+def _kafka() -> str | None:
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    bootstrap = os.environ.get("HEALTHCHECK_KAFKA", "127.0.0.1:9092")
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=_TIMEOUT_S)
+    return None if metadata.brokers else f"Kafka at {bootstrap} reports no broker"
+
+
+def _replicator(command: list[str]) -> str | None:
+    from replicator.config import load_config  # noqa: PLC0415
+
+    config = command[command.index("--config") + 1]
+    ports = {flow.metrics_port for flow in load_config(Path(config)).flows if flow.metrics_port}
+    if not ports:
+        return None  # no metrics endpoint configured: running is all Docker can see
+    port = min(ports)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=_TIMEOUT_S):
+        return None
+
+
+def _airflow(component: str) -> str | None:
+    if component == "scheduler":
+        _get_json("http://127.0.0.1:8974/health")
+        return None
+    api = os.environ.get("AIRFLOW_API_URL", "http://127.0.0.1:8080").rstrip("/")
+    health = _get_json(f"{api}/api/v2/monitor/health")
+    key = {"api-server": "metadatabase", "dag-processor": "dag_processor"}.get(component, component)
+    status = health.get(key, {}).get("status")
+    return None if status == "healthy" else f"Airflow reports {key} {status!r}"
+
+
+def _spark(port: int) -> str | None:
+    info = _get_json(f"http://127.0.0.1:{port}/json/")
+    status = info.get("status", "ALIVE")
+    return None if status == "ALIVE" else f"Spark master is {status}"
+
+
+def check() -> str | None:
+    """None when healthy, else what is wrong."""
+    for command in _commands():
+        joined = " ".join(command)
+        names = [Path(part).name for part in command]
+        if "kafka.Kafka" in command:
+            return _kafka()
+        if "org.apache.spark.deploy.master.Master" in joined:
+            return _spark(8080)
+        if "org.apache.spark.deploy.worker.Worker" in joined:
+            return _spark(8081)
+        if "replicator" in names and "run" in command and "--config" in command:
+            return _replicator(command)
+        if "airflow" in names:
+            component = command[names.index("airflow") + 1 :][:1]
+            if component and component[0] in {
+                "api-server",
+                "scheduler",
+                "dag-processor",
+                "triggerer",
+            }:
+                return _airflow(component[0])
+    return None
+
+
+def main() -> int:
+    try:
+        problem = check()
+    except Exception as exc:  # any failure to answer is "unhealthy"
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is None:
+        return 0
+    sys.stderr.write(f"{problem}\n")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
