@@ -10,6 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
 BROWSER_STAMP := .cache/browser/.installed
+POSTGRES_STAMP := .cache/postgres/.installed
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 
@@ -30,7 +31,7 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
-	$(BROWSER_STAMP)
+	$(BROWSER_STAMP) $(POSTGRES_STAMP)
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +66,21 @@ $(BROWSER_STAMP):
 	fi
 	@mkdir -p $(dir $@)
 	/usr/bin/chromium --version 2>/dev/null | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# PostgreSQL server binaries from Debian, for the state store's tests on PostgreSQL
+# (tests/postgres_helpers.py starts a server of its own under .data/; no service is
+# enabled or started). Same pattern as the browser: the stamp records the version.
+$(POSTGRES_STAMP):
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		packages="postgresql"; \
+		apt="env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		if [ "$$(id -u)" != 0 ]; then apt="sudo $$apt"; fi; \
+		$$apt install -y -q --no-install-recommends $$packages \
+			|| { $$apt update -q && $$apt install -y -q --no-install-recommends $$packages; }; \
+	fi
+	@mkdir -p $(dir $@)
+	$$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1) --version | tee $@.tmp
 	test -s $@.tmp && mv $@.tmp $@
 
 run: setup

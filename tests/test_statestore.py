@@ -1,5 +1,6 @@
 """The DR state store, client discovery, its HTTP API, its CLI and the ledger check:
-unit tests on SQLite files under tmp_path (no Kafka)."""
+unit tests (no Kafka), each test of the store once on a SQLite file under tmp_path
+and once on a database of a real PostgreSQL server (`backend_state_url`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.schema import CreateTable
 
 from replicator.cli import main
 from replicator.config import load_config
@@ -40,8 +38,8 @@ DR = "127.0.0.1:29092"
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'state' / 'replicator.db'}"
+def url(backend_state_url: str) -> str:
+    return backend_state_url
 
 
 @pytest.fixture
@@ -393,7 +391,7 @@ def test_steps_upsert_in_order_of_first_save(store: StateStore) -> None:
 # --- several processes, URLs ----------------------------------------------------------
 
 
-def test_two_stores_on_one_file_see_each_others_writes(url: str) -> None:
+def test_two_stores_on_one_database_see_each_others_writes(url: str) -> None:
     first, second = StateStore(url), StateStore(url)
     try:
         first.register_application("orders", "primary")
@@ -443,15 +441,6 @@ def test_state_url_from_environment_then_default(
     assert from_env.applications() == []
     from_env.close()
     assert elsewhere.is_file()
-
-
-def test_schema_and_locking_compile_for_postgresql() -> None:
-    dialect = postgresql.dialect()
-    for table in store_module._metadata.sorted_tables:
-        assert "CREATE TABLE" in str(CreateTable(table).compile(dialect=dialect))
-    for table in (store_module._applications, store_module._leases):
-        locked = select(table).with_for_update()
-        assert str(locked.compile(dialect=dialect)).endswith("FOR UPDATE")
 
 
 def test_bad_urls_are_named_without_their_password() -> None:

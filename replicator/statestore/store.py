@@ -2,9 +2,10 @@
 
 Failover, failback and drill procedures write here; client applications read
 their route here and report here that they obey a fence; Airflow and the UI
-read the history. It is a small SQL database (SQLite by default, PostgreSQL in
-docker-compose) reached through SQLAlchemy Core, so the same statements run on
-both. Several processes share one SQLite file safely: WAL mode lets readers
+read the history. It is a small SQL database (SQLite by default; PostgreSQL,
+`postgresql+psycopg://...`, in production) reached through SQLAlchemy Core, so the
+same statements run on both; its schema is managed by Alembic migrations
+(`migrate`). Several processes share one SQLite file safely: WAL mode lets readers
 run beside a writer, every write transaction takes the write lock up front
 (`BEGIN IMMEDIATE`, so two read-modify-write transactions cannot deadlock on
 lock upgrade), and a busy timeout makes writers queue instead of failing.
@@ -72,6 +73,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 
 from replicator.config.redact import redact, redact_url
 from replicator.errors import ReplicatorError
+from replicator.statestore import migrate
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +321,8 @@ def _now() -> datetime:
 
 
 class StateStore:
-    """The DR state store at a SQLAlchemy URL; tables are created on first use.
+    """The DR state store at a SQLAlchemy URL; its schema is created, or upgraded to
+    this code's newest revision, on first use (replicator.statestore.migrate).
 
     One object per process is enough; it is safe to use from several threads.
     """
@@ -729,17 +732,32 @@ class StateStore:
         return engine
 
     def _ensure_schema(self) -> None:
+        """Bring the schema to the newest revision on first use (see `migrate`); a
+        store already current costs one read, with no lock taken."""
         if self._schema_ready:
             return
         with self._schema_lock:
             if self._schema_ready:
                 return
-            try:
-                with self._transaction(write=True) as conn:
-                    _metadata.create_all(conn)
-            except IntegrityError:
-                # PostgreSQL: another process created the same tables concurrently.
-                _metadata.create_all(self._engine)
+            with self._transaction(write=False) as conn:
+                current = migrate.current_revision(conn)
+            if current != migrate.head_revision():
+                try:
+                    with self._transaction(write=True) as conn:
+                        migrate.upgrade_to_head(conn)
+                except migrate.UnknownRevision as exc:
+                    raise StateStoreError(
+                        f"state store {self} has schema revision {exc.revision!r}, which this "
+                        f"replicator does not know (its newest is {exc.head!r}): a newer "
+                        "replicator upgraded it; run that version, or point --state-url / "
+                        f"${STATE_URL_ENV} at another store"
+                    ) from None
+                log.info(
+                    "state store %s: schema upgraded from revision %s to %s",
+                    self,
+                    current or "none",
+                    migrate.head_revision(),
+                )
             self._schema_ready = True
 
     @contextmanager
