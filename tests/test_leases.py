@@ -1,10 +1,12 @@
-"""Procedure leases on real clusters and a real state store: two procedures on the
-same application never interleave (the second is refused, naming the holder), a
-failback with no failover before it fences nothing, and the lease of a dead
-orchestrator lapses so another procedure can take over."""
+"""Procedure leases on real clusters and a real state store, each test on SQLite and
+on PostgreSQL: two procedures on the same application never interleave (the second
+is refused, naming the holder; two failovers started at once: one runs, the other
+is refused), a failback with no failover before it fences nothing, and the lease of
+a dead orchestrator lapses so another procedure can take over."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime
 
@@ -14,7 +16,14 @@ from replication_helpers import preload, wait_until
 
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
-from replicator.procedures import Failback, Failover, FullDrill, StepFailed, live_workers
+from replicator.procedures import (
+    Failback,
+    Failover,
+    FullDrill,
+    ProcedureReport,
+    StepFailed,
+    live_workers,
+)
 from replicator.statestore import StateStore
 
 from kafka_helpers import create_topic, unique_topic
@@ -23,6 +32,12 @@ pytestmark = pytest.mark.integration
 
 _TIMEOUT_S = 90.0
 _PARTITIONS = 2
+
+
+@pytest.fixture
+def state_url(backend_state_url: str) -> str:
+    """The state store of each test: a SQLite file, then a PostgreSQL database."""
+    return backend_state_url
 
 
 def _setup(primary: str, dr: str, store: StateStore) -> tuple[ReplicatorConfig, str, str]:
@@ -92,6 +107,53 @@ def test_a_second_procedure_on_the_same_application_is_refused_naming_the_holder
         "flow primary->dr": "fb-3",
         "flow dr->primary": "fb-3",  # the failback stops the reverse flow
     }
+
+
+def test_two_failovers_started_at_once_one_runs_the_other_is_refused(
+    primary: str, dr: str, store: StateStore, state_url: str
+) -> None:
+    """Two orchestrators (two DAG runs, or the CLI beside a DAG), each with a store of
+    its own, start a failover of the same application at the same moment."""
+    config, topic, app = _setup(primary, dr, store)
+    preload(primary, topic, 20, _PARTITIONS)
+    forward = config.flow("primary->dr")
+    store.set_flow_state("dr->primary", "stopped")
+    ids = ("fo-left", "fo-right")
+    barrier = threading.Barrier(len(ids))
+    reports: dict[str, ProcedureReport] = {}
+    errors: list[BaseException] = []
+
+    def failover(procedure_id: str) -> None:
+        own = StateStore(state_url)
+        try:
+            procedure = Failover(config, forward.name, [app], own, timeout_s=_TIMEOUT_S)
+            barrier.wait()
+            reports[procedure_id] = procedure.run(procedure_id)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            own.close()
+
+    with runner([forward], store):
+        wait_until(lambda: live_workers(forward), _TIMEOUT_S, "the flow's worker running")
+        threads = [threading.Thread(target=failover, args=(i,)) for i in ids]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=3 * _TIMEOUT_S)
+    assert not errors, errors
+    [winner] = [i for i in ids if reports[i].ok]
+    [loser] = [i for i in ids if i != winner]
+    refused = reports[loser]
+    assert [(s.name, s.status) for s in refused.steps] == [("preflight", "failed")]
+    assert refused.error is not None
+    assert f"application {app} is leased to {winner} until " in refused.error
+    assert f"so {loser} may not change it" in refused.error
+    application = store.application(app)
+    assert (application.active_cluster, application.fenced, application.epoch) == ("dr", False, 2)
+    outcomes = {run.params["procedure_id"]: run.outcome for run in store.runs("failover")}
+    assert outcomes == {winner: "succeeded", loser: "failed"}
+    assert store.leases() == [], "a finished procedure keeps no lease"
 
 
 def test_a_failback_with_no_failover_before_it_fences_nothing(
