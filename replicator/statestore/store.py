@@ -335,7 +335,7 @@ class StateStore:
             raise StateStoreError(
                 f"state store URL {redact_url(url or default_state_url())!r} is not a "
                 "SQLAlchemy URL (dialect+driver://user:password@host:port/database); "
-                "use e.g. sqlite:////path/to/replicator.db or postgresql://user@host/db"
+                "use e.g. sqlite:////path/to/replicator.db or postgresql+psycopg://user@host/db"
             ) from None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         if self._sqlite and self.url.database not in (None, "", ":memory:"):
