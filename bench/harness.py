@@ -34,9 +34,9 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from replicator.config import FlowConfig, load_config
+from replicator.engine.task import ReplicationTask
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.jvm import find_java
-from replicator.task import ReplicationTask
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 BROKER_HEAP = "1g"

@@ -30,11 +30,11 @@ from harness import (
     write_report,
 )
 
-from replicator import range_reads
-from replicator.checkpoints import Checkpointer
 from replicator.config import FlowConfig
-from replicator.groups import GroupAdmin
+from replicator.kafka import range_reads
 from replicator.localstack import ClusterSpec
+from replicator.offsets.checkpoints import Checkpointer
+from replicator.offsets.groups import GroupAdmin
 
 SOURCE = ClusterSpec("src", 36092)
 TARGET = ClusterSpec("dst", 46092)

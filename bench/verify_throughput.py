@@ -33,7 +33,7 @@ from harness import (
     write_report,
 )
 
-from replicator.headers import OURS, replica_source_offset
+from replicator.engine.headers import OURS, replica_source_offset
 from replicator.localstack import ClusterSpec
 from replicator.statestore import StateStore
 from replicator.verification.plan import PartitionWindow, plan_verification

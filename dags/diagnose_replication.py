@@ -13,7 +13,7 @@ from airflow.sdk import DAG, Param
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import DiagnoseOperator
 
-from replicator.diagnose import DEFAULT_LAG_THRESHOLD
+from replicator.operations import DEFAULT_LAG_THRESHOLD
 
 with DAG(
     dag_id="diagnose_replication",

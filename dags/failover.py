@@ -27,7 +27,7 @@ from replicator_airflow.operators import (
     ProcedureStepOperator,
 )
 
-from replicator.procedures.orchestration import dag_tasks
+from replicator.procedures import dag_tasks
 
 with DAG(
     dag_id="failover",

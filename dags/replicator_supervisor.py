@@ -17,7 +17,7 @@ from airflow.sdk import DAG, Param
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import SupervisorOperator
 
-from replicator.supervision import Bounds
+from replicator.operations import Bounds
 
 with DAG(
     dag_id="replicator_supervisor",

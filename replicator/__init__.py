@@ -2,6 +2,13 @@
 
 The library every other part of the project (DAGs, plugins, Spark jobs, GX
 suites) calls. It never imports Airflow, Spark or Great Expectations.
+
+Its packages, lowest layer first; each imports only its own layer and the ones
+below (`tests/test_layering.py` checks it, and that no import circle exists):
+the foundation modules here (`errors`, `backoff`, `metrics`), `config`, `kafka`
+(clients and read primitives), `statestore`, `engine` (the data path), `offsets`
+(group offsets and checkpoints), then `operations`, `procedures`, `verification`,
+`localstack` and `acls`, then `cli`.
 """
 
 __version__ = "0.1.0"

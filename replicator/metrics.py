@@ -50,7 +50,7 @@ CLUSTER_REACHABLE = Gauge(
     "replicator_cluster_reachable",
     "1 while the cluster answers this process, 0 from when a metadata probe after a "
     "client's connection failure went unanswered until one is answered again "
-    "(see replicator.reachability). Labelled by alias and bootstrap servers: two "
+    "(see replicator.kafka.reachability). Labelled by alias and bootstrap servers: two "
     "clusters may share an alias in one process (two configurations).",
     ("cluster", "bootstrap"),
 )

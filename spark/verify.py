@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from replicator.formats import Checkpoint, OffsetSync
-from replicator.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
+from replicator.engine.formats import Checkpoint, OffsetSync
+from replicator.engine.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
 from replicator.verification.plan import VerificationPlan
 
 
@@ -88,7 +88,8 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
             F.col("previous_down").isNull()
             | (F.col("downstream") >= F.col("previous_down"))
             | (F.col("upstream") < F.col("previous_up"))  # the group rewound
-            # The same source position translated anew (replicator.checkpoints.moves_forward).
+            # The same source position translated anew
+            # (replicator.offsets.checkpoints.moves_forward).
             | (F.col("upstream") == F.col("previous_up")),
         )
         .groupBy("group", "remote_topic", "partition")

@@ -20,10 +20,10 @@ from replication_helpers import preload, wait_until, write_config
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
 from replicator.localstack.demo_apps import DEMO_DIR
+from replicator.offsets.groups import GroupAdmin
+from replicator.operations.runner import run_flows
 from replicator.procedures import live_workers
-from replicator.runner import run_flows
 from replicator.statestore import STATE_URL_ENV, StateStore, read_ledger
 
 from kafka_helpers import create_topic, unique_topic

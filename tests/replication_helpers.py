@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
-from replicator.headers import OFFSET_HEADER, decode_offset
-from replicator.task import ReplicationTask
+from replicator.engine.headers import OFFSET_HEADER, decode_offset
+from replicator.engine.task import ReplicationTask
 
 from kafka_helpers import create_topic, unique_topic
 

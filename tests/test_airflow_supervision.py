@@ -24,17 +24,17 @@ from confluent_kafka import Producer
 from procedure_helpers import commit_offsets, committed_offsets
 from replication_helpers import preload, running, wait_until, write_config
 
-from replicator.checkpoints import read_checkpoints
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
-from replicator.internal_topics import ensure_compacted_topic
-from replicator.lag import measure_lag
-from replicator.launchers import RUN_DIR_ENV, LocalProcessLauncher
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
+from replicator.offsets.checkpoints import read_checkpoints
+from replicator.operations.lag import measure_lag
+from replicator.operations.launchers import RUN_DIR_ENV, LocalProcessLauncher
+from replicator.operations.supervision import Bounds, SupervisionError, supervise
 from replicator.procedures import Failover, StepFailed, live_workers
 from replicator.procedures.abort import abort
 from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
-from replicator.supervision import Bounds, SupervisionError, supervise
 
 from kafka_helpers import create_topic, unique_topic
 

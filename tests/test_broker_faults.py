@@ -39,10 +39,10 @@ from replication_helpers import (
 )
 
 from replicator.config import load_config
+from replicator.engine.status import read_status
+from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 from replicator.localstack import LocalStack
-from replicator.status import read_status
-from replicator.tail import TailReader
 
 from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
 
@@ -344,7 +344,7 @@ _OUTAGE_WORDS = (
 
 def test_each_outage_is_told_in_a_few_lines(fault_run: FaultRun) -> None:
     """An outage is one line when the cluster becomes unreachable, a reminder every
-    30 s and one line when it is back (replicator.reachability), not a line per failed
+    30 s and one line when it is back (replicator.kafka.reachability), not a line per failed
     connection; librdkafka writes nothing to stderr on its own (`%3|...|FAIL|...`)."""
     raw = [
         line

@@ -9,7 +9,7 @@ import pytest
 from procedure_helpers import commit_offsets, committed_offsets, runner
 from replication_helpers import flow_config, preload, wait_until
 
-from replicator.checkpoints import read_checkpoints
+from replicator.offsets.checkpoints import read_checkpoints
 from replicator.statestore import StateStore
 
 from kafka_helpers import create_topic, unique_topic

@@ -25,8 +25,8 @@ from replication_helpers import (
 )
 
 from replicator.config.model import FlowConfig
-from replicator.diagnose import Diagnosis, Finding, diagnose
-from replicator.status import read_status
+from replicator.engine.status import read_status
+from replicator.operations.diagnose import Diagnosis, Finding, diagnose
 
 from kafka_helpers import create_topic, unique_topic
 

@@ -18,13 +18,13 @@ from replication_helpers import end_offsets, flow_config, wait_until, write_conf
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.engine.status import read_status
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
-from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import live_workers
 from replicator.procedures.drill import SHADOW_METADATA, Drill
 from replicator.statestore import StateStore
-from replicator.status import read_status
 
 from kafka_helpers import Record, create_topic, make_records, unique_topic
 

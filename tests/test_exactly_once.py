@@ -17,9 +17,9 @@ from replication_helpers import (
     wait_until,
 )
 
+from replicator.engine.tail import TailReader
+from replicator.engine.transactions import Outcome, TransactionalWriters
 from replicator.errors import ReplicatorError
-from replicator.tail import TailReader
-from replicator.transactions import Outcome, TransactionalWriters
 
 from kafka_helpers import create_topic, read_partition, unique_topic
 

@@ -13,9 +13,9 @@ from confluent_kafka import Producer
 from procedure_helpers import commit_offsets, committed_offsets, runner
 from replication_helpers import flow_config, preload, source_offsets_on_target, wait_until
 
-from replicator.checkpoints import Checkpointer
 from replicator.config import load_config
 from replicator.localstack import LocalStack
+from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import StateStore
 

@@ -21,13 +21,13 @@ from procedure_helpers import (
 )
 from replication_helpers import flow_config, start_replicator, wait_until, write_config
 
-from replicator.checkpoints import Checkpointer
 from replicator.config import load_config
+from replicator.engine.status import read_status
 from replicator.localstack import LocalStack
+from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.procedures.positions import wait_drained
 from replicator.statestore import StateStore, check_ledgers, read_ledger
-from replicator.status import read_status
 
 from kafka_helpers import create_topic, unique_topic
 

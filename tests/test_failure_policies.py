@@ -17,8 +17,8 @@ from prometheus_client import REGISTRY
 from replication_helpers import end_offsets, flow_config, recreate_topic, running, wait_until
 
 from replicator.config.model import FlowConfig
-from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
-from replicator.status import read_status
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
+from replicator.engine.status import read_status
 
 from kafka_helpers import create_topic, read_partition, unique_topic
 

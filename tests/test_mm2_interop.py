@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from replication_helpers import preload
 
-from replicator.formats import Checkpoint
+from replicator.engine.formats import Checkpoint
 from replicator.localstack import StackError
 from replicator.localstack.mirrormaker import (
     SOURCE_ALIAS,

@@ -14,7 +14,7 @@ import pytest
 from replication_helpers import preloaded_flow, wait_until
 
 from replicator.config import load_config
-from replicator.runner import run_flows
+from replicator.operations.runner import run_flows
 
 from kafka_helpers import free_port_pair
 

@@ -27,20 +27,20 @@ from replication_helpers import (
 from replicator.cli.offset_reset import register, reset_to
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
-from replicator.errors import ReplicatorError
-from replicator.procedures import live_workers
-from replicator.procedures.offset_reset import OffsetReset
-from replicator.resets import (
+from replicator.engine.resets import (
     PendingResets,
     ResetRequest,
     ResetTo,
     read_resets,
     request_reset,
 )
+from replicator.engine.status import read_status
+from replicator.engine.tail import TailPosition
+from replicator.engine.translation import Replica
+from replicator.errors import ReplicatorError
+from replicator.procedures import live_workers
+from replicator.procedures.offset_reset import OffsetReset
 from replicator.statestore import StateStore
-from replicator.status import read_status
-from replicator.tail import TailPosition
-from replicator.translation import Replica
 
 from kafka_helpers import create_topic, unique_topic
 
@@ -77,7 +77,7 @@ def _requests(flow: FlowConfig, topic: str) -> dict[int, ResetRequest]:
 def test_rewind_copies_again_exactly_once_and_is_not_reapplied(
     primary: str, dr: str, exactly_once: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="replicator.resets")
+    caplog.set_level(logging.INFO, logger="replicator.engine.resets")
     topic = unique_topic("reset-rewind")
     create_topic(primary, topic, partitions=3)
     preload(primary, topic, 300, 3)

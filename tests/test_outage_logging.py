@@ -34,10 +34,12 @@ from replication_helpers import (
     write_config,
 )
 
-from replicator import kafka_clients, metrics, reachability
-from replicator.kafka_clients import AdminClient, Consumer, Producer, RepeatFilter
+from replicator import metrics
+from replicator.kafka import clients as kafka_clients
+from replicator.kafka import reachability
+from replicator.kafka.clients import AdminClient, Consumer, Producer, RepeatFilter
+from replicator.kafka.reachability import Clusters, Reachability
 from replicator.localstack import LocalStack
-from replicator.reachability import Clusters, Reachability
 
 from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
 
@@ -82,7 +84,7 @@ def _sample(name: str, cluster: str) -> float | None:
 def test_an_outage_is_one_line_reminders_and_one_line_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="replicator.reachability")
+    caplog.set_level(logging.INFO, logger="replicator.kafka.reachability")
     tracker, probe, clock, spawned = _reachability("unit-outage")
     assert _sample("replicator_cluster_reachable", "unit-outage") == 1
 
@@ -119,7 +121,7 @@ def test_a_cluster_no_client_uses_any_more_is_no_longer_watched(
 ) -> None:
     """A cluster torn down with its clients (a stopped flow) must not be probed and
     reminded of for the rest of the process's life."""
-    caplog.set_level(logging.INFO, logger="replicator.reachability")
+    caplog.set_level(logging.INFO, logger="replicator.kafka.reachability")
     tracker, _, clock, _ = _reachability("unit-gone")
     tracker.trouble("Connect to ipv4#127.0.0.1:1 failed: Connection refused")
     assert tracker.check() is not None and tracker.state == "down"
@@ -139,7 +141,7 @@ def test_a_cluster_no_client_uses_any_more_is_no_longer_watched(
 def test_trouble_the_probe_does_not_confirm_is_one_line_and_no_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="replicator.reachability")
+    caplog.set_level(logging.INFO, logger="replicator.kafka.reachability")
     tracker, probe, clock, spawned = _reachability("unit-blip")
     probe.answer = None  # e.g. one broker of several is down; the cluster serves
     tracker.trouble("127.0.0.1:2/2: Connect to ipv4#127.0.0.1:2 failed: Connection refused")
@@ -234,12 +236,13 @@ def test_errors_other_than_connectivity_reach_the_callers_error_cb(
 
 def test_every_client_the_replicator_builds_routes_its_logs() -> None:
     """No module of the replicator builds confluent-kafka's clients itself (the local
-    stack's tooling aside): each takes them from replicator.kafka_clients."""
+    stack's tooling aside): each takes them from replicator.kafka.clients."""
     clients = {"Consumer", "Producer", "AdminClient"}
-    exempt = {"kafka_clients.py", "reachability.py"}  # the probe sets its own logger
+    # The probe sets its own logger.
+    exempt = {Path("replicator/kafka/clients.py"), Path("replicator/kafka/reachability.py")}
     offenders = []
     for path in sorted((_ROOT / "replicator").rglob("*.py")):
-        if path.name in exempt or "localstack" in path.parts:
+        if path.relative_to(_ROOT) in exempt or "localstack" in path.parts:
             continue
         tree = ast.parse(path.read_text())
         built = {
@@ -250,7 +253,7 @@ def test_every_client_the_replicator_builds_routes_its_logs() -> None:
         routed = {
             alias.asname or alias.name
             for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module == "replicator.kafka_clients"
+            if isinstance(node, ast.ImportFrom) and node.module == "replicator.kafka.clients"
             for alias in node.names
         }
         offenders += [f"{path.relative_to(_ROOT)}: {name}" for name in sorted(built - routed)]

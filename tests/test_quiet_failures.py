@@ -26,13 +26,13 @@ from replicator.cli import main
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.config.redact import REDACTED, redact_url
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.resets import RESETS_TOPIC, request_reset
+from replicator.engine.status import STATUS_TOPIC, read_status
 from replicator.errors import ReplicatorError
-from replicator.internal_topics import ensure_compacted_topic
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.procedures.flows import stop_flow
-from replicator.resets import RESETS_TOPIC, request_reset
 from replicator.statestore import StateStore, StateStoreError
-from replicator.status import STATUS_TOPIC, read_status
 
 from kafka_helpers import create_topic, free_port_pair, make_records, produce_records, unique_topic
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from replication_helpers import end_offsets, flow_config, running, wait_until
 
-from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
 
 from kafka_helpers import Record, create_topic, produce_records, read_partition, unique_topic
 

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 from replication_helpers import end_offsets, flow_config, running, wait_until
 
-from replicator.task import ReplicationTask
+from replicator.engine.task import ReplicationTask
 
 from kafka_helpers import create_topic, make_records, produce_records, read_partition, unique_topic
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from replication_helpers import wait_until
 
-from replicator import runner
+from replicator.operations import runner
 
 
 class _FakeWorker(runner._Worker):

@@ -25,12 +25,12 @@ from procedure_helpers import cluster_config, commit_offsets, runner
 from replication_helpers import end_offsets, preload, wait_until, write_config
 
 from replicator.config import load_config
-from replicator.dr_status import dr_status, flow_status
-from replicator.internal_topics import ensure_compacted_topic
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.status import STATUS_TOPIC, StatusWriter, WorkerStatus
+from replicator.operations.dr_status import dr_status, flow_status
 from replicator.procedures import live_workers
 from replicator.procedures.drill import Drill
 from replicator.statestore import StateStore
-from replicator.status import STATUS_TOPIC, StatusWriter, WorkerStatus
 
 from kafka_helpers import create_topic, free_port_pair, unique_topic
 

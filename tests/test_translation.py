@@ -19,21 +19,21 @@ from replication_helpers import (
     write_config,
 )
 
-from replicator.checkpoints import (
+from replicator.cli import main
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.engine.formats import Checkpoint
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.translation import Replica, TargetIndex
+from replicator.localstack.mirrormaker import mirror_maker_translation, translate_offsets
+from replicator.offsets.checkpoints import (
     Checkpointer,
     GroupPosition,
     ReverseCheckpointer,
     moves_forward,
     read_checkpoints,
 )
-from replicator.cli import main
-from replicator.config.model import ClusterConfig, FlowConfig
-from replicator.formats import Checkpoint
-from replicator.groups import GroupAdmin
-from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
-from replicator.internal_topics import ensure_compacted_topic
-from replicator.localstack.mirrormaker import mirror_maker_translation, translate_offsets
-from replicator.translation import Replica, TargetIndex
+from replicator.offsets.groups import GroupAdmin
 
 from kafka_helpers import create_topic, unique_topic
 

@@ -13,9 +13,9 @@ from procedure_helpers import cluster_config
 from replication_helpers import flow_config, preload, running, wait_until, write_config
 
 from replicator.cli import main
-from replicator.formats import Checkpoint
-from replicator.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
-from replicator.internal_topics import ensure_compacted_topic
+from replicator.engine.formats import Checkpoint
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
 from replicator.verification.run import Verification, verify

@@ -23,12 +23,12 @@ from confluent_kafka import Producer
 from procedure_helpers import cluster_config, demo_apps, wait_processed
 from replication_helpers import start_replicator, wait_until, write_config
 
-from replicator.checkpoints import read_checkpoints
 from replicator.cli import main
 from replicator.config import load_config
+from replicator.engine.translation import TargetIndex
+from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.translation import TargetIndex
 
 from kafka_helpers import create_topic, unique_topic
 

@@ -23,17 +23,17 @@ from airflow.sdk import BaseBranchOperator, BaseOperator, Context, TriggerRule
 from airflow.sdk.exceptions import AirflowSkipException
 
 from replicator.errors import ReplicatorError
-from replicator.procedures.abort import abort
-from replicator.procedures.orchestration import (
+from replicator.procedures import (
     Kind,
+    ProcedureReport,
     ProcedureRequest,
+    abort,
     plan,
     reject,
     report,
     run_all,
     run_steps,
 )
-from replicator.procedures.steps import ProcedureReport
 from replicator.statestore import StateStore
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 

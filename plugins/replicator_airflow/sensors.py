@@ -3,7 +3,7 @@
 Before work that needs the DR copy current (maintenance of the primary, a
 drill, an export from the DR side), a DAG waits on this sensor. Every
 partition of the flow (or of `topics`) must be at most `max_lag` records
-behind its source, measured from the data (`replicator.lag`). In poke mode it
+behind its source, measured from the data (`replicator.operations.lag`). In poke mode it
 checks once per `poke_interval`; with `deferrable=True` it hands the waiting
 to `ReplicationLagTrigger` in the triggerer and frees its worker slot.
 """

@@ -1,7 +1,7 @@
 """The DR status page: a read-only FastAPI app that Airflow mounts at `/dr-status`.
 
 One server-rendered page (no JS framework: a few lines of script re-fetch it
-every few seconds) shows what `replicator.dr_status` gathers: clusters, flows
+every few seconds) shows what `replicator.operations.dr_status` gathers: clusters, flows
 with per-partition lag and checkpoint age, the active cluster of each client
 application, the last verification with its Data Docs, and the history of
 failovers, failbacks and drills with RPO, RTO, the procedure's duration and the
@@ -32,8 +32,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from replicator.config import load_config
-from replicator.dr_status import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.errors import ReplicatorError
+from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.statestore import NotFoundError, RunRecord, StateStore
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 

@@ -12,13 +12,17 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from replicator.config import load_config
-from replicator.config.model import ReplicatorConfig
-from replicator.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
-from replicator.launchers import LocalProcessLauncher
+from replicator.config import ReplicatorConfig, load_config
+from replicator.operations import (
+    DEFAULT_LAG_THRESHOLD,
+    Bounds,
+    Concern,
+    LocalProcessLauncher,
+    diagnose,
+    supervise,
+    sync_round,
+)
 from replicator.statestore import StateStore
-from replicator.supervision import Bounds, supervise
-from replicator.sync_round import Concern, sync_round
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
 
@@ -42,7 +46,7 @@ class _ReplicatorOperator(BaseOperator):
 
 class SupervisorOperator(_ReplicatorOperator):
     """Restarts dead local workers (param `restart`) and fails, listing every
-    problem, when a bound in the params is exceeded (`replicator.supervision`).
+    problem, when a bound in the params is exceeded (`replicator.operations.supervision`).
     Workers are those of the `LocalProcessLauncher` in `$REPLICATOR_RUN_DIR`
     (default `.data/replicators`, where `make run` starts them)."""
 

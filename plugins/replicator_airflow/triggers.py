@@ -2,7 +2,7 @@
 
 A deferred `ReplicationLagSensor` holds no worker slot while replication catches
 up (that can take hours after an outage). The trigger measures the lag with the
-same function as the sensor's poke (`replicator.lag.measure_lag`), in a thread
+same function as the sensor's poke (`replicator.operations.lag.measure_lag`), in a thread
 (`asyncio.to_thread`: the Kafka clients block), so the triggerer's event loop
 keeps serving every other trigger. It fires once: caught up, timed out (with
 the partitions still behind), or an error (with its message).
@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.lag import LagReport, measure_lag
+from replicator.operations import LagReport, measure_lag
 
 
 def lag_of(config: str, flow: str, topics: list[str] | None) -> LagReport:

@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from replicator.config import load_config
 from replicator.statestore import StateStore
-from replicator.verification.run import (
+from replicator.verification import (
     VerificationRun,
     finish,
     run_suites,

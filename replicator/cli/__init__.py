@@ -1,4 +1,8 @@
-"""The `replicator` command: one sub-command group per module in this package."""
+"""The `replicator` command: one sub-command group per module in this package.
+
+The top layer: it may import every package of `replicator`, and nothing but
+`python -m replicator` (`__main__`) imports it.
+"""
 
 from __future__ import annotations
 

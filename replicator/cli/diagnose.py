@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
+from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
 
 _EXIT_STATUS = (
     "exit status: 0 when the verdict is 'replicated'; 1 when it is 'not replicated', "

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig
-from replicator.kafka_clients import AdminClient
+from replicator.kafka.clients import AdminClient
 
 #: How long a cluster may take to answer the probe: a reachable broker answers a
 #: metadata request in milliseconds; the command already waited its own timeout.

@@ -7,10 +7,10 @@ import json
 import sys
 from dataclasses import asdict
 
-from replicator.checkpoints import Checkpointer, CheckpointReport, ReverseCheckpointer
 from replicator.cli.replication import add_config
 from replicator.config import load_config
-from replicator.runner import select_flows
+from replicator.offsets.checkpoints import Checkpointer, CheckpointReport, ReverseCheckpointer
+from replicator.operations.runner import select_flows
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

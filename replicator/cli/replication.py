@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from replicator.config import load_config
-from replicator.policies import load_policy
-from replicator.runner import run_flows, select_flows
+from replicator.engine.policies import load_policy
+from replicator.engine.status import NoStatus, read_status
+from replicator.engine.topic_sync import TopicSync
+from replicator.operations.runner import run_flows, select_flows
 from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.status import NoStatus, read_status
-from replicator.topic_sync import TopicSync
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from replicator.cli.replication import add_config
 from replicator.config import load_config
-from replicator.runner import select_flows
+from replicator.operations.runner import select_flows
 from replicator.statestore import STATE_URL_ENV, StateStore
 from replicator.verification.run import DEFAULT_RESULTS, verify
 

@@ -2,7 +2,7 @@
 
 Everything else in the engine imports from here: `load_config` to read a file,
 the dataclasses it returns, and `redact` to show a configuration without its
-secrets.
+secrets. It imports only `replicator.errors`, so every package may import it.
 """
 
 from replicator.config.loader import load_config

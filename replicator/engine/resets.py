@@ -4,7 +4,7 @@ MirrorMaker 2 keeps its source position in Connect's offsets topic, and moving
 it means writing records (or tombstones) there by hand, with the connector
 stopped. The replicator has no stored position: a task resumes each partition
 after the last record on the target that carries its source-offset header (the
-target tail, `replicator.tail`). A reset is therefore a durable *request* the
+target tail, `replicator.engine.tail`). A reset is therefore a durable *request* the
 task honours when the partition is assigned to it:
 
 - `request_reset` (with the flow's workers stopped: a running task holds its
@@ -49,7 +49,7 @@ What a reset does to the target, which is what the operator asked for:
 Counts are offset differences: transaction markers or compacted-away offsets
 in the range make the real number of records smaller.
 
-Translation caveats (`replicator.translation`, unchanged): `TargetIndex.find`
+Translation caveats (`replicator.engine.translation`, unchanged): `TargetIndex.find`
 bisects on the assumption that source offsets grow with target offsets.
 
 - After a rewind to N of a partition replicated up to M, a committed source
@@ -81,14 +81,15 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
+from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.engine.policies import load_policy
+from replicator.engine.status import live_workers
+from replicator.engine.tail import TailPosition
+from replicator.engine.topic_sync import TopicSync
+from replicator.engine.translation import Replica, TargetIndex
 from replicator.errors import ReplicatorError
-from replicator.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.kafka_clients import Consumer, Producer
-from replicator.policies import load_policy
-from replicator.tail import TailPosition
-from replicator.topic_sync import TopicSync
-from replicator.translation import Replica, TargetIndex
-from replicator.watermarks import watermarks
+from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -317,10 +318,6 @@ def request_reset(
     docstring). The flow's workers must be stopped (`replicator offsets reset`
     stops and restarts the flow through the state store). Returns the requests
     written; ReplicatorError on bad input, running workers, or a write failure."""
-    # Imported here: replicator.procedures imports the runner, which imports the
-    # task, which imports this module.
-    from replicator.procedures.flows import live_workers  # noqa: PLC0415
-
     running = live_workers(flow)
     if running:
         names = ", ".join(f"{w['worker']} (pid {w['pid']} on {w['host']})" for w in running)

@@ -15,9 +15,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from replicator.config.model import ClusterConfig
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.engine.internal_topics import MissingTopic, read_compacted
 from replicator.errors import ReplicatorError
-from replicator.internal_topics import MissingTopic, read_compacted
 
 STATUS_TOPIC = "replicator-status.internal"
 
@@ -104,3 +104,31 @@ def read_status(
             "run for the flow there; start one with `replicator run`"
         )
     return rows
+
+
+#: Workers publish their status every 10 s; one silent for longer than this is gone.
+STALE_AFTER_S = 30.0
+
+
+def live_workers(flow: FlowConfig) -> list[dict[str, Any]]:
+    """Status records of the flow's workers that report "running" and are alive
+    (published recently; a worker killed with `kill -9` leaves a stale record).
+
+    Another deployment may run a flow of the same name into the same target
+    with other topics (another team, a test): a worker whose topics none match
+    this flow's filter is not one of ours."""
+    fresh_after_ms = (time.time() - STALE_AFTER_S) * 1000
+    return [
+        row
+        for row in read_status(flow.target, flow.name)
+        if "worker" in row
+        and row["state"] == "running"
+        and row["updated_ms"] >= fresh_after_ms
+        and replicates_our_topics(flow, row.get("topics"))
+    ]
+
+
+def replicates_our_topics(flow: FlowConfig, topics: list[str] | None) -> bool:
+    """Whether a worker replicating `topics` is one of `flow`'s (see `live_workers`)."""
+    # A worker that has not listed its topics yet may be ours.
+    return not topics or any(flow.topics.matches(topic) for topic in topics)

@@ -21,9 +21,8 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 from replicator import metrics
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
-from replicator.errors import ConfigError, ReplicatorError
-from replicator.formats import Heartbeat, OffsetSync
-from replicator.headers import (
+from replicator.engine.formats import Heartbeat, OffsetSync
+from replicator.engine.headers import (
     OFFSET_HEADER,
     ORIGIN_HEADER,
     OURS,
@@ -31,20 +30,21 @@ from replicator.headers import (
     Headers,
     encode_offset,
 )
-from replicator.internal_topics import ensure_compacted_topic
-from replicator.kafka_clients import Consumer, Producer
-from replicator.policies import ReplicationPolicy, load_policy
-from replicator.resets import PendingResets
-from replicator.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
-from replicator.tail import TailReader
-from replicator.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
-from replicator.transactions import (
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.policies import ReplicationPolicy, load_policy
+from replicator.engine.resets import PendingResets
+from replicator.engine.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
+from replicator.engine.tail import TailReader
+from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, TopicSync
+from replicator.engine.transactions import (
     Outcome,
     Settled,
     TransactionalWriters,
     TransactionsRefused,
 )
-from replicator.watermarks import watermarks
+from replicator.errors import ConfigError, ReplicatorError
+from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
 

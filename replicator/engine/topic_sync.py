@@ -24,9 +24,9 @@ from confluent_kafka.admin import (
 )
 
 from replicator.config.model import FlowConfig
+from replicator.engine.policies import ReplicationPolicy
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.kafka_clients import AdminClient
-from replicator.policies import ReplicationPolicy
+from replicator.kafka.clients import AdminClient
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from enum import Enum
 from confluent_kafka import KafkaError, KafkaException
 
 from replicator.errors import ReplicatorError
-from replicator.kafka_clients import Producer
+from replicator.kafka.clients import Producer
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from replicator.config.model import ClusterConfig
+from replicator.engine.headers import replica_source_offset
 from replicator.errors import ReplicatorError
-from replicator.headers import replica_source_offset
-from replicator.range_reads import range_reader
-from replicator.watermarks import watermarks
+from replicator.kafka.range_reads import range_reader
+from replicator.kafka.watermarks import watermarks
 
 _READ_TIMEOUT_S = 30.0
 #: Bisection probes read one record each: keep fetches small.

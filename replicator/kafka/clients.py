@@ -11,7 +11,7 @@ of the replicator is built from this module instead of `confluent_kafka`, and ge
   the cluster, each distinct line at most once per `REPEAT_WINDOW_S` (the next
   one says how many were held back). Connection failures (facility `FAIL`) are
   not logged at all but reported to the cluster's `Reachability`, which tells the
-  operator about outages in a few lines (see `replicator.reachability`).
+  operator about outages in a few lines (see `replicator.kafka.reachability`).
 - `error_cb`: connection errors (`_TRANSPORT`, `_ALL_BROKERS_DOWN`, `_RESOLVE`,
   `_TIMED_OUT`) go to the `Reachability` likewise. Any other error goes to the
   caller's own `error_cb` when it gave one (which then reports it), else it is
@@ -35,8 +35,8 @@ import confluent_kafka
 from confluent_kafka import KafkaError
 from confluent_kafka import admin as confluent_admin
 
-from replicator import reachability
-from replicator.reachability import Reachability
+from replicator.kafka import reachability
+from replicator.kafka.reachability import Reachability
 
 log = logging.getLogger("replicator.librdkafka")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from replicator.kafka_clients import Consumer
+from replicator.kafka.clients import Consumer
 
 #: Public so that bench/translation_latency.py can compare it with the default.
 FETCH_WAIT_MS = 10

@@ -10,7 +10,7 @@ and one line when it is back with the outage's length; and the same as metrics:
 How a change is detected
 ------------------------
 *Unreachable*: a client reports a connection problem (`Reachability.trouble`, fed
-by `replicator.kafka_clients` from librdkafka's error callback and logs). That
+by `replicator.kafka.clients` from librdkafka's error callback and logs). That
 alone proves nothing: a connection may drop and be made again at once, and one
 broker of three may be down while the cluster serves. So the first trouble starts
 a probe: a metadata request from an admin client of its own, given

@@ -29,7 +29,7 @@ from typing import IO
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from replicator.formats import Checkpoint
+from replicator.engine.formats import Checkpoint
 from replicator.localstack.errors import StackError
 from replicator.localstack.jvm import artifact_classpath, find_java
 

@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.launchers import (
+from replicator.localstack.airflow import AirflowStandalone
+from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
+from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
+from replicator.localstack.stack import LocalStack
+from replicator.operations.launchers import (
     DEFAULT_RUN_DIR,
     RUN_DIR_ENV,
     LaunchResult,
     LocalProcessLauncher,
 )
-from replicator.localstack.airflow import AirflowStandalone
-from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
-from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
-from replicator.localstack.stack import LocalStack
 from replicator.statestore import STATE_URL_ENV, LedgerCheck, StateStore
 
 log = logging.getLogger(__name__)

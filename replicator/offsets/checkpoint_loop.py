@@ -21,9 +21,9 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 
 from replicator import metrics
-from replicator.checkpoints import Checkpointer
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
+from replicator.offsets.checkpoints import Checkpointer
 
 log = logging.getLogger(__name__)
 

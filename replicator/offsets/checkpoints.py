@@ -3,7 +3,7 @@
 Written to `<source>.checkpoints.internal` on the target in MirrorMaker 2's
 format, so `RemoteClusterUtils.translateOffsets` and MM2-based tooling read them
 unchanged; unlike MM2's, each one points at exactly the next record the group
-has not processed (see `replicator.translation`).
+has not processed (see `replicator.engine.translation`).
 
 MM2's rule holds: a checkpoint never moves backwards unless the group itself
 rewound on the source. A position whose earlier records are not all replicated
@@ -23,14 +23,14 @@ from typing import Self
 from confluent_kafka import TopicPartition
 
 from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.engine.formats import Checkpoint
+from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.engine.policies import ReplicationPolicy, load_policy
+from replicator.engine.topic_sync import TopicSync
+from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
-from replicator.formats import Checkpoint
-from replicator.groups import Committed, GroupAdmin
-from replicator.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.kafka_clients import Producer
-from replicator.policies import ReplicationPolicy, load_policy
-from replicator.topic_sync import TopicSync
-from replicator.translation import PartitionReader, TargetIndex, Translation, translate
+from replicator.kafka.clients import Producer
+from replicator.offsets.groups import Committed, GroupAdmin
 
 _FLUSH_TIMEOUT_S = 30.0
 

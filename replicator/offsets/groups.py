@@ -13,7 +13,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
-from replicator.kafka_clients import AdminClient
+from replicator.kafka.clients import AdminClient
 
 _TIMEOUT_S = 30.0
 #: States in which a group has no members, so its offsets may be written from outside.

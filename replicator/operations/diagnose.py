@@ -23,13 +23,13 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, TopicDescription
 
 from replicator.config.model import FlowConfig
+from replicator.engine.policies import ReplicationPolicy, load_policy
+from replicator.engine.status import STATUS_TOPIC, read_status
+from replicator.engine.tail import TailReader
+from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, MAX_MESSAGE_BYTES, TopicSync
 from replicator.errors import ReplicatorError
-from replicator.kafka_clients import Consumer
-from replicator.policies import ReplicationPolicy, load_policy
-from replicator.status import STATUS_TOPIC, read_status
-from replicator.tail import TailReader
-from replicator.topic_sync import HEADER_HEADROOM_BYTES, MAX_MESSAGE_BYTES, TopicSync
-from replicator.watermarks import watermarks
+from replicator.kafka.clients import Consumer
+from replicator.kafka.watermarks import watermarks
 
 Status = Literal["ok", "warning", "problem"]
 Verdict = Literal["replicated", "not replicated", "partially replicated", "unknown"]

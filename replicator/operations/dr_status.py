@@ -30,16 +30,15 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from replicator.checkpoints import policy_of
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
+from replicator.engine.formats import Checkpoint
+from replicator.engine.status import STALE_AFTER_S, live_workers, read_status, replicates_our_topics
+from replicator.engine.translation import PartitionReader
 from replicator.errors import ReplicatorError
-from replicator.formats import Checkpoint
-from replicator.kafka_clients import AdminClient
-from replicator.procedures.flows import STALE_AFTER_S, live_workers, replicates_our_topics
-from replicator.runner import RUNNING, STOPPED
+from replicator.kafka.clients import AdminClient
+from replicator.offsets.checkpoints import policy_of
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
-from replicator.status import read_status
-from replicator.translation import PartitionReader
+from replicator.statestore.flow_states import RUNNING, STOPPED
 
 #: How long a cluster may take to answer a metadata request before it is shown as
 #: unreachable: long enough for a loaded broker, short enough for a page load.

@@ -3,7 +3,7 @@
 Something has to bring a worker back after the OOM killer or a `kill -9`: on a
 Docker host that is the container runtime, on Kubernetes a Deployment, on one
 machine nothing at all. `Launcher` is that something seen from the supervisor
-(`replicator.supervision`) and from `replicator stack run`: the workers it
+(`replicator.operations.supervision`) and from `replicator stack run`: the workers it
 manages, which are alive, start one, stop one. `LocalProcessLauncher`, the
 embedded default, runs each worker as a detached local process and remembers
 it in a small JSON file, so a supervisor in another process (an Airflow task

@@ -13,7 +13,7 @@ row at all) they start again and resume from that tail. The store is polled
 about once a second by the supervising loop, never on the hot path.
 
 Checkpoints of the running flows are emitted on their schedule meanwhile
-(`replicator.checkpoint_loop`).
+(`replicator.offsets.checkpoint_loop`).
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ from types import FrameType
 
 from replicator import metrics
 from replicator.backoff import Backoff
-from replicator.checkpoint_loop import CheckpointLoop
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.task import ReplicationTask
 from replicator.errors import ReplicatorError
+from replicator.offsets.checkpoint_loop import CheckpointLoop
 from replicator.statestore import StateStore, StateStoreError
-from replicator.task import ReplicationTask
+from replicator.statestore.flow_states import RUNNING, STOPPED
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,6 @@ _RESTART_FIRST_S = 5.0
 _RESTART_MAX_S = 300.0
 #: A worker that ran this long since its start counts as healthy again.
 _HEALTHY_AFTER_S = 60.0
-#: The one desired state that stops a flow; anything else (or no row) runs it.
-STOPPED = "stopped"
-RUNNING = "running"
 
 
 def select_flows(config: ReplicatorConfig, names: list[str] | None) -> list[FlowConfig]:

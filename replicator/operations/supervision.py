@@ -8,7 +8,7 @@ naming the flow, the topic and partition, and the fix:
 
 - a flow with no live worker;
 - a partition stopped by a failure policy (the worker's own error says why);
-- lag beyond a bound, in records, measured from the data (`replicator.lag`);
+- lag beyond a bound, in records, measured from the data (`replicator.operations.lag`);
 - records deleted by retention before they were replicated (a retention gap);
 - stalled checkpoints: consumer groups moved on over replicated records, but
   the newest checkpoint is older than a bound, so an unplanned failover would
@@ -42,21 +42,20 @@ from typing import Any, Literal
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from replicator.checkpoints import policy_of, read_checkpoints
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
-from replicator.diagnose import DEFAULT_LAG_THRESHOLD
-from replicator.dr_status import checkpoint_info
+from replicator.engine.status import STALE_AFTER_S, live_workers, read_status
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
-from replicator.kafka_clients import AdminClient
-from replicator.lag import LagReport, measure_lag
-from replicator.launchers import Launcher, LaunchResult, Worker
-from replicator.procedures.flows import STALE_AFTER_S, live_workers
+from replicator.kafka.clients import AdminClient
+from replicator.offsets.checkpoints import policy_of, read_checkpoints
+from replicator.offsets.groups import GroupAdmin
+from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD
+from replicator.operations.dr_status import checkpoint_info
+from replicator.operations.lag import LagReport, measure_lag
+from replicator.operations.launchers import Launcher, LaunchResult, Worker
 from replicator.procedures.steps import SWITCH_STEP, history_run
-from replicator.runner import STOPPED
 from replicator.statestore import FlowState, StateStore
-from replicator.status import read_status
+from replicator.statestore.flow_states import STOPPED
 
 _TIMEOUT_S = 30.0
 

@@ -1,7 +1,7 @@
 """One round of the periodic sync work of each flow, for a scheduler to run.
 
 `replicator run` does this work in its own loops (checkpoints and group-offset
-sync in `replicator.checkpoint_loop`, topics and configs in the task). The
+sync in `replicator.offsets.checkpoint_loop`, topics and configs in the task). The
 `replication_sync` DAG runs the same rounds from Airflow, so they go on,
 visibly and with a history, also while workers restart, and an operator can
 run one on demand (before a drill, after changing a topic's configs):
@@ -24,12 +24,13 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException
 
-from replicator.checkpoints import Checkpointer, policy_of
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
-from replicator.runner import STOPPED, select_flows
+from replicator.offsets.checkpoints import Checkpointer, policy_of
+from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore
-from replicator.topic_sync import TopicSync
+from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,30 @@
 """DR procedures as resumable steps: failover (planned and unplanned), failback, the DR drill,
-offset reset, and the flow control they use. Each step is idempotent and reports what it did; see
-`replicator.procedures.steps`."""
+offset reset, aborting a run, the flow control they use, and `orchestration`, the functions
+behind each procedure DAG task. Each step is idempotent and reports what it did; see
+`replicator.procedures.steps`. It may import `offsets`, `engine` and everything below them,
+and the other packages of its layer (`operations`, `verification`, `localstack`) as long
+as no import circle forms; only `cli` and the Airflow plugins and DAGs import it, through
+the names below."""
 
+from replicator.engine.status import live_workers
+from replicator.procedures.abort import AbortReport, abort
 from replicator.procedures.drill import Drill, DrillPosition, PartitionCheck
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
-from replicator.procedures.flows import live_workers, start_flow, stop_flow
+from replicator.procedures.flows import start_flow, stop_flow
 from replicator.procedures.full_drill import FullDrill
 from replicator.procedures.group_moves import GroupMove
 from replicator.procedures.offset_reset import OffsetReset
+from replicator.procedures.orchestration import (
+    Kind,
+    ProcedureRequest,
+    dag_tasks,
+    plan,
+    reject,
+    report,
+    run_all,
+    run_steps,
+)
 from replicator.procedures.steps import (
     Procedure,
     ProcedureReport,
@@ -18,20 +34,30 @@ from replicator.procedures.steps import (
 )
 
 __all__ = [
+    "AbortReport",
     "Drill",
     "DrillPosition",
     "Failback",
     "Failover",
     "FullDrill",
     "GroupMove",
+    "Kind",
     "OffsetReset",
     "PartitionCheck",
     "Procedure",
     "ProcedureReport",
+    "ProcedureRequest",
     "Step",
     "StepFailed",
     "StepOutcome",
+    "abort",
+    "dag_tasks",
     "live_workers",
+    "plan",
+    "reject",
+    "report",
+    "run_all",
+    "run_steps",
     "start_flow",
     "stop_flow",
 ]

@@ -43,8 +43,8 @@ from replicator.procedures.steps import (
     saved_steps,
     seconds_between,
 )
-from replicator.runner import STOPPED
 from replicator.statestore import RunRecord, StateStore
+from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
 

@@ -37,18 +37,18 @@ from typing import Any, Literal
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message, TopicPartition
 
-from replicator.checkpoints import Checkpointer, policy_of
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.headers import OURS, SOURCE_HEADER, replica_source_offset
+from replicator.engine.status import live_workers
+from replicator.engine.topic_sync import TopicSync
+from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
-from replicator.headers import OURS, SOURCE_HEADER, replica_source_offset
-from replicator.kafka_clients import AdminClient
-from replicator.procedures.flows import live_workers
+from replicator.kafka.clients import AdminClient
+from replicator.offsets.checkpoints import Checkpointer, policy_of
+from replicator.offsets.groups import GroupAdmin
 from replicator.procedures.positions import progress
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.statestore import StateStore
-from replicator.topic_sync import TopicSync
-from replicator.translation import PartitionReader, TargetIndex, Translation, translate
 
 Status = Literal["match", "at_end", "mismatch", "not_replicated"]
 #: Statuses that fail the drill: a consumer moved to the target would read the wrong
@@ -64,7 +64,7 @@ _ADMIN_TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class DrillPosition:
     """One group's committed source position on one partition, and where it is on
-    the target (see `replicator.translation.Translation` for the fields)."""
+    the target (see `replicator.engine.translation.Translation` for the fields)."""
 
     group: str
     shadow_group: str

@@ -27,10 +27,11 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from replicator.checkpoints import Checkpointer, ReverseCheckpointer, policy_of
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.translation import TargetIndex
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.groups import GroupAdmin
+from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer, policy_of
+from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
@@ -50,9 +51,8 @@ from replicator.procedures.positions import (
     wait_replicated,
 )
 from replicator.procedures.steps import Procedure, Step, StepReport
-from replicator.runner import RUNNING
 from replicator.statestore import StateStore
-from replicator.translation import TargetIndex
+from replicator.statestore.flow_states import RUNNING
 
 Reconcile = Literal["replicate", "report"]
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from replicator.checkpoints import Checkpointer, policy_of, read_checkpoints
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.status import live_workers, read_status
+from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
+from replicator.offsets.checkpoints import Checkpointer, policy_of, read_checkpoints
+from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import applications
-from replicator.procedures.flows import live_workers, preview_stop_flow, start_flow, stop_flow
+from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
     Position,
@@ -41,10 +43,8 @@ from replicator.procedures.positions import (
     worst,
 )
 from replicator.procedures.steps import Procedure, Step, StepReport
-from replicator.runner import RUNNING
 from replicator.statestore import StateStore
-from replicator.status import read_status
-from replicator.translation import TargetIndex
+from replicator.statestore.flow_states import RUNNING
 
 Mode = Literal["planned", "unplanned"]
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from replicator.checkpoints import policy_of
 from replicator.config.model import FlowConfig
+from replicator.engine.status import read_status
+from replicator.engine.topic_sync import TopicSync
+from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
-from replicator.groups import GroupAdmin
-from replicator.range_reads import range_reader
-from replicator.status import read_status
-from replicator.topic_sync import TopicSync
-from replicator.translation import TargetIndex
+from replicator.kafka.range_reads import range_reader
+from replicator.offsets.checkpoints import policy_of
+from replicator.offsets.groups import GroupAdmin
 
 _READ_TIMEOUT_S = 30.0
 _POLL_S = 0.5

@@ -4,7 +4,9 @@ connect.
 
 `StateStore` is the store, `where` the call client applications make, `create_app`
 the read-only HTTP view, `check_ledgers` the no-loss/no-duplicate proof of the
-demo applications.
+demo applications, `flow_states` the desired states of a flow that the runner and
+the procedures share. Every package may import it; it imports only `config`,
+`kafka` and the foundation modules, never the engine or anything above it.
 """
 
 from replicator.statestore.discovery import Route, UnknownClusterError, where

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from replicator.checkpoints import policy_of
 from replicator.config.model import ClusterConfig, FlowConfig
-from replicator.groups import GroupAdmin
-from replicator.topic_sync import TopicSync
-from replicator.translation import PartitionReader, TargetIndex
+from replicator.engine.topic_sync import TopicSync
+from replicator.engine.translation import PartitionReader, TargetIndex
+from replicator.offsets.checkpoints import policy_of
+from replicator.offsets.groups import GroupAdmin
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,16 @@
+"""The replication engine: what a running replication task does and what only it
+needs. The consume-map-produce loop (`task`) with its exactly-once
+`transactions`, the record `headers` and internal-topic `formats` it writes,
+replication `policies` (remote topic names), `topic_sync` (remote topics and
+configs), the resume point read from the target's `tail`, the compacted
+`internal_topics` and the worker `status` kept in them (with `live_workers`, the
+one reading of it everybody shares), offset `resets` (the request and the
+task's decision to honour it; split between engine and operations in phase B of
+issue 13), and `translation`'s index of the target by source offset, which
+resets read the target with. It may import `replicator.kafka`, `replicator.config`,
+`replicator.statestore` and the foundation modules (`errors`, `backoff`,
+`metrics`), never `offsets`, `operations`, `procedures`, `verification`,
+`localstack`, `cli`, Airflow, Spark or Great Expectations (`tests/test_layering.py`).
+Import the modules themselves; this package re-exports nothing, so a worker
+process imports only what the data path needs.
+"""

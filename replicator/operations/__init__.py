@@ -1,0 +1,35 @@
+"""Running and watching the replicator: the `runner` that keeps a configuration's flows
+running (replication tasks and the checkpoint loop in supervised, restarted
+worker processes; it sits here, not in `engine`, because it starts the offsets
+layer's checkpoint loop too), `launchers` that start workers, `supervision`
+(the supervisor DAG's checks), `lag` measured from the data, `diagnose`, the
+periodic `sync_round` and the DR status page's snapshot (`dr_status`). It may
+import `offsets`, `engine` and everything below them, and the other packages of
+its layer (`procedures`, `verification`, `localstack`) as long as no import
+circle forms; only `cli` (and the Airflow plugins) import it. The names below
+are what `dags/` and `plugins/` use: they import them from here, not from the
+modules.
+"""
+
+from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
+from replicator.operations.dr_status import DrStatus, FlowStatus, RunSummary, dr_status
+from replicator.operations.lag import LagReport, measure_lag
+from replicator.operations.launchers import LocalProcessLauncher
+from replicator.operations.supervision import Bounds, supervise
+from replicator.operations.sync_round import Concern, sync_round
+
+__all__ = [
+    "DEFAULT_LAG_THRESHOLD",
+    "Bounds",
+    "Concern",
+    "DrStatus",
+    "FlowStatus",
+    "LagReport",
+    "LocalProcessLauncher",
+    "RunSummary",
+    "diagnose",
+    "dr_status",
+    "measure_lag",
+    "supervise",
+    "sync_round",
+]
