@@ -92,15 +92,26 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
         for child in ast.iter_child_nodes(node):
             visit(child, typing_only or _is_type_checking_body(node, child))
 
-    visit(ast.parse(path.read_text(), str(path)), typing_only=False)
+    visit(_tree(path), typing_only=False)
     return sorted(set(found))
 
 
+_TREES: dict[Path, ast.Module] = {}
+
+
+def _tree(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once per session (the checks share them)."""
+    if path not in _TREES:
+        _TREES[path] = ast.parse(path.read_text(), str(path))
+    return _TREES[path]
+
+
 def _is_type_checking_body(node: ast.AST, child: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.If)
-        and child in node.body
-        and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    if not isinstance(node, ast.If) or not any(child is line for line in node.body):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
 
 
