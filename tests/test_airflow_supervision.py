@@ -227,7 +227,7 @@ def test_a_flow_that_just_started_is_not_paged_until_its_bounds_have_passed(
     with running(flow):  # the task alone: it writes no checkpoint
         wait_until(lambda: live_workers(flow) and _caught_up(flow), 90, "the flow replicating")
         [worker] = live_workers(flow)
-        assert worker["started_ms"] <= worker["updated_ms"]
+        assert worker.started_ms is not None and worker.started_ms <= worker.updated_ms
         run = dagbag().get_dag("replicator_supervisor").test(run_conf={"restart": False})
         assert run.state == "success"
         assert supervise(load_config(config), store, None, Bounds()).problems == []

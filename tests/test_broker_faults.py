@@ -39,7 +39,7 @@ from replication_helpers import (
 )
 
 from replicator.config import load_config
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, StatusRecord, WorkerStatus, read_status
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 from replicator.localstack import LocalStack
@@ -98,7 +98,7 @@ class FaultRun:
     acknowledged: dict[int, list[int]]
     outages: list[Outage]
     alive_after: bool
-    statuses: list[dict[str, object]] = field(default_factory=list)
+    statuses: list[StatusRecord] = field(default_factory=list)
     exit_code: int | None = None
 
 
@@ -306,12 +306,12 @@ def fault_run(
 def test_the_run_rides_out_both_outages(fault_run: FaultRun) -> None:
     assert fault_run.alive_after, f"`replicator run` exited:\n{_log_tail(fault_run.log)}"
     stopped = [
-        f"{s['topic']}[{s['partition']}]: {s.get('error')}"
+        f"{s.where}: {s.error}"
         for s in fault_run.statuses
-        if "partition" in s and s["state"] == "stopped"
+        if isinstance(s, PartitionStatus) and s.state == "stopped"
     ]
     assert not stopped, stopped
-    failed = [s for s in fault_run.statuses if "worker" in s and s["state"] == "failed"]
+    failed = [s for s in fault_run.statuses if isinstance(s, WorkerStatus) and s.state == "failed"]
     assert not failed, failed
     assert fault_run.exit_code == 0, _log_tail(fault_run.log)
 

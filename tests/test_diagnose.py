@@ -25,7 +25,7 @@ from replication_helpers import (
 )
 
 from replicator.config.model import FlowConfig
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, read_status
 from replicator.operations.diagnose import Diagnosis, Finding, diagnose
 
 from kafka_helpers import create_topic, unique_topic
@@ -53,9 +53,9 @@ def _one(diagnosis: Diagnosis, check: str, partition: int | None = None) -> Find
 def _states(flow: FlowConfig, topic: str) -> dict[int, str]:
     """Partition -> state, as the status topic says now."""
     return {
-        int(r["partition"]): str(r["state"])
+        r.partition: r.state
         for r in read_status(flow.target, flow.name)
-        if "partition" in r and r["topic"] == topic
+        if isinstance(r, PartitionStatus) and r.topic == topic
     }
 
 

@@ -19,7 +19,7 @@ from replication_helpers import end_offsets, flow_config, wait_until, write_conf
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, read_status
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import live_workers
@@ -170,17 +170,22 @@ def test_drill_finds_a_forged_record_and_an_unreplicated_position(
     committed = {(topic, 0): 0, (topic, 1): 8, (topic, 2): 4}
     _commit(source, group, committed)
 
-    def partitions() -> dict[int, dict[str, object]]:
+    def partitions() -> dict[int, tuple[str, int | None]]:
+        """Partition -> (state, next offset), as the status topic says now."""
         rows = read_status(flow.target, flow.name)
-        return {int(r["partition"]): r for r in rows if r.get("topic") == topic}
+        return {
+            r.partition: (r.state, r.next_offset)
+            for r in rows
+            if isinstance(r, PartitionStatus) and r.topic == topic
+        }
 
     with runner([flow], store):
         wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow's worker running")
         wait_until(
             lambda: (
-                (s := partitions()).get(1, {}).get("state") == "stopped"
-                and s.get(0, {}).get("next_offset") == 10
-                and s.get(2, {}).get("next_offset") == 10
+                (s := partitions()).get(1, ("", None))[0] == "stopped"
+                and s.get(0, ("", None))[1] == 10
+                and s.get(2, ("", None))[1] == 10
             ),
             _TIMEOUT_S,
             "partition 1 stopped at the big record, partitions 0 and 2 replicated",

@@ -22,7 +22,7 @@ from procedure_helpers import (
 from replication_helpers import flow_config, start_replicator, wait_until, write_config
 
 from replicator.config import load_config
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, WorkerStatus, read_status
 from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
@@ -145,7 +145,8 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
             assert procedure.run_step("fo-resume", step).status == "done"
         assert live_workers(flow) == [], "the runner stopped the flow's task"
         assert any(
-            r.get("worker") and r["state"] == "stopped" for r in read_status(flow.target, flow.name)
+            isinstance(r, WorkerStatus) and r.state == "stopped"
+            for r in read_status(flow.target, flow.name)
         )
 
         calls = []
@@ -209,19 +210,20 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
     store.register_application(app, "primary")
     commit_offsets(flow.source, app, {(topic, 0): 5, (topic, 1): 20})
 
-    def partition_status() -> dict[int, dict[str, object]]:
+    def partition_status() -> dict[int, PartitionStatus]:
         return {
-            int(r["partition"]): r
+            r.partition: r
             for r in read_status(flow.target, flow.name)
-            if r.get("topic") == topic
+            if isinstance(r, PartitionStatus) and r.topic == topic
         }
 
     with runner([flow], store):
         wait_until(
             lambda: (
-                (s := partition_status()).get(0, {}).get("state") == "stopped"
-                and s[0]["lag"] == 6
-                and s.get(1, {}).get("next_offset") == 20
+                (s := partition_status()).keys() >= {0, 1}
+                and s[0].state == "stopped"
+                and s[0].lag == 6
+                and s[1].next_offset == 20
             ),
             _TIMEOUT_S,
             "partition 0 stopped at the big record, partition 1 replicated",

@@ -37,7 +37,7 @@ def _snapshot(scene: ProcedureScene) -> dict[str, Any]:
     return {
         "application": (app.active_cluster, app.fenced, app.epoch),
         "flows": {f.flow: (f.state, f.detail) for f in scene.store.flow_states()},
-        "workers": sorted(w["worker"] for w in live_workers(scene.flows[0])),
+        "workers": sorted(w.worker for w in live_workers(scene.flows[0])),
         "offsets on primary": committed_offsets("primary", scene.primary, scene.app),
         "offsets on dr": committed_offsets("dr", scene.dr, scene.app),
     }

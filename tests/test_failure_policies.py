@@ -18,7 +18,7 @@ from replication_helpers import end_offsets, flow_config, recreate_topic, runnin
 
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, read_status
 
 from kafka_helpers import create_topic, read_partition, unique_topic
 
@@ -74,21 +74,24 @@ def _copied(bootstrap: str, remote: str, partition: int) -> list[tuple[int, byte
     return copied
 
 
-def _partition_status(flow: FlowConfig, topic: str, partition: int) -> dict[str, object] | None:
+def _partition_status(flow: FlowConfig, topic: str, partition: int) -> PartitionStatus | None:
     for record in read_status(flow.target, flow.name):
-        if "worker" not in record and (record["topic"], record["partition"]) == (topic, partition):
+        if isinstance(record, PartitionStatus) and (record.topic, record.partition) == (
+            topic,
+            partition,
+        ):
             return record
     return None
 
 
 def _wait_for_state(
     flow: FlowConfig, topic: str, partition: int, state: str, timeout: float = 30
-) -> dict[str, object]:
-    seen: list[dict[str, object] | None] = [None]
+) -> PartitionStatus:
+    seen: list[PartitionStatus | None] = [None]
 
     def reached() -> bool:
         seen[0] = _partition_status(flow, topic, partition)
-        return seen[0] is not None and seen[0]["state"] == state
+        return seen[0] is not None and seen[0].state == state
 
     wait_until(reached, timeout, f"status {state!r} of {topic}[{partition}], last {seen[0]}")
     assert seen[0] is not None
@@ -192,8 +195,8 @@ def test_oversized_record_stops_its_partition_only(primary: str, dr: str) -> Non
 
     assert _copied(dr, remote, 0) == list(enumerate(values[:3]))  # nothing after offset 3
     assert _topic_config(dr, remote, "max.message.bytes") == "1048588"
-    error = str(status["error"])
-    assert status["next_offset"] == 3
+    error = str(status.error)
+    assert status.next_offset == 3
     for part in (f"{topic}[0]", "offset 3", "max.message.bytes", "sync.topic.configs.enabled"):
         assert part in error, f"{part!r} not in status error: {error}"
     assert "oversized.record.policy=skip" in error
@@ -221,8 +224,8 @@ def test_oversized_record_skipped_and_counted_with_skip_policy(primary: str, dr:
     assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
     status = _partition_status(flow, topic, 0)
     assert status is not None
-    assert status["skipped"] == 1
-    assert status["next_offset"] == 7
+    assert status.skipped == 1
+    assert status.next_offset == 7
 
 
 # -- retention gaps ----------------------------------------------------------------------
@@ -252,9 +255,9 @@ def test_retention_gap_while_stopped_fails_then_skips(primary: str, dr: str) -> 
         status = _wait_for_state(flow, topic, 0, "stopped")
         wait_until(lambda: end_offsets(dr, remote, 2) == [20, 30], 60, "partition 1 flowing")
         assert _metric("replicator_partition_stopped", flow, topic, 0) == 1
-    assert status["lost"] == 15
-    assert status["next_offset"] == 20
-    error = str(status["error"])
+    assert status.lost == 15
+    assert status.next_offset == 20
+    error = str(status.error)
     for part in (f"{topic}[0]", "20..34", "15 records", "retention.gap.policy=skip"):
         assert part in error, f"{part!r} not in status error: {error}"
     assert _metric(lost_metric, flow, topic, 0, reason="retention") - lost_before == 15
@@ -265,7 +268,7 @@ def test_retention_gap_while_stopped_fails_then_skips(primary: str, dr: str) -> 
     with running(skip):
         wait_until(lambda: end_offsets(dr, remote, 2) == [35, 30], 60, "the survivors")
         status = _wait_for_state(skip, topic, 0, "replicating")
-        assert status["lost"] == 15
+        assert status.lost == 15
         assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
 
     survivors = [(20 + i, v) for i, v in enumerate(later) if 20 + i >= 35]
@@ -295,12 +298,12 @@ def test_retention_gap_while_running(primary: str, dr: str, policy: str) -> None
         task._consumer.resume(partition)
         if policy == "fail":
             status = _wait_for_state(flow, topic, 0, "stopped")
-            assert "10..17" in str(status["error"])
+            assert "10..17" in str(status.error)
             assert end_offsets(dr, remote, 1) == [10]
         else:
             wait_until(lambda: end_offsets(dr, remote, 1) == [22], 60, "the survivors")
             status = _wait_for_state(flow, topic, 0, "replicating")
-        assert status["lost"] == 8
+        assert status.lost == 8
 
     assert _metric(lost_metric, flow, topic, 0, reason="retention") == 8
     expected = list(enumerate(_small("first", 10)))
@@ -332,7 +335,7 @@ def test_recreated_topic_fails_then_skips(primary: str, dr: str) -> None:
     with running(flow):
         status = _wait_for_state(flow, topic, 0, "stopped")
         assert _metric("replicator_partition_stopped", flow, topic, 0) == 1
-    error = str(status["error"])
+    error = str(status.error)
     for part in (f"{topic}[0]", "resume offset 30", "log end 10", "topic.reset.policy=skip"):
         assert part in error, f"{part!r} not in status error: {error}"
     assert end_offsets(dr, remote, 1) == [30]

@@ -34,7 +34,7 @@ from replicator.engine.resets import (
     read_resets,
     request_reset,
 )
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.tail import TailPosition
 from replicator.engine.translation import Replica
 from replicator.errors import ReplicatorError
@@ -181,9 +181,9 @@ def test_skip_to_latest_through_the_procedure(
 
         def skipped() -> dict[int, int]:
             return {
-                int(row["partition"]): int(row["skipped"])
+                row.partition: row.skipped
                 for row in read_status(flow.target, flow.name)
-                if "partition" in row and row["topic"] == topic
+                if isinstance(row, PartitionStatus) and row.topic == topic
             }
 
         wait_until(lambda: skipped() == {0: 10, 1: 10}, _TIMEOUT_S, "skips in the status")

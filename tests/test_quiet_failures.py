@@ -27,11 +27,12 @@ from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.config.redact import REDACTED, redact_url
 from replicator.engine.internal_topics import ensure_compacted_topic
-from replicator.engine.resets import RESETS_TOPIC, request_reset
-from replicator.engine.status import STATUS_TOPIC, read_status
+from replicator.engine.resets import RESETS_TOPIC
+from replicator.engine.status import STATUS_TOPIC, PartitionStatus, read_status
 from replicator.errors import ReplicatorError
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.procedures.flows import stop_flow
+from replicator.procedures.reset_requests import request_reset
 from replicator.statestore import StateStore, StateStoreError
 
 from kafka_helpers import create_topic, free_port_pair, make_records, produce_records, unique_topic
@@ -200,7 +201,9 @@ def test_kafka_sample_mm2_file_creates_our_topics_on_one_broker(
         with running(flow):  # creates the status topic, then replicates
             wait_until(
                 lambda: any(
-                    row.get("topic") == topic and row.get("next_offset") == 10
+                    isinstance(row, PartitionStatus)
+                    and row.topic == topic
+                    and row.next_offset == 10
                     for row in read_status(flow.target, flow.name)
                 ),
                 _TIMEOUT_S,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from replicator.config import load_config
 from replicator.engine.policies import load_policy
-from replicator.engine.status import NoStatus, read_status
+from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
 from replicator.engine.topic_sync import TopicSync
 from replicator.operations.runner import run_flows, select_flows
 from replicator.statestore import STATE_URL_ENV, StateStore
@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     """Every status row of the selected flows; exit 1 when a flow has none (nothing
     to show is not "all is well": no replicator has run for it on its target)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[StatusRecord] = []
     missing: list[str] = []
     for flow in select_flows(load_config(args.config), args.flow):
         try:
@@ -62,7 +62,7 @@ def _status(args: argparse.Namespace) -> int:
         except NoStatus as exc:
             missing.append(f"flow {flow.name}: {exc}")
     if args.json:
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump([asdict(row) for row in rows], sys.stdout, indent=2)
         print()
     else:
         _print_status(rows)
@@ -71,23 +71,21 @@ def _status(args: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
-def _print_status(rows: list[dict[str, Any]]) -> None:
-    for row in sorted(rows, key=lambda r: (r["flow"], "partition" in r, _where(r))):
-        kind = f"partition {_where(row)}" if "partition" in row else f"worker {row['worker']}"
-        figures = (
-            f"next={row['next_offset']} lag={row['lag']} replicated={row['replicated']} "
-            f"lost={row['lost']}"
-            if "partition" in row
-            else f"partitions={row['partitions']}"
-        )
-        error = f"  ERROR: {row['error']}" if row.get("error") else ""
-        print(f"{row['flow']:<16} {kind:<48} {row['state']:<12} {figures}{error}")
+def _print_status(rows: list[StatusRecord]) -> None:
+    for row in sorted(rows, key=lambda r: (r.flow, isinstance(r, PartitionStatus), _where(r))):
+        if isinstance(row, PartitionStatus):
+            kind = f"partition {row.where}"
+            figures = (
+                f"next={row.next_offset} lag={row.lag} replicated={row.replicated} lost={row.lost}"
+            )
+        else:
+            kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
+        error = f"  ERROR: {row.error}" if row.error else ""
+        print(f"{row.flow:<16} {kind:<48} {row.state:<12} {figures}{error}")
 
 
-def _where(row: dict[str, object]) -> str:
-    if "partition" in row:
-        return f"{row['topic']}[{row['partition']}]"
-    return str(row.get("worker", ""))
+def _where(row: StatusRecord) -> str:
+    return row.where if isinstance(row, PartitionStatus) else row.worker
 
 
 def _topics(args: argparse.Namespace) -> int:

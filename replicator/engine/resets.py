@@ -320,7 +320,7 @@ def request_reset(
     written; ReplicatorError on bad input, running workers, or a write failure."""
     running = live_workers(flow)
     if running:
-        names = ", ".join(f"{w['worker']} (pid {w['pid']} on {w['host']})" for w in running)
+        names = ", ".join(f"{w.worker} (pid {w.pid} on {w.host})" for w in running)
         raise ReplicatorError(
             f"flow {flow.name} has running workers ({names}); a running task keeps its "
             f"position in memory, so the reset of {topic} would not apply. Stop the flow "

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
 
 from confluent_kafka import Producer
 
@@ -20,6 +19,8 @@ from replicator.engine.internal_topics import MissingTopic, read_compacted
 from replicator.errors import ReplicatorError
 
 STATUS_TOPIC = "replicator-status.internal"
+#: Workers publish their status every 10 s; one silent for longer than this is gone.
+STALE_AFTER_S = 30.0
 
 
 class NoStatus(ReplicatorError):
@@ -47,6 +48,11 @@ class PartitionStatus:
     def key(self) -> str:
         return f"{self.flow}|partition|{self.topic}|{self.partition}"
 
+    @property
+    def where(self) -> str:
+        """`topic[partition]`, as messages name a partition."""
+        return f"{self.topic}[{self.partition}]"
+
 
 @dataclass
 class WorkerStatus:
@@ -69,6 +75,12 @@ class WorkerStatus:
     def key(self) -> str:
         return f"{self.flow}|worker|{self.worker}"
 
+    def is_live(self, stale_after_s: float | None = None) -> bool:
+        """Reports "running" and has published within `stale_after_s` (default
+        `STALE_AFTER_S`): a worker killed with `kill -9` leaves a stale record."""
+        silent_s = STALE_AFTER_S if stale_after_s is None else stale_after_s
+        return self.state == "running" and self.updated_ms >= (time.time() - silent_s) * 1000
+
 
 class StatusWriter:
     """Publishes status records; called from the task loop, never per record."""
@@ -82,21 +94,25 @@ class StatusWriter:
         )
 
 
+#: Any record of the status topic: each key holds the latest of a worker or a partition.
+StatusRecord = PartitionStatus | WorkerStatus
+
+
 def read_status(
     target: ClusterConfig, flow: str | None = None, *, required: bool = False
-) -> list[dict[str, Any]]:
+) -> list[StatusRecord]:
     """The latest status record of every key in the target's status topic (of `flow`
     only, if given). With `required`, NoStatus when there is none: the status topic
     does not exist on `target`, or holds no record of `flow`."""
     try:
-        values = read_compacted(target, STATUS_TOPIC, required=required).values()
+        values = read_compacted(target, STATUS_TOPIC, required=required)
     except MissingTopic as exc:
         raise NoStatus(
             f"the status topic {exc}: no replicator has run"
             f"{f' for flow {flow}' if flow else ''} there; start one with `replicator run`"
         ) from exc
-    records = [json.loads(value) for value in values]
-    rows = [r for r in records if flow is None or r.get("flow") == flow]
+    records = [_record(target, key, value) for key, value in values.items()]
+    rows = [r for r in records if flow is None or r.flow == flow]
     if required and flow is not None and not rows:
         raise NoStatus(
             f"the status topic {STATUS_TOPIC} on cluster {target.alias!r} "
@@ -106,25 +122,36 @@ def read_status(
     return rows
 
 
-#: Workers publish their status every 10 s; one silent for longer than this is gone.
-STALE_AFTER_S = 30.0
+def _record(target: ClusterConfig, key: bytes, value: bytes) -> StatusRecord:
+    """The typed record of one value of the status topic. Fields a newer replicator
+    added are left out, so an older reader still reads its records."""
+    data = json.loads(value)
+    kind = PartitionStatus if "partition" in data else WorkerStatus
+    known = {f.name for f in fields(kind)}
+    try:
+        return kind(**{name: data[name] for name in known if name in data})
+    except TypeError as exc:
+        raise ReplicatorError(
+            f"the record of key {key.decode(errors='replace')!r} in {STATUS_TOPIC} on cluster "
+            f"{target.alias!r} is not a {kind.__name__} ({exc}); was it written by something "
+            "other than the replicator? Delete the key (produce a null value for it)"
+        ) from exc
 
 
-def live_workers(flow: FlowConfig) -> list[dict[str, Any]]:
+def live_workers(flow: FlowConfig) -> list[WorkerStatus]:
     """Status records of the flow's workers that report "running" and are alive
     (published recently; a worker killed with `kill -9` leaves a stale record).
 
     Another deployment may run a flow of the same name into the same target
     with other topics (another team, a test): a worker whose topics none match
     this flow's filter is not one of ours."""
-    fresh_after_ms = (time.time() - STALE_AFTER_S) * 1000
+    return [w for w in flow_workers(flow, read_status(flow.target, flow.name)) if w.is_live()]
+
+
+def flow_workers(flow: FlowConfig, records: list[StatusRecord]) -> list[WorkerStatus]:
+    """The worker records of `records` that are `flow`'s (see `live_workers`)."""
     return [
-        row
-        for row in read_status(flow.target, flow.name)
-        if "worker" in row
-        and row["state"] == "running"
-        and row["updated_ms"] >= fresh_after_ms
-        and replicates_our_topics(flow, row.get("topics"))
+        r for r in records if isinstance(r, WorkerStatus) and replicates_our_topics(flow, r.topics)
     ]
 
 

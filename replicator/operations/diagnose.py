@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, Top
 
 from replicator.config.model import FlowConfig
 from replicator.engine.policies import ReplicationPolicy, load_policy
-from replicator.engine.status import STATUS_TOPIC, read_status
+from replicator.engine.status import STATUS_TOPIC, PartitionStatus, WorkerStatus, read_status
 from replicator.engine.tail import TailReader
 from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, MAX_MESSAGE_BYTES, TopicSync
 from replicator.errors import ReplicatorError
@@ -387,9 +386,9 @@ class _Checks:
                     f"{flow.target.alias!r}, and that {flow.target.alias!r} is up",
                 )
             ) from exc
-        self._workers([r for r in rows if "worker" in r])
+        self._workers([r for r in rows if isinstance(r, WorkerStatus)])
         statuses = {
-            r["partition"]: r for r in rows if "partition" in r and r["topic"] == self.topic
+            r.partition: r for r in rows if isinstance(r, PartitionStatus) and r.topic == self.topic
         }
         covered = 0
         with _offset_readers(flow) as (consumer, tail):
@@ -415,28 +414,26 @@ class _Checks:
                         )
                     ) from exc
                 status = statuses.get(partition)
-                position = replicated if replicated is not None else _next_offset(status)
+                # Where replication resumes: the tail, else where the worker stopped.
+                position = replicated
+                if position is None and status is not None:
+                    position = status.next_offset
                 reported = self._status(partition, status, replicated)
                 if self._offsets(partition, position, low, high):
                     self._lag(partition, low if position is None else position, high)
                     covered += reported
         return covered
 
-    def _workers(self, workers: list[dict[str, object]]) -> None:
+    def _workers(self, workers: list[WorkerStatus]) -> None:
         name = self.flow.name
-        now_ms = time.time() * 1000
-        running = [
-            w
-            for w in workers
-            if w["state"] == "running" and now_ms - int(w["updated_ms"]) < _WORKER_SILENT_S * 1000
-        ]
+        running = [w for w in workers if w.is_live(_WORKER_SILENT_S)]
         if running:
             self._add("workers", "ok", f"{len(running)} worker(s) of flow {name} running")
             return
-        last = max(workers, key=lambda w: int(w["updated_ms"]), default=None)
+        last = max(workers, key=lambda w: w.updated_ms, default=None)
         seen = (
-            f"; last seen: worker {last['worker']} {last['state']}"
-            f"{': ' + str(last['error']) if last.get('error') else ''}"
+            f"; last seen: worker {last.worker} {last.state}"
+            f"{': ' + last.error if last.error else ''}"
             if last
             else ""
         )
@@ -449,7 +446,7 @@ class _Checks:
         )
 
     def _status(
-        self, partition: int, status: dict[str, object] | None, replicated: int | None
+        self, partition: int, status: PartitionStatus | None, replicated: int | None
     ) -> bool:
         """The engine's own report on the partition (a worker reports a partition
         every 10 s, a stop at once); True unless it is stopped or never replicated."""
@@ -474,19 +471,19 @@ class _Checks:
                 partition,
             )
             return False
-        if status["state"] == "stopped":
-            detail, fix = _split_error(str(status["error"]), self.flow.name)
+        if status.state == "stopped":
+            detail, fix = _split_error(str(status.error), self.flow.name)
             self._add("status", "problem", detail, fix, partition)
             return False
         figures = (
-            f"{where}: {status['state']}, next offset {status['next_offset']}, "
-            f"{status['replicated']} replicated since its worker took it"
+            f"{where}: {status.state}, next offset {status.next_offset}, "
+            f"{status.replicated} replicated since its worker took it"
         )
         losses = []
-        if status["lost"]:
-            losses.append(f"{status['lost']} lost to retention (retention.gap.policy=skip)")
-        if status["skipped"]:
-            losses.append(f"{status['skipped']} oversized (oversized.record.policy=skip)")
+        if status.lost:
+            losses.append(f"{status.lost} lost to retention (retention.gap.policy=skip)")
+        if status.skipped:
+            losses.append(f"{status.skipped} oversized (oversized.record.policy=skip)")
         if losses:
             detail = f"{figures}; records not replicated: {', '.join(losses)}"
             self._add("status", "warning", detail, None, partition)
@@ -619,12 +616,6 @@ def _n_partitions(count: int) -> str:
 def _span(first: int, end: int) -> str:
     """Partitions `first` up to `end` (exclusive), as a phrase."""
     return f"partition {first}" if end - first == 1 else f"partitions {first}..{end - 1}"
-
-
-def _next_offset(status: dict[str, object] | None) -> int | None:
-    if status is None or status.get("next_offset") is None:
-        return None
-    return int(status["next_offset"])
 
 
 def _split_error(error: str, flow: str) -> tuple[str, str]:

@@ -32,7 +32,13 @@ from confluent_kafka import KafkaError, KafkaException
 
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.engine.formats import Checkpoint
-from replicator.engine.status import STALE_AFTER_S, live_workers, read_status, replicates_our_topics
+from replicator.engine.status import (
+    STALE_AFTER_S,
+    PartitionStatus,
+    WorkerStatus,
+    flow_workers,
+    read_status,
+)
 from replicator.engine.translation import PartitionReader
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
@@ -261,15 +267,10 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
         return replace(status, error=f"target cluster {flow.target.alias!r} is unreachable")
     try:
         rows = read_status(flow.target, flow.name)
-        live = {row["worker"] for row in live_workers(flow)}
         checkpoint = checkpoint_info(flow)
     except (ReplicatorError, KafkaException) as exc:
         return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
-    workers = [
-        _worker(row, row["worker"] in live)
-        for row in rows
-        if "worker" in row and replicates_our_topics(flow, row.get("topics"))
-    ]
+    workers = [_worker(row) for row in flow_workers(flow, rows)]
     return replace(
         status,
         workers=sorted(_current(workers, desired_state != STOPPED), key=lambda w: w.worker),
@@ -279,7 +280,7 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
             (
                 _partition(row)
                 for row in rows
-                if "partition" in row and flow.topics.matches(str(row["topic"]))
+                if isinstance(row, PartitionStatus) and flow.topics.matches(row.topic)
             ),
             key=lambda p: (p.topic, p.partition),
         ),
@@ -343,33 +344,33 @@ def _history(store: StateStore, limit: int) -> list[RunSummary]:
     return [RunSummary.of(run) for run in runs[:limit]]
 
 
-def _worker(row: dict[str, Any], live: bool) -> WorkerInfo:
+def _worker(row: WorkerStatus) -> WorkerInfo:
     return WorkerInfo(
-        worker=str(row["worker"]),
-        state=str(row["state"]),
-        host=str(row.get("host", "")),
-        pid=int(row.get("pid", 0)),
-        partitions=int(row.get("partitions", 0)),
-        live=live,
-        updated_at=_ms(row["updated_ms"]),
-        started_at=_ms(row["started_ms"]) if row.get("started_ms") else None,
+        worker=row.worker,
+        state=row.state,
+        host=row.host,
+        pid=row.pid,
+        partitions=row.partitions,
+        live=row.is_live(),
+        updated_at=_ms(row.updated_ms),
+        started_at=_ms(row.started_ms) if row.started_ms else None,
     )
 
 
-def _partition(row: dict[str, Any]) -> PartitionLag:
-    updated_at = _ms(row["updated_ms"])
+def _partition(row: PartitionStatus) -> PartitionLag:
+    updated_at = _ms(row.updated_ms)
     silent_s = (datetime.now(UTC) - updated_at).total_seconds()
     return PartitionLag(
-        topic=str(row["topic"]),
-        partition=int(row["partition"]),
-        state=str(row["state"]),
-        lag=row.get("lag"),
-        next_offset=row.get("next_offset"),
-        replicated=int(row.get("replicated", 0)),
-        lost=int(row.get("lost", 0)),
-        error=row.get("error"),
+        topic=row.topic,
+        partition=row.partition,
+        state=row.state,
+        lag=row.lag,
+        next_offset=row.next_offset,
+        replicated=row.replicated,
+        lost=row.lost,
+        error=row.error,
         updated_at=updated_at,
-        stale=row["state"] == "replicating" and silent_s > STALE_AFTER_S,
+        stale=row.state == "replicating" and silent_s > STALE_AFTER_S,
     )
 
 
@@ -377,8 +378,8 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _ms(value: Any) -> datetime:
-    return datetime.fromtimestamp(int(value) / 1000, UTC)
+def _ms(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1000, UTC)
 
 
 def _jsonable(value: Any) -> Any:

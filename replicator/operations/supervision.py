@@ -44,7 +44,13 @@ from confluent_kafka.admin import OffsetSpec
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
-from replicator.engine.status import STALE_AFTER_S, live_workers, read_status
+from replicator.engine.status import (
+    STALE_AFTER_S,
+    PartitionStatus,
+    WorkerStatus,
+    live_workers,
+    read_status,
+)
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
 from replicator.offsets.checkpoints import policy_of, read_checkpoints
@@ -297,11 +303,11 @@ def _running(store: StateStore, procedure: str, flow: FlowConfig) -> bool:
     )
 
 
-def _running_since(state: FlowState | None, workers: list[dict[str, Any]]) -> float | None:
+def _running_since(state: FlowState | None, workers: list[WorkerStatus]) -> float | None:
     """Epoch seconds since which `flow` has run without a break: the later of its last
     start in the state store and the start of its longest-running live worker (None
     when neither is known: no state row, and workers too old to report their start)."""
-    starts = [int(w["started_ms"]) / 1000 for w in workers if w.get("started_ms")]
+    starts = [w.started_ms / 1000 for w in workers if w.started_ms]
     since = [min(starts)] if starts else []
     if state is not None and state.state != STOPPED:
         since.append(state.updated_at.timestamp())
@@ -346,21 +352,21 @@ def _status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
     """Stopped partitions and retention gaps, as the workers published them."""
     problems = []
     for row in read_status(flow.target, flow.name):
-        if "partition" not in row or not flow.topics.matches(str(row["topic"])):
+        if not isinstance(row, PartitionStatus) or not flow.topics.matches(row.topic):
             continue  # a worker record, or another deployment's topic
-        where = f"{row['topic']}[{row['partition']}]"
-        if row["state"] == "stopped":
+        where = row.where
+        if row.state == "stopped":
             problems.append(
                 Problem(
                     flow.name,
                     "stopped",
                     where,
-                    f"stopped by its failure policy: {row.get('error') or 'no error recorded'}",
+                    f"stopped by its failure policy: {row.error or 'no error recorded'}",
                     f"act on the error, then restart the worker; details: replicator diagnose "
-                    f"--config FILE --flow {flow.name} {row['topic']}",
+                    f"--config FILE --flow {flow.name} {row.topic}",
                 )
             )
-        lost = int(row.get("lost") or 0)
+        lost = row.lost
         if lost > bounds.max_lost_records:
             problems.append(
                 Problem(
@@ -369,7 +375,7 @@ def _status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
                     where,
                     f"{lost} records deleted by retention on {flow.source.alias!r} before they "
                     f"were replicated (retention.gap.policy=skip; bound {bounds.max_lost_records})",
-                    f"raise retention.ms of {row['topic']} on {flow.source.alias!r} or keep "
+                    f"raise retention.ms of {row.topic} on {flow.source.alias!r} or keep "
                     "replication from falling behind; the records are gone from the source, "
                     "recover them from the producers if they matter",
                 )

@@ -181,7 +181,7 @@ class Drill(Procedure):
         """Both clusters answer, the flow replicates (a drill measures a running
         flow), every group has positions on the flow's topics, and no shadow name
         is taken on the target by a group that is not a drill's."""
-        workers = [w["worker"] for w in live_workers(self.flow)]
+        workers = [w.worker for w in live_workers(self.flow)]
         if not workers:
             raise ReplicatorError(
                 f"flow {self.flow.name} has no running worker, so the drill would measure a "

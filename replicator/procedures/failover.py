@@ -20,7 +20,7 @@ import time
 from typing import Any, Literal
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.engine.status import live_workers, read_status
+from replicator.engine.status import PartitionStatus, live_workers, read_status
 from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer, policy_of, read_checkpoints
@@ -149,11 +149,11 @@ class Failover(Procedure):
     def _preflight_planned(self) -> StepReport:
         active = self._applications_on(self.source.alias)
         stopped = [
-            f"{row['topic']}[{row['partition']}]: {row['error']}"
+            f"{row.where}: {row.error}"
             for row in read_status(self.target, self.flow.name)
-            if "partition" in row
-            and row["state"] == "stopped"
-            and self.flow.topics.matches(row["topic"])
+            if isinstance(row, PartitionStatus)
+            and row.state == "stopped"
+            and self.flow.topics.matches(row.topic)
         ]
         if stopped:
             raise ReplicatorError(
@@ -162,7 +162,7 @@ class Failover(Procedure):
             )
         behind = current_progress(self.flow)
         lag = sum(p.behind for p in behind)
-        workers = [w["worker"] for w in live_workers(self.flow)]
+        workers = [w.worker for w in live_workers(self.flow)]
         if lag and not workers:
             raise ReplicatorError(
                 f"flow {self.flow.name} is {lag} records behind and no worker is running; "
@@ -190,7 +190,9 @@ class Failover(Procedure):
             "source": self.source.alias,
             "target": self.target.alias,
             "status_partitions": sum(
-                1 for r in read_status(self.target, self.flow.name) if "partition" in r
+                1
+                for r in read_status(self.target, self.flow.name)
+                if isinstance(r, PartitionStatus)
             ),
             "applications": active,
         }

@@ -50,7 +50,7 @@ def stop_flow(
     deadline = time.monotonic() + timeout_s
     while running := live_workers(flow):
         if time.monotonic() >= deadline:
-            names = ", ".join(f"{w['worker']} (pid {w['pid']} on {w['host']})" for w in running)
+            names = ", ".join(f"{w.worker} (pid {w.pid} on {w.host})" for w in running)
             if not required:
                 return {"flow": flow.name, "state": STOPPED, "still_running": names}
             raise ReplicatorError(
@@ -79,7 +79,7 @@ def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
     return {
         "flow": flow.name,
         "would_set": STOPPED,
-        "running_workers": [w["worker"] for w in live_workers(flow)],
+        "running_workers": [w.worker for w in live_workers(flow)],
     }
 
 

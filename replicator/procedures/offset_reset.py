@@ -98,7 +98,7 @@ class OffsetReset(Procedure):
             "topic": self.topic,
             "to": str(self.to),
             "flow_state_before": RUNNING if state is None else state.state,
-            "running_workers": [w["worker"] for w in live_workers(self.flow)],
+            "running_workers": [w.worker for w in live_workers(self.flow)],
             **_summary(self._plan()),
         }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.config.model import FlowConfig
-from replicator.engine.status import read_status
+from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.topic_sync import TopicSync
 from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
@@ -101,16 +101,15 @@ def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionPr
     policy = policy_of(flow)
     result = []
     for row in read_status(flow.target, flow.name):
-        if "partition" not in row or row.get("next_offset") is None:
+        if not isinstance(row, PartitionStatus) or row.next_offset is None:
             continue
-        topic_name = str(row["topic"])
-        if not flow.topics.matches(topic_name) or policy.is_heartbeats_topic(topic_name):
+        topic, partition = row.topic, row.partition
+        if not flow.topics.matches(topic) or policy.is_heartbeats_topic(topic):
             continue  # a topic no longer (or never) of interest to applications
-        topic, partition = str(row["topic"]), int(row["partition"])
         remote = policy.format_remote_topic(flow.source.alias, topic)
         until = _replicated_until(index, remote, partition)
-        seen_end = int(row["next_offset"]) + int(row.get("lag") or 0)
-        start = int(row["next_offset"]) if until is None else until
+        seen_end = row.next_offset + (row.lag or 0)
+        start = row.next_offset if until is None else until
         result.append(
             PartitionProgress(topic, partition, remote, seen_end, until, max(0, seen_end - start))
         )
