@@ -35,8 +35,7 @@ from replicator.engine.resets import (
     request_reset,
 )
 from replicator.engine.status import PartitionStatus, read_status
-from replicator.engine.tail import TailPosition
-from replicator.engine.translation import Replica
+from replicator.engine.tail import Replica, TailPosition
 from replicator.errors import ReplicatorError
 from replicator.procedures import live_workers
 from replicator.procedures.offset_reset import OffsetReset
@@ -263,13 +262,13 @@ def _pending(
 
 def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:
     request = _request(offset=40, tail_source=99, tail_target=99)
-    tail = TailPosition(next_source_offset=100, target_end=100)
+    tail = TailPosition(Replica(99, 99), target_end=100)
     assert _pending(request, Replica(99, 99)).honoured("t", 0, "primary.t", tail, 100) == request
     # Nothing for another partition.
     assert _pending(request, Replica(99, 99)).honoured("t", 1, "primary.t", tail, 100) is None
     # Replication went on: the tail's source offset tells, without another read.
     calls: list[str] = []
-    moved = TailPosition(next_source_offset=110, target_end=170)
+    moved = TailPosition(Replica(169, 109), target_end=170)
     assert (
         _pending(request, Replica(169, 109), calls).honoured("t", 0, "primary.t", moved, 110)
         is None
@@ -277,7 +276,7 @@ def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:
     assert calls == []
     # The rewind copied 40..99 again: same source offset at the tail, another record.
     calls = []
-    recopied = TailPosition(next_source_offset=100, target_end=160)
+    recopied = TailPosition(Replica(159, 99), target_end=160)
     assert (
         _pending(request, Replica(159, 99), calls).honoured("t", 0, "primary.t", recopied, 100)
         is None
@@ -287,9 +286,9 @@ def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:
 
 def test_a_request_before_anything_was_replicated() -> None:
     request = _request(offset=30, tail_source=-1, tail_target=-1)
-    empty = TailPosition(next_source_offset=None, target_end=0)
+    empty = TailPosition(None, target_end=0)
     assert _pending(request, None).honoured("t", 0, "primary.t", empty, 0) == request
-    copied = TailPosition(next_source_offset=31, target_end=1)
+    copied = TailPosition(Replica(0, 30), target_end=1)
     assert _pending(request, Replica(0, 30)).honoured("t", 0, "primary.t", copied, 31) is None
 
 

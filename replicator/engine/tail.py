@@ -3,90 +3,70 @@
 The target partition's tail is the truth. Reading back from the high
 watermark to the last record carrying our source header for this flow gives
 the last source offset that was durably replicated, so a crash neither loses
-nor duplicates, and no separate offset store can drift from the data.
+nor duplicates, and no separate offset store can drift from the data. The
+scan is `RangeReader.last` (`replicator.kafka.range_reads`), the one every
+reader of the target's replicas uses; the offset translation reads its last
+replica the same way.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Message
 
 from replicator.engine.headers import replica_source_offset
-from replicator.errors import ReplicatorError
-from replicator.kafka.range_reads import range_reader
-from replicator.kafka.watermarks import watermarks
+from replicator.kafka.range_reads import RangeReader
 
-_FIRST_WINDOW = 16
-_READ_TIMEOUT_S = 30.0
-#: `consume` returns when its batch is full or this has passed, and a window's
-#: batch is rarely full (markers and the partition end are not records): with 1 s
-#: here, every partition's resume point took exactly 1 s, 22 s for the 22
-#: partitions of `make run` before a restarted flow replicated again.
-_POLL_S = 0.02
+
+@dataclass(frozen=True)
+class Replica:
+    """A replicated record on the target: its target and source offsets."""
+
+    target_offset: int
+    source_offset: int
+
+
+def replica_of(message: Message, source_alias: bytes) -> Replica | None:
+    """`message` as a replica of the flow from `source_alias`, or None (a record
+    written by others or by another flow)."""
+    source = replica_source_offset(message.headers(), source_alias)
+    return None if source is None else Replica(message.offset(), source)
 
 
 @dataclass(frozen=True)
 class TailPosition:
-    """Resume point of one target partition."""
+    """Resume point of one target partition: its last replica (None: nothing
+    replicated yet) and its high watermark when read."""
 
-    next_source_offset: int | None  # None: nothing replicated yet
-    target_end: int  # the target partition's high watermark when read
+    last: Replica | None
+    target_end: int
+
+    @property
+    def next_source_offset(self) -> int | None:
+        """The source offset to resume at; None when nothing is replicated yet."""
+        return None if self.last is None else self.last.source_offset + 1
 
 
 class TailReader:
-    """Reads resume points from the target cluster with one reusable consumer."""
+    """Reads resume points from the target cluster with one reusable consumer
+    (read_committed: a replica of an aborted transaction is not on the target)."""
 
     def __init__(self, consumer_config: dict[str, str], source_alias: str) -> None:
         self._alias = source_alias.encode()
-        self._consumer = range_reader(
-            consumer_config, "tail", **{"isolation.level": "read_committed"}
+        self._reader = RangeReader(
+            consumer_config, "tail", "the target cluster", **{"isolation.level": "read_committed"}
         )
 
     def close(self) -> None:
-        self._consumer.close()
+        self._reader.close()
 
     def position(self, topic: str, partition: int) -> TailPosition:
-        """Scan back from the end of `topic[partition]` in growing windows (control
-        records and records written by others may sit at the end) until a record
-        replicated from our source is found, or the log start is reached."""
-        low, high = watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
-        window = _FIRST_WINDOW
-        end = high
-        while end > low:
-            start = max(low, end - window)
-            found = self._last_replicated(topic, partition, start, end)
-            if found is not None:
-                return TailPosition(found + 1, high)
-            end = start
-            window *= 8
-        return TailPosition(None, high)
+        """The last replica of `topic[partition]` (control records and records written
+        by others may sit after it), or None when the log holds none."""
+        low, high = self._reader.bounds(topic, partition)
+        last = self._reader.last(topic, partition, low, high, self._replica)
+        return TailPosition(last, high)
 
-    def _last_replicated(self, topic: str, partition: int, start: int, end: int) -> int | None:
-        consumer = self._consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
-        last = None
-        deadline = time.monotonic() + _READ_TIMEOUT_S
-        while True:
-            for message in consumer.consume(num_messages=10_000, timeout=_POLL_S):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        return last
-                    raise ReplicatorError(
-                        f"reading the tail of {topic}[{partition}] from offset {start}: "
-                        f"{error.str()}"
-                    )
-                if message.offset() >= end:
-                    return last
-                found = replica_source_offset(message.headers(), self._alias)
-                if found is not None:
-                    last = found
-            if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
-                return last
-            if time.monotonic() > deadline:
-                raise ReplicatorError(
-                    f"reading the tail of {topic}[{partition}] ({start}..{end}) took over "
-                    f"{_READ_TIMEOUT_S:.0f}s; is the target cluster reachable?"
-                )
+    def _replica(self, message: Message) -> Replica | None:
+        return replica_of(message, self._alias)

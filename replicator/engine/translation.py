@@ -18,15 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import Message
 
 from replicator.config.model import ClusterConfig
-from replicator.engine.headers import replica_source_offset
-from replicator.errors import ReplicatorError
-from replicator.kafka.range_reads import range_reader
-from replicator.kafka.watermarks import watermarks
+from replicator.engine.tail import Replica, replica_of
+from replicator.kafka.range_reads import RangeReader
 
-_READ_TIMEOUT_S = 30.0
 #: Bisection probes read one record each: keep fetches small.
 _PROBE_FETCH_BYTES = 65_536
 
@@ -65,75 +62,24 @@ class Translation:
         return self.replicated_until is not None and self.source_offset <= self.replicated_until
 
 
-@dataclass(frozen=True)
-class Replica:
-    """A replicated record on the target: its target and source offsets."""
-
-    target_offset: int
-    source_offset: int
-
-
-class PartitionReader:
-    """Reads committed records of one partition range at a time (read_committed:
-    aborted records and transaction markers are skipped, as consumers skip them)."""
+class PartitionReader(RangeReader):
+    """Reads committed records of one cluster's partitions, a range at a time
+    (read_committed: aborted records and transaction markers are skipped, as
+    consumers skip them), with the small fetches of bisection probes."""
 
     def __init__(self, cluster: ClusterConfig) -> None:
-        self.cluster = cluster
-        self._consumer = range_reader(
+        super().__init__(
             cluster.consumer,
             "translate",
+            repr(cluster.alias),
             **{
                 "isolation.level": "read_committed",
                 "max.partition.fetch.bytes": _PROBE_FETCH_BYTES,
             },
         )
 
-    def close(self) -> None:
-        self._consumer.close()
-
-    def __enter__(self) -> PartitionReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        return watermarks(self._consumer, topic, partition, _READ_TIMEOUT_S)
-
-    def exists(self, topic: str, partition: int) -> bool:
-        """Whether the partition exists (a consumer's metadata request never creates it)."""
-        metadata = self._consumer.list_topics(topic, timeout=_READ_TIMEOUT_S).topics.get(topic)
-        return metadata is not None and metadata.error is None and partition in metadata.partitions
-
-    def messages(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
-        """The committed records at offsets [start, end)."""
-        if start >= end:
-            return
-        consume = self._consumer.consume
-        self._consumer.assign([TopicPartition(topic, partition, start)])
-        where = f"{topic}[{partition}] from offset {start} on {self.cluster.alias!r}"
-        while True:
-            # Wait for the first message only: consume(n, timeout) would wait for n.
-            messages = consume(1, _READ_TIMEOUT_S)
-            if not messages:
-                raise ReplicatorError(
-                    f"reading {where} took over {_READ_TIMEOUT_S:.0f}s; is the cluster reachable?"
-                )
-            messages += consume(499, 0)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise ReplicatorError(f"reading {where}: {error.str()}")
-                if message.offset() >= end:
-                    return
-                yield message
-
     def count(self, topic: str, partition: int, start: int, end: int) -> int:
         """Committed records at offsets [start, end): offsets less markers and aborts."""
-        if start >= end:
-            return 0
         return sum(1 for _ in self.messages(topic, partition, start, end))
 
 
@@ -171,20 +117,12 @@ class TargetIndex:
 
     def last_replica(self, topic: str, partition: int, end: int | None = None) -> Replica | None:
         """The last of our replicated records in the partition before target offset
-        `end` (default: its end now), read back in growing windows (others' records
-        and markers may sit at the end). A caller that looked at the partition up to
-        some end passes it, so a record replicated meanwhile does not mix in."""
+        `end` (default: its end now), read back like the task's resume point
+        (`replicator.engine.tail`). A caller that looked at the partition up to some
+        end passes it, so a record replicated meanwhile does not mix in."""
         low, now = self.bounds(topic, partition)
         end = now if end is None else min(end, now)
-        window = 16
-        while end > low:
-            start = max(low, end - window)
-            replicas = list(self._replicas(topic, partition, start, end))
-            if replicas:
-                return replicas[-1]
-            end = start
-            window *= 8
-        return None
+        return self._reader.last(topic, partition, low, end, self._replica)
 
     def replica_at(self, topic: str, partition: int, offset: int) -> Replica | None:
         """Our record at or after target `offset` (a committed position may point at a
@@ -212,9 +150,12 @@ class TargetIndex:
 
     def _replicas(self, topic: str, partition: int, start: int, end: int) -> Iterator[Replica]:
         for message in self._reader.messages(topic, partition, start, end):
-            source = replica_source_offset(message.headers(), self._alias)
-            if source is not None:
-                yield Replica(message.offset(), source)
+            replica = self._replica(message)
+            if replica is not None:
+                yield replica
+
+    def _replica(self, message: Message) -> Replica | None:
+        return replica_of(message, self._alias)
 
 
 def translate(

@@ -11,18 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from replicator.config.model import FlowConfig
 from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import TargetIndex
+from replicator.engine.translation import PartitionReader, TargetIndex
 from replicator.errors import ReplicatorError
-from replicator.kafka.range_reads import range_reader
-from replicator.offsets.checkpoints import policy_of
 from replicator.offsets.groups import GroupAdmin
 
-_READ_TIMEOUT_S = 30.0
 _POLL_S = 0.5
 
 
@@ -54,7 +49,7 @@ class PartitionProgress:
 
 def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
     """Every partition of the flow's topics, with the source reachable."""
-    policy = policy_of(flow)
+    policy = flow.policy
     topics = TopicSync(flow, policy).replicated_topics()
     # Heartbeats never stop while the flow runs, and no application reads them.
     partitions = [
@@ -64,7 +59,7 @@ def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
         for p in range(count)
     ]
     ends = GroupAdmin(flow.source).end_offsets(partitions)
-    with _SourceReader(flow) as source:
+    with PartitionReader(flow.source) as source:
         return [
             _progress_of(
                 index,
@@ -83,14 +78,15 @@ def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
 
 
 def _progress_of(
-    index: TargetIndex, source: _SourceReader, wanted: PartitionProgress
+    index: TargetIndex, source: PartitionReader, wanted: PartitionProgress
 ) -> PartitionProgress:
     """How far `wanted`'s partition is replicated now, towards its `source_end`
     (records after that end do not count)."""
     topic, partition, end = wanted.topic, wanted.partition, wanted.source_end
     until = _replicated_until(index, wanted.remote_topic, partition)
     behind = 0
-    if (until or 0) < end and source.has_records(topic, partition, until or 0, end):
+    # A transactional source ends with a commit marker that is never replicated.
+    if source.first(topic, partition, until or 0, end) is not None:
         behind = end - (until or 0)
     return PartitionProgress(topic, partition, wanted.remote_topic, end, until, behind)
 
@@ -98,7 +94,7 @@ def _progress_of(
 def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
     """Every partition the replicator reported in the status topic, against the last
     source end it saw there (`next_offset + lag`), without the source cluster."""
-    policy = policy_of(flow)
+    policy = flow.policy
     result = []
     for row in read_status(flow.target, flow.name):
         if not isinstance(row, PartitionStatus) or row.next_offset is None:
@@ -140,7 +136,10 @@ def wait_replicated(
     last until a look happens to find every partition caught up at once."""
     deadline = time.monotonic() + timeout_s
     current = wanted
-    with TargetIndex(flow.target, flow.source.alias) as index, _SourceReader(flow) as source:
+    with (
+        TargetIndex(flow.target, flow.source.alias) as index,
+        PartitionReader(flow.source) as source,
+    ):
         while True:
             current = [_progress_of(index, source, p) if p.behind else p for p in current]
             if not any(p.behind for p in current):
@@ -166,40 +165,3 @@ def worst(behind: list[PartitionProgress], shown: int = 5) -> str:
 def _replicated_until(index: TargetIndex, remote: str, partition: int) -> int | None:
     last = index.last_replica(remote, partition)
     return None if last is None else last.source_offset + 1
-
-
-class _SourceReader:
-    """Tells records from transaction markers between the target tail and the source
-    end: a transactional source ends with a commit marker that is never replicated."""
-
-    def __init__(self, flow: FlowConfig) -> None:
-        self._alias = flow.source.alias
-        self._consumer = range_reader(
-            flow.source.consumer,
-            "progress",
-            **{"isolation.level": "read_committed", "max.partition.fetch.bytes": 65_536},
-        )
-
-    def __enter__(self) -> _SourceReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._consumer.close()
-
-    def has_records(self, topic: str, partition: int, start: int, end: int) -> bool:
-        """True if a committed record sits at offsets [start, end)."""
-        self._consumer.assign([TopicPartition(topic, partition, start)])
-        messages = self._consumer.consume(1, _READ_TIMEOUT_S)
-        if not messages:
-            raise ReplicatorError(
-                f"reading {topic}[{partition}] from offset {start} on {self._alias!r} took "
-                f"over {_READ_TIMEOUT_S:.0f}s; is the source cluster reachable?"
-            )
-        error = messages[0].error()
-        if error is None:
-            return messages[0].offset() < end
-        if error.code() == KafkaError._PARTITION_EOF:
-            return False
-        raise ReplicatorError(
-            f"reading {topic}[{partition}] from offset {start} on {self._alias!r}: {error.str()}"
-        )
