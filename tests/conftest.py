@@ -23,7 +23,7 @@ from kafka_helpers import free_port_pair
 
 #: Helper modules whose fixtures every test may take (`procedure_scene`): a test
 #: module that imported a fixture would shadow it with its parameter.
-pytest_plugins = ("procedure_helpers", "postgres_helpers")
+pytest_plugins = ("procedure_helpers", "postgres_helpers", "secured_helpers")
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 #: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,

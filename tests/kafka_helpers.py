@@ -7,7 +7,7 @@ import socket
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.broker import port_in_use
+from replicator.localstack.security import SecurityMode
 
 Headers = tuple[tuple[str, bytes], ...]
 
@@ -52,9 +53,14 @@ def unique_topic(prefix: str = "test") -> str:
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    config: dict[str, str] | None = None,
+    client: Mapping[str, str] | None = None,
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """`client`: more client settings (a secured cluster's credentials)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
     admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)
 
@@ -77,13 +83,18 @@ def make_records(
 
 
 def produce_records(
-    bootstrap: str, topic: str, records: list[Record]
+    bootstrap: str, topic: str, records: list[Record], client: Mapping[str, str] | None = None
 ) -> dict[int, list[tuple[int, Record]]]:
     """Produce `records` with an idempotent producer; return, per partition, the
     (offset, record) pairs the broker acknowledged, in offset order. Raises on
     any delivery failure, naming the record."""
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            **(client or {}),
+        }
     )
     delivered: dict[int, list[tuple[int, Record]]] = defaultdict(list)
     failures: list[str] = []
@@ -111,7 +122,11 @@ def produce_records(
 
 
 def read_partition(
-    bootstrap: str, topic: str, partition: int, timeout: float = 60.0
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    timeout: float = 60.0,
+    client: Mapping[str, str] | None = None,
 ) -> list[tuple[int, Record]]:
     """Every (offset, record) of one partition, from its start to the end it had
     when called (read_committed, so control records and aborted data are skipped)."""
@@ -121,6 +136,7 @@ def read_partition(
             "group.id": f"reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            **(client or {}),
         }
     )
     try:
@@ -155,15 +171,17 @@ def free_port_pair() -> int:
 
 
 @contextmanager
-def own_cluster_pair(data_dir: Path) -> Iterator[LocalStack]:
+def own_cluster_pair(data_dir: Path, security: SecurityMode | None = None) -> Iterator[LocalStack]:
     """A source (`primary`) and a target (`dr`) cluster of a test module's own, for
-    tests that kill brokers without harming the session's clusters."""
+    tests that kill brokers without harming the session's clusters, or secured ones."""
     first = free_port_pair()
     second = free_port_pair()
     while abs(second - first) < 2:
         second = free_port_pair()
     stack = LocalStack(
-        [ClusterSpec("primary", first), ClusterSpec("dr", second)], data_dir=data_dir
+        [ClusterSpec("primary", first), ClusterSpec("dr", second)],
+        data_dir=data_dir,
+        security=security,
     )
     stack.up(timeout=120)
     try:

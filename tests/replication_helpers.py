@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -105,10 +105,18 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> No
     del seen
 
 
-def preload(bootstrap: str, topic: str, records: int, partitions: int) -> list[int]:
+def preload(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    partitions: int,
+    client: Mapping[str, str] | None = None,
+) -> list[int]:
     """`records` small records round-robin over `partitions`, fast (no delivery
-    callbacks); returns the count per partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000})
+    callbacks); returns the count per partition. `client`: more client settings
+    (a secured cluster's credentials)."""
+    settings = {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000}
+    producer = Producer({**settings, **(client or {})})
     value = b"x" * 100
     for i in range(records):
         while True:

@@ -14,6 +14,7 @@ import traceback
 from confluent_kafka import KafkaException
 
 from replicator.cli import (
+    acls,
     clients,
     diagnose,
     offset_reset,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.register(commands)
     procedures.register(commands)
     verify.register(commands)
+    acls.register(commands)
     return parser
 
 

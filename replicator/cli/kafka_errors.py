@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig
+from replicator.kafka.access import access_problem
 from replicator.kafka.clients import AdminClient
 
 #: How long a cluster may take to answer the probe: a reachable broker answers a
@@ -32,6 +33,10 @@ def kafka_error_line(error: KafkaException, config_file: Path | None) -> str:
     with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
         answers = list(pool.map(_answers, clusters))
     silent = [cluster for cluster, answered in zip(clusters, answers, strict=True) if not answered]
+    for cluster in silent:  # refused rather than away: name the setting to fix
+        problem = access_problem(cluster)
+        if problem is not None:
+            return problem
     if silent:
         names = ", ".join(f"{c.alias!r} at {c.bootstrap_servers}" for c in silent)
         keys = ", ".join(f"{c.alias}.bootstrap.servers" for c in silent)

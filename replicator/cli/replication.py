@@ -12,6 +12,7 @@ from replicator.config import load_config
 from replicator.engine.policies import load_policy
 from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
 from replicator.engine.topic_sync import TopicSync
+from replicator.kafka.access import check_access
 from replicator.operations.runner import run_flows, select_flows
 from replicator.statestore import STATE_URL_ENV, StateStore
 
@@ -47,6 +48,9 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     flows = select_flows(load_config(args.config), args.flow)
+    # A wrong password or certificate stops here, in one line, instead of workers
+    # retrying for ever; a cluster that is away does not (the workers wait for it).
+    check_access({c.alias: c for f in flows for c in (f.source, f.target)}.values())
     run_flows(flows, store=StateStore(args.state_url))
     return 0
 

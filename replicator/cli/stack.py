@@ -13,6 +13,7 @@ from types import FrameType
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.localstack import DEFAULT_CLUSTERS, ClusterSpec, LocalStack
+from replicator.localstack.client_config import CLIENTS_FILE
 from replicator.localstack.container import (
     CONTAINER_PORT,
     ContainerBroker,
@@ -20,6 +21,7 @@ from replicator.localstack.container import (
     prepare,
     run_traffic,
 )
+from replicator.localstack.security import SECURITY_MODES, parse_mode
 from replicator.localstack.stack import DEFAULT_DATA_DIR, DEFAULT_HEAP
 from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 from replicator.statestore import StateStore, default_state_url
@@ -34,6 +36,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     up = actions.add_parser("up", help="start the clusters and wait until each answers")
     _add_definition_options(up)
     up.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
+    up.add_argument(
+        "--security",
+        type=parse_mode,
+        metavar="MODE",
+        help=f"secure the clusters: {' or '.join(SECURITY_MODES)} (TLS with a CA of the "
+        "stack's own, SCRAM-SHA-512 or client certificates, ACLs enforced); writes "
+        f"<data dir>/{CLIENTS_FILE} for the replicator. Default: PLAINTEXT, no ACLs",
+    )
     up.set_defaults(handler=_up)
 
     down = actions.add_parser("down", help="stop the clusters; no JVM is left behind")
@@ -164,9 +174,19 @@ def _print_table(stack: LocalStack) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    stack = _stack_from(args)
+    stack = LocalStack(
+        args.clusters or DEFAULT_CLUSTERS,
+        data_dir=args.data_dir,
+        heap=args.heap,
+        security=args.security,
+    )
     stack.up(timeout=args.timeout)
     _print_table(stack)
+    if stack.security is not None:
+        print(
+            f"secured ({stack.security.mode}); the replicator's configuration, its ACLs "
+            f"granted: {stack.data_dir / CLIENTS_FILE}"
+        )
     return 0
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from replicator import metrics
+from replicator.acls.principal import missing_acl
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import Heartbeat, OffsetSync
@@ -888,6 +889,8 @@ class ReplicationTask:
             return
         metrics.ERRORS.labels(tracker.flow, "delivery").inc()
         problem = f"{records}: the target {target!r} rejected records for {tracker.remote}: "
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            problem += missing_acl(self.flow.target, "WRITE", f"TOPIC {tracker.remote}") + ": "
         if self._writers is not None:
             self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
             self._stop_partition(
@@ -1012,8 +1015,8 @@ class ReplicationTask:
             metrics.ERRORS.labels(self.flow.name, "authorization").inc()
             self._fail(
                 f"flow {self.flow.name}: not allowed on {self.flow.source.alias!r}"
-                f"{f' for topic {topic}' if topic else ''}: {error.str()}; grant the "
-                "replicator's principal READ and DESCRIBE on the topics and its group"
+                f"{f' for topic {topic}' if topic else ''}: {error.str()}; "
+                + self._missing_on_source(code, topic)
             )
             return
         if error.fatal() or not error.retriable():
@@ -1021,6 +1024,18 @@ class ReplicationTask:
             self._fail(f"flow {self.flow.name}: consuming {topic}[{partition}]: {error.str()}")
             return
         log.warning("flow %s: transient consume error: %s", self.flow.name, error.str())
+
+    def _missing_on_source(self, code: int, topic: str | None) -> str:
+        """The ACL the consumer lacks on the source, for its error message."""
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            group = f"replicator-{self.flow.source.alias}-{self.flow.target.alias}"
+            return missing_acl(self.flow.source, "READ", f"GROUP {group}")
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED and topic:
+            return missing_acl(self.flow.source, "READ", f"TOPIC {topic}")
+        return (
+            "check the credentials of the source's client settings, and grant the "
+            "replicator's principal READ and DESCRIBE on the topics and its group"
+        )
 
     def _restart_fetch(self, tracker: PartitionTracker) -> None:
         """Fetch the partition again from `tracker.next_offset`, or keep it paused when

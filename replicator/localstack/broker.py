@@ -23,8 +23,10 @@ from string import Template
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+from replicator.localstack import certificates
 from replicator.localstack.errors import StackError
 from replicator.localstack.jvm import artifact_classpath, find_java
+from replicator.localstack.security import BROKER_USER, StackSecurity
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 _STOP_TIMEOUT_S = 30.0
@@ -114,8 +116,15 @@ def _read_properties(path: Path) -> dict[str, str]:
 class LocalBroker:
     """Lifecycle of one cluster: format once, start, wait until it serves, stop."""
 
-    def __init__(self, spec: ClusterSpec, data_dir: Path, heap: str = "512m") -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        data_dir: Path,
+        heap: str = "512m",
+        security: StackSecurity | None = None,
+    ) -> None:
         self.spec = spec
+        self.security = security
         self.root = data_dir / spec.name
         self.storage_dir = self.root / "kraft"
         self.logs_dir = self.root / "logs"
@@ -139,9 +148,18 @@ class LocalBroker:
                 found.append(int(entry.name))
         return found
 
+    @property
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka settings of the stack's own clients (the broker's super user
+        on a secured stack): bootstrap servers and, if secured, credentials."""
+        settings = {"bootstrap.servers": self.spec.bootstrap}
+        if self.security is not None:
+            settings |= self.security.client_settings(BROKER_USER)
+        return settings
+
     def metadata(self, timeout: float = 5.0) -> ClusterMetadata:
         """One metadata request; raises StackError if the broker does not answer."""
-        admin = AdminClient({"bootstrap.servers": self.spec.bootstrap})
+        admin = AdminClient(self.client_settings)
         try:
             return admin.list_topics(timeout=timeout)
         except Exception as exc:
@@ -210,17 +228,35 @@ class LocalBroker:
     # -- lifecycle -------------------------------------------------------------------
 
     def write_config(self) -> None:
+        """server.properties; owner-only, as on a secured stack it holds the
+        broker's own SCRAM password."""
         template = resources.files("replicator.localstack").joinpath("templates/server.properties")
+        port, controller_port = self.spec.port, self.spec.controller_port
+        if self.security is None:
+            listeners = {
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                "advertised_listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "protocol_map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter_broker_listener": "PLAINTEXT",
+            }
+            security = ""
+        else:
+            listeners = self.security.listener_settings(port, controller_port)
+            settings = self.security.broker_settings()
+            security = f"\n# Secured ({self.security.mode}): replicator/localstack/security.py\n"
+            security += "".join(f"{key}={value}\n" for key, value in settings.items())
         rendered = Template(template.read_text(encoding="utf-8")).substitute(
             name=self.spec.name,
             node_id=self.spec.node_id,
-            port=self.spec.port,
-            controller_port=self.spec.controller_port,
+            port=port,
+            controller_port=controller_port,
             log_dir=self.storage_dir,
+            security=security,
+            **listeners,
         )
         self.root.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(rendered, encoding="utf-8")
+        certificates.write_private(self.config_file, rendered.encode())
 
     def _java_command(self, main_class: str, *args: str, heap: str) -> list[str]:
         log4j = resources.files("replicator.localstack").joinpath("templates/log4j2.properties")
@@ -246,6 +282,7 @@ class LocalBroker:
             "format",
             f"--cluster-id={new_cluster_id()}",
             f"--config={self.config_file}",
+            *(self.security.format_arguments() if self.security else ()),
             heap="128m",
         )
         with (self.logs_dir / "format.log").open("ab") as out:

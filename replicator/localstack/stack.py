@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from replicator.localstack.broker import ClusterSpec, LocalBroker
+from replicator.localstack.client_config import write_client_config
 from replicator.localstack.errors import StackError
+from replicator.localstack.security import SecurityMode, StackSecurity
 
 DEFAULT_CLUSTERS = (ClusterSpec("primary", 19092), ClusterSpec("dr", 29092))
 DEFAULT_DATA_DIR = Path(".data/stack")
@@ -47,12 +49,20 @@ class LocalStack:
         clusters: tuple[ClusterSpec, ...] | list[ClusterSpec] = DEFAULT_CLUSTERS,
         data_dir: Path = DEFAULT_DATA_DIR,
         heap: str = DEFAULT_HEAP,
+        security: SecurityMode | None = None,
     ) -> None:
         self.clusters = tuple(clusters)
         self.data_dir = Path(data_dir).resolve()
         self.heap = heap
+        #: None: PLAINTEXT, no authorizer (the default); else see `localstack.security`.
+        self.security = (
+            StackSecurity(security, self.data_dir / "security") if security is not None else None
+        )
         _check_distinct(self.clusters)
-        self.brokers = {spec.name: LocalBroker(spec, self.data_dir, heap) for spec in self.clusters}
+        self.brokers = {
+            spec.name: LocalBroker(spec, self.data_dir, heap, self.security)
+            for spec in self.clusters
+        }
 
     @classmethod
     def load(cls, data_dir: Path = DEFAULT_DATA_DIR) -> LocalStack:
@@ -63,7 +73,9 @@ class LocalStack:
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             clusters = [ClusterSpec(**spec) for spec in state["clusters"]]
-            return cls(clusters, data_dir=data_dir, heap=state["heap"])
+            return cls(
+                clusters, data_dir=data_dir, heap=state["heap"], security=state.get("security")
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise StackError(
                 f"{state_file} is unreadable ({exc}); stop any cluster with "
@@ -75,6 +87,12 @@ class LocalStack:
         if name not in self.brokers:
             raise StackError(f"no cluster named {name!r}; this stack has {sorted(self.brokers)}")
         return self.brokers[name].spec.bootstrap
+
+    def client_settings(self, name: str) -> dict[str, str]:
+        """librdkafka settings of the stack's own admin client of cluster `name`
+        (on a secured stack: the broker's super user, for setting up, not for apps)."""
+        self.bootstrap(name)  # the error naming the clusters
+        return self.brokers[name].client_settings
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -90,8 +108,11 @@ class LocalStack:
         ]
         for broker in to_start:
             broker.check_can_start()
+        self._check_same_security([b for b in to_start if not b.needs_format()])
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._write_state()
+        if self.security is not None:
+            self.security.ensure()
 
         for broker in to_start:
             broker.write_config()
@@ -104,6 +125,8 @@ class LocalStack:
         try:
             for broker, process in started:
                 broker.wait_ready(process, deadline)
+            if self.security is not None:
+                write_client_config(self)
         except BaseException:
             for broker, _ in started:
                 broker.stop()
@@ -148,10 +171,26 @@ class LocalStack:
         status.topics = sorted(t for t in metadata.topics if not t.startswith("__"))
         return status
 
+    def _check_same_security(self, formatted: list[LocalBroker]) -> None:
+        """Storage formatted for another security mode lacks (or has) the SCRAM
+        users, which only formatting creates: refuse rather than start half secured."""
+        state_file = self.data_dir / _STATE_FILE
+        if not formatted or not state_file.exists():
+            return
+        before = json.loads(state_file.read_text(encoding="utf-8")).get("security")
+        now = self.security.mode if self.security is not None else None
+        if before != now:
+            raise StackError(
+                f"the clusters under {self.data_dir} were created with security "
+                f"{before or 'none (PLAINTEXT)'}, not {now or 'none (PLAINTEXT)'}; start them "
+                "as before, or delete them with `replicator stack down --wipe` first"
+            )
+
     def _write_state(self) -> None:
         state = {
             "clusters": [asdict(spec) for spec in self.clusters],
             "heap": self.heap,
+            "security": self.security.mode if self.security is not None else None,
         }
         (self.data_dir / _STATE_FILE).write_text(json.dumps(state, indent=2), encoding="utf-8")
 

@@ -1,0 +1,82 @@
+"""`<data dir>/clients.properties`: the replicator's configuration for a secured stack.
+
+An MM2 properties file, written the way MM2 users write theirs: every cluster of
+the stack with its bootstrap servers and security settings (`security.protocol`,
+`sasl.mechanism`, `sasl.jaas.config`, a PEM truststore, a PEM keystore for
+mTLS), the password only referred to (`${file:...}`), and the flows of
+`include/config/local.properties` (the first cluster to each other one, and back
+for failovers). `replicator run --config <data dir>/clients.properties` works as
+it is: `stack up` grants the replicator's principal exactly the ACLs
+`replicator acls plan` lists for this file, nothing more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from replicator.acls.apply import apply_rules
+from replicator.acls.plan import AclRule, replicator_rules
+from replicator.config import load_config
+from replicator.localstack.security import REPLICATOR_USER
+
+if TYPE_CHECKING:
+    from replicator.localstack.stack import LocalStack
+
+CLIENTS_FILE = "clients.properties"
+#: The topics the demo writes, as in include/config/local.properties.
+DEMO_TOPICS = r"demo\\..*"
+_ONE_REPLICA = (
+    "replication.factor",
+    "heartbeats.topic.replication.factor",
+    "checkpoints.topic.replication.factor",
+    "offset-syncs.topic.replication.factor",
+    "status.topic.replication.factor",
+)
+
+
+def client_properties(stack: LocalStack, user: str = REPLICATOR_USER) -> str:
+    """The text of the file for principal `user` (the stack must be secured)."""
+    if stack.security is None:
+        raise ValueError("only a secured stack writes a client configuration")
+    names = [spec.name for spec in stack.clusters]
+    lines = [
+        f"# Written by `replicator stack up --security {stack.security.mode}` for principal "
+        f"User:{user}.",
+        "# The replicator's ACLs: `replicator acls plan --config <this file>`.",
+        "",
+        f"clusters = {', '.join(names)}",
+        "config.providers = file",
+        "config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider",
+    ]
+    for spec in stack.clusters:
+        lines += ["", f"{spec.name}.bootstrap.servers = {spec.bootstrap}"]
+        lines += [
+            f"{spec.name}.{key} = {value}"
+            for key, value in stack.security.mm2_settings(user).items()
+        ]
+    home, others = names[0], names[1:]
+    lines.append("")
+    for other in others:
+        for source, target in ((home, other), (other, home)):
+            lines += [
+                f"{source}->{target}.enabled = true",
+                f"{source}->{target}.topics = {DEMO_TOPICS}",
+            ]
+    lines += ["", *(f"{key} = 1" for key in _ONE_REPLICA)]
+    return "\n".join(lines) + "\n"
+
+
+def write_client_config(stack: LocalStack) -> Path:
+    """Write `<data dir>/clients.properties` and grant its principal its ACLs."""
+    path = stack.data_dir / CLIENTS_FILE
+    path.write_text(client_properties(stack), encoding="utf-8")
+    grant_replicator(stack, path)
+    return path
+
+
+def grant_replicator(stack: LocalStack, config_file: Path) -> list[AclRule]:
+    """Create the ACLs `config_file`'s replicator needs, as the broker's super user."""
+    rules = replicator_rules(load_config(config_file))
+    admins = {spec.name: stack.client_settings(spec.name) for spec in stack.clusters}
+    return apply_rules(rules, admins)

@@ -1,0 +1,94 @@
+"""Secured clusters for the tests of the secured path (issue 14), started only when such
+a test runs, on free ports and in a folder of their own: `primary` and `dr` with
+SASL_SSL (SCRAM-SHA-512) or mTLS, StandardAuthorizer on, no ACL means no access.
+
+The stack's own super user (`admin`) sets tests up (topics, records, inspection);
+what a test proves runs as the principal under test, with only its planned ACLs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from replicator.acls.apply import apply_rules
+from replicator.acls.plan import AclRule
+from replicator.localstack import LocalStack
+from replicator.localstack.client_config import CLIENTS_FILE, client_properties
+from replicator.localstack.security import BROKER_USER
+
+from kafka_helpers import own_cluster_pair
+
+
+@dataclass(frozen=True)
+class SecuredPair:
+    """A secured `primary` and `dr`, and the means to add principals to them."""
+
+    stack: LocalStack
+
+    @property
+    def primary(self) -> str:
+        return self.stack.bootstrap("primary")
+
+    @property
+    def dr(self) -> str:
+        return self.stack.bootstrap("dr")
+
+    @property
+    def clients_file(self) -> Path:
+        """The replicator's configuration `stack up` wrote, its ACLs granted."""
+        return self.stack.data_dir / CLIENTS_FILE
+
+    def admin(self, cluster: str) -> dict[str, str]:
+        """The super user's client settings (bootstrap servers included)."""
+        return self.stack.client_settings(cluster)
+
+    def user(self, name: str) -> dict[str, str]:
+        """Client settings (no bootstrap servers) of principal `User:<name>`, created
+        on both clusters if new; it has no ACL until a test grants some."""
+        security = self.stack.security
+        assert security is not None
+        if security.mode == "sasl_ssl":
+            security.register_scram_user(name, [self.primary, self.dr])
+        else:
+            security.ensure_user(name)
+        return security.client_settings(name)
+
+    def grant(self, rules: list[AclRule]) -> None:
+        apply_rules(rules, {name: self.admin(name) for name in ("primary", "dr")})
+
+    def write_admin_config(self, path: Path) -> Path:
+        """An MM2 properties file of the super user, for `replicator acls apply`."""
+        path.write_text(client_properties(self.stack, BROKER_USER), encoding="utf-8")
+        return path
+
+    def end_offsets(self, cluster: str, topic: str, partitions: int) -> list[int]:
+        consumer = Consumer({**self.admin(cluster), "group.id": "secured-end-offsets"})
+        try:
+            if topic not in consumer.list_topics(timeout=10).topics:
+                return [0] * partitions
+            return [
+                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)
+            ]
+        finally:
+            consumer.close()
+
+
+@pytest.fixture(scope="session")
+def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
+    """SASL_SSL with SCRAM-SHA-512, started with the same code as
+    `replicator stack up --security sasl_ssl`."""
+    with own_cluster_pair(tmp_path_factory.mktemp("secured"), security="sasl_ssl") as stack:
+        yield SecuredPair(stack)
+
+
+@pytest.fixture(scope="session")
+def mtls_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
+    """TLS with client certificates required, as `replicator stack up --security mtls`."""
+    with own_cluster_pair(tmp_path_factory.mktemp("mtls"), security="mtls") as stack:
+        yield SecuredPair(stack)
