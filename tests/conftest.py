@@ -46,6 +46,7 @@ TEST_DATA_DIR = Path(
 #: the gaps, instead of one of them running alone at the end (`make test` passes
 #: --no-loadscope-reorder: by default xdist orders files by their number of tests).
 _SLOW_FILES = (
+    "test_docker_stack.py",
     "test_browser.py",
     "test_airflow_dags.py",
     "test_verify.py",
@@ -53,6 +54,7 @@ _SLOW_FILES = (
     "test_failover.py",
     "test_failover_approval.py",
     "test_exactly_once.py",
+    "test_secured_stack.py",
     "test_broker_faults.py",
     "test_airflow_supervision.py",
     "test_outage_logging.py",
