@@ -9,7 +9,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.engine.policies import load_policy
 from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
 from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
@@ -94,11 +93,8 @@ def _where(row: StatusRecord) -> str:
 
 def _topics(args: argparse.Namespace) -> int:
     for flow in select_flows(load_config(args.config), args.flow):
-        policy = load_policy(
-            flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-        )
         print(f"flow {flow.name}:")
-        for decision in TopicSync(flow, policy).decisions():
+        for decision in TopicSync(flow, flow.policy).decisions():
             mark = "->" if decision.replicate else "  "
             target = decision.remote_topic if decision.replicate else decision.reason
             print(f"  {mark} {decision.source_topic:<40} {target}")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
+from replicator.config.policies import ReplicationPolicy, load_policy
 from replicator.config.redact import redact
 from replicator.errors import ConfigError
 
@@ -120,6 +122,15 @@ class FlowConfig:
     @property
     def name(self) -> str:
         return f"{self.source.alias}->{self.target.alias}"
+
+    @cached_property
+    def policy(self) -> ReplicationPolicy:
+        """The replication policy `replication.policy.class` names, loaded on first use
+        (a custom policy's package need only be importable where the flow runs);
+        ConfigError when it cannot be loaded."""
+        return load_policy(
+            self.replication_policy_class, self.replication_policy_separator, self.source.alias
+        )
 
 
 @dataclass(frozen=True)

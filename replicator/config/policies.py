@@ -170,6 +170,6 @@ def _import_policy(class_name: str) -> type[ReplicationPolicy]:
     if not (isinstance(found, type) and issubclass(found, ReplicationPolicy)):
         raise ConfigError(
             f"replication.policy.class={class_name!r} is not a subclass of "
-            "replicator.engine.policies.ReplicationPolicy"
+            "replicator.config.policies.ReplicationPolicy"
         )
     return found

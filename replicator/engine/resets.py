@@ -82,7 +82,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.policies import load_policy
 from replicator.engine.status import live_workers
 from replicator.engine.tail import TailPosition
 from replicator.engine.topic_sync import TopicSync
@@ -272,9 +271,7 @@ def plan_reset(
     target = ResetTo.parse(to)
     count = _partition_count(flow, topic)
     wanted = _partitions(flow, topic, count, partitions)
-    policy = load_policy(
-        flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-    )
+    policy = flow.policy
     remote = policy.format_remote_topic(flow.source.alias, topic)
     by = requested_by or _whoami()
     now_ms = int(time.time() * 1000)
@@ -377,9 +374,7 @@ def _whoami() -> str:
 
 
 def _partition_count(flow: FlowConfig, topic: str) -> int:
-    policy = load_policy(
-        flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-    )
+    policy = flow.policy
     decisions = {d.source_topic: d for d in TopicSync(flow, policy).decisions()}
     decision = decisions.get(topic)
     if decision is None:

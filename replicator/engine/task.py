@@ -22,6 +22,7 @@ from replicator import metrics
 from replicator.acls.principal import missing_acl
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
+from replicator.config.policies import ReplicationPolicy
 from replicator.engine.formats import Heartbeat, OffsetSync
 from replicator.engine.headers import (
     OFFSET_HEADER,
@@ -32,7 +33,6 @@ from replicator.engine.headers import (
     encode_offset,
 )
 from replicator.engine.internal_topics import ensure_compacted_topic
-from replicator.engine.policies import ReplicationPolicy, load_policy
 from replicator.engine.resets import PendingResets
 from replicator.engine.status import STATUS_TOPIC, PartitionStatus, StatusWriter, WorkerStatus
 from replicator.engine.tail import TailReader
@@ -163,9 +163,7 @@ class ReplicationTask:
         self.stop_event = stop_event or threading.Event()
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.started_ms = int(time.time() * 1000)
-        self.policy: ReplicationPolicy = load_policy(
-            flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-        )
+        self.policy: ReplicationPolicy = flow.policy
         self._alias = flow.source.alias.encode()
         self._target_alias = flow.target.alias.encode()
         self.topic_sync = TopicSync(flow, self.policy)

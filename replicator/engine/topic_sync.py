@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from replicator.config.model import FlowConfig
-from replicator.engine.policies import ReplicationPolicy
+from replicator.config.policies import ReplicationPolicy
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import AdminClient
 

@@ -25,7 +25,6 @@ from confluent_kafka import TopicPartition
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.policies import ReplicationPolicy, load_policy
 from replicator.engine.topic_sync import TopicSync
 from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
@@ -71,12 +70,6 @@ class CheckpointReport:
     #: alone because they have active members there.
     synced_groups: dict[str, int] = field(default_factory=dict)
     active_groups: list[str] = field(default_factory=list)
-
-
-def policy_of(flow: FlowConfig) -> ReplicationPolicy:
-    return load_policy(
-        flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-    )
 
 
 def read_checkpoints(cluster: ClusterConfig, topic: str) -> dict[CheckpointKey, Checkpoint]:
@@ -142,7 +135,7 @@ class _Checkpointing:
 
     def __init__(self, flow: FlowConfig, cluster: ClusterConfig, topic: str) -> None:
         self.flow = flow
-        self.policy = policy_of(flow)
+        self.policy = flow.policy
         self._index = TargetIndex(flow.target, flow.source.alias)
         self._where = (cluster, topic)
         self._writer: _CheckpointWriter | None = None
@@ -180,7 +173,7 @@ class Checkpointer(_Checkpointing):
     with `sync.group.offsets.enabled`, also commits them to idle target groups."""
 
     def __init__(self, flow: FlowConfig) -> None:
-        super().__init__(flow, flow.target, policy_of(flow).checkpoints_topic(flow.source.alias))
+        super().__init__(flow, flow.target, flow.policy.checkpoints_topic(flow.source.alias))
         self.source = GroupAdmin(flow.source)
         self._source_reader = PartitionReader(flow.source)
 
@@ -265,7 +258,7 @@ class ReverseCheckpointer(_Checkpointing):
     exactly (the record at a group's position carries its source offset)."""
 
     def __init__(self, flow: FlowConfig) -> None:
-        super().__init__(flow, flow.source, policy_of(flow).checkpoints_topic(flow.target.alias))
+        super().__init__(flow, flow.source, flow.policy.checkpoints_topic(flow.target.alias))
         self.target = GroupAdmin(flow.target)
 
     def translate_group(self, group: str) -> list[Checkpoint]:

@@ -42,7 +42,6 @@ from replicator.engine.status import (
 from replicator.engine.translation import PartitionReader
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
-from replicator.offsets.checkpoints import policy_of
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING, STOPPED
 
@@ -294,7 +293,7 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
     MM2's checkpoint value has no time of its own, so the age is the broker
     timestamp of the newest record in the checkpoints topic that belongs to the
     flow (its topic is a remote topic of one of the flow's source topics)."""
-    policy = policy_of(flow)
+    policy = flow.policy
     topic = policy.checkpoints_topic(flow.source.alias)
     latest: dict[tuple[str, str, int], Checkpoint] = {}
     last_ms: int | None = None

@@ -53,7 +53,7 @@ from replicator.engine.status import (
 )
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
-from replicator.offsets.checkpoints import policy_of, read_checkpoints
+from replicator.offsets.checkpoints import read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD
 from replicator.operations.dr_status import checkpoint_info
@@ -409,7 +409,7 @@ def _checkpoint_problems(
     """Groups whose committed position is replicated but not checkpointed, while the
     flow's newest checkpoint (`dr_status.checkpoint_info`) is older than the bound
     and the flow has run for longer than that: the checkpoint round is failing."""
-    policy = policy_of(flow)
+    policy = flow.policy
     topic = policy.checkpoints_topic(flow.source.alias)
     replicated = {(p.topic, p.partition): p.replicated_until or 0 for p in lag.partitions}
     checkpoints = read_checkpoints(flow.target, topic)
@@ -446,7 +446,7 @@ def _checkpoint_problems(
 def _heartbeat_problems(
     flow: FlowConfig, bounds: Bounds, running_for: float | None
 ) -> list[Problem]:
-    policy = policy_of(flow)
+    policy = flow.policy
     remote = policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
     return _stalled(
         flow,

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
-from replicator.offsets.checkpoints import Checkpointer, policy_of
+from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore
 from replicator.statestore.flow_states import STOPPED
@@ -94,7 +94,7 @@ def sync_flow(flow: FlowConfig, concerns: tuple[Concern, ...] = CONCERNS) -> Flo
     """One round of `concerns` for `flow`, whatever the state store says."""
     result = FlowSync(flow.name)
     if "topics" in concerns:
-        sync = TopicSync(flow, policy_of(flow))
+        sync = TopicSync(flow, flow.policy)
         topics = sync.sync(sync.replicated_topics())
         result.topics_created = topics.created
         result.partitions_grown = topics.grown

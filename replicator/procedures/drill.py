@@ -44,7 +44,7 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
-from replicator.offsets.checkpoints import Checkpointer, policy_of
+from replicator.offsets.checkpoints import Checkpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.procedures.positions import progress
 from replicator.procedures.steps import Procedure, Step, StepReport
@@ -189,7 +189,7 @@ class Drill(Procedure):
                 "state in the state store is running)"
             )
         source = GroupAdmin(self.source)
-        topics = set(TopicSync(self.flow, policy_of(self.flow)).replicated_topics())
+        topics = set(TopicSync(self.flow, self.flow.policy).replicated_topics())
         groups = self._groups(source, topics)
         target = GroupAdmin(self.target)
         for group in groups:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.translation import TargetIndex
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer, policy_of
+from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
@@ -287,7 +287,7 @@ class Failback(Procedure):
             (t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset) for t in own
         ]
         skip = self._skipped_ranges()
-        policy = policy_of(self.flow)
+        policy = self.flow.policy
         with ReverseCheckpointer(self.flow) as back:
             for c in back.translate_group(group):
                 remote = policy.format_remote_topic(self.origin.alias, c.topic)
@@ -337,7 +337,7 @@ class Failback(Procedure):
     def _verify_moves(self) -> StepReport:
         step = self.report("commit_offsets")
         moves = step.get("groups", step.get("would_commit", {}))
-        reverse_policy = policy_of(self.reverse)
+        reverse_policy = self.reverse.policy
         with (
             TargetIndex(self.origin, self.dr.alias) as copies_on_origin,
             TargetIndex(self.dr, self.origin.alias) as copies_on_dr,

@@ -23,7 +23,7 @@ from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import PartitionStatus, live_workers, read_status
 from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
-from replicator.offsets.checkpoints import Checkpointer, policy_of, read_checkpoints
+from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
@@ -278,7 +278,7 @@ class Failover(Procedure):
     def _translated(self, group: str) -> list[Position]:
         """`group`'s positions on the source topics, and where they are on the target."""
         if self.failover_mode == "unplanned":
-            policy = policy_of(self.flow)
+            policy = self.flow.policy
             checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
             return [
                 (

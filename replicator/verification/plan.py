@@ -26,7 +26,6 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.engine.translation import PartitionReader, TargetIndex
-from replicator.offsets.checkpoints import policy_of
 from replicator.offsets.groups import GroupAdmin
 
 
@@ -80,7 +79,7 @@ class VerificationPlan:
 
 def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> VerificationPlan:
     """The windows of every partition of the flow's topics (or of `topics`)."""
-    policy = policy_of(flow)
+    policy = flow.policy
     sync = TopicSync(flow, policy)
     replicated = sync.replicated_topics()
     chosen = sorted(

@@ -10,7 +10,7 @@ from typing import Literal
 from confluent_kafka import KafkaError
 
 from replicator.config.model import FlowConfig
-from replicator.engine.policies import ReplicationPolicy, load_policy
+from replicator.config.policies import ReplicationPolicy
 from replicator.engine.topic_sync import TopicSync
 
 Status = Literal["ok", "warning", "problem"]
@@ -79,9 +79,7 @@ class Subject:
 
     @classmethod
     def of(cls, flow: FlowConfig, topic: str, lag_threshold: int) -> Subject:
-        policy = load_policy(
-            flow.replication_policy_class, flow.replication_policy_separator, flow.source.alias
-        )
+        policy = flow.policy
         remote = policy.format_remote_topic(flow.source.alias, topic)
         return cls(flow, policy, topic, remote, lag_threshold, TopicSync(flow, policy))
 
