@@ -11,6 +11,7 @@ BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
 BROWSER_STAMP := .cache/browser/.installed
 POSTGRES_STAMP := .cache/postgres/.installed
+DATA_DOCS_ASSETS := .cache/vendor/data-docs
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 
@@ -31,7 +32,7 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
-	$(BROWSER_STAMP) $(POSTGRES_STAMP)
+	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(DATA_DOCS_ASSETS)/.installed
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +83,16 @@ $(POSTGRES_STAMP):
 	@mkdir -p $(dir $@)
 	$$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1) --version | tee $@.tmp
 	test -s $@.tmp && mv $@.tmp $@
+
+# The scripts, styles and fonts Great Expectations' Data Docs load from CDNs, pinned in
+# include/vendor/data-docs/package-lock.json and installed from the npm registry with
+# `npm ci`; the DR status plugin serves them, so Data Docs render with no internet.
+$(DATA_DOCS_ASSETS)/.installed: include/vendor/data-docs/package.json \
+	include/vendor/data-docs/package-lock.json include/vendor/data-docs/.npmrc
+	rm -rf $(DATA_DOCS_ASSETS) && mkdir -p $(DATA_DOCS_ASSETS)
+	cp $^ $(DATA_DOCS_ASSETS)/
+	cd $(DATA_DOCS_ASSETS) && npm ci -q --ignore-scripts --no-audit --no-fund
+	touch $@
 
 run: setup
 	$(BIN)/replicator stack run --replicate include/config/local.properties --demo-app demo --airflow

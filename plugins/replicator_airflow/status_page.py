@@ -29,12 +29,13 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.statestore import NotFoundError, RunRecord, StateStore
+from replicator_airflow import offline_docs
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
 Settings = Callable[[], ReplicatorSettings]
@@ -107,10 +108,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return HTMLResponse(render_run(stores.get(where().state_url).run(run_id)))
 
     @app.get("/runs/{run_id}/data-docs/{path:path}")
-    def data_docs(run_id: str, path: str) -> FileResponse:
+    def data_docs(run_id: str, path: str) -> Response:
         run = stores.get(where().state_url).run(run_id)
-        return FileResponse(docs_file(run, path))
+        return offline_docs.data_docs_response(docs_file(run, path), path)
 
+    app.include_router(offline_docs.router())
     return app
 
 
