@@ -2,8 +2,9 @@
 once (in both delivery modes) and is never applied twice; a skip to latest
 leaves out what was produced while the flow was stopped; bad input is refused
 naming topic, partition and offset; the procedure stops and restarts a running
-flow, resumes step by step, and its dry run writes nothing. The decision rule
-and the parsing are tested without brokers too."""
+flow, resumes step by step, and its dry run writes nothing. The command line's
+options are tested without brokers too; the decision rule and the request records
+are tests/test_reset_decision.py."""
 
 from __future__ import annotations
 
@@ -27,18 +28,12 @@ from replication_helpers import (
 from replicator.cli.offset_reset import register, reset_to
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
-from replicator.engine.resets import (
-    PendingResets,
-    ResetRequest,
-    ResetTo,
-    read_resets,
-    request_reset,
-)
+from replicator.engine.resets import ResetRequest, read_resets
 from replicator.engine.status import PartitionStatus, read_status
-from replicator.engine.tail import Replica, TailPosition
 from replicator.errors import ReplicatorError
 from replicator.procedures import live_workers
 from replicator.procedures.offset_reset import OffsetReset
+from replicator.procedures.reset_requests import ResetTo, request_reset
 from replicator.statestore import StateStore
 
 from kafka_helpers import create_topic, unique_topic
@@ -229,94 +224,6 @@ def test_bad_requests_name_topic_partition_and_offset(primary: str, dr: str) -> 
 
 
 # -- without brokers -----------------------------------------------------------------------
-
-
-def _request(offset: int, tail_source: int, tail_target: int) -> ResetRequest:
-    return ResetRequest(
-        flow="primary->dr",
-        topic="t",
-        partition=0,
-        offset=offset,
-        tail_target_offset=tail_target,
-        tail_source_offset=tail_source,
-        from_offset=tail_source + 1,
-        copied_again=max(0, tail_source + 1 - offset),
-        skipped=max(0, offset - tail_source - 1),
-        requested_ms=1_700_000_000_000,
-        requested_by="test",
-    )
-
-
-def _pending(
-    request: ResetRequest, last: Replica | None, calls: list[str] | None = None
-) -> PendingResets:
-    flow = flow_config(("primary", "localhost:1"), ("dr", "localhost:2"), "t")
-
-    def last_replica(remote: str, partition: int) -> Replica | None:
-        if calls is not None:
-            calls.append(f"{remote}[{partition}]")
-        return last
-
-    return PendingResets(flow, {("t", 0): request}, last_replica)
-
-
-def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:
-    request = _request(offset=40, tail_source=99, tail_target=99)
-    tail = TailPosition(Replica(99, 99), target_end=100)
-    assert _pending(request, Replica(99, 99)).honoured("t", 0, "primary.t", tail, 100) == request
-    # Nothing for another partition.
-    assert _pending(request, Replica(99, 99)).honoured("t", 1, "primary.t", tail, 100) is None
-    # Replication went on: the tail's source offset tells, without another read.
-    calls: list[str] = []
-    moved = TailPosition(Replica(169, 109), target_end=170)
-    assert (
-        _pending(request, Replica(169, 109), calls).honoured("t", 0, "primary.t", moved, 110)
-        is None
-    )
-    assert calls == []
-    # The rewind copied 40..99 again: same source offset at the tail, another record.
-    calls = []
-    recopied = TailPosition(Replica(159, 99), target_end=160)
-    assert (
-        _pending(request, Replica(159, 99), calls).honoured("t", 0, "primary.t", recopied, 100)
-        is None
-    )
-    assert calls == ["primary.t[0]"]
-
-
-def test_a_request_before_anything_was_replicated() -> None:
-    request = _request(offset=30, tail_source=-1, tail_target=-1)
-    empty = TailPosition(None, target_end=0)
-    assert _pending(request, None).honoured("t", 0, "primary.t", empty, 0) == request
-    copied = TailPosition(Replica(0, 30), target_end=1)
-    assert _pending(request, Replica(0, 30)).honoured("t", 0, "primary.t", copied, 31) is None
-
-
-def test_reset_targets_and_request_records() -> None:
-    assert ResetTo.parse("earliest") == ResetTo.earliest()
-    assert ResetTo.parse("latest") == ResetTo("latest")
-    assert ResetTo.parse(42) == ResetTo.offset(42)
-    when = datetime(2024, 5, 1, 12, tzinfo=UTC)
-    assert ResetTo.parse(when) == ResetTo.timestamp(1_714_564_800_000)
-    assert str(ResetTo.parse(when)) == "timestamp 2024-05-01T12:00:00+00:00 (1714564800000 ms)"
-    for bad in ("soon", True, -3, 1.5):
-        with pytest.raises(ReplicatorError):
-            ResetTo.parse(bad)  # type: ignore[arg-type]
-    with pytest.raises(ReplicatorError, match="takes no value"):
-        ResetTo("latest", 3)
-
-    rewind = _request(offset=40, tail_source=99, tail_target=99)
-    assert ResetRequest.decode(rewind.value()) == rewind
-    assert rewind.key == "primary->dr|reset|t|0"
-    assert rewind.effect() == (
-        "t[0]: 100 -> 40: 60 records will be copied again (the target then holds source "
-        "offsets 40..99 twice)"
-    )
-    skip = _request(offset=120, tail_source=99, tail_target=99)
-    assert skip.effect() == (
-        "t[0]: 100 -> 120: 20 records will be skipped (source offsets 100..119 are never "
-        "replicated)"
-    )
 
 
 def test_cli_options() -> None:

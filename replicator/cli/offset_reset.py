@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from replicator.config import load_config
-from replicator.engine.resets import ResetTo
 from replicator.procedures.offset_reset import OffsetReset
+from replicator.procedures.reset_requests import ResetTo
 from replicator.procedures.steps import ProcedureReport
 from replicator.statestore import STATE_URL_ENV, StateStore
 

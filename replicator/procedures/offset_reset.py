@@ -5,9 +5,9 @@ tombstones in Connect's offsets topic.
 Steps: check (the flow replicates the topic, the partitions exist, the offset
 is inside the source log; what each partition would move from and to), stop
 the flow through the state store (a running task keeps its position in
-memory), write the reset requests (`replicator.engine.resets`), start the flow again
-(unless it was stopped before the procedure: then it stays stopped, and the
-reset applies when someone starts it). The tasks apply each request when they
+memory), write the reset requests (`replicator.procedures.reset_requests`),
+start the flow again (unless it was stopped before the procedure: then it stays
+stopped, and the reset applies when someone starts it). The tasks apply each request when they
 next take the partition, and only while nothing was replicated for it since
 the request, so a rewind is never applied twice.
 
@@ -21,9 +21,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.engine.resets import ResetRequest, ResetTarget, ResetTo, plan_reset, request_reset
+from replicator.engine.resets import ResetRequest
 from replicator.engine.status import live_workers
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
+from replicator.procedures.reset_requests import ResetTarget, ResetTo, plan_reset, request_reset
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.statestore import StateStore
 from replicator.statestore.flow_states import RUNNING, STOPPED
