@@ -11,12 +11,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig
 from replicator.kafka.access import access_problem
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import quiet_admin
+from replicator.kafka.errors import error_text
 
 #: How long a cluster may take to answer the probe: a reachable broker answers a
 #: metadata request in milliseconds; the command already waited its own timeout.
@@ -25,8 +26,7 @@ _PROBE_TIMEOUT_S = 5.0
 
 def kafka_error_line(error: KafkaException, config_file: Path | None) -> str:
     """What went wrong, which cluster (alias and bootstrap servers) and the fix."""
-    cause = error.args[0] if error.args else error
-    what = cause.str() if isinstance(cause, KafkaError) else str(cause)
+    what = error_text(error)
     if config_file is None:
         return f"Kafka: {what}; run with --verbose for the traceback"
     clusters = list(load_config(config_file).clusters.values())
@@ -52,7 +52,7 @@ def kafka_error_line(error: KafkaException, config_file: Path | None) -> str:
 def _answers(cluster: ClusterConfig) -> bool:
     """Whether `cluster` answers a metadata request now (its client logs nothing:
     the command's own clients already logged the connection failures)."""
-    admin = AdminClient({**cluster.admin, "log_level": 0}, cluster=cluster.alias)
+    admin = quiet_admin(cluster)
     try:
         admin.list_topics(timeout=_PROBE_TIMEOUT_S)
     except KafkaException:

@@ -15,7 +15,8 @@ from confluent_kafka.admin import NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import kafka_error
 from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import watermarks
 
@@ -42,14 +43,14 @@ def ensure_compacted_topic(
 ) -> None:
     """Create `topic` (one compacted partition) on `cluster` unless it exists.
     `setting` names the configuration key of its replication factor, for the error."""
-    admin = AdminClient(cluster.admin, cluster=cluster.alias)
+    admin = admin_for(cluster)
     if topic in admin.list_topics(timeout=_TIMEOUT_S).topics:
         return
     new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
     try:
         admin.create_topics([new])[topic].result(timeout=_TIMEOUT_S)
     except KafkaException as exc:
-        error = exc.args[0]
+        error = kafka_error(exc)
         if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ReplicatorError(
                 f"cannot create {topic} on {cluster.alias!r}: {error.str()}; check {setting} "

@@ -26,7 +26,8 @@ from confluent_kafka.admin import (
 from replicator.config.model import FlowConfig
 from replicator.config.policies import ReplicationPolicy
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import AdminClient, admin_for
+from replicator.kafka.errors import error_text, kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ class TopicSync:
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
         self.flow = flow
         self.policy = policy
-        self.source_admin = AdminClient(flow.source.admin, cluster=flow.source.alias)
-        self.target_admin = AdminClient(flow.target.admin, cluster=flow.target.alias)
+        self.source_admin = admin_for(flow.source)
+        self.target_admin = admin_for(flow.target)
 
     # -- discovery -------------------------------------------------------------------
 
@@ -145,7 +146,7 @@ class TopicSync:
                 future.result(timeout=_TIMEOUT_S)
                 log.info("created remote topic %s on %s", name, self.flow.target.alias)
             except KafkaException as exc:
-                error = exc.args[0]
+                error = kafka_error(exc)
                 if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
                 if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
@@ -191,7 +192,7 @@ class TopicSync:
         except KafkaException as exc:
             raise ReplicatorError(
                 f"cannot grow remote topic {remote} to {partitions} partitions on "
-                f"{self.flow.target.alias!r}: {exc.args[0].str()}"
+                f"{self.flow.target.alias!r}: {error_text(exc)}"
             ) from exc
         self._wait_until_served([remote])
         log.info("grew remote topic %s to %d partitions", remote, partitions)

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
+from replicator.kafka.errors import error_text, kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class TransactionalWriters:
         try:
             producer.init_transactions(_TIMEOUT_S)
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
+            error = kafka_error(exc)
             if error.code() in _AWAY or (error.retriable() and error.code() not in _REFUSED):
                 raise
             raise TransactionsRefused(
@@ -131,7 +132,7 @@ class TransactionalWriters:
             try:
                 writer.producer.begin_transaction()
             except KafkaException as exc:
-                return self._failed(key, exc.args[0])
+                return self._failed(key, kafka_error(exc))
             writer.in_transaction = True
         return Settled(Outcome.OPEN)
 
@@ -158,7 +159,7 @@ class TransactionalWriters:
         try:
             writer.producer.commit_transaction(_TIMEOUT_S)
         except KafkaException as exc:
-            return self._failed(key, exc.args[0])
+            return self._failed(key, kafka_error(exc))
         return Settled(Outcome.COMMITTED)
 
     def _failed(self, key: Key, error: KafkaError) -> Settled:
@@ -196,7 +197,7 @@ class TransactionalWriters:
             log.info(
                 "%s[%d]: closing its producer: %s; the partition's next owner settles "
                 "its transaction",
-                topic, partition, exc.args[0].str(),
+                topic, partition, error_text(exc),
             )  # fmt: skip
         writer.producer.purge()
 

@@ -35,6 +35,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError
 from confluent_kafka import admin as confluent_admin
 
+from replicator.config.model import ClusterConfig
 from replicator.kafka import reachability
 from replicator.kafka.reachability import Reachability
 
@@ -181,3 +182,20 @@ class AdminClient(confluent_admin.AdminClient):
 
     def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
         super().__init__(routed(config, cluster))
+
+
+def admin_for(cluster: ClusterConfig, settings: Mapping[str, object] | None = None) -> AdminClient:
+    """An admin client of `cluster`: its admin settings, `settings` on top, and its
+    lines naming the cluster by alias."""
+    return AdminClient({**cluster.admin, **(settings or {})}, cluster=cluster.alias)
+
+
+def quiet_admin(cluster: ClusterConfig, *, connect_timeout_ms: int | None = None) -> AdminClient:
+    """An admin client of `cluster` that logs nothing of its own, for a probe whose
+    caller reports the outcome once: probing a dead cluster, a client logs a failed
+    connection every few milliseconds. `connect_timeout_ms` bounds each connection
+    attempt (librdkafka's default is 30 s), for a probe that must answer quickly."""
+    settings: dict[str, object] = {"log_level": 0}
+    if connect_timeout_ms is not None:
+        settings["socket.connection.setup.timeout.ms"] = connect_timeout_ms
+    return admin_for(cluster, settings)

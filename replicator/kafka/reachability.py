@@ -40,11 +40,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from replicator import metrics
 from replicator.config.clients import admin_settings
+from replicator.kafka.errors import error_text
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +267,7 @@ def metadata_probe(settings: Mapping[str, object]) -> Probe:
         try:
             admin.list_topics(timeout=PROBE_TIMEOUT_S)
         except KafkaException as exc:
-            error = exc.args[0]
-            return error.str() if isinstance(error, KafkaError) else str(error)
+            return error_text(exc)
         return None
 
     return probe

@@ -12,6 +12,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.errors import ReplicatorError
+from replicator.kafka.errors import kafka_error
 
 _RETRY_PAUSE_S = 0.2
 #: Errors that only mean "ask again in a moment", although not all are flagged retriable.
@@ -38,7 +39,7 @@ def watermarks(
                 TopicPartition(topic, partition), timeout=max(1.0, deadline - time.monotonic())
             )
         except KafkaException as exc:
-            error = exc.args[0]
+            error = kafka_error(exc)
             settling = error.retriable() or error.code() in _SETTLING
             if not settling or time.monotonic() > deadline:
                 raise ReplicatorError(

@@ -13,7 +13,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import error_text
 
 _TIMEOUT_S = 30.0
 #: States in which a group has no members, so its offsets may be written from outside.
@@ -35,7 +36,7 @@ class GroupAdmin:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         self.cluster = cluster
-        self._admin = AdminClient(cluster.admin, cluster=cluster.alias)
+        self._admin = admin_for(cluster)
 
     def groups(self, wanted: NameFilter) -> list[str]:
         """Consumer groups of the cluster that `wanted` (a flow's groups filter) admits."""
@@ -102,9 +103,7 @@ class GroupAdmin:
         try:
             return future.result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
         except Exception as exc:
-            error = exc.args[0] if exc.args else exc
-            text = error.str() if hasattr(error, "str") else str(error)
             raise ReplicatorError(
-                f"cluster {self.cluster.alias!r}{what}: {text}; check that the cluster is "
-                "reachable and the principal may DESCRIBE (and READ) consumer groups"
+                f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; check that the "
+                "cluster is reachable and the principal may DESCRIBE (and READ) consumer groups"
             ) from exc

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.engine.formats import Checkpoint
@@ -39,9 +39,10 @@ from replicator.engine.status import (
     flow_workers,
     read_status,
 )
-from replicator.engine.translation import PartitionReader
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import quiet_admin
+from replicator.kafka.errors import error_text
+from replicator.offsets.translation import PartitionReader
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING, STOPPED
 
@@ -247,15 +248,11 @@ def dr_status(
 
 def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) -> ClusterStatus:
     """Whether `cluster` answers a metadata request within `timeout_s`."""
-    # Quiet: a dead cluster would log a connection failure every few ms of the probe.
-    quiet = {"socket.connection.setup.timeout.ms": 1000, "log_level": 2}
-    admin = AdminClient({**cluster.admin, **quiet}, cluster=cluster.alias)
+    admin = quiet_admin(cluster, connect_timeout_ms=1000)
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        error = exc.args[0]
-        text = error.str() if isinstance(error, KafkaError) else str(error)
-        return ClusterStatus(cluster.alias, cluster.bootstrap_servers, False, error=text)
+        return ClusterStatus(cluster.alias, cluster.bootstrap_servers, False, error=error_text(exc))
     return ClusterStatus(cluster.alias, cluster.bootstrap_servers, True, len(metadata.brokers))
 
 

@@ -52,7 +52,8 @@ from replicator.engine.status import (
     read_status,
 )
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import error_text
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD
@@ -199,7 +200,7 @@ def check(
                     flow.name,
                     "unreadable",
                     f"clusters {flow.source.alias!r} and {flow.target.alias!r}",
-                    f"cannot check the flow: {_text(exc)}",
+                    f"cannot check the flow: {error_text(exc)}",
                     "make sure both clusters are up and the principal may DESCRIBE topics "
                     "and groups and READ the flow's topics and internal topics",
                 )
@@ -494,7 +495,7 @@ def _stalled(
 def _age_s(cluster: ClusterConfig, topic: str) -> float | None:
     """Seconds since the newest record of `topic[0]` on `cluster` was written (its
     timestamp); None when the topic does not exist or is empty."""
-    admin = AdminClient(cluster.admin, cluster=cluster.alias)
+    admin = admin_for(cluster)
     partition = TopicPartition(topic, 0)
     try:
         # Offsets of a missing topic fail with "no leaders found", not "unknown topic".
@@ -508,13 +509,8 @@ def _age_s(cluster: ClusterConfig, topic: str) -> float | None:
     except KafkaException as exc:
         raise ReplicatorError(
             f"cannot read the newest record time of {topic} on {cluster.alias!r}: "
-            f"{_text(exc)}; check that the cluster is up"
+            f"{error_text(exc)}; check that the cluster is up"
         ) from exc
     if newest.offset < 0 or newest.timestamp < 0:
         return None
     return max(0.0, time.time() - newest.timestamp / 1000)
-
-
-def _text(exc: Exception) -> str:
-    error = exc.args[0] if exc.args else exc
-    return error.str() if hasattr(error, "str") else str(error)

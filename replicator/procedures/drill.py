@@ -41,11 +41,12 @@ from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.headers import OURS, SOURCE_HEADER, replica_source_offset
 from replicator.engine.status import live_workers
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import AdminClient
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.procedures.positions import progress
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.statestore import StateStore
@@ -64,7 +65,7 @@ _ADMIN_TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class DrillPosition:
     """One group's committed source position on one partition, and where it is on
-    the target (see `replicator.engine.translation.Translation` for the fields)."""
+    the target (see `replicator.offsets.translation.Translation` for the fields)."""
 
     group: str
     shadow_group: str
@@ -513,18 +514,17 @@ class Drill(Procedure):
         target = GroupAdmin(self.target)
         for shadow in self._shadows():
             self._check_shadow_is_ours(target, shadow)
-        admin = AdminClient(self.target.admin, cluster=self.target.alias)
+        admin = admin_for(self.target)
         futures = admin.delete_consumer_groups(self._shadows(), request_timeout=_ADMIN_TIMEOUT_S)
         for shadow, future in futures.items():
             try:
                 future.result(timeout=_ADMIN_TIMEOUT_S)
             except Exception as exc:
-                error = exc.args[0] if exc.args else exc
-                if getattr(error, "code", lambda: None)() == KafkaError.GROUP_ID_NOT_FOUND:
+                if error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                     continue  # deleted before: a retry
-                text = error.str() if hasattr(error, "str") else str(error)
                 raise ReplicatorError(
-                    f"shadow group {shadow} on {self.target.alias!r} not deleted: {text}; if "
+                    f"shadow group {shadow} on {self.target.alias!r} not deleted: "
+                    f"{error_text(exc)}; if "
                     "consumers use it, stop them, then retry with the same id (or delete it "
                     "with `kafka-consumer-groups --delete --group`)"
                 ) from exc

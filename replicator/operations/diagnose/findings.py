@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from replicator.config.model import FlowConfig
 from replicator.config.policies import ReplicationPolicy
 from replicator.engine.topic_sync import TopicSync
+from replicator.kafka.errors import kafka_error
 
 Status = Literal["ok", "warning", "problem"]
 Verdict = Literal["replicated", "not replicated", "partially replicated", "unknown"]
@@ -110,10 +111,11 @@ class Unverifiable(Exception):
 
 
 def unverifiable(
-    error: KafkaError, alias: str, action: str, permission: str, resource: str
+    exc: KafkaException, alias: str, action: str, permission: str, resource: str
 ) -> Unverifiable:
     """The finding for a cluster that refused (naming the permission needed on
-    `resource`) or did not answer a request."""
+    `resource`) or did not answer a request (`exc`)."""
+    error = kafka_error(exc)
     what = f"{action} on {alias!r}: {error.str()}"
     if error.code() in _AUTH_ERRORS:
         return Unverifiable(

@@ -5,7 +5,6 @@ against the source log, and how far behind it is."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +15,7 @@ from replicator.engine.status import STATUS_TOPIC, PartitionStatus, WorkerStatus
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer
+from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import watermarks
 from replicator.operations.diagnose.findings import (
     TIMEOUT_S,
@@ -43,7 +43,7 @@ def check_partitions(
         rows = read_status(flow.target, flow.name)
     except KafkaException as exc:
         raise unverifiable(
-            exc.args[0],
+            exc,
             flow.target.alias,
             f"read {STATUS_TOPIC}",
             "READ",
@@ -239,13 +239,7 @@ def _lag(subject: Subject, findings: Findings, partition: int, position: int, hi
 @contextmanager
 def _offset_readers(flow: FlowConfig) -> Iterator[tuple[Consumer, TailReader]]:
     """A consumer for source watermarks and a reader of the target's tails."""
-    consumer = Consumer(
-        {
-            **flow.source.consumer,
-            "group.id": f"replicator-diagnose-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
+    consumer = range_reader(flow.source.consumer, "diagnose", flow.source.alias)
     try:
         tail = TailReader(flow.target.consumer, flow.source.alias)
         try:

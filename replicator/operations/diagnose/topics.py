@@ -12,6 +12,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, Top
 
 from replicator.config.model import FlowConfig
 from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, MAX_MESSAGE_BYTES
+from replicator.kafka.errors import kafka_error
 from replicator.operations.diagnose.findings import (
     TIMEOUT_S,
     Findings,
@@ -33,10 +34,9 @@ def check_source_topic(subject: Subject, findings: Findings) -> TopicDescription
     try:
         described = _describe_topic(subject.sync.source_admin, subject.topic)
     except KafkaException as exc:
-        error = exc.args[0]
-        if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        if kafka_error(exc).code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise unverifiable(
-                error,
+                exc,
                 alias,
                 f"describe topic {subject.topic}",
                 "DESCRIBE",
@@ -63,7 +63,7 @@ def _similar_names(subject: Subject) -> str:
     try:
         names = [d.source_topic for d in subject.sync.decisions()]
     except KafkaException as exc:
-        raise unverifiable(exc.args[0], alias, "list topics", "DESCRIBE", "the topics") from exc
+        raise unverifiable(exc, alias, "list topics", "DESCRIBE", "the topics") from exc
     upstream = subject.policy.upstream_topic(subject.topic)
     similar = [upstream] if upstream in names and upstream != subject.topic else []
     similar += difflib.get_close_matches(subject.topic, names, n=5)
@@ -81,10 +81,9 @@ def check_target_topic(subject: Subject, findings: Findings, source_partitions: 
     try:
         described = _describe_topic(subject.sync.target_admin, remote)
     except KafkaException as exc:
-        error = exc.args[0]
-        if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        if kafka_error(exc).code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise unverifiable(
-                error, target, f"describe topic {remote}", "DESCRIBE", f"topic {remote}"
+                exc, target, f"describe topic {remote}", "DESCRIBE", f"topic {remote}"
             ) from exc
         findings.add(
             "target topic",
@@ -205,7 +204,7 @@ def _limit(admin: AdminClient, alias: str, topic: str) -> int:
         entries = admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result()
     except KafkaException as exc:
         raise unverifiable(
-            exc.args[0],
+            exc,
             alias,
             f"describe the configs of topic {topic}",
             "DESCRIBE_CONFIGS",
