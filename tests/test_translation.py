@@ -24,7 +24,7 @@ from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
 from replicator.engine.internal_topics import ensure_compacted_topic
-from replicator.engine.translation import Replica, TargetIndex
+from replicator.engine.tail import Replica
 from replicator.localstack.mirrormaker import mirror_maker_translation, translate_offsets
 from replicator.offsets.checkpoints import (
     Checkpointer,
@@ -34,6 +34,7 @@ from replicator.offsets.checkpoints import (
     read_checkpoints,
 )
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import TargetIndex
 
 from kafka_helpers import create_topic, unique_topic
 

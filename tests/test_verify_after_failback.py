@@ -25,8 +25,8 @@ from replication_helpers import start_replicator, wait_until, write_config
 
 from replicator.cli import main
 from replicator.config import load_config
-from replicator.engine.translation import TargetIndex
 from replicator.offsets.checkpoints import read_checkpoints
+from replicator.offsets.translation import TargetIndex
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import STATE_URL_ENV, StateStore
 

@@ -4,10 +4,10 @@ needs. The consume-map-produce loop (`task`) with its exactly-once
 replication `policies` (remote topic names), `topic_sync` (remote topics and
 configs), the resume point read from the target's `tail`, the compacted
 `internal_topics` and the worker `status` kept in them (with `live_workers`, the
-one reading of it everybody shares), offset `resets` (the request and the
-task's decision to honour it; split between engine and operations in phase B of
-issue 13), and `translation`'s index of the target by source offset, which
-resets read the target with. It may import `replicator.kafka`, `replicator.config`,
+one reading of it everybody shares), and offset `resets` (the request record
+and the task's decision to honour it, from its own read of the tail; requesting
+a reset is `replicator.procedures.reset_requests`). It may import
+`replicator.kafka`, `replicator.config`,
 `replicator.statestore` and the foundation modules (`errors`, `backoff`,
 `metrics`), never `offsets`, `operations`, `procedures`, `verification`,
 `localstack`, `cli`, Airflow, Spark or Great Expectations (`tests/test_layering.py`).

@@ -3,7 +3,7 @@
 Written to `<source>.checkpoints.internal` on the target in MirrorMaker 2's
 format, so `RemoteClusterUtils.translateOffsets` and MM2-based tooling read them
 unchanged; unlike MM2's, each one points at exactly the next record the group
-has not processed (see `replicator.engine.translation`).
+has not processed (see `replicator.offsets.translation`).
 
 MM2's rule holds: a checkpoint never moves backwards unless the group itself
 rewound on the source. A position whose earlier records are not all replicated
@@ -26,10 +26,10 @@ from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import PartitionReader, TargetIndex, Translation, translate
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 from replicator.offsets.groups import Committed, GroupAdmin
+from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate
 
 _FLUSH_TIMEOUT_S = 30.0
 

@@ -28,10 +28,10 @@ import time
 from typing import Any, Literal
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.engine.translation import TargetIndex
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (

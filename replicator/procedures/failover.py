@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import PartitionStatus, live_workers, read_status
-from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (

@@ -17,9 +17,9 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import TargetIndex
 
 #: `(from_topic, partition, from_offset, to_topic, to_offset)` of one translated position.
 Position = tuple[str, int, int, str, int]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from replicator.config.model import FlowConfig
 from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import PartitionReader, TargetIndex
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import PartitionReader, TargetIndex
 
 _POLL_S = 0.5
 

@@ -25,10 +25,10 @@ from replicator.engine.resets import RESETS_TOPIC, ResetRequest, utc_iso
 from replicator.engine.status import live_workers
 from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import TargetIndex
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
 from replicator.kafka.watermarks import watermarks
+from replicator.offsets.translation import TargetIndex
 
 log = logging.getLogger(__name__)
 

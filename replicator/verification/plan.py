@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
-from replicator.engine.translation import PartitionReader, TargetIndex
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.translation import PartitionReader, TargetIndex
 
 
 @dataclass(frozen=True)
