@@ -8,7 +8,8 @@ the names below."""
 
 from replicator.engine.status import live_workers
 from replicator.procedures.abort import AbortReport, abort
-from replicator.procedures.drill import Drill, DrillPosition, PartitionCheck
+from replicator.procedures.drill import Drill
+from replicator.procedures.drill_check import DrillPosition, PartitionCheck
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
 from replicator.procedures.flows import start_flow, stop_flow

@@ -7,7 +7,8 @@ exactly to the target, and commits them to *shadow* groups on the target
 record the real group would read next on the source and the record a consumer
 of the shadow group would read first on the target, and checks that they are
 the same record: the target record's source-offset header names that source
-offset, and key, value, timestamp and the application's own headers are equal.
+offset, and key, value, timestamp and the application's own headers are equal
+(`replicator.procedures.drill_check`).
 This is what an unplanned failover at this moment would have given each group,
 checked record by record rather than assumed from offsets.
 
@@ -32,13 +33,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.engine.headers import OURS, SOURCE_HEADER, replica_source_offset
 from replicator.engine.status import live_workers
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
@@ -47,59 +47,16 @@ from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate
+from replicator.procedures.drill_check import FAILING, DrillPosition, PartitionCheck, ShadowCheck
 from replicator.procedures.positions import progress
 from replicator.procedures.steps import Procedure, Step, StepReport
 from replicator.statestore import StateStore
 
-Status = Literal["match", "at_end", "mismatch", "not_replicated"]
-#: Statuses that fail the drill: a consumer moved to the target would read the wrong
-#: record first, or would skip records that never reached it.
-FAILING: frozenset[str] = frozenset({"mismatch", "not_replicated"})
 #: Commit metadata of shadow groups: marks them as a drill's, so a drill never
 #: overwrites or deletes a group it did not write.
 SHADOW_METADATA = "replicator drill"
 _POLL_S = 0.5
 _ADMIN_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class DrillPosition:
-    """One group's committed source position on one partition, and where it is on
-    the target (see `replicator.offsets.translation.Translation` for the fields)."""
-
-    group: str
-    shadow_group: str
-    topic: str
-    partition: int
-    remote_topic: str
-    source_offset: int
-    target_offset: int
-    exact: bool
-    replicated_until: int | None
-    missing: int | None
-    unreplicated_before: int | None
-
-    @property
-    def where(self) -> str:
-        return f"group {self.group} {self.topic}[{self.partition}]@{self.source_offset}"
-
-
-@dataclass(frozen=True)
-class PartitionCheck:
-    """The verdict on one position: `match` (the shadow group reads the same record
-    first as the real group), `at_end` (both have read everything), `mismatch`
-    (another record, or none where there is one), `not_replicated` (records the
-    group has not read yet, or read already, are missing on the target)."""
-
-    group: str
-    shadow_group: str
-    topic: str
-    partition: int
-    remote_topic: str
-    source_offset: int
-    target_offset: int
-    status: Status
-    detail: str
 
 
 class Drill(Procedure):
@@ -360,13 +317,16 @@ class Drill(Procedure):
         checks the positions `commit_shadow` would have committed."""
         positions = self._positions()
         shadow_offsets = {} if self.dry_run else self._shadow_offsets(positions)
-        deadline = time.monotonic() + self.timeout_s
         source = PartitionReader(self.source)
         target = PartitionReader(self.target)
         try:
-            checks = [
-                self._check_one(p, shadow_offsets, source, target, deadline) for p in positions
-            ]
+            checker = ShadowCheck(
+                (source, target),
+                (self.source.alias, self.target.alias),
+                self.timeout_s,
+                self.dry_run,
+            )
+            checks = [checker.check(p, shadow_offsets) for p in positions]
         finally:
             source.close()
             target.close()
@@ -387,118 +347,6 @@ class Drill(Procedure):
             for shadow in sorted({p.shadow_group for p in positions})
             for c in admin.committed(shadow)
         }
-
-    def _check_one(
-        self,
-        p: DrillPosition,
-        shadow_offsets: dict[tuple[str, str, int], int],
-        source: PartitionReader,
-        target: PartitionReader,
-        deadline: float,
-    ) -> PartitionCheck:
-        problem = self._position_problem(p, shadow_offsets)
-        if problem is None:
-            status, detail = self._compare(p, source, target, deadline)
-            offset = p.target_offset
-        else:
-            status, detail, offset = problem
-        return PartitionCheck(
-            p.group,
-            p.shadow_group,
-            p.topic,
-            p.partition,
-            p.remote_topic,
-            p.source_offset,
-            offset,
-            status,
-            detail,
-        )
-
-    def _position_problem(
-        self, p: DrillPosition, shadow_offsets: dict[tuple[str, str, int], int]
-    ) -> tuple[Status, str, int] | None:
-        """A position wrong before any record is read: translated over a gap, or
-        the shadow group is not where the drill put it."""
-        remote = f"{p.remote_topic}[{p.partition}]"
-        if not p.exact:
-            return (
-                "not_replicated",
-                f"{p.unreplicated_before} records before source offset {p.source_offset} "
-                f"were not on {self.target.alias!r} (replicated until {p.replicated_until}): "
-                f"a consumer moved there would skip them ({p.missing} records from the "
-                "position on were not there either)",
-                p.target_offset,
-            )
-        if self.dry_run:
-            return None
-        committed = shadow_offsets.get((p.shadow_group, p.remote_topic, p.partition))
-        if committed is None:
-            return (
-                "mismatch",
-                f"shadow group {p.shadow_group} has no offset on {remote}",
-                p.target_offset,
-            )
-        if committed != p.target_offset:
-            return (
-                "mismatch",
-                f"shadow group {p.shadow_group} is at {committed} on {remote}, not at "
-                f"{p.target_offset} as committed by the drill; was it moved?",
-                committed,
-            )
-        return None
-
-    def _compare(
-        self, p: DrillPosition, source: PartitionReader, target: PartitionReader, deadline: float
-    ) -> tuple[Status, str]:
-        """Read the group's next record on the source and the shadow group's first on
-        the target, and compare them; look again while the flow is still bringing
-        the record (or a record was produced between the two reads)."""
-        remote = f"{p.remote_topic}[{p.partition}]"
-        local = f"{p.topic}[{p.partition}]"
-        offset = p.target_offset
-        while True:
-            wanted = _first_record(source, p.topic, p.partition, p.source_offset)
-            found = _first_record(target, p.remote_topic, p.partition, offset)
-            if wanted is not None and found is not None:
-                differences = _differences(wanted, found, self.source.alias.encode())
-                pair = f"{remote}@{found.offset()}", f"{local}@{wanted.offset()}"
-                if differences:
-                    listed = "; ".join(differences)
-                    return "mismatch", f"{pair[0]} is not the record at {pair[1]}: {listed}"
-                return "match", f"{pair[0]} is the record at {pair[1]}"
-            if wanted is None and found is None:
-                return self._at_end(p, target)
-            if time.monotonic() >= deadline:
-                if wanted is not None:
-                    return (
-                        "not_replicated",
-                        f"the group's next record, {local}@{wanted.offset()}, did not reach "
-                        f"{remote} within {self.timeout_s:g}s (the flow is behind)",
-                    )
-                assert found is not None
-                return (
-                    "mismatch",
-                    f"{remote}@{found.offset()} holds a record although the group has read "
-                    f"everything on {local} from {p.source_offset}: the position is too early",
-                )
-            time.sleep(_POLL_S)
-
-    def _at_end(self, p: DrillPosition, target: PartitionReader) -> tuple[Status, str]:
-        """The group has read everything: the shadow position must be the end of the
-        replicated data, not past the partition's end (a consumer would reset)."""
-        remote = f"{p.remote_topic}[{p.partition}]"
-        _, end = target.bounds(p.remote_topic, p.partition)
-        if p.target_offset > end:
-            return (
-                "mismatch",
-                f"the group has read everything, but the position {p.target_offset} is beyond "
-                f"the end of {remote} ({end}): a consumer there would reset its offset",
-            )
-        return (
-            "at_end",
-            f"the group has read everything on {p.topic}[{p.partition}], and {remote} has no "
-            f"replicated record at or after {p.target_offset}",
-        )
 
     # -- cleanup -----------------------------------------------------------------------------
 
@@ -581,61 +429,3 @@ def _commits(by_shadow: dict[str, list[DrillPosition]]) -> dict[str, list[dict[s
         ]
         for shadow, positions in by_shadow.items()
     }
-
-
-def _first_record(
-    reader: PartitionReader, topic: str, partition: int, start: int
-) -> Message | None:
-    """The first committed record at or after `start` (what a consumer positioned at
-    `start` reads first, read_committed), or None at the end. A position before the
-    log start reads from the log start."""
-    low, end = reader.bounds(topic, partition)
-    start = max(start, low)
-    if start >= end:
-        return None
-    return next(iter(reader.messages(topic, partition, start, end)), None)
-
-
-def _differences(wanted: Message, found: Message, source_alias: bytes) -> list[str]:
-    """How the target record differs from the source record (empty: the same).
-    Payloads are described by size only: the run history is no place for data."""
-    differences = []
-    source_offset = replica_source_offset(found.headers(), source_alias)
-    if source_offset is None:
-        origin = dict(found.headers() or []).get(SOURCE_HEADER)
-        differences.append(
-            "it was not replicated from "
-            f"{source_alias.decode()!r} (source header {origin!r}, or no source offset)"
-        )
-    elif source_offset != wanted.offset():
-        differences.append(f"it carries source offset {source_offset}")
-    for name, a, b in (
-        ("key", wanted.key(), found.key()),
-        ("value", wanted.value(), found.value()),
-    ):
-        if a != b:
-            differences.append(
-                f"{name} differs ({_size(a)} on the source, {_size(b)} on the target)"
-            )
-    (_, wanted_ts), (found_type, found_ts) = wanted.timestamp(), found.timestamp()
-    # A target topic with LogAppendTime stamps its own time: nothing to compare.
-    if found_type == TIMESTAMP_CREATE_TIME and wanted_ts != found_ts:
-        differences.append(
-            f"timestamp differs ({wanted_ts} on the source, {found_ts} on the target)"
-        )
-    wanted_headers, found_headers = _own_headers(wanted), _own_headers(found)
-    if wanted_headers != found_headers:
-        differences.append(
-            f"headers differ ({[n for n, _ in wanted_headers]} on the source, "
-            f"{[n for n, _ in found_headers]} on the target)"
-        )
-    return differences
-
-
-def _own_headers(message: Message) -> list[tuple[str, bytes | None]]:
-    """The application's headers, without the replication headers."""
-    return [(n, v) for n, v in message.headers() or [] if n not in OURS]
-
-
-def _size(payload: bytes | None) -> str:
-    return "null" if payload is None else f"{len(payload)} bytes"
