@@ -2,8 +2,9 @@
 running (replication tasks and the checkpoint loop in supervised, restarted
 worker processes; it sits here, not in `engine`, because it starts the offsets
 layer's checkpoint loop too), `launchers` that start workers, `supervision`
-(the supervisor DAG's checks), `lag` measured from the data, `diagnose`, the
-periodic `sync_round` and the DR status page's snapshot (`dr_status`). It may
+(the supervisor DAG's run; its per-flow checks are `health`), `lag` measured
+from the data, `diagnose`, the periodic `sync_round` and the DR status page's
+snapshot (`dr_status`). It may
 import `offsets`, `engine` and everything below them, and the other packages of
 its layer (`procedures`, `verification`, `localstack`) as long as no import
 circle forms; only `cli` (and the Airflow plugins) import it. The names below

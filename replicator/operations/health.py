@@ -1,0 +1,244 @@
+"""The supervisor's checks of one flow that wants to run, each returning its problems:
+partitions a failure policy stopped and records lost to retention (as the workers
+published them), lag beyond a bound, and checkpoints or heartbeats that stalled.
+`Bounds` are what they tolerate; a `Problem` names the flow, where, what and the fix.
+`replicator.operations.supervision` decides which checks a flow gets and when.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.engine.status import PartitionStatus, read_status
+from replicator.errors import ReplicatorError
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import error_text
+from replicator.offsets.checkpoints import read_checkpoints
+from replicator.offsets.groups import GroupAdmin
+from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD
+from replicator.operations.dr_status import checkpoint_info
+from replicator.operations.lag import LagReport
+
+_TIMEOUT_S = 30.0
+
+Check = Literal[
+    "workers",
+    "stopped",
+    "lag",
+    "retention",
+    "checkpoints",
+    "heartbeats",
+    "unreadable",
+    "left stopped",
+]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the supervisor tolerates before it fails its run."""
+
+    #: Records a partition may be behind its source.
+    max_lag_records: int = DEFAULT_LAG_THRESHOLD
+    #: Records a partition may have lost to retention (they never come back; raise
+    #: this to acknowledge a known loss until the worker restarts and counts afresh).
+    max_lost_records: int = 0
+    #: Seconds the newest checkpoint may be old while groups have moved on. Keep it
+    #: above the flows' emit.checkpoints.interval.seconds (MM2 default 60).
+    max_checkpoint_age_s: float = 300.0
+    #: Seconds the newest heartbeat on the target may be old (emitted every second).
+    max_heartbeat_age_s: float = 120.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Bounds:
+        """The bounds named in `params` (a DAG run's), the defaults for the rest."""
+        names = {f.name: f.type for f in fields(cls)}
+        given = {name: params[name] for name in names if params.get(name) is not None}
+        return cls(
+            **{
+                name: int(value) if names[name] == "int" else float(value)
+                for name, value in given.items()
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, complete on its own."""
+
+    flow: str
+    check: Check
+    where: str
+    detail: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"flow {self.flow}: {self.where}: {self.detail}; fix: {self.fix}"
+
+
+def status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
+    """Stopped partitions and retention gaps, as the workers published them."""
+    problems = []
+    for row in read_status(flow.target, flow.name):
+        if not isinstance(row, PartitionStatus) or not flow.topics.matches(row.topic):
+            continue  # a worker record, or another deployment's topic
+        where = row.where
+        if row.state == "stopped":
+            problems.append(
+                Problem(
+                    flow.name,
+                    "stopped",
+                    where,
+                    f"stopped by its failure policy: {row.error or 'no error recorded'}",
+                    f"act on the error, then restart the worker; details: replicator diagnose "
+                    f"--config FILE --flow {flow.name} {row.topic}",
+                )
+            )
+        lost = row.lost
+        if lost > bounds.max_lost_records:
+            problems.append(
+                Problem(
+                    flow.name,
+                    "retention",
+                    where,
+                    f"{lost} records deleted by retention on {flow.source.alias!r} before they "
+                    f"were replicated (retention.gap.policy=skip; bound {bounds.max_lost_records})",
+                    f"raise retention.ms of {row.topic} on {flow.source.alias!r} or keep "
+                    "replication from falling behind; the records are gone from the source, "
+                    "recover them from the producers if they matter",
+                )
+            )
+    return problems
+
+
+def lag_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Problem]:
+    return [
+        Problem(
+            flow.name,
+            "lag",
+            p.where,
+            f"{p.behind} records behind (replicated until {p.replicated_until}, source end "
+            f"{p.source_end}; bound {bounds.max_lag_records})",
+            f"check that the workers of flow {flow.name} run (replicator status); if they "
+            "do, they are slower than the producers: raise tasks.max or add workers",
+        )
+        for p in lag.over(bounds.max_lag_records)
+    ]
+
+
+def checkpoint_problems(
+    flow: FlowConfig, lag: LagReport, bounds: Bounds, running_for: float | None
+) -> list[Problem]:
+    """Groups whose committed position is replicated but not checkpointed, while the
+    flow's newest checkpoint (`dr_status.checkpoint_info`) is older than the bound
+    and the flow has run for longer than that: the checkpoint round is failing."""
+    policy = flow.policy
+    topic = policy.checkpoints_topic(flow.source.alias)
+    replicated = {(p.topic, p.partition): p.replicated_until or 0 for p in lag.partitions}
+    checkpoints = read_checkpoints(flow.target, topic)
+    source = GroupAdmin(flow.source)
+    behind = []
+    for group in source.groups(flow.groups):
+        for committed in source.committed(group):
+            until = replicated.get((committed.topic, committed.partition))
+            if until is None or committed.offset > until:
+                continue  # not ours, or not replicated yet (the lag check covers that)
+            remote = policy.format_remote_topic(flow.source.alias, committed.topic)
+            last = checkpoints.get((group, remote, committed.partition))
+            if last is None or last.upstream < committed.offset:
+                behind.append(
+                    f"group {group} {committed.topic}[{committed.partition}] committed "
+                    f"{committed.offset}, checkpointed {'none' if last is None else last.upstream}"
+                )
+    if not behind:
+        return []
+    more = f" and {len(behind) - 5} more" if len(behind) > 5 else ""
+    return _stalled(
+        flow,
+        "checkpoints",
+        topic,
+        checkpoint_info(flow).age_seconds,
+        bounds.max_checkpoint_age_s,
+        running_for=running_for,
+        consequence=f" while groups moved on: {'; '.join(behind[:5])}{more}",
+        fix="read the checkpoint errors in the worker's log (a cluster unreachable, or the "
+        f"principal may not WRITE {topic}); the replication_sync DAG writes them too",
+    )
+
+
+def heartbeat_problems(
+    flow: FlowConfig, bounds: Bounds, running_for: float | None
+) -> list[Problem]:
+    policy = flow.policy
+    remote = policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
+    return _stalled(
+        flow,
+        "heartbeats",
+        remote,
+        _age_s(flow.target, remote),
+        bounds.max_heartbeat_age_s,
+        running_for=running_for,
+        consequence=f": nothing gets from {flow.source.alias!r} to {flow.target.alias!r}",
+        fix=f"check the workers of flow {flow.name} (replicator status, their log) and that "
+        "both clusters are up",
+    )
+
+
+def _stalled(
+    flow: FlowConfig,
+    check: Check,
+    topic: str,
+    age: float | None,
+    bound_s: float,
+    *,
+    running_for: float | None,
+    consequence: str,
+    fix: str,
+) -> list[Problem]:
+    """A problem when the newest record of `topic` on the flow's target is `age`
+    seconds old, more than `bound_s`, or there is none (`age` None); the caller
+    checks only flows that have run for longer than `bound_s` (`running_for`)."""
+    if age is not None and age <= bound_s:
+        return []
+    newest = "none written yet" if age is None else f"the newest is {age:.0f} s old"
+    if running_for is not None:
+        newest += f", the flow has run for {running_for:.0f} s"
+    return [
+        Problem(
+            flow.name,
+            check,
+            f"{topic} on {flow.target.alias!r}",
+            f"{check} stalled: {newest} (bound {bound_s:g} s){consequence}",
+            fix,
+        )
+    ]
+
+
+def _age_s(cluster: ClusterConfig, topic: str) -> float | None:
+    """Seconds since the newest record of `topic[0]` on `cluster` was written (its
+    timestamp); None when the topic does not exist or is empty."""
+    admin = admin_for(cluster)
+    partition = TopicPartition(topic, 0)
+    try:
+        # Offsets of a missing topic fail with "no leaders found", not "unknown topic".
+        metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+            return None
+        future = admin.list_offsets(
+            {partition: OffsetSpec.max_timestamp()}, request_timeout=_TIMEOUT_S
+        )[partition]
+        newest = future.result(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        raise ReplicatorError(
+            f"cannot read the newest record time of {topic} on {cluster.alias!r}: "
+            f"{error_text(exc)}; check that the cluster is up"
+        ) from exc
+    if newest.offset < 0 or newest.timestamp < 0:
+        return None
+    return max(0.0, time.time() - newest.timestamp / 1000)
