@@ -95,7 +95,7 @@ $(DATA_DOCS_ASSETS)/.installed: include/vendor/data-docs/package.json \
 	touch $@
 
 run: setup
-	$(BIN)/replicator stack run --replicate include/config/local.properties --demo-app demo --airflow
+	$(BIN)/replicator stack run $(if $(SECURITY),--security $(SECURITY),--replicate include/config/local.properties) --demo-app demo --airflow
 
 test: setup lint
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from procedure_helpers import commit_offsets
 from replication_helpers import preload, running, start_replicator, wait_until
 from secured_helpers import SecuredPair
 
@@ -31,6 +32,9 @@ from replicator.config.properties import read_properties
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.localstack import certificates
 from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
+from replicator.offsets.groups import GroupAdmin
+from replicator.procedures import Failback, Failover, live_workers
+from replicator.statestore import StateStore
 
 from kafka_helpers import Record, create_topic, make_records, produce_records, read_partition
 
@@ -349,3 +353,42 @@ def test_a_replicator_without_one_acl_stops_naming_it(
     assert f"User:{user}" in named[0] and "replicator acls apply" in named[0]
     # Nothing was written half: the copy is empty (the flow stopped at its first batch).
     assert pair.end_offsets("dr", f"primary.{topic}", 1) == [0] or missing[-1] != "WRITE"
+
+
+def test_planned_failover_and_failback_on_the_secured_stack(
+    secured_pair: SecuredPair, tmp_path: Path, state_url: str, store: StateStore
+) -> None:
+    """The procedures run with the replicator's own principal and ACLs: drain, stop,
+    checkpoint, commit the application's offsets on dr, start the reverse flow,
+    and back; the group's position is carried over exactly both ways."""
+    pair = secured_pair
+    topic = _demo_topic(pair, "failover", partitions=2)
+    create_topic(pair.dr, topic, 2, client=pair.admin("dr"))  # the reverse flow's source
+    wanted = preload_secured(pair, topic, 2_000, 2)
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    config = load_config(pair.clients_file)
+    dr = config.clusters["dr"]
+    halfway = {(topic, p): n // 2 for p, n in enumerate(wanted)}
+    commit_offsets(config.clusters["primary"], app, halfway)
+    log = tmp_path / "replicator.log"
+    replicator = start_replicator(pair.clients_file, log, "--state-url", state_url)
+    try:
+        wait_until(lambda: live_workers(config.flow("primary->dr")), 120, "the replicator running")
+        failover = Failover(config, "primary->dr", [app], store, reverse=True, timeout_s=120).run()
+        assert failover.ok, failover.error
+        assert failover.rpo_records == 0
+        assert store.application(app).active_cluster == "dr"
+        on_dr = {(c.topic, c.partition): c.offset for c in GroupAdmin(dr).committed(app)}
+        assert on_dr == {(f"primary.{topic}", p): n // 2 for p, n in enumerate(wanted)}
+
+        failback = Failback(config, "primary->dr", [app], store, timeout_s=120).run()
+        assert failback.ok, failback.error
+        assert store.application(app).active_cluster == "primary"
+        assert store.flow_state("primary->dr").state == "running"
+    finally:
+        replicator.send_signal(signal.SIGTERM)
+        code = replicator.wait(90)
+        print(log.read_text()[-5000:])  # noqa: T201 - shown by pytest only if the test fails
+    assert code == 0

@@ -36,14 +36,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     up = actions.add_parser("up", help="start the clusters and wait until each answers")
     _add_definition_options(up)
     up.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
-    up.add_argument(
-        "--security",
-        type=parse_mode,
-        metavar="MODE",
-        help=f"secure the clusters: {' or '.join(SECURITY_MODES)} (TLS with a CA of the "
-        "stack's own, SCRAM-SHA-512 or client certificates, ACLs enforced); writes "
-        f"<data dir>/{CLIENTS_FILE} for the replicator. Default: PLAINTEXT, no ACLs",
-    )
+    _add_security(up)
     up.set_defaults(handler=_up)
 
     down = actions.add_parser("down", help="stop the clusters; no JVM is left behind")
@@ -63,11 +56,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     run.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
     run.add_argument("--rate", type=int, default=50, help="demo records per second")
     run.add_argument("--no-demo", action="store_true", help="start the clusters only")
+    _add_security(run)
     run.add_argument(
         "--replicate",
         type=Path,
         metavar="CONFIG",
-        help="also run a replicator worker on CONFIG (log under the data dir)",
+        help="also run a replicator worker on CONFIG (log under the data dir); with "
+        f"--security, <data dir>/{CLIENTS_FILE} unless given",
     )
     run.add_argument(
         "--demo-app",
@@ -140,6 +135,17 @@ def _traffic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_security(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--security",
+        type=parse_mode,
+        metavar="MODE",
+        help=f"secure the clusters: {' or '.join(SECURITY_MODES)} (TLS with a CA of the "
+        "stack's own, SCRAM-SHA-512 or client certificates, ACLs enforced); writes "
+        f"<data dir>/{CLIENTS_FILE} for the replicator. Default: PLAINTEXT, no ACLs",
+    )
+
+
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
@@ -164,7 +170,12 @@ def _add_definition_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _stack_from(args: argparse.Namespace) -> LocalStack:
-    return LocalStack(args.clusters or DEFAULT_CLUSTERS, data_dir=args.data_dir, heap=args.heap)
+    return LocalStack(
+        args.clusters or DEFAULT_CLUSTERS,
+        data_dir=args.data_dir,
+        heap=args.heap,
+        security=args.security,
+    )
 
 
 def _print_table(stack: LocalStack) -> None:
@@ -174,12 +185,7 @@ def _print_table(stack: LocalStack) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    stack = LocalStack(
-        args.clusters or DEFAULT_CLUSTERS,
-        data_dir=args.data_dir,
-        heap=args.heap,
-        security=args.security,
-    )
+    stack = _stack_from(args)
     stack.up(timeout=args.timeout)
     _print_table(stack)
     if stack.security is not None:
@@ -216,6 +222,8 @@ def _run(args: argparse.Namespace) -> int:
     # SIGINT too: a shell starting us in the background would have it ignored.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupt)
+    if args.security and args.replicate is None:
+        args.replicate = args.data_dir / CLIENTS_FILE  # written by the stack's start
     if args.demo_app and args.replicate is None:
         raise ReplicatorError("--demo-app needs --replicate CONFIG (the app follows failovers)")
     options = SystemOptions(

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 from replicator.acls.apply import apply_rules
 from replicator.acls.plan import AclRule, replicator_rules
 from replicator.config import load_config
-from replicator.localstack.security import REPLICATOR_USER
+from replicator.localstack.security import DEMO_USER, REPLICATOR_USER
 
 if TYPE_CHECKING:
     from replicator.localstack.stack import LocalStack
 
 CLIENTS_FILE = "clients.properties"
+#: The same clusters and flows for the demo applications' principal.
+DEMO_FILE = "demo.properties"
 #: The topics the demo writes, as in include/config/local.properties.
 DEMO_TOPICS = r"demo\\..*"
 _ONE_REPLICA = (
@@ -68,15 +70,36 @@ def client_properties(stack: LocalStack, user: str = REPLICATOR_USER) -> str:
 
 
 def write_client_config(stack: LocalStack) -> Path:
-    """Write `<data dir>/clients.properties` and grant its principal its ACLs."""
+    """Write `<data dir>/clients.properties` and grant its principal its ACLs; the
+    same for the demo applications (`demo.properties`)."""
     path = stack.data_dir / CLIENTS_FILE
     path.write_text(client_properties(stack), encoding="utf-8")
     grant_replicator(stack, path)
+    (stack.data_dir / DEMO_FILE).write_text(client_properties(stack, DEMO_USER), encoding="utf-8")
+    apply_rules(demo_rules(stack), _super_users(stack))
     return path
+
+
+def demo_rules(stack: LocalStack) -> list[AclRule]:
+    """The demo principal produces and consumes the demo topics (and creates them)
+    with groups named `demo...`, on every cluster from the start: the demo follows
+    failovers, and `make run` has no step that grants WRITE at the switch."""
+    grants = (
+        ("TOPIC", "demo.", ("CREATE", "WRITE", "READ", "DESCRIBE"), "the demo topics"),
+        ("GROUP", "demo", ("READ", "DESCRIBE"), "the demo consumer's group"),
+    )
+    return [
+        AclRule(spec.name, f"User:{DEMO_USER}", kind, "PREFIXED", name, op, "demo", why)
+        for spec in stack.clusters
+        for kind, name, operations, why in grants
+        for op in operations
+    ]
+
+
+def _super_users(stack: LocalStack) -> dict[str, dict[str, str]]:
+    return {spec.name: stack.client_settings(spec.name) for spec in stack.clusters}
 
 
 def grant_replicator(stack: LocalStack, config_file: Path) -> list[AclRule]:
     """Create the ACLs `config_file`'s replicator needs, as the broker's super user."""
-    rules = replicator_rules(load_config(config_file))
-    admins = {spec.name: stack.client_settings(spec.name) for spec in stack.clusters}
-    return apply_rules(rules, admins)
+    return apply_rules(replicator_rules(load_config(config_file)), _super_users(stack))

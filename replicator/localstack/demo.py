@@ -13,6 +13,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -32,9 +33,11 @@ class DemoCounts:
     last_error: str | None = None
 
 
-def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def ensure_topics(
+    bootstrap: str, topics: dict[str, int], client: Mapping[str, str] | None = None
+) -> None:
     """Create the topics that do not exist yet (existing ones are left as they are)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     existing = admin.list_topics(timeout=10).topics
     missing = [
         NewTopic(name, num_partitions=partitions, replication_factor=1)
@@ -68,10 +71,18 @@ class DemoTraffic:
     """Produces `rate` records per second, spread over the demo topics, until stopped.
 
     `skip` leaves out topics a DR-aware demo application writes itself (its
-    records must carry the ids its ledgers check)."""
+    records must carry the ids its ledgers check). `client`: more client settings
+    (the demo principal's credentials on a secured stack)."""
 
-    def __init__(self, bootstrap: str, rate: int = 50, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        rate: int = 50,
+        skip: frozenset[str] = frozenset(),
+        client: Mapping[str, str] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.client = dict(client or {})
         self.rate = rate
         self.topics = [topic for topic in DEMO_TOPICS if topic not in skip]
         self.counts = DemoCounts()
@@ -83,11 +94,12 @@ class DemoTraffic:
                 "enable.idempotence": True,
                 "linger.ms": 20,
                 "logger": log,
+                **self.client,
             }
         )
 
     def start(self) -> None:
-        ensure_topics(self.bootstrap, DEMO_TOPICS)
+        ensure_topics(self.bootstrap, DEMO_TOPICS, self.client)
         self._thread.start()
 
     def stop(self, flush_timeout: float = 10.0) -> DemoCounts:

@@ -46,6 +46,8 @@ SECURITY_MODES: tuple[SecurityMode, ...] = ("sasl_ssl", "mtls")
 BROKER_USER = "broker"
 #: The principal `clients.properties` gives the replicator.
 REPLICATOR_USER = "replicator"
+#: The demo applications' and demo traffic's principal (`demo.properties`).
+DEMO_USER = "demo"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _SCRAM_ITERATIONS = 4096
@@ -112,8 +114,8 @@ class StackSecurity:
             certificates.write_ca(certificates.new_ca(), self.ca_key_file, self.ca_file)
         if not self.keystore(BROKER_USER).exists():
             self._write_keystore(BROKER_USER, server=True)
-        self.ensure_user(BROKER_USER)
-        self.ensure_user(REPLICATOR_USER)
+        for user in (BROKER_USER, REPLICATOR_USER, DEMO_USER):
+            self.ensure_user(user)
 
     def ensure_user(self, user: str) -> None:
         """Create `user`'s credential file for this mode unless it exists. A SCRAM
@@ -132,7 +134,9 @@ class StackSecurity:
         issued = certificates.issue(ca, user, server=server)
         certificates.write_private(self.keystore(user), issued.key_and_chain_pem(ca))
 
-    def format_arguments(self, users: Iterable[str] = (BROKER_USER, REPLICATOR_USER)) -> list[str]:
+    def format_arguments(
+        self, users: Iterable[str] = (BROKER_USER, REPLICATOR_USER, DEMO_USER)
+    ) -> list[str]:
         """`kafka-storage format` arguments that create the SCRAM users (none for mTLS).
         The passwords are on the format command's line for its two seconds: the
         only way to give a broker its own inter-broker credentials before it starts."""

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from replicator.config import load_config
 from replicator.localstack.airflow import AirflowStandalone
+from replicator.localstack.client_config import DEMO_FILE
 from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
 from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
+from replicator.localstack.security import DEMO_USER
 from replicator.localstack.stack import LocalStack
 from replicator.operations.launchers import (
     DEFAULT_RUN_DIR,
@@ -91,7 +93,9 @@ class EmbeddedSystem:
             self.app.start()
         if options.demo_rate is not None:
             skip = frozenset({DEMO_APP_TOPIC}) if options.demo_app else frozenset()
-            self.demo = DemoTraffic(self.stack.bootstrap(self.home), options.demo_rate, skip)
+            self.demo = DemoTraffic(
+                self.stack.bootstrap(self.home), options.demo_rate, skip, self._demo_client
+            )
             self.demo.start()
         if options.airflow_port is not None:
             self.airflow = AirflowStandalone(
@@ -147,15 +151,25 @@ class EmbeddedSystem:
             store.close()
         # The application's topic exists on every cluster it may fail over to.
         for spec in self.stack.clusters:
-            ensure_topics(spec.bootstrap, topics)
+            ensure_topics(spec.bootstrap, topics, self._demo_client)
+
+    @property
+    def _demo_client(self) -> dict[str, str]:
+        """The demo's credentials on a secured stack (its own principal), else none."""
+        security = self.stack.security
+        return security.client_settings(DEMO_USER) if security is not None else {}
 
     def _demo_application(self) -> DemoApplication:
         if self.options.replicate is None:
             raise ValueError("a demo application needs the replicator's configuration")
+        # Secured: the same clusters and flows, as the demo's own principal.
+        config = self.options.replicate
+        if self.stack.security is not None:
+            config = self.stack.data_dir / DEMO_FILE
         return DemoApplication(
             name=str(self.options.demo_app),
             topic=DEMO_APP_TOPIC,
-            config=self.options.replicate.resolve(),
+            config=config.resolve(),
             state_url=self.options.state_url,
             data_dir=self.options.work_dir / "demo",
         )
