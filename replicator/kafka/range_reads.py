@@ -1,6 +1,8 @@
-"""Reading a known offset range of a partition and stopping at its end: the one
-consumer loop behind every tool-side read (tails, translations, progress,
-compacted topics), and the one backward scan for the last record of a kind.
+"""Reading a known offset range of a partition and stopping at its end: the
+consumer every tool-side reader uses (`range_reader`: tails, translations,
+progress, compacted topics), the one loop that reads a range with it
+(`RangeReader.messages`) and the one backward scan for the last record of a kind
+(`RangeReader.last`: the task's resume point and the translation's last replica).
 
 Two settings make it fast, both measured:
 
