@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.verification",
         "replicator.localstack",
         "replicator.acls",  # the ACLs the replicator needs; the secured local stack applies them
+        "replicator.reports",  # documents of the history's runs; reads the procedures' records
     ),
     ("replicator.cli",),
     ("replicator.__main__",),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -28,6 +28,7 @@ from replicator.procedures import (
     ProcedureReport,
     ProcedureRequest,
     abort,
+    decide,
     plan,
     reject,
     report,
@@ -60,10 +61,23 @@ def settings(context: Context, conn_id: str) -> ReplicatorSettings:
 
 def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
     """The run's params, with where the configuration and the state store are
-    taken from the connection (they win over any param)."""
+    taken from the connection (they win over any param), and who triggered the run."""
     where = settings(context, conn_id)
-    params = {**context["params"], "config": where.config, "state_url": where.state_url}
+    params = {
+        **context["params"],
+        "config": where.config,
+        "state_url": where.state_url,
+        "started_by": started_by(context),
+    }
     return ProcedureRequest.from_params(kind, params)
+
+
+def started_by(context: Context) -> str:
+    """Who started the DAG run: the Airflow user who triggered it, else how it
+    was started (a schedule, an asset event)."""
+    run = context["dag_run"]
+    user = run.triggering_user_name
+    return f"{user} (Airflow user)" if user else f"Airflow ({run.run_type} run)"
 
 
 def approval_needed(params: dict[str, Any]) -> bool:
@@ -244,19 +258,29 @@ class ProcedureApprovalOperator(ApprovalOperator):
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        if "error" not in event and event.get("chosen_options") != [self.APPROVE]:
+        if "error" not in event:
+            self._record(context, event)
+        return super().execute_complete(context, event)
+
+    def _record(self, context: Context, event: dict[str, Any]) -> None:
+        """Record the answer and who gave it, for the run's report; anything but
+        Approve ends the run as rejected."""
+        wanted = request(self.kind, context, self.replicator_conn_id)
+        who = (event.get("responded_by_user") or {}).get("name")
+        approved = event.get("chosen_options") == [self.APPROVE]
+        timed_out = bool(event.get("timedout")) or not who
+        answer = "approved" if approved else "no answer" if timed_out else "rejected"
+        at = event.get("responded_at") or datetime.now(UTC)
+        decide(wanted, procedure_id(context), answer, who, at)
+        if not approved:
             minutes = float(context["params"]["approval_timeout_minutes"])
-            who = (event.get("responded_by_user") or {}).get("name")
             reason = (
                 f"no answer to the approval within {minutes:g} min"
-                if event.get("timedout") or not who
+                if timed_out
                 else f"rejected by {who}"
             )
-            rejected = reject(
-                request(self.kind, context, self.replicator_conn_id), procedure_id(context), reason
-            )
+            rejected = reject(wanted, procedure_id(context), reason)
             self.log.warning("%s rejected (%s): %s", self.kind, reason, rejected.as_dict())
-        return super().execute_complete(context, event)
 
 
 def question(intro: str, findings: dict[str, Any], minutes: float) -> str:

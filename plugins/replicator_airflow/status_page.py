@@ -35,7 +35,7 @@ from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.statestore import NotFoundError, RunRecord, StateStore
-from replicator_airflow import offline_docs
+from replicator_airflow import offline_docs, run_reports
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
 Settings = Callable[[], ReplicatorSettings]
@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return offline_docs.data_docs_response(docs_file(run, path), path)
 
     app.include_router(offline_docs.router())
+    app.include_router(run_reports.router(lambda: stores.get(where().state_url)))
     return app
 
 
@@ -315,7 +316,8 @@ def _history(runs: list[RunSummary]) -> str:
         f'<td class="rpo">{_n(r.rpo_records)}</td><td class="rto">{_n(r.rto_seconds)}</td>'
         f'<td class="duration">{_n(r.duration_seconds)}</td>'
         f'<td class="downtime">{_n(r.downtime_seconds)}</td>'
-        f'<td><a href="{_report_href(r.run_id)}">report</a></td></tr>'
+        f'<td><a href="{_report_href(r.run_id)}">report</a> &middot; <a class="audit-report" '
+        f'href="{_report_href(r.run_id)}/{run_reports.REPORT}" download>for auditors</a></td></tr>'
         for r in runs
     ]
     headers = ["started", "kind", "mode", "flow", "outcome", "RPO (records)", "RTO (s)"]

@@ -21,6 +21,7 @@ from replicator.cli import (
     offsets,
     procedures,
     replication,
+    reports,
     stack,
     verify,
 )
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     procedures.register(commands)
     verify.register(commands)
     acls.register(commands)
+    reports.register(commands)
     return parser
 
 

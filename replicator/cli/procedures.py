@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import socket
 from pathlib import Path
 
 from replicator.config import load_config
@@ -112,7 +114,7 @@ def _failover(args: argparse.Namespace) -> int:
         max_lag=args.max_lag,
         timeout_s=args.timeout,
     )
-    return print_report(procedure.run(args.id))
+    return _run(procedure, args.id)
 
 
 def _failback(args: argparse.Namespace) -> int:
@@ -125,7 +127,14 @@ def _failback(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         timeout_s=args.timeout,
     )
-    return print_report(procedure.run(args.id))
+    return _run(procedure, args.id)
+
+
+def _run(procedure: Procedure, procedure_id: str | None) -> int:
+    """Run it (recorded as started by this shell's user, for the run's report) and
+    print its report; the exit code."""
+    procedure.started_by = f"{getpass.getuser()}@{socket.gethostname()} (replicator CLI)"
+    return print_report(procedure.run(procedure_id))
 
 
 def print_report(report: ProcedureReport) -> int:
@@ -177,4 +186,4 @@ def _drill(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             timeout_s=args.timeout,
         )
-    return print_report(procedure.run(args.id))
+    return _run(procedure, args.id)

@@ -108,6 +108,7 @@ class FullDrill(Procedure):
         The half holds its leases under the drill's id, so the drill keeps them from
         the failover to the end of the failback."""
         procedure.lease_owner = self.procedure_id
+        procedure.started_by = self.started_by
         report: ProcedureReport = procedure.run(f"{self.procedure_id}.{name}")
         if not report.ok:
             raise ReplicatorError(

@@ -18,13 +18,15 @@ a DAG runs them as one task, `cutover` (`dag_tasks`); each step is still saved
 on its own, and a retried `cutover` resumes at the first step not done.
 
 Around the steps: `plan` says what every step would do (a dry run, for the
-approval question and dry-run DAG runs), `reject` ends a run a person refused
-before anything was fenced, and `report` reads what a run did, running nothing.
+approval question and dry-run DAG runs), `decide` records who answered it,
+`reject` ends a run a person refused before anything was fenced, and `report`
+reads what a run did, running nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +37,12 @@ from replicator.procedures.drill import Drill
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
 from replicator.procedures.full_drill import FullDrill
-from replicator.procedures.steps import Procedure, ProcedureReport, StepReport
+from replicator.procedures.steps import (
+    Procedure,
+    ProcedureReport,
+    StepReport,
+    record_decision,
+)
 from replicator.statestore import StateStore
 
 Kind = Literal["failover", "failback", "drill"]
@@ -86,6 +93,8 @@ class ProcedureRequest:
     dry_run: bool = False
     state_url: str | None = None
     timeout_s: float = 120.0
+    #: Who asked (the Airflow user who triggered the DAG run), for the run's report.
+    started_by: str | None = None
 
     @classmethod
     def from_params(cls, kind: Kind, params: dict[str, Any]) -> ProcedureRequest:
@@ -96,6 +105,12 @@ class ProcedureRequest:
 
 def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedure:
     """The procedure a request describes, bound to the state store it names."""
+    procedure = _build(request, store)
+    procedure.started_by = request.started_by
+    return procedure
+
+
+def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
     config = load_config(Path(request.config))
     state = store or StateStore(request.state_url)
     common = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
@@ -171,6 +186,14 @@ def reject(request: ProcedureRequest, procedure_id: str, reason: str) -> AbortRe
     """End run `procedure_id` as "rejected" (a person said no, or nobody answered):
     whatever it fenced or stopped runs again, and none of its steps ever runs."""
     return abort(StateStore(request.state_url), procedure_id, outcome="rejected", reason=reason)
+
+
+def decide(
+    request: ProcedureRequest, procedure_id: str, decision: str, by: str | None, at: datetime
+) -> None:
+    """Record the answer to run `procedure_id`'s approval question (see
+    `replicator.procedures.steps.record_decision`)."""
+    record_decision(StateStore(request.state_url), procedure_id, decision, by, at)
 
 
 def report(request: ProcedureRequest, procedure_id: str) -> ProcedureReport:

@@ -29,6 +29,12 @@ when it finishes, whatever its outcome; so a second procedure on the same flow
 or application is refused, naming the holder, instead of interleaving its steps.
 A lease lapses after `lease_ttl_s` without a step, so a dead orchestrator does
 not hold it forever.
+
+For the run's report (`replicator.reports`): each step's start is saved too, as
+a bookkeeping entry once its leases are held (`started_entry`; the step's own
+entry is saved when it ends), who started the run goes with its params
+(`started_by`), and an orchestrator that asked a person records the answer
+(`record_decision`).
 """
 
 from __future__ import annotations
@@ -49,9 +55,9 @@ log = logging.getLogger(__name__)
 StepReport = dict[str, Any]
 #: The bookkeeping entry that ties a procedure id to its run in the history.
 _RUN_ENTRY = "_run"
-#: The bookkeeping entry saved when the fence step first starts: the applications'
-#: clients stop from then on (downtime starts), and an abort knows to unfence them.
-_FENCE_STARTED = "_fence_started"
+#: The bookkeeping entry that records who approved or rejected the run (or that
+#: nobody answered), when an orchestrator asked a person before the fence.
+_DECISION_ENTRY = "_decision"
 #: The step that stops the applications' clients, and the one that lets them run
 #: again on the other cluster.
 FENCE_STEP, SWITCH_STEP = "fence", "switch"
@@ -76,10 +82,85 @@ def history_run(store: StateStore, procedure_id: str) -> RunRecord | None:
     return None if entry is None else store.run(str(entry.result["run_id"]))
 
 
+_STARTED_SUFFIX = "_started"
+
+
+def started_entry(step: str) -> str:
+    """The bookkeeping entry saved when `step` starts, once its leases are held: its
+    first save is the step's first start, its last the last attempt's (the fence's
+    start is when the applications' clients stop, and tells an abort to unfence them)."""
+    return f"_{step}{_STARTED_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """When one step of a run started and ended, and how it ended: `state` "done",
+    "failed", or "running" (started, not ended). `started_at` is the first attempt's
+    start (None: the step ran before starts were saved), `last_started_at` the last
+    attempt's (later than `started_at`: the step was retried)."""
+
+    name: str
+    state: str
+    started_at: datetime | None
+    last_started_at: datetime | None
+    ended_at: datetime | None
+    report: StepReport
+
+    @property
+    def seconds(self) -> float | None:
+        """From the first start to the end (None while unknown)."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return seconds_between(self.started_at, self.ended_at)
+
+
+def step_times(store: StateStore, procedure_id: str) -> list[StepTime]:
+    """Every step of `procedure_id` that started or ended, in the order they started."""
+    saved = store.steps(procedure_id)
+    starts = {s.name: s for s in saved if s.name.startswith("_")}
+    ends = {s.name: s for s in saved if not s.name.startswith("_")}
+    running = [
+        entry[1 : -len(_STARTED_SUFFIX)]
+        for entry in starts
+        if entry.endswith(_STARTED_SUFFIX) and entry[1 : -len(_STARTED_SUFFIX)] not in ends
+    ]
+    times = []
+    for name in [*ends, *running]:
+        start, end = starts.get(started_entry(name)), ends.get(name)
+        times.append(
+            StepTime(
+                name=name,
+                state=end.state if end else "running",
+                started_at=start.first_saved_at if start else None,
+                last_started_at=start.updated_at if start else None,
+                ended_at=end.updated_at if end else None,
+                report=end.result if end else {},
+            )
+        )
+    return sorted(
+        times, key=lambda t: t.started_at or t.ended_at or datetime.max.replace(tzinfo=UTC)
+    )
+
+
 def fence_started_at(store: StateStore, procedure_id: str) -> datetime | None:
     """When the fence step of `procedure_id` first started (None: it never did)."""
-    entry = store.step(procedure_id, _FENCE_STARTED)
+    entry = store.step(procedure_id, started_entry(FENCE_STEP))
     return None if entry is None else entry.first_saved_at
+
+
+def record_decision(
+    store: StateStore, procedure_id: str, decision: str, by: str | None, at: datetime
+) -> None:
+    """Record the answer to the approval question of `procedure_id` ("approved",
+    "rejected", "no answer"), who gave it and when, for the run's report."""
+    answer = {"decision": decision, "by": by, "at": at.isoformat()}
+    store.save_step(procedure_id, _DECISION_ENTRY, "done", answer)
+
+
+def decision_of(store: StateStore, procedure_id: str) -> dict[str, Any] | None:
+    """The recorded answer to the approval question (None: nobody was asked)."""
+    entry = store.step(procedure_id, _DECISION_ENTRY)
+    return None if entry is None else entry.result
 
 
 def saved_steps(store: StateStore, procedure_id: str) -> dict[str, StepReport]:
@@ -160,6 +241,8 @@ class Procedure(ABC):
         #: under its id, and it releases them.
         self.lease_owner: str | None = None
         self.lease_ttl_s = DEFAULT_LEASE_TTL_S
+        #: Who started the run (an Airflow user, a CLI user), recorded with its params.
+        self.started_by: str | None = None
 
     @abstractmethod
     def steps(self) -> list[Step]: ...
@@ -266,7 +349,7 @@ class Procedure(ABC):
                 "not run; start a new run (a new id) to try again"
             )
         try:
-            result = self._attempt(step, self._marked(step))
+            result = self._attempt(step, step.action)
         except StepFailed as exc:
             self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
             self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
@@ -284,24 +367,12 @@ class Procedure(ABC):
         applications = [f"application {a}" for a in self.applications]
         return [f"flow {flow}", *applications] if flow else applications
 
-    def _marked(self, step: Step) -> Callable[[], StepReport]:
-        """The step's action; the fence's first saves when it started (the moment the
-        applications' clients stop) before it fences anything."""
-        if step.name != FENCE_STEP:
-            return step.action
-
-        def fence() -> StepReport:
-            # A retry keeps the first start: the entry's first save is the time.
-            self.store.save_step(self.procedure_id, _FENCE_STARTED, "done", {})
-            return step.action()
-
-        return fence
-
     def _attempt(self, step: Step, action: Callable[[], StepReport]) -> StepReport:
         try:
             if not self.dry_run:  # take the leases, or renew them: each step extends them
                 owner = self.lease_owner or self.procedure_id
                 self.store.acquire_leases(self.leases(), owner, self.lease_ttl_s)
+                self.store.save_step(self.procedure_id, started_entry(step.name), "done", {})
             return action()
         except Exception as exc:  # any failure of a step is saved and reported the same way
             raise StepFailed(
@@ -321,6 +392,8 @@ class Procedure(ABC):
         if entry is not None:
             return str(entry.result["run_id"])
         params = {**self.params(), "procedure_id": self.procedure_id}
+        if self.started_by:
+            params["started_by"] = self.started_by
         run_id = self.store.start_run(self.kind, self.flow_name(), self.mode(), params)
         self.store.save_step(self.procedure_id, _RUN_ENTRY, "done", {"run_id": run_id})
         return run_id
