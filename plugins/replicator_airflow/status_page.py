@@ -6,11 +6,17 @@ with per-partition lag and checkpoint age, the active cluster of each client
 application, the last verification with its Data Docs, and the history of
 failovers, failbacks and drills with RPO, RTO, the procedure's duration and the
 applications' downtime. `/api/status` serves the same
-snapshot as JSON; `/runs/{run_id}` renders one run's stored report; the Data
-Docs of a verification run are served from its own site folder.
+snapshot as JSON, `/api/state/...` the state store's own read-only API
+(`replicator.statestore.api`); `/runs/{run_id}` renders one run's stored report;
+the Data Docs of a verification run are served from its own site folder.
 
-Airflow does not authenticate plugin routes, so nothing here changes state:
-every route is a GET that reads the clusters or the state store. Links and the
+Airflow authenticates its own API but not the apps of plugins, which it mounts
+as they are: the app Airflow mounts requires, on every route, a user signed in
+to Airflow and allowed to use its UI, checked by Airflow's auth manager
+(`airflow_user_required`: the UI's session cookie, or a bearer token from
+`POST /auth/token`); anonymous requests get 401, invalid tokens 403. Nothing here
+changes state either: every route is a GET that reads the clusters or the state
+store. Links and the
 refresh script use relative paths, so the page works under any base URL and
 inside the Airflow UI's iframe. Where the configuration and the state store
 are is asked of `ReplicatorHook` on every request (nothing at import: the
@@ -22,19 +28,22 @@ from __future__ import annotations
 import html
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import FastAPI, HTTPException, Request
+from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+from airflow.api_fastapi.core_api.security import requires_access_view
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.statestore import NotFoundError, RunRecord, StateStore
+from replicator.statestore import create_app as create_state_app
 from replicator_airflow import offline_docs, run_reports
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
@@ -69,15 +78,31 @@ setInterval(async () => {
 """
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def airflow_user_required() -> list[Any]:
+    """Airflow's own check, as its UI's routes have it: a signed-in user whom the
+    auth manager allows to use the Airflow UI (the "website" view)."""
+    return [Depends(requires_access_view(AccessView.WEBSITE))]
+
+
+def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = ()) -> FastAPI:
     """The app; `settings` says where the configuration and the state store are
     (default: `ReplicatorHook`, i.e. the connection `replicator_default` or
-    `$REPLICATOR_CONFIG` / `$REPLICATOR_STATE_URL`)."""
+    `$REPLICATOR_CONFIG` / `$REPLICATOR_STATE_URL`); `dependencies` run before every
+    route, the mounted state store API's included (a mounted app inherits none)."""
     where = settings or (lambda: ReplicatorHook().settings())
     stores = _Stores()
     app = FastAPI(
         title="Kafka DR status",
         description="Read-only: clusters, flows, lag, checkpoints, applications, DR history.",
+        dependencies=list(dependencies),
+    )
+    app.mount(
+        "/api/state",
+        create_state_app(
+            lambda: stores.get(where().state_url),
+            lambda: load_config(where().config),
+            dependencies,
+        ),
     )
 
     @app.exception_handler(ReplicatorError)
@@ -401,4 +426,4 @@ def _e(value: object) -> str:
 
 
 #: The app Airflow mounts (see `dr_status_plugin.py`); building it reads nothing.
-app = create_app()
+app = create_app(dependencies=airflow_user_required())

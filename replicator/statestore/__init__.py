@@ -9,6 +9,7 @@ the procedures share. Every package may import it; it imports only `config`,
 `kafka` and the foundation modules, never the engine or anything above it.
 """
 
+from replicator.statestore.api import create_app
 from replicator.statestore.discovery import Route, UnknownClusterError, where
 from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
 from replicator.statestore.store import (
@@ -51,6 +52,7 @@ __all__ = [
     "StoreUnavailable",
     "UnknownClusterError",
     "check_ledgers",
+    "create_app",
     "default_state_url",
     "read_ledger",
     "where",

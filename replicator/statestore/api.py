@@ -1,11 +1,17 @@
 """Read-only HTTP view of the DR state store, for the Airflow UI page and scripts.
 
 The app is plain FastAPI with no Airflow import, so it runs under uvicorn on
-its own or mounted by an Airflow plugin at any prefix (routes are relative).
-Airflow does not authenticate plugin routes, hence no route here changes state.
+its own or mounted by an Airflow plugin at any prefix (routes are relative; the
+DR status plugin mounts it at `/dr-status/api/state`). Airflow does not
+authenticate the apps of plugins, so a host passes its own authentication as
+`dependencies`, which every route requires (the plugin passes Airflow's auth
+manager check); and no route here changes state.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
@@ -23,13 +29,24 @@ from replicator.statestore.store import (
 
 _MAX_RUNS = 1000
 
+#: A store, or what gives it on each request (a host that reads it from its settings).
+StoreSource = StateStore | Callable[[], StateStore]
+#: A configuration, or what gives it on each request; None: applications without routes.
+ConfigSource = ReplicatorConfig | Callable[[], ReplicatorConfig | None] | None
 
-def create_app(store: StateStore, config: ReplicatorConfig | None = None) -> FastAPI:
+
+def create_app(
+    store: StoreSource, config: ConfigSource = None, dependencies: Sequence[Any] = ()
+) -> FastAPI:
     """The API over `store`; with `config`, `/applications/{name}` answers with the
-    route (bootstrap servers) as client applications would get it."""
+    route (bootstrap servers) as client applications would get it. `dependencies`
+    (FastAPI `Depends(...)`) run before every route: a host's authentication."""
+    current_store = store if callable(store) else lambda: store
+    current_config = config if callable(config) else lambda: config
     app = FastAPI(
         title="Kafka DR state",
         description="Active cluster of each application, DR run history, flow states.",
+        dependencies=list(dependencies),
     )
 
     @app.exception_handler(NotFoundError)
@@ -43,24 +60,25 @@ def create_app(store: StateStore, config: ReplicatorConfig | None = None) -> Fas
 
     @app.get("/applications")
     def applications() -> list[Application]:
-        return store.applications()
+        return current_store().applications()
 
     @app.get("/applications/{name}")
     def application(name: str) -> Route | Application:
-        return store.application(name) if config is None else where(name, config, store)
+        state, routes = current_store(), current_config()
+        return state.application(name) if routes is None else where(name, routes, state)
 
     @app.get("/runs")
     def runs(
         kind: str | None = None, limit: int = Query(default=50, ge=1, le=_MAX_RUNS)
     ) -> list[RunRecord]:
-        return store.runs(kind=kind or None, limit=limit)
+        return current_store().runs(kind=kind or None, limit=limit)
 
     @app.get("/runs/{run_id}")
     def run(run_id: str) -> RunRecord:
-        return store.run(run_id)
+        return current_store().run(run_id)
 
     @app.get("/flows")
     def flows() -> list[FlowState]:
-        return store.flow_states()
+        return current_store().flow_states()
 
     return app
