@@ -111,7 +111,7 @@ JVM_PERFORMANCE_OPTS = (
 #: The perf tools' scripts (kafka-*-perf-test.sh) set this heap.
 TOOL_HEAP = "512m"
 SIZES = (100, 1024)
-#: Our target producer (replicator/engine/task.py): lz4, linger 20 ms, batches up to about
+#: Our target producer (replicator/engine/task_setup.py): lz4, linger 20 ms, batches up to about
 #: the topic's max.message.bytes (1 MB), idempotent (so acks=all) with librdkafka's 5
 #: requests in flight. MM2's task producer and ProducerPerformance get the same, in
 #: Java's names; Connect's defaults (no compression, linger 0, 16 KB batches, one

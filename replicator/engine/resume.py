@@ -1,0 +1,67 @@
+"""Where an assigned (or rewound) partition continues: after its last replica on the
+target, or where an operator's offset reset says, and where the source log is now.
+
+The task reads the target tail and the pending resets only through this module, so
+how they are read (one scan of the tail for both, say) can change without touching
+the consume-produce loop. Fencing the partition's earlier owners in exactly-once mode
+comes first, and is the caller's: only then is the tail read here final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import TopicPartition
+
+from replicator.config.model import FlowConfig
+from replicator.engine.resets import PendingResets
+from replicator.engine.tail import TailReader
+from replicator.kafka.clients import Consumer
+from replicator.kafka.watermarks import watermarks
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where one source partition continues."""
+
+    offset: int
+    #: Source records an operator's reset skips (0 without a reset, or one that rewinds).
+    skipped: int
+    #: The source partition's log start and high watermark when read.
+    low: int
+    high: int
+    #: The target holds a replica of the partition or a reset applies: `offset` was
+    #: not read from the source log, so it may lie outside it (retention, recreation).
+    outside_possible: bool
+
+
+class ResumePoints:
+    """Reads resume points: the target tail with one reusable reader, the resets
+    topic once per round of partitions."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        self.flow = flow
+        self._tail = TailReader(flow.target.consumer, flow.source.alias)
+
+    def close(self) -> None:
+        self._tail.close()
+
+    def resets(self, partitions: Iterable[TopicPartition]) -> PendingResets:
+        """The pending resets of `partitions` (one read of the resets topic); a context
+        manager that closes what it opened to check them."""
+        return PendingResets.read(self.flow, partitions)
+
+    def point(
+        self, resets: PendingResets, source: Consumer, topic: str, partition: int, remote: str
+    ) -> ResumePoint:
+        """Where `topic[partition]` (replicated to `remote`) continues; `source` reads
+        the source watermarks."""
+        tail = self._tail.position(remote, partition)
+        low, high = watermarks(source, topic, partition)
+        resume = low if tail.next_source_offset is None else tail.next_source_offset
+        # An operator's offset reset applies while nothing was replicated since it.
+        reset = resets.honoured(topic, partition, remote, tail, resume)
+        if reset is None:
+            return ResumePoint(resume, 0, low, high, tail.next_source_offset is not None)
+        return ResumePoint(reset.offset, max(0, reset.offset - resume), low, high, True)

@@ -1,0 +1,293 @@
+"""A replication task's clients and topics: made when it starts (internal topics,
+remote topics, the clients with the settings replication's guarantees rest on),
+the target producer made anew when the remote topics' size limits no longer fit it
+(and a record too large for its remote topic held for a config sync of the topic,
+skipped or stopped at), the topic set refreshed while running, and everything
+flushed and closed at the end.
+
+Part of `ReplicationTask` (a base class of it, sharing its state). The user's client
+settings of each cluster come first where they may tune (batching, timeouts,
+security); what the guarantees rest on comes last, so no setting of theirs undoes it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from replicator import metrics
+from replicator.config.model import FlowConfig
+from replicator.config.policies import ReplicationPolicy
+from replicator.engine.exactly_once import ExactlyOnce
+from replicator.engine.heartbeats import HeartbeatWriter
+from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.kafka_errors import reason
+from replicator.engine.offset_syncs import OffsetSyncWriter
+from replicator.engine.partition import PartitionTracker
+from replicator.engine.reporting import TaskReporter
+from replicator.engine.resume import ResumePoints
+from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
+from replicator.engine.status import STATUS_TOPIC
+from replicator.engine.topic_sync import TopicSync
+from replicator.errors import ConfigError, ReplicatorError
+from replicator.kafka.clients import Consumer, Producer
+
+log = logging.getLogger(__name__)
+
+
+class TaskSetup:
+    """Clients and topics of a `ReplicationTask`."""
+
+    # The task's state this part makes and reads (see ReplicationTask).
+    flow: FlowConfig
+    policy: ReplicationPolicy
+    topic_sync: TopicSync
+    _topics: dict[str, int]
+    _trackers: dict[tuple[str, int], PartitionTracker]
+    _draining: bool
+    _fatal: str | None
+    _size_limits: SizeLimits
+    _oversized: OversizedRecords
+    _held: list[PartitionTracker]
+    _producer_limits: tuple[int, int]
+    _consumer: Consumer | None
+    _producer: Producer | None
+    _source_producer: Producer | None
+    _reporter: TaskReporter
+    _resume_points: ResumePoints | None
+    _syncs: OffsetSyncWriter | None
+    _heartbeats: HeartbeatWriter | None
+    _exactly_once: ExactlyOnce | None
+
+    def _prepare(self) -> None:
+        flow = self.flow
+        ensure_compacted_topic(
+            flow.target,
+            STATUS_TOPIC,
+            flow.status_topic_replication_factor,
+            "status.topic.replication.factor",
+        )
+        self._ensure_internal_topics()
+        self._topics = self.topic_sync.replicated_topics()
+        report = self.topic_sync.sync(self._topics)
+        self._size_limits.update(report.max_message_bytes)
+        self._producer = self._make_target_producer()
+        self._source_producer = Producer(
+            {**flow.source.producer, "enable.idempotence": True, "linger.ms": 50}
+        )
+        self._syncs = OffsetSyncWriter(
+            self._source_producer,
+            self.policy.offset_syncs_topic(flow.target.alias),
+            flow.name,
+            flow.offset_lag_max,
+            transactional=flow.exactly_once,
+        )
+        self._heartbeats = HeartbeatWriter(
+            self._source_producer, self.policy.heartbeats_topic(), flow.source.alias,
+            flow.target.alias,
+        )  # fmt: skip
+        if flow.exactly_once:
+            self._exactly_once = ExactlyOnce(flow, self._transactional_config, self._syncs, self)
+        self._reporter.write_with(self._producer)
+        self._resume_points = ResumePoints(flow)
+        self._consumer = Consumer(
+            {
+                # A worker that dies hands its partitions over within seconds.
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 1_000,
+                **flow.source.consumer,
+                "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                # Never jump silently: an out-of-range position is a retention gap
+                # or a recreated topic, and the failure policies decide.
+                "auto.offset.reset": "error",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "topic.metadata.refresh.interval.ms": 10_000,
+            }
+        )
+        self._reporter.read_lag_with(self._consumer)
+        self._subscribe()
+
+    def _make_target_producer(self) -> Producer:
+        self._producer_limits = self._size_limits.producer_limits()
+        # A failed batch must stop the partition, never leave a hole behind it.
+        return Producer(
+            {
+                **self._target_producer_config(),
+                "enable.gapless.guarantee": True,
+                # Transactional producers are left out: being fenced is fatal for them
+                # and means "partition moved", which the transaction outcome handles.
+                "error_cb": self._on_producer_error,
+            }
+        )
+
+    def _on_producer_error(self, error: KafkaError) -> None:
+        """A fatal producer error (e.g. the gapless guarantee tripped) stops the flow
+        even when no delivery report is pending to say so."""
+        if error.fatal():
+            metrics.ERRORS.labels(self.flow.name, "delivery").inc()
+            self._fail(
+                f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
+                f"fatally: {error.str()}. Restart the flow; it resumes from the target tail"
+            )
+        else:
+            log.warning("flow %s: producer: %s", self.flow.name, error.str())
+
+    def _target_producer_config(self) -> dict[str, object]:
+        message_max_bytes, batch_size = self._size_limits.producer_limits()
+        return {
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            **self.flow.target.producer,
+            "enable.idempotence": True,
+            "message.max.bytes": message_max_bytes,
+            "batch.size": batch_size,
+        }
+
+    def _transactional_config(self, transactional_id: str) -> dict[str, object]:
+        return {**self._target_producer_config(), "transactional.id": transactional_id}
+
+    def _update_size_limits(self, limits: dict[str, int]) -> None:
+        """New max.message.bytes of remote topics: the trackers' limits follow, and so
+        does the target producer, recreated when its limits no longer fit (a topic
+        with a larger limit appeared, or one with a smaller limit)."""
+        self._size_limits.update(limits)
+        for tracker in self._trackers.values():
+            tracker.size.limit = self._size_limits.record_limit(tracker.remote)
+        message_max_bytes, batch_size = self._size_limits.producer_limits()
+        have_max, have_batch = self._producer_limits
+        if self._producer is None or (message_max_bytes <= have_max and batch_size >= have_batch):
+            return
+        # The new producer must not overtake the old one's records. If the target does
+        # not take them, the partitions rewind and the limits apply at the next sync.
+        if not self._flush_in_flight():
+            return
+        self._producer = self._make_target_producer()
+        self._reporter.write_with(self._producer)
+        for tracker in self._trackers.values():
+            if self._exactly_once is None:
+                tracker.producer = self._producer
+            elif not tracker.resuming:
+                # Its transactional producer is made anew, with the new limits, when it
+                # resumes (between batches: no transaction is open).
+                self._exactly_once.close(tracker.key)
+                self.rewind(tracker)
+        log.info(
+            "flow %s: target producer recreated for the remote topics' limits "
+            "(message.max.bytes=%d, batch.size=%d)",
+            self.flow.name,
+            *self._producer_limits,
+        )
+
+    def _on_oversized(self, tracker: PartitionTracker, offset: int, size: int) -> None:
+        """A record too large for its remote topic: hold the partition for a config
+        sync of the topic (after this batch), skip the record or stop at it."""
+        verdict = self._oversized.verdict(
+            tracker.topic, tracker.partition, tracker.remote, tracker.size, offset=offset, size=size
+        )
+        if verdict.action is Oversized.HOLD:
+            tracker.next_offset = offset
+            self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+            self._held.append(tracker)
+            return
+        metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
+        if verdict.action is Oversized.SKIP:
+            tracker.counters.skipped += 1
+            tracker.next_offset = offset + 1
+            metrics.SKIPPED.labels(*tracker.labels, "record_too_large").inc()
+            log.warning("%s; skipped (oversized.record.policy=skip)", verdict.message)
+            self._reporter.partition(tracker, self._reporter.lag(tracker))
+            return
+        tracker.next_offset = offset
+        self.halt(tracker, verdict.message)
+
+    def _resync_held(self) -> None:
+        """Sync the configs of topics with a held oversized record, then fetch those
+        partitions again from that record: it now fits, or its policy applies."""
+        held, self._held = self._held, []
+        topics = {t.topic: self._topics.get(t.topic, t.partition + 1) for t in held}
+        self._oversized.resynced(topics)
+        self._update_size_limits(self.topic_sync.sync(topics).max_message_bytes)
+        for tracker in held:
+            tracker.size.held = False
+            if self._trackers.get(tracker.key) is tracker:
+                self._restart_fetch(tracker)
+
+    def _flush_in_flight(self) -> bool:
+        """Wait until the target acknowledged every record produced so far. False if
+        it did not within a minute (it is away): every partition then rewinds to the
+        target tail. In exactly-once mode records travel in transactions and this
+        producer carries status only, so there is nothing to wait for."""
+        if self._exactly_once is not None:
+            return True
+        if self._draining:
+            return False  # rewinding already: what is in flight no longer counts
+        remaining = self._producer.flush(60)
+        if remaining:
+            target = self.flow.target.alias
+            self._rewind_all(f"{remaining} records still unacknowledged by {target!r} after 60 s")
+            return False
+        return True
+
+    def _ensure_internal_topics(self) -> None:
+        """MM2's offset-syncs and heartbeats topics on the source."""
+        flow = self.flow
+        ensure_compacted_topic(
+            flow.source,
+            self.policy.offset_syncs_topic(flow.target.alias),
+            flow.offset_syncs_topic_replication_factor,
+            "offset-syncs.topic.replication.factor",
+        )
+        ensure_compacted_topic(
+            flow.source,
+            self.policy.heartbeats_topic(),
+            flow.heartbeats_topic_replication_factor,
+            "heartbeats.topic.replication.factor",
+        )
+
+    def _subscribe(self) -> None:
+        self._consumer.subscribe(
+            sorted(self._topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def _refresh_topics(self, sync_configs: bool) -> None:
+        """Pick up new matching topics and partition increases without a restart. A
+        cluster that does not answer only puts that off until the next refresh."""
+        try:
+            current = self.topic_sync.replicated_topics()
+            report = self.topic_sync.sync(current, sync_configs=sync_configs)
+        except ConfigError:
+            raise
+        except (KafkaException, ReplicatorError) as exc:
+            log.warning(
+                "flow %s: topics not refreshed this time (%s); next try in %d s",
+                self.flow.name, reason(exc), self.flow.refresh_topics_interval_seconds,
+            )  # fmt: skip
+            return
+        changed = {t: n for t, n in current.items() if self._topics.get(t) != n}
+        self._update_size_limits(report.max_message_bytes)
+        if changed:
+            log.info("flow %s: topics changed: %s", self.flow.name, changed)
+            self._topics = current
+            self._subscribe()
+
+    def _shutdown(self) -> None:
+        # Closing the consumer revokes its partitions (flush, final offset syncs,
+        # "revoked" status); only then are the producers flushed for the last time.
+        if self._consumer is not None:
+            self._consumer.close()
+        if self._exactly_once is not None:
+            self._exactly_once.close_all()
+        if self._reporter.ready:
+            self._publish_status("failed" if self._fatal else "stopped")
+        for producer in (self._producer, self._source_producer):
+            if producer is not None:
+                producer.flush(30)
+        if self._resume_points is not None:
+            self._resume_points.close()
