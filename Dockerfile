@@ -57,11 +57,12 @@ COPY include include
 COPY dags dags
 COPY plugins plugins
 COPY docker/healthcheck.py /usr/local/bin/healthcheck
+# The volumes' mount points belong to the user: a new named volume takes their owner.
 RUN uv pip install -q --no-cache --python /opt/venv/bin/python --no-deps -e . \
  && python -m compileall -q replicator dags plugins spark \
  && useradd --system --uid 10001 --create-home --home-dir /home/replicator replicator \
- && mkdir -p /var/lib/replicator /var/lib/kafka /opt/airflow/logs /data/demo /data/verify \
- && chown -R replicator:replicator /var/lib/replicator /var/lib/kafka /opt/airflow /data
+ && mkdir -p /var/lib/kafka /opt/airflow/logs /data/demo /opt/replicator/.data/verification \
+ && chown -R replicator:replicator /var/lib/kafka /opt/airflow /data /opt/replicator/.data
 
 ENV REPLICATOR_JVM_DIR=/opt/replicator/.cache/jvm \
     PYSPARK_PYTHON=/opt/venv/bin/python \

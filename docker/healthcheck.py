@@ -4,7 +4,8 @@
 One image serves every role (see the Dockerfile), so one check finds the role from
 the commands running in the container and asks that role's own health question:
 
-- a Kafka broker (`kafka.Kafka`): a metadata request answers on its internal port;
+- a Kafka broker (`replicator stack serve`, then `kafka.Kafka`): a metadata request
+  answers on its internal port;
 - `replicator run`: its Prometheus endpoint (`metrics.port` of its config) answers;
 - Airflow's API server: `/api/v2/monitor/health` reports the metadata DB healthy;
   the scheduler: its own health server (`[scheduler] enable_health_check`);
@@ -88,7 +89,9 @@ def check() -> str | None:
     for command in _commands():
         joined = " ".join(command)
         names = [Path(part).name for part in command]
-        if "kafka.Kafka" in command:
+        # Before the JVM replaces it, `replicator stack serve` formats the storage: a
+        # broker that does not answer yet is not healthy, whichever process runs.
+        if "kafka.Kafka" in command or ("replicator" in names and "serve" in command):
             return _kafka()
         if "org.apache.spark.deploy.master.Master" in joined:
             return _spark(8080)

@@ -18,6 +18,8 @@ COMPOSE_PROFILES=demo
 REPLICATOR_IMAGE=${REPLICATOR_IMAGE:-replicator:latest}
 POSTGRES_IMAGE=${POSTGRES_IMAGE:-replicator-postgres:latest}
 REPLICATOR_REPLICAS=2
+# The group owning the Docker socket, for docker/compose.supervised.yml (opt-in).
+DOCKER_GID=$(stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 
 # Host ports (127.0.0.1 only); apart from make run's 8080, 19092 and 29092.
 AIRFLOW_PORT=${AIRFLOW_PORT:-38080}
