@@ -78,16 +78,16 @@ def test_the_task_honours_a_request_from_its_one_read_of_the_tail(
     request = _request(offset=40, tail_source=99, tail_target=99)
     resets = PendingResets(_flow(), {("t", 0): request})
     tail = _tail(Replica(99, 99), 100)
-    assert resets.honoured("t", 1, "primary.t", tail, 100) is None  # no request for it
+    assert resets.honoured("t", 1, tail, 100) is None  # no request for it
     assert caplog.text == ""
-    assert resets.honoured("t", 0, "primary.t", tail, 100) == request
+    assert resets.honoured("t", 0, tail, 100) == request
     assert "offset reset applied" in caplog.text
     assert "resuming at source offset 40 instead of 100" in caplog.text
     assert "source offsets 40..99 (60 records) are copied again" in caplog.text
 
     caplog.clear()
     moved = _tail(Replica(159, 99), 160)
-    assert resets.honoured("t", 0, "primary.t", moved, 100) is None
+    assert resets.honoured("t", 0, moved, 100) is None
     assert "offset reset to 40" in caplog.text and "ignored" in caplog.text
     assert "resuming from the target tail at 100" in caplog.text
     assert "applied (" not in caplog.text
@@ -101,11 +101,11 @@ def test_an_applied_skip_counts_the_offsets_it_leaves_out(
     request = _request(offset=120, tail_source=99, tail_target=99, topic=topic)
     before = _skipped(topic)
     resets = PendingResets(_flow(topic), {(topic, 0): request})
-    assert resets.honoured(topic, 0, f"primary.{topic}", _tail(Replica(99, 99), 100), 100)
+    assert resets.honoured(topic, 0, _tail(Replica(99, 99), 100), 100)
     assert _skipped(topic) - before == 20
     assert "source offsets 100..119 (20) are skipped" in caplog.text
     # Ignored, nothing is counted.
-    resets.honoured(topic, 0, f"primary.{topic}", _tail(Replica(100, 120), 101), 121)
+    resets.honoured(topic, 0, _tail(Replica(100, 120), 101), 121)
     assert _skipped(topic) - before == 20
 
 

@@ -141,10 +141,10 @@ class Assignment:
         try:
             self._know_remotes(trackers)
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
-            with self._resume_points.resets(wanted) as resets:  # once per attempt
-                for tracker in trackers:
-                    if self._resume_partition(tracker, resets):
-                        resumed.append(tracker)
+            resets = self._resume_points.resets(wanted)  # once per attempt
+            for tracker in trackers:
+                if self._resume_partition(tracker, resets):
+                    resumed.append(tracker)
         except ConfigError:
             raise
         except (KafkaException, ReplicatorError) as exc:

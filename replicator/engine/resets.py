@@ -167,16 +167,8 @@ class PendingResets:
             return cls(flow, {})
         return cls(flow, {k: r for k, r in read_resets(flow).items() if k in wanted})
 
-    # TEMPORARY (helper B2): the task's current call passes `remote` and uses `with`;
-    # removed with the call site's edit once helper B1 committed the resume path.
-    def __enter__(self) -> PendingResets:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
     def honoured(
-        self, topic: str, partition: int, remote: str, tail: TailPosition, resume: int
+        self, topic: str, partition: int, tail: TailPosition, resume: int
     ) -> ResetRequest | None:
         """The request to apply to `topic[partition]` now (see `applies`), or None.
         `tail` is the task's resume point, the one read of the partition's tail,

@@ -1,10 +1,10 @@
 """Where an assigned (or rewound) partition continues: after its last replica on the
 target, or where an operator's offset reset says, and where the source log is now.
 
-The task reads the target tail and the pending resets only through this module, so
-how they are read (one scan of the tail for both, say) can change without touching
-the consume-produce loop. Fencing the partition's earlier owners in exactly-once mode
-comes first, and is the caller's: only then is the tail read here final.
+The task reads the target tail and the pending resets only through this module: one
+read of the tail gives both the resume point and the reset decision. Fencing the
+partition's earlier owners in exactly-once mode comes first, and is the caller's:
+only then is the tail read here final.
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ class ResumePoints:
         self._tail.close()
 
     def resets(self, partitions: Iterable[TopicPartition]) -> PendingResets:
-        """The pending resets of `partitions` (one read of the resets topic); a context
-        manager that closes what it opened to check them."""
+        """The pending resets of `partitions` (one read of the resets topic)."""
         return PendingResets.read(self.flow, partitions)
 
     def point(
@@ -60,8 +59,9 @@ class ResumePoints:
         tail = self._tail.position(remote, partition)
         low, high = watermarks(source, topic, partition)
         resume = low if tail.next_source_offset is None else tail.next_source_offset
-        # An operator's offset reset applies while nothing was replicated since it.
-        reset = resets.honoured(topic, partition, remote, tail, resume)
+        # An operator's offset reset applies while nothing was replicated since it (this
+        # read of the tail tells: no second one).
+        reset = resets.honoured(topic, partition, tail, resume)
         if reset is None:
             return ResumePoint(resume, 0, low, high, tail.next_source_offset is not None)
         return ResumePoint(reset.offset, max(0, reset.offset - resume), low, high, True)
