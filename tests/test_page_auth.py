@@ -31,6 +31,8 @@ ROUTES = (
     "/dr-status/api/status",
     "/dr-status/runs/{run_id}",
     "/dr-status/runs/{run_id}/data-docs/index.html",
+    "/dr-status/runs/{run_id}/report.html",
+    "/dr-status/data-docs-assets/jquery/dist/jquery.min.js",
     "/dr-status/api/state/applications",
     "/dr-status/api/state/applications/orders",
     "/dr-status/api/state/runs",
@@ -46,7 +48,7 @@ def airflow_api(airflow_home: Path) -> Iterator[TestClient]:
     from airflow.api_fastapi.app import create_app  # noqa: PLC0415 - after `airflow_home`
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(32))
+        patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(64))
         with TestClient(create_app(), base_url="http://localhost") as client:
             yield client
 
