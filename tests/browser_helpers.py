@@ -1,12 +1,16 @@
 """Helpers for the end-to-end browser test: Debian's headless Chromium driven by
-Selenium through Debian's chromedriver, the Airflow login, the DR status page."""
+Selenium through Debian's chromedriver, the Airflow login, the DR status page, the
+requests the pages made (Chrome's performance log)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from selenium import webdriver
 from selenium.common.exceptions import (
@@ -41,6 +45,8 @@ def chromium(downloads: Path) -> Iterator[WebDriver]:
         f"--user-data-dir={downloads / 'chromium-profile'}",
     ):
         options.add_argument(argument)
+    # Every request of the pages (Network.requestWillBeSent), for `requests_made`.
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     service = Service(str(CHROMEDRIVER), log_output=str(downloads / "chromedriver.log"))
     driver = webdriver.Chrome(options=options, service=service)
     try:
@@ -134,6 +140,83 @@ def history_figures(driver: WebDriver, run_id: str) -> tuple[str, ...]:
     cells = [driver.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in columns]
     assert all(cells), f"no history row {run_id!r}; the page says: {_text(driver)}"
     return tuple(found[0].text.strip() for found in cells)
+
+
+def requests_made(driver: WebDriver) -> list[str]:
+    """The URLs the pages requested since the last call (scripts, styles, fonts,
+    images, fetches: the performance log's Network.requestWillBeSent)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def outside(urls: list[str], base: str) -> list[str]:
+    """The network requests among `urls` to another host than `base`'s (data: and
+    blob: URLs are no requests)."""
+    host = urlsplit(base).netloc
+    return [
+        u for u in urls if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != host
+    ]
+
+
+def wait_for(driver: WebDriver, selector: str, what: str, minimum: int = 1) -> int:
+    """Wait until the page shows at least `minimum` elements matching `selector`;
+    how many it shows."""
+
+    def shown(d: WebDriver) -> int:
+        return len(d.find_elements(By.CSS_SELECTOR, selector))
+
+    try:
+        WebDriverWait(driver, _WAIT_S).until(lambda d: shown(d) >= minimum)
+    except TimeoutException:
+        raise AssertionError(
+            f"{driver.current_url} shows {shown(driver)} {what} ({selector}), expected at "
+            f"least {minimum}; the page says: {_text(driver)}"
+        ) from None
+    return shown(driver)
+
+
+@dataclass(frozen=True)
+class Offline:
+    """What the offline pages showed, and every request they made."""
+
+    requests: list[str]
+    started_by: str
+
+
+def offline_pages(
+    browser: WebDriver, page: str, verification_id: str, failover_id: str, shots: Screenshots
+) -> Offline:
+    """Open the Data Docs of `verification_id` from the status page's link, its lag
+    suite's validation results, and the failover's report for auditors."""
+    requests_made(browser)  # the requests before are not these pages'
+    browser.get(page)
+    link = f'[data-verification="{verification_id}"] a.data-docs'
+    wait_for(browser, link, "Data Docs link")
+    browser.find_element(By.CSS_SELECTOR, link).click()
+    # The index's results table is empty in the HTML: bootstrap-table fills it.
+    index_rows = "table.ge-index-page-validation-results-table tbody tr.clickable-row"
+    assert wait_for(browser, index_rows, "validation results", minimum=4) == 4
+    shots.take(browser, "data-docs-index")
+    browser.find_element(By.CSS_SELECTOR, f'{index_rows}[data-href*="/lag/"]').click()
+    results = ".bootstrap-table table[data-search] tbody tr[data-index]"
+    assert wait_for(browser, results, "expectation results", minimum=3) >= 3
+    assert "lag_records" in browser.find_element(By.TAG_NAME, "body").text
+    shots.take(browser, "data-docs-validation-lag")
+    browser.get(f"{page}runs/{quote(failover_id, safe='')}/report.html")
+    wait_for(browser, "tr[data-step]", "steps", minimum=5)
+    item = {
+        name: browser.find_element(By.CSS_SELECTOR, f'[data-item="{name}"]').text.strip()
+        for name in ("started-by", "rpo", "downtime", "verdict")
+    }
+    assert item["rpo"] == "0 records" and item["downtime"].endswith(" s"), item
+    assert item["verdict"] == "failed", item  # the lag suite fails on purpose
+    assert verification_id in browser.find_element(By.TAG_NAME, "body").text
+    shots.take(browser, "audit-report-failover")
+    return Offline(requests_made(browser), item["started-by"])
 
 
 def _text(driver: WebDriver) -> str:

@@ -8,13 +8,22 @@ twice. The `replicator_supervisor` DAG runs on its schedule all along, as on `ma
 no DAG run may fail, neither at start-up (a task started before the API server listened
 failed its run) nor during and after the failover and failback (the reverse flow was
 paged for checkpoints it had had no time to write). Screenshots of every stage go to
-`.data/test-artifacts/browser/`."""
+`.data/test-artifacts/browser/`.
+
+Offline (issue 16): a verification run of the flow (the suites and Data Docs of
+`replicator verify`, over tables shaped like the Spark job's; see
+`data_docs_helpers`) runs while the failback does; its Data Docs, opened from the
+page's link, render their validation results tables (filled by bootstrap-table,
+served by the plugin), and the failover's report for auditors shows its figures
+and the verification that followed; none of these pages made a request outside
+the Airflow host."""
 
 from __future__ import annotations
 
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -26,8 +35,11 @@ from browser_helpers import (
     expect_active_cluster,
     history_figures,
     log_in,
+    offline_pages,
+    outside,
     show,
 )
+from data_docs_helpers import verification_with_data_docs
 from procedure_helpers import wait_processed
 from replication_helpers import wait_until, write_config
 
@@ -135,12 +147,18 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
             expect_active_cluster(browser, page, app, "primary")
             shots.take(browser, "dr-status-primary")
 
+            suites = ThreadPoolExecutor(max_workers=1)
+            procedure_runs: dict[str, str] = {}
             for dag_id, params, now_active in (
                 ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
                 ("failback", {"mode": "replicate"}, "primary"),
             ):
                 conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
                 run_id = _run_dag(api, dag_id, {**conf, **params})
+                if dag_id == "failover":  # a verification of the flow runs during the failback
+                    verifying = suites.submit(
+                        verification_with_data_docs, store, tmp_path, "primary->dr", DEMO_APP_TOPIC
+                    )
                 # Right after the procedure, while the flow it started may have written
                 # no checkpoint yet: the supervisor finds nothing wrong.
                 _run_dag(api, SUPERVISOR, {})
@@ -150,6 +168,7 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
                 assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
                 expect_active_cluster(browser, page, app, now_active)
                 [history] = [r for r in store.runs(dag_id) if app in r.params["applications"]]
+                procedure_runs[dag_id] = history.run_id
                 duration = history.details["duration_seconds"]
                 downtime = history.details["downtime_seconds"]
                 assert duration is not None and downtime is not None, history.details
@@ -166,6 +185,14 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
                         f"{duration}s, downtime {downtime}s, RTO {history.rto_seconds}s\n"
                     )
                 wait_processed(consumed, now_active, 50, _TIMEOUT_S)
+            verification_id = verifying.result(timeout=4 * _TIMEOUT_S)
+            suites.shutdown()
+            offline = offline_pages(
+                browser, page, verification_id, procedure_runs["failover"], shots
+            )
+            assert outside(offline.requests, airflow.url) == [], offline.requests
+            assert any("/data-docs-assets/" in url for url in offline.requests), offline.requests
+            assert offline.started_by == f"{airflow.username} (Airflow user)"
             _no_run_failed(airflow, api)
     finally:
         report = system.stop()  # the demo apps first drain, then stop and check their ledgers

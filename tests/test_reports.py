@@ -10,63 +10,19 @@ anywhere; `replicator report` writes it; the DR status page serves it."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from report_helpers import FLOW, Recorded, recorded_failover
 
 from replicator.cli import main
 from replicator.errors import ReplicatorError
 from replicator.procedures.steps import (
-    Procedure,
-    Step,
-    StepReport,
-    record_decision,
     started_entry,
 )
 from replicator.reports import build_report, render
 from replicator.statestore import NotFoundError, StateStore
-
-FLOW = "primary->dr"
-
-
-class _Recorded(Procedure):
-    """A procedure of `kind` whose steps return canned reports (or raise)."""
-
-    recovery_step = "switch"
-
-    def __init__(self, store: StateStore, kind: str, reports: dict[str, StepReport | None]):
-        super().__init__(store)
-        self.kind = kind  # type: ignore[misc] - a ClassVar on real procedures
-        self.reports = reports
-        self.applications = ["orders"]
-
-    def steps(self) -> list[Step]:
-        return [Step(name, self._action(name)) for name in self.reports]
-
-    def _action(self, name: str) -> Any:
-        def act() -> StepReport:
-            report = self.reports[name]
-            if report is None:
-                raise ReplicatorError(f"{name} could not reach cluster dr")
-            return report
-
-        return act
-
-    def params(self) -> dict[str, Any]:
-        return {"flow": FLOW, "applications": self.applications}
-
-    def flow_name(self) -> str:
-        return FLOW
-
-    def mode(self) -> str:
-        return "planned" if self.kind == "failover" else "non-disruptive"
-
-    def rpo(self) -> int | None:
-        return 0
-
 
 _CHECKS = [
     {
@@ -82,28 +38,6 @@ _CHECKS = [
     }
     for p in range(3)
 ]
-
-
-def _failover(store: StateStore) -> str:
-    """A planned failover started by an Airflow user and approved by another; a
-    verification of the flow afterwards (failed: lag)."""
-    failover = _Recorded(
-        store,
-        "failover",
-        {
-            "preflight": {"lag": 0},
-            "fence": {"fenced": {"orders": {"epoch": 2}}},
-            "drain": {"drained": True},
-            "switch": {"switched": {"orders": "dr"}},
-            "verify": {"ok": True},
-        },
-    )
-    failover.started_by = "alice (Airflow user)"
-    procedure_id = "failover/manual__2026-11-24T09:00:00+00:00"
-    failover.run_step(procedure_id, "preflight")
-    record_decision(store, procedure_id, "approved", "bob", datetime.now(UTC))
-    assert failover.run(procedure_id).outcome == "succeeded"
-    return procedure_id
 
 
 def _verification(store: StateStore) -> str:
@@ -132,7 +66,7 @@ def _text(html: str) -> str:
 def test_failover_report_names_people_steps_figures_and_the_verification_after(
     store: StateStore,
 ) -> None:
-    procedure_id = _failover(store)
+    procedure_id = recorded_failover(store)
     verification = _verification(store)
     report = build_report(store, procedure_id)  # the procedure id finds its run too
     run = store.run(report.run.run_id)
@@ -168,7 +102,7 @@ def test_failover_report_names_people_steps_figures_and_the_verification_after(
 
 
 def test_drill_report_lists_each_partition_check_and_a_failed_step(store: StateStore) -> None:
-    drill = _Recorded(
+    drill = Recorded(
         store,
         "drill",
         {
@@ -195,7 +129,7 @@ def test_drill_report_lists_each_partition_check_and_a_failed_step(store: StateS
 
 
 def test_cli_writes_the_report(store: StateStore, state_url: str, tmp_path: Path) -> None:
-    procedure_id = _failover(store)
+    procedure_id = recorded_failover(store)
     run_id = store.runs("failover")[0].run_id
     out = tmp_path / "reports" / "failover.html"
     assert main(["report", run_id, "--out", str(out), "--state-url", state_url]) == 0
@@ -219,7 +153,7 @@ def test_status_page_serves_the_report(
     from replicator_airflow.hooks import ReplicatorSettings  # noqa: PLC0415
     from replicator_airflow.status_page import create_app  # noqa: PLC0415
 
-    _failover(store)
+    recorded_failover(store)
     run_id = store.runs("failover")[0].run_id
     client = TestClient(create_app(lambda: ReplicatorSettings(str(tmp_path / "none"), state_url)))
     served = client.get(f"/runs/{run_id}/report.html")
