@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from replicator.acls.apply import apply_rules
 from replicator.acls.plan import AclRule
@@ -66,15 +66,19 @@ class SecuredPair:
         path.write_text(client_properties(self.stack, BROKER_USER), encoding="utf-8")
         return path
 
-    def end_offsets(self, cluster: str, topic: str, partitions: int) -> list[int]:
+    def end_offsets(self, cluster: str, topic: str, partitions: int) -> list[int] | None:
+        """High watermarks of `topic`'s partitions; None while it does not exist yet or
+        its leadership settles (a new topic)."""
         consumer = Consumer({**self.admin(cluster), "group.id": "secured-end-offsets"})
         try:
             if topic not in consumer.list_topics(timeout=10).topics:
-                return [0] * partitions
+                return None
             return [
                 consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                 for p in range(partitions)
             ]
+        except KafkaException:
+            return None
         finally:
             consumer.close()
 

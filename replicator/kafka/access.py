@@ -15,6 +15,7 @@ Nothing here shows a secret: messages name settings and files, never values.
 
 from __future__ import annotations
 
+import datetime
 import socket
 import ssl
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from cryptography import x509
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
@@ -72,9 +74,9 @@ def check_access(clusters: Iterable[ClusterConfig]) -> None:
 def access_problem(cluster: ClusterConfig) -> str | None:
     """What keeps clients of `cluster` out, or None if they get in (or it is away)."""
     settings = cluster.admin
-    missing = _missing_file(cluster)
-    if missing is not None:
-        return missing
+    local = _missing_file(cluster) or _expired_certificate(cluster)
+    if local is not None:
+        return local
     errors: list[KafkaError] = []
     admin = AdminClient({**settings, "error_cb": errors.append, "log_level": 0})
     deadline = time.monotonic() + _TIMEOUT_S
@@ -108,6 +110,31 @@ def _missing_file(cluster: ClusterConfig) -> str | None:
     return None
 
 
+def _expired_certificate(cluster: ClusterConfig) -> str | None:
+    """The client certificate out of its validity period (brokers only say "bad
+    certificate"; the file says when)."""
+    location = cluster.admin.get("ssl.certificate.location")
+    if not location:
+        return None
+    try:
+        certificate = x509.load_pem_x509_certificates(Path(location).read_bytes())[0]
+    except (OSError, ValueError):
+        return None  # not PEM or unreadable: the handshake reports it
+    now = datetime.datetime.now(datetime.UTC)
+    if certificate.not_valid_before_utc <= now <= certificate.not_valid_after_utc:
+        return None
+    when = (
+        f"expired on {certificate.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
+        if now > certificate.not_valid_after_utc
+        else f"is valid only from {certificate.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+    )
+    return (
+        f"{_where(cluster)}: the client certificate in {cluster.alias}.ssl.keystore.location "
+        f"({location}) {when}: renew it (a key and certificate signed by the CA the "
+        "brokers trust)"
+    )
+
+
 def _explain(cluster: ClusterConfig, errors: list[KafkaError]) -> str | None:
     codes = {error.code() for error in errors}
     alias = cluster.alias
@@ -129,9 +156,13 @@ def _explain(cluster: ClusterConfig, errors: list[KafkaError]) -> str | None:
                 f"{alias}.ssl.truststore.location naming the CA of the brokers' certificates"
             )
         return None  # away, or an error the command reports itself
-    if KafkaError._SSL in codes or any("SSL" in error.str() for error in errors):
-        return _tls_problem(cluster, host, port)
-    return None
+    problem = _tls_problem(cluster, host, port)
+    if problem is None and KafkaError._SSL in codes:
+        return (
+            f"{_where(cluster)}: TLS failed: check {alias}.ssl.truststore.location and "
+            f"{alias}.ssl.keystore.location against the brokers' certificates"
+        )
+    return problem
 
 
 def _first_address(cluster: ClusterConfig) -> tuple[str, int]:
@@ -176,8 +207,9 @@ def _handshake(settings: dict[str, str], host: str, port: int) -> OSError | None
     return None
 
 
-def _tls_problem(cluster: ClusterConfig, host: str, port: int) -> str:
-    """The TLS handshake again, with Python's ssl module, for a precise reason."""
+def _tls_problem(cluster: ClusterConfig, host: str, port: int) -> str | None:
+    """The TLS handshake again, with Python's ssl module, for a precise reason
+    (None: it works, or the broker is away)."""
     settings = cluster.admin
     alias = cluster.alias
     error = _handshake(settings, host, port)
@@ -207,7 +239,4 @@ def _tls_problem(cluster: ClusterConfig, host: str, port: int) -> str:
             f"requires a client certificate it trusts, and {alias}.ssl.keystore.location "
             f"gives {given}; use a key and certificate signed by the CA the brokers trust"
         )
-    return (
-        f"{_where(cluster)}: TLS failed: check {alias}.ssl.truststore.location and "
-        f"{alias}.ssl.keystore.location against the brokers' certificates"
-    )
+    return None
