@@ -34,6 +34,7 @@ from pyspark.sql import types as T
 
 from replicator.engine.formats import Checkpoint, OffsetSync
 from replicator.engine.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
+from replicator.verification.kafka_options import cluster_options
 from replicator.verification.plan import VerificationPlan
 
 
@@ -77,7 +78,9 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     )
     history = Window.partitionBy("group", "remote_topic", "partition").orderBy("record")
     checkpoints = (
-        _read_whole(spark, plan.target_bootstrap, plan.checkpoints_topic, plan.checkpoints_ends)
+        _read_whole(
+            spark, plan, plan.target_bootstrap, plan.checkpoints_topic, plan.checkpoints_ends
+        )
         .select(_decode_checkpoint("key", "value").alias("c"), F.col("offset").alias("record"))
         .select("c.*", "record")
         .withColumnRenamed("topic", "remote_topic")
@@ -103,7 +106,11 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     )
     syncs = (
         _read_whole(
-            spark, plan.offset_syncs_bootstrap, plan.offset_syncs_topic, plan.offset_syncs_ends
+            spark,
+            plan,
+            plan.offset_syncs_bootstrap,
+            plan.offset_syncs_topic,
+            plan.offset_syncs_ends,
         )
         .select(_decode_offset_sync("key", "value").alias("s"))
         .select("s.*")
@@ -164,7 +171,7 @@ def _decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
 
 
 def _read_whole(
-    spark: SparkSession, bootstrap: str, topic: str | None, ends: list[int]
+    spark: SparkSession, plan: VerificationPlan, bootstrap: str, topic: str | None, ends: list[int]
 ) -> DataFrame:
     """Every record of a small internal topic up to `ends` (its end offset per
     partition when the run was planned; None topic: it does not exist, empty)."""
@@ -175,6 +182,7 @@ def _read_whole(
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        .options(**cluster_options(plan.config_file, bootstrap))
         .option("assign", json.dumps({topic: partitions}))
         .option("startingOffsets", json.dumps({topic: {str(p): earliest for p in partitions}}))
         .option("endingOffsets", json.dumps({topic: {str(p): ends[p] for p in partitions}}))
@@ -216,7 +224,7 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
         "source_end long, in_flight long",
     )
     source = (
-        _fingerprinted(_read(spark, plan.source_bootstrap, source_ranges))
+        _fingerprinted(_read(spark, plan, plan.source_bootstrap, source_ranges))
         .join(windows, ["topic", "partition"])
         .where("offset >= source_start AND offset < source_end")
         .select("topic", "partition", "offset", "fingerprint")
@@ -224,7 +232,7 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
     provenance = F.element_at(F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), 1)
     offset_header = F.element_at(F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), 1)
     target = (
-        _fingerprinted(_read(spark, plan.target_bootstrap, target_ranges))
+        _fingerprinted(_read(spark, plan, plan.target_bootstrap, target_ranges))
         .withColumnRenamed("topic", "remote_topic")
         .join(windows, ["remote_topic", "partition"])
         .withColumn(
@@ -292,7 +300,10 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
 
 
 def _read(
-    spark: SparkSession, bootstrap: str, ranges: list[tuple[str, int, int, int]]
+    spark: SparkSession,
+    plan: VerificationPlan,
+    bootstrap: str,
+    ranges: list[tuple[str, int, int, int]],
 ) -> DataFrame:
     """The records at offsets [start, end) of each (topic, partition, start, end)."""
     assign: dict[str, list[int]] = {}
@@ -309,6 +320,7 @@ def _read(
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        .options(**cluster_options(plan.config_file, bootstrap))
         .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         .option("assign", json.dumps(assign))

@@ -26,7 +26,12 @@ def plan_run(params: dict[str, Any], conn_id: str = ReplicatorHook.default_conn_
     """Start a run: its folder, plan and history entry; the Spark job's arguments."""
     settings = ReplicatorHook(conn_id).settings()
     flow = load_config(Path(settings.config)).flow(params["flow"])
-    run = start(flow, StateStore(settings.state_url), topics=params.get("topics") or None)
+    run = start(
+        flow,
+        StateStore(settings.state_url),
+        topics=params.get("topics") or None,
+        config_file=Path(settings.config),
+    )
     job = spark_job(run)
     return {
         "run": {**asdict(run), "directory": str(run.directory)},

@@ -40,6 +40,7 @@ def _verify(args: argparse.Namespace) -> int:
             master=args.master,
             results=args.results,
             thresholds=args.thresholds,
+            config_file=args.config,
         )
         print(f"{flow.name}: {'passed' if result.success else 'FAILED'} ({result.run_id})")
         for name, suite in result.summary["suites"].items():

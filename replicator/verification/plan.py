@@ -65,6 +65,9 @@ class VerificationPlan:
     offset_syncs_bootstrap: str = ""
     checkpoints_ends: list[int] = field(default_factory=list)
     offset_syncs_ends: list[int] = field(default_factory=list)
+    #: The replicator's configuration, from which the job takes each cluster's security
+    #: settings (`verification.kafka_options`): the plan names it, never a secret.
+    config_file: str = ""
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2))

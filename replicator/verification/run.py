@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,11 @@ def verify(
     master: str = "local[2]",
     results: Path = DEFAULT_RESULTS,
     thresholds: Path | None = None,
+    config_file: Path | None = None,
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
-    run = start(flow, store, topics=topics, master=master, results=results)
+    run = start(flow, store, topics=topics, master=master, results=results, config_file=config_file)
     try:
         began = time.monotonic()
         run_spark(spark_job(run, master))
@@ -87,10 +88,14 @@ def start(
     topics: list[str] | None = None,
     master: str = "local[2]",
     results: Path = DEFAULT_RESULTS,
+    config_file: Path | None = None,
 ) -> VerificationRun:
     """Plan the run (`replicator.verification.plan`), start it in the history, and
-    write the plan into the run's folder."""
+    write the plan into the run's folder. `config_file`: the configuration `flow`
+    comes from, whose security settings the job uses (none: PLAINTEXT)."""
     plan = plan_verification(flow, topics)
+    if config_file is not None:
+        plan = replace(plan, config_file=str(config_file.resolve()))
     if not plan.windows:
         raise ReplicatorError(
             f"flow {flow.name} replicates none of {topics or 'its topics'}; "
