@@ -1,6 +1,7 @@
 """Every minute: restart dead replicator workers, then check replication's health.
 
-Workers started by `make run` (the local launcher, `$REPLICATOR_RUN_DIR`) that
+Workers started by `make run` (the local launcher, `$REPLICATOR_RUN_DIR`), or the
+replicator containers of docker-compose with `$REPLICATOR_LAUNCHER=docker`, that
 died are started again, unless the DR state store has stopped all their flows.
 The run fails, listing every problem with its fix, on a flow without a live
 worker, a partition stopped by a failure policy, lag beyond `max_lag_records`
@@ -25,7 +26,7 @@ with DAG(
     doc_md=__doc__,
     **DAG_DEFAULTS,
     params={
-        "restart": Param(True, type="boolean", description="restart dead local workers"),
+        "restart": Param(True, type="boolean", description="restart dead workers"),
         "max_lag_records": Param(
             Bounds.max_lag_records,
             type="integer",

@@ -17,8 +17,8 @@ from replicator.operations import (
     DEFAULT_LAG_THRESHOLD,
     Bounds,
     Concern,
-    LocalProcessLauncher,
     diagnose,
+    launcher_from_environment,
     supervise,
     sync_round,
 )
@@ -45,10 +45,12 @@ class _ReplicatorOperator(BaseOperator):
 
 
 class SupervisorOperator(_ReplicatorOperator):
-    """Restarts dead local workers (param `restart`) and fails, listing every
+    """Restarts dead workers (param `restart`) and fails, listing every
     problem, when a bound in the params is exceeded (`replicator.operations.supervision`).
-    Workers are those of the `LocalProcessLauncher` in `$REPLICATOR_RUN_DIR`
-    (default `.data/replicators`, where `make run` starts them)."""
+    Workers are those of the local launcher in `$REPLICATOR_RUN_DIR` (default
+    `.data/replicators`, where `make run` starts them) or, with
+    `$REPLICATOR_LAUNCHER=docker`, the replicator containers of a compose project
+    (`DockerLauncher`, docker/compose.supervised.yml)."""
 
     ui_color = "#fdf0e6"
 
@@ -57,9 +59,7 @@ class SupervisorOperator(_ReplicatorOperator):
         settings = self.settings()
         store = StateStore(settings.state_url)
         launcher = (
-            LocalProcessLauncher(state_url=settings.state_url)
-            if params.get("restart", True)
-            else None
+            launcher_from_environment(settings.state_url) if params.get("restart", True) else None
         )
         try:
             report = supervise(self.config(), store, launcher, Bounds.from_params(params))

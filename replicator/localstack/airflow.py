@@ -94,10 +94,13 @@ _HTTP_TIMEOUT_S = 30.0
 class AirflowClient:
     """The few calls of Airflow's REST API (v2) the stack and its tests need."""
 
-    def __init__(self, url: str, username: str, password: str) -> None:
+    def __init__(
+        self, url: str, username: str, password: str, timeout_s: float = _HTTP_TIMEOUT_S
+    ) -> None:
+        """`timeout_s`: per request; a compose stack on a loaded host answers slower."""
         self.url = url.rstrip("/")
         self._credentials = {"username": username, "password": password}
-        self._http = httpx.Client(base_url=self.url, timeout=_HTTP_TIMEOUT_S)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
         self._token: str | None = None
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from replicator.config.model import ReplicatorConfig
 from replicator.localstack.broker import ClusterSpec, LocalBroker
 from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
 from replicator.localstack.errors import StackError
+from replicator.localstack.system import DEMO_APP_TOPIC, prepare_state
 from replicator.statestore import StateStore
 
 log = logging.getLogger(__name__)
@@ -105,18 +106,14 @@ def prepare(
     store: StateStore,
     home: str,
     demo_app: str | None = None,
-    demo_topic: str = "demo.orders",
+    demo_topic: str = DEMO_APP_TOPIC,
 ) -> None:
     """Set up the state store and the clusters of `config` for a first start, leaving
     what an earlier start (or a failover since) recorded as it is."""
     if home not in config.clusters:
-        raise StackError(f"home cluster {home!r} is not in the configuration {config.clusters}")
-    for flow in config.flows:
-        if flow.target.alias == home and store.flow_state(flow.name) is None:
-            store.set_flow_state(flow.name, "stopped")
-            log.info("flow %s starts stopped: %s is active", flow.name, home)
+        raise StackError(f"home cluster {home!r} is none of the clusters {sorted(config.clusters)}")
+    prepare_state(config, store, home, demo_app)
     if demo_app is not None:
-        store.register_application(demo_app, home)
         for cluster in config.clusters.values():
             ensure_topics(cluster.bootstrap_servers, {demo_topic: DEMO_TOPICS[demo_topic]})
 

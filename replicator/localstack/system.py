@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from replicator.config import load_config
+from replicator.config import ReplicatorConfig, load_config
 from replicator.localstack.airflow import AirflowStandalone
 from replicator.localstack.client_config import DEMO_FILE
 from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
@@ -60,6 +60,21 @@ class SystemOptions:
 class StopReport:
     stopped_clusters: list[str]
     ledgers: LedgerCheck | None
+
+
+def prepare_state(
+    config: ReplicatorConfig, store: StateStore, home: str, demo_app: str | None
+) -> None:
+    """What a first start records in the state store, leaving what an earlier start (or
+    a failover since) recorded as it is: flows into `home`, where applications run at
+    first, start stopped (a failover starts them); the demo application is registered
+    on `home`. `make run` and the compose stack's `replicator stack prepare` call it."""
+    for flow in config.flows:
+        if flow.target.alias == home and store.flow_state(flow.name) is None:
+            store.set_flow_state(flow.name, "stopped")
+            log.info("flow %s starts stopped: %s is active", flow.name, home)
+    if demo_app is not None:
+        store.register_application(demo_app, home)
 
 
 class EmbeddedSystem:
@@ -141,12 +156,7 @@ class EmbeddedSystem:
         topics = {DEMO_APP_TOPIC: DEMO_TOPICS[DEMO_APP_TOPIC]} if self.options.demo_app else {}
         store = StateStore(self.options.state_url)
         try:
-            for flow in config.flows:
-                if flow.target.alias == self.home and store.flow_state(flow.name) is None:
-                    store.set_flow_state(flow.name, "stopped")
-                    log.info("flow %s starts stopped: %s is active", flow.name, self.home)
-            if self.options.demo_app is not None:
-                store.register_application(self.options.demo_app, self.home)
+            prepare_state(config, store, self.home, self.options.demo_app)
         finally:
             store.close()
         # The application's topic exists on every cluster it may fail over to.

@@ -1,7 +1,8 @@
 """Running and watching the replicator: the `runner` that keeps a configuration's flows
 running (replication tasks and the checkpoint loop in supervised, restarted
 worker processes; it sits here, not in `engine`, because it starts the offsets
-layer's checkpoint loop too), `launchers` that start workers, `supervision`
+layer's checkpoint loop too), `launchers` that start workers (local processes, or
+containers: `docker_launcher`), `supervision`
 (the supervisor DAG's run; its per-flow checks are `health`), `lag` measured
 from the data, `diagnose`, the periodic `sync_round` and the DR status page's
 snapshot (`dr_status`). It may
@@ -13,6 +14,7 @@ modules.
 """
 
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
+from replicator.operations.docker_launcher import DockerLauncher, launcher_from_environment
 from replicator.operations.dr_status import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.operations.lag import LagReport, measure_lag
 from replicator.operations.launchers import LocalProcessLauncher
@@ -23,6 +25,7 @@ __all__ = [
     "DEFAULT_LAG_THRESHOLD",
     "Bounds",
     "Concern",
+    "DockerLauncher",
     "DrStatus",
     "FlowStatus",
     "LagReport",
@@ -30,6 +33,7 @@ __all__ = [
     "RunSummary",
     "diagnose",
     "dr_status",
+    "launcher_from_environment",
     "measure_lag",
     "supervise",
     "sync_round",

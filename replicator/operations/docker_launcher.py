@@ -1,0 +1,174 @@
+"""`DockerLauncher`: replicator workers as containers of a Docker host (docker-compose.yml).
+
+The workers are the containers of one compose project's `replicator` service (compose
+labels), each a worker named after its container. `alive` is "the container runs";
+`start` starts the container again (stopping it first if it runs); `stop` stops it
+(SIGTERM: it flushes; SIGKILL after the timeout) and removes it, so it is no longer
+managed. The supervisor DAG then brings back what `docker kill` (or anything that
+stops a container the way Docker's restart policy leaves alone) took down, and reports
+it. A container that is gone is not recreated here: `docker-compose up -d` does that.
+
+It speaks the Docker Engine API over the daemon's unix socket with httpx (already a
+dependency). Access to that socket is access to the host as root: any code that runs
+in the process holding it (every Airflow task, on a scheduler with the socket mounted)
+can start a privileged container. So it is opt-in (`docker/compose.supervised.yml`,
+`$REPLICATOR_LAUNCHER=docker`); without it the restart policy restarts containers that
+crash and the supervisor only reports dead workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from replicator.errors import ReplicatorError
+from replicator.operations.launchers import (
+    _STOP_TIMEOUT_S,
+    Launcher,
+    LaunchResult,
+    LocalProcessLauncher,
+    Worker,
+)
+
+#: `docker` selects this launcher in `launcher_from_environment`; unset: the local one.
+LAUNCHER_ENV = "REPLICATOR_LAUNCHER"
+#: The compose project whose `replicator` service's containers are the workers.
+PROJECT_ENV = "REPLICATOR_DOCKER_PROJECT"
+SERVICE_ENV = "REPLICATOR_DOCKER_SERVICE"
+SOCKET_ENV = "REPLICATOR_DOCKER_SOCKET"
+DEFAULT_SOCKET = "/var/run/docker.sock"
+DEFAULT_SERVICE = "replicator"
+#: Docker 20.10 (Debian bookworm's) speaks 1.41; newer engines accept it too.
+_API = "http://docker/v1.41"
+_HTTP_TIMEOUT_S = 30.0
+_NOT_FOUND = 404
+_NOT_MODIFIED = 304  # start of a running container, stop of a stopped one
+
+
+class DockerLauncher(Launcher):
+    """The containers of compose project `project`'s `service` as workers."""
+
+    def __init__(
+        self, project: str, service: str = DEFAULT_SERVICE, socket: str = DEFAULT_SOCKET
+    ) -> None:
+        self.project = project
+        self.service = service
+        self.socket = socket
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=socket), base_url=_API, timeout=_HTTP_TIMEOUT_S
+        )
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> DockerLauncher:
+        project = environ.get(PROJECT_ENV)
+        if not project:
+            raise ReplicatorError(
+                f"${LAUNCHER_ENV}=docker needs ${PROJECT_ENV}: the compose project whose "
+                f"'{environ.get(SERVICE_ENV, DEFAULT_SERVICE)}' containers are the workers"
+            )
+        return cls(
+            project,
+            environ.get(SERVICE_ENV, DEFAULT_SERVICE),
+            environ.get(SOCKET_ENV, DEFAULT_SOCKET),
+        )
+
+    def workers(self) -> list[Worker]:
+        labels = [
+            f"com.docker.compose.project={self.project}",
+            f"com.docker.compose.service={self.service}",
+        ]
+        found = self._call(
+            "GET",
+            "/containers/json",
+            params={"all": "true", "filters": json.dumps({"label": labels})},
+        )
+        return sorted((_worker(container) for container in found), key=lambda w: w.name)
+
+    def alive(self, name: str) -> bool:
+        container = self._inspect(name)
+        return container is not None and bool(container["State"]["Running"])
+
+    def start(self, name: str, config: Path) -> LaunchResult:
+        container = self._inspect(name)
+        if container is None:
+            raise ReplicatorError(
+                f"replicator container {name!r} of compose project {self.project!r} is gone; "
+                f"`docker-compose up -d` creates the service's containers again"
+            )
+        was_running = bool(container["State"]["Running"])
+        if was_running:
+            self._call("POST", f"/containers/{name}/stop", params={"t": int(_STOP_TIMEOUT_S)})
+        self._call("POST", f"/containers/{name}/start")
+        action = "restarted" if was_running or container["State"]["StartedAt"] else "started"
+        return LaunchResult(name, action, _config_of(container["Config"]["Cmd"]), _where(container))
+
+    def stop(self, name: str, timeout_s: float = _STOP_TIMEOUT_S) -> bool:
+        was_running = self.alive(name)
+        self._call("POST", f"/containers/{name}/stop", params={"t": int(timeout_s)})
+        self._call("DELETE", f"/containers/{name}")
+        return was_running
+
+    def _inspect(self, name: str) -> dict[str, Any] | None:
+        return self._call("GET", f"/containers/{name}/json", missing_ok=True)
+
+    def _call(self, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ReplicatorError(
+                f"the Docker engine at {self.socket} did not answer {method} {path} ({exc}); "
+                f"mount the socket into this container (docker/compose.supervised.yml) "
+                f"or unset ${LAUNCHER_ENV}"
+            ) from exc
+        if response.status_code == _NOT_FOUND and missing_ok:
+            return None
+        if response.status_code == _NOT_MODIFIED:
+            return None
+        if response.is_error:
+            raise ReplicatorError(
+                f"Docker engine: {method} {path} answered {response.status_code}: "
+                f"{response.text.strip()[:300]}"
+            )
+        return response.json() if response.content else None
+
+
+def _worker(container: Mapping[str, Any]) -> Worker:
+    return Worker(
+        name=str(container["Names"][0]).lstrip("/"),
+        config=_config_of(str(container["Command"]).split()),
+        started_at=datetime.fromtimestamp(int(container["Created"]), tz=UTC),
+        where=f"container {str(container['Id'])[:12]}",
+    )
+
+
+def _where(container: Mapping[str, Any]) -> str:
+    return f"container {str(container['Id'])[:12]}"
+
+
+def _config_of(command: list[str]) -> Path:
+    """The `--config` of a `replicator run` command line."""
+    for index, word in enumerate(command):
+        if word == "--config" and index + 1 < len(command):
+            return Path(command[index + 1])
+        if word.startswith("--config="):
+            return Path(word.partition("=")[2])
+    raise ReplicatorError(
+        f"worker container runs {' '.join(command)!r}, not replicator run --config"
+    )
+
+
+def launcher_from_environment(state_url: str | None) -> Launcher:
+    """The launcher the supervisor restarts workers with: `DockerLauncher` when
+    `$REPLICATOR_LAUNCHER` is `docker`, else the local launcher of `make run`."""
+    choice = os.environ.get(LAUNCHER_ENV, "local")
+    if choice == "docker":
+        return DockerLauncher.from_environment()
+    if choice == "local":
+        return LocalProcessLauncher(state_url=state_url)
+    raise ReplicatorError(f"${LAUNCHER_ENV}={choice!r} is not a launcher; use local or docker")
