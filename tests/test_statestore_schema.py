@@ -248,7 +248,19 @@ def test_a_store_made_before_migrations_is_upgraded_in_place_keeping_its_history
 def test_stores_opened_at_once_migrate_once(backend_state_url: str) -> None:
     """Separate engines (as separate processes would be) open a new store at once:
     one creates the schema, the others wait for its lock and find it current."""
-    stores = [StateStore(backend_state_url) for _ in range(6)]
+    _register_at_once([backend_state_url] * 6)
+    store = StateStore(backend_state_url)
+    try:
+        assert [a.name for a in store.applications()] == ["orders"]
+    finally:
+        store.close()
+    assert _revisions(backend_state_url) == [head_revision()]
+
+
+def _register_at_once(urls: list[str]) -> None:
+    """A store per URL (a separate engine, as a separate process would have), each
+    opened by its first write at the same moment, in threads behind a barrier."""
+    stores = [StateStore(url) for url in urls]
     barrier = threading.Barrier(len(stores))
     errors: list[BaseException] = []
 
@@ -266,11 +278,9 @@ def test_stores_opened_at_once_migrate_once(backend_state_url: str) -> None:
         for thread in threads:
             thread.join(timeout=120)
         assert not errors, errors
-        assert [a.name for a in stores[0].applications()] == ["orders"]
     finally:
         for state in stores:
             state.close()
-    assert _revisions(backend_state_url) == [head_revision()]
 
 
 def test_a_store_upgraded_by_a_newer_replicator_is_refused_clearly(
@@ -300,25 +310,5 @@ def test_stores_of_different_databases_migrate_at_once_in_one_process(tmp_path: 
     """Alembic's migration context is one per process: stores of different databases
     (no database lock in common) upgrading at once in threads must each get theirs."""
     urls = [f"sqlite:///{tmp_path / f'state-{i}.db'}" for i in range(6)]
-    stores = [StateStore(url) for url in urls]
-    barrier = threading.Barrier(len(stores))
-    errors: list[BaseException] = []
-
-    def open_store(state: StateStore) -> None:
-        barrier.wait()
-        try:
-            state.register_application("orders", "primary")
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_store, args=(s,)) for s in stores]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert not errors, errors
-    finally:
-        for state in stores:
-            state.close()
+    _register_at_once(urls)
     assert all(_revisions(url) == [head_revision()] for url in urls)
