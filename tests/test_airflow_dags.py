@@ -156,7 +156,8 @@ def test_a_run_conf_cannot_choose_the_configuration_or_the_state_store(
     def context(conf: dict[str, object]) -> dict[str, object]:
         """A task's context, with the params Airflow makes of the DAG's and the conf."""
         params = {key: failover.params[key] for key in failover.params}
-        return {"dag": failover, "dag_run": SimpleNamespace(conf=conf), "params": params | conf}
+        run = SimpleNamespace(conf=conf, triggering_user_name="admin", run_type="manual")
+        return {"dag": failover, "dag_run": run, "params": params | conf}
 
     with pytest.raises(ReplicatorError, match="conf sets config, state_url, which DAG"):
         request("failover", context({"applications": ["x"], **elsewhere}), "replicator_default")
