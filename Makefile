@@ -55,7 +55,7 @@ $(JVM_DIR)/spark-kafka/.resolved: include/jvm/spark-kafka/pom.xml include/jvm/se
 	touch $@
 
 # Headless Chromium and its WebDriver from Debian, for the end-to-end browser test
-# (tests/test_browser.py). The stamp records the installed version, so a second run
+# (tests/integration/airflow/test_browser.py). The stamp records the installed version, so a second run
 # does nothing; the package index is refreshed only when the install fails without it.
 $(BROWSER_STAMP):
 	@if ! { test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; }; then \
@@ -70,7 +70,7 @@ $(BROWSER_STAMP):
 	test -s $@.tmp && mv $@.tmp $@
 
 # PostgreSQL server binaries from Debian, for the state store's tests on PostgreSQL
-# (tests/postgres_helpers.py starts a server of its own under .data/; no service is
+# (tests/helpers/postgres.py starts a server of its own under .data/; no service is
 # enabled or started). Same pattern as the browser: the stamp records the version.
 $(POSTGRES_STAMP):
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \

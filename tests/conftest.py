@@ -19,11 +19,11 @@ import pytest
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.statestore import StateStore
 
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
 
 #: Helper modules whose fixtures every test may take (`procedure_scene`): a test
 #: module that imported a fixture would shadow it with its parameter.
-pytest_plugins = ("procedure_helpers", "postgres_helpers", "secured_helpers")
+pytest_plugins = ("helpers.procedures", "helpers.postgres", "helpers.secured")
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 #: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,
@@ -62,12 +62,20 @@ _SLOW_FILES = (
 )
 
 
+_INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         name = item.path.name
         return _SLOW_FILES.index(name) if name in _SLOW_FILES else len(_SLOW_FILES)
 
     items.sort(key=rank)  # stable: the order within a file is kept
+    # Everything under tests/integration/ needs a real server (Kafka, PostgreSQL, Airflow's
+    # API server, Spark, Docker, Chromium): `pytest -m "not integration"` runs the rest.
+    for item in items:
+        if item.path.is_relative_to(_INTEGRATION):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

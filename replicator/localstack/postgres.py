@@ -1,6 +1,6 @@
 """A local PostgreSQL server for the DR state store, from the system's own binaries.
 
-The state store's tests run against it (tests/postgres_helpers.py), and so can a
+The state store's tests run against it (tests/helpers/postgres.py), and so can a
 deployment that starts its database beside the replicator instead of using a
 managed one. It runs the server binaries of Debian's `postgresql` package
 (`make setup` installs it; `/usr/lib/postgresql/<major>/bin`, or `pg_ctl` on PATH

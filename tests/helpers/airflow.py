@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from procedure_helpers import ProcedureScene
-
 from replicator.procedures.orchestration import ProcedureRequest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.procedures import ProcedureScene
+
+ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
 
 

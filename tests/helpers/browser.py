@@ -25,7 +25,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[1] / ".data" / "test-artifacts" / "browser"
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".data" / "test-artifacts" / "browser"
 _WAIT_S = 60.0
 
 

@@ -14,7 +14,7 @@ import pytest
 from replicator.localstack.postgres import LocalPostgres
 
 from conftest import TEST_DATA_DIR
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
 
 #: The state store's backends: SQLite (the default) and PostgreSQL (production).
 BACKENDS = ("sqlite", "postgresql")

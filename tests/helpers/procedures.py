@@ -15,7 +15,6 @@ from typing import Protocol
 
 import pytest
 from confluent_kafka import TopicPartition
-from replication_helpers import preload, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
@@ -26,7 +25,8 @@ from replicator.operations.runner import run_flows
 from replicator.procedures import live_workers
 from replicator.statestore import STATE_URL_ENV, StateStore, read_ledger
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.replication import preload, wait_until, write_config
 
 Start = Callable[..., subprocess.Popen[bytes]]
 

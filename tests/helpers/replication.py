@@ -20,7 +20,7 @@ from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.engine.task import ReplicationTask
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
 
 
 def flow_config(

@@ -21,7 +21,7 @@ from replicator.localstack import LocalStack
 from replicator.localstack.client_config import CLIENTS_FILE, client_properties
 from replicator.localstack.security import BROKER_USER
 
-from kafka_helpers import own_cluster_pair
+from helpers.kafka import own_cluster_pair
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Run a demo client (include/demo) whose state store calls fail while a file exists:
-a client cut off from the state store but not from Kafka (tests/test_fence_lease.py).
+a client cut off from the state store but not from Kafka
+(tests/integration/procedures/test_fence_lease.py).
 
-    python tests/store_cut_client.py CUT_FILE producer ARGS...
+    python tests/helpers/store_cut_client.py CUT_FILE producer ARGS...
 
 Every transaction of the client's `StateStore` raises StoreUnavailable, as an
 unreachable database does, for as long as CUT_FILE exists.

@@ -10,10 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_helpers import dagbag, failover_conf, task_request, task_states
 from confluent_kafka import Consumer
-from procedure_helpers import SceneMaker
-from replication_helpers import wait_until
 
 from replicator.cli import main
 from replicator.procedures import Procedure, Step, applications, live_workers
@@ -21,6 +18,10 @@ from replicator.procedures.abort import abort
 from replicator.procedures.orchestration import run_steps
 from replicator.procedures.steps import ProcedureEnded, StepReport
 from replicator.statestore import StateStore
+
+from helpers.airflow import dagbag, failover_conf, task_request, task_states
+from helpers.procedures import SceneMaker
+from helpers.replication import wait_until
 
 
 @pytest.mark.integration

@@ -10,14 +10,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from airflow_helpers import DAGS, dagbag, failover_conf, task_request, task_states, xcom
-from procedure_helpers import SceneMaker, committed_offsets
-from replication_helpers import wait_until
 
 from replicator.errors import ReplicatorError
 from replicator.procedures.orchestration import STEPS, run_steps
 from replicator.statestore import STATE_URL_ENV
 from replicator.verification.plan import plan_verification
+
+from helpers.airflow import DAGS, dagbag, failover_conf, task_request, task_states, xcom
+from helpers.procedures import SceneMaker, committed_offsets
+from helpers.replication import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -19,10 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from airflow_helpers import ROOT, dagbag, xcom
 from confluent_kafka import Producer
-from procedure_helpers import commit_offsets, committed_offsets
-from replication_helpers import preload, running, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
@@ -36,7 +33,10 @@ from replicator.procedures import Failover, StepFailed, live_workers
 from replicator.procedures.abort import abort
 from replicator.statestore import STATE_URL_ENV, StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.airflow import ROOT, dagbag, xcom
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets, committed_offsets
+from helpers.replication import preload, running, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ paged for checkpoints it had had no time to write). Screenshots of every stage g
 
 Offline (issue 16): a verification run of the flow (the suites and Data Docs of
 `replicator verify`, over tables shaped like the Spark job's; see
-`data_docs_helpers`) runs while the failback does; its Data Docs, opened from the
+`helpers.data_docs`) runs while the failback does; its Data Docs, opened from the
 page's link, render their validation results tables (filled by bootstrap-table,
 served by the plugin), and the failover's report for auditors shows its figures
 and the verification that followed; none of these pages made a request outside
@@ -29,7 +29,15 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from browser_helpers import (
+
+from replicator.config import load_config
+from replicator.localstack import LocalStack
+from replicator.localstack.airflow import FINISHED, AirflowClient, AirflowStandalone
+from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
+from replicator.procedures import live_workers
+from replicator.statestore import StateStore, read_ledger
+
+from helpers.browser import (
     Screenshots,
     chromium,
     expect_active_cluster,
@@ -39,18 +47,10 @@ from browser_helpers import (
     outside,
     show,
 )
-from data_docs_helpers import verification_with_data_docs
-from procedure_helpers import wait_processed
-from replication_helpers import wait_until, write_config
-
-from replicator.config import load_config
-from replicator.localstack import LocalStack
-from replicator.localstack.airflow import FINISHED, AirflowClient, AirflowStandalone
-from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
-from replicator.procedures import live_workers
-from replicator.statestore import StateStore, read_ledger
-
-from kafka_helpers import free_port_pair
+from helpers.data_docs import verification_with_data_docs
+from helpers.kafka import free_port_pair
+from helpers.procedures import wait_processed
+from helpers.replication import wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

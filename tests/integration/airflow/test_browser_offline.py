@@ -20,14 +20,14 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from browser_helpers import ARTIFACTS, Screenshots, chromium, offline_pages, outside
-from data_docs_helpers import verification_with_data_docs
-from replication_helpers import wait_until, write_config
-from report_helpers import FLOW, recorded_failover
 
 from replicator.statestore import STATE_URL_ENV, StateStore
 
-from kafka_helpers import free_port_pair
+from helpers.browser import ARTIFACTS, Screenshots, chromium, offline_pages, outside
+from helpers.data_docs import verification_with_data_docs
+from helpers.kafka import free_port_pair
+from helpers.replication import wait_until, write_config
+from helpers.reports import FLOW, recorded_failover
 
 pytestmark = pytest.mark.integration
 

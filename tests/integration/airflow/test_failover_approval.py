@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_helpers import answering, dagbag, failover_conf, task_request, task_states, xcom
-from procedure_helpers import ProcedureScene, SceneMaker, committed_offsets
 
 from replicator.procedures import live_workers
 from replicator.procedures.orchestration import run_steps
 from replicator.procedures.steps import ProcedureEnded
+
+from helpers.airflow import answering, dagbag, failover_conf, task_request, task_states, xcom
+from helpers.procedures import ProcedureScene, SceneMaker, committed_offsets
 
 pytestmark = pytest.mark.integration
 

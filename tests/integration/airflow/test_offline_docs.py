@@ -16,10 +16,11 @@ from types import ModuleType
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from data_docs_helpers import verification_with_data_docs
 from fastapi.testclient import TestClient
 
 from replicator.statestore import StateStore
+
+from helpers.data_docs import verification_with_data_docs
 
 _BASE = "http://testserver"
 

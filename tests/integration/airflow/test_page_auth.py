@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from replication_helpers import write_config
 
 from replicator.statestore import STATE_URL_ENV, StateStore
 
-from kafka_helpers import unique_topic
+from helpers.kafka import unique_topic
+from helpers.replication import write_config
 
 pytestmark = pytest.mark.integration
 

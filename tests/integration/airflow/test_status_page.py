@@ -21,8 +21,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
-from procedure_helpers import cluster_config, commit_offsets, runner
-from replication_helpers import end_offsets, preload, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.engine.internal_topics import ensure_compacted_topic
@@ -32,7 +30,9 @@ from replicator.procedures import live_workers
 from replicator.procedures.drill import Drill
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, free_port_pair, unique_topic
+from helpers.kafka import create_topic, free_port_pair, unique_topic
+from helpers.procedures import cluster_config, commit_offsets, runner
+from helpers.replication import end_offsets, preload, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -30,17 +30,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from procedure_helpers import wait_processed
-from replication_helpers import wait_until
 
 from replicator.localstack.airflow import AirflowClient
 from replicator.statestore import check_ledgers, read_ledger
 
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
+from helpers.procedures import wait_processed
+from helpers.replication import wait_until
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = os.environ.get("COMPOSE", "docker-compose")
 #: docker/engine.sh exits with this when no engine answers and none can be started.
 _NO_ENGINE = 2

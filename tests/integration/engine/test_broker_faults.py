@@ -29,14 +29,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
-from replication_helpers import (
-    end_offsets,
-    preload,
-    source_offsets_on_target,
-    start_replicator,
-    wait_until,
-    write_config,
-)
 
 from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, StatusRecord, WorkerStatus, read_status
@@ -44,7 +36,15 @@ from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 from replicator.localstack import LocalStack
 
-from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
+from helpers.kafka import create_topic, free_port_pair, own_cluster_pair, unique_topic
+from helpers.replication import (
+    end_offsets,
+    preload,
+    source_offsets_on_target,
+    start_replicator,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 

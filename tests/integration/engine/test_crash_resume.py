@@ -6,7 +6,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from replication_helpers import (
+
+from helpers.replication import (
     end_offsets,
     preloaded_flow,
     source_offsets_on_target,

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from replication_helpers import (
-    preloaded_flow,
-    source_offsets_on_target,
-    start_replicator,
-    wait_until,
-)
 
 from replicator.engine.tail import TailReader
 from replicator.engine.transactions import Outcome, TransactionalWriters
 from replicator.errors import ReplicatorError
 
-from kafka_helpers import create_topic, read_partition, unique_topic
+from helpers.kafka import create_topic, read_partition, unique_topic
+from helpers.replication import (
+    preloaded_flow,
+    source_offsets_on_target,
+    start_replicator,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 

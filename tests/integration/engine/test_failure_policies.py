@@ -14,13 +14,13 @@ import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from prometheus_client import REGISTRY
-from replication_helpers import end_offsets, flow_config, recreate_topic, running, wait_until
 
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
 from replicator.engine.status import PartitionStatus, read_status
 
-from kafka_helpers import create_topic, read_partition, unique_topic
+from helpers.kafka import create_topic, read_partition, unique_topic
+from helpers.replication import end_offsets, flow_config, recreate_topic, running, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from replication_helpers import preloaded_flow, wait_until
 
 from replicator.config import load_config
 from replicator.operations.runner import run_flows
 
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
+from helpers.replication import preloaded_flow, wait_until
 
 pytestmark = pytest.mark.integration
 

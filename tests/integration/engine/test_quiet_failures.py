@@ -8,7 +8,7 @@
 - an unparseable state store URL is shown with its password redacted.
 
 (`offset-syncs.topic.location = target` and `sync.topic.acls.enabled = true`
-are refused at load: tests/test_config.py.)
+are refused at load: tests/unit/config/test_config.py.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from replication_helpers import running, wait_until
 
 from replicator.cli import main
 from replicator.config import load_config
@@ -35,9 +34,10 @@ from replicator.procedures.flows import stop_flow
 from replicator.procedures.reset_requests import request_reset
 from replicator.statestore import StateStore, StateStoreError
 
-from kafka_helpers import create_topic, free_port_pair, make_records, produce_records, unique_topic
+from helpers.kafka import create_topic, free_port_pair, make_records, produce_records, unique_topic
+from helpers.replication import running, wait_until
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "include" / "config"
+EXAMPLES = Path(__file__).resolve().parents[3] / "include" / "config"
 _TIMEOUT_S = 90.0
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from replication_helpers import end_offsets, flow_config, running, wait_until
 
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
 
-from kafka_helpers import Record, create_topic, produce_records, read_partition, unique_topic
+from helpers.kafka import Record, create_topic, produce_records, read_partition, unique_topic
+from helpers.replication import end_offsets, flow_config, running, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from replication_helpers import end_offsets, flow_config, running, wait_until
 
 from replicator.engine.task import ReplicationTask
 
-from kafka_helpers import create_topic, make_records, produce_records, read_partition, unique_topic
+from helpers.kafka import create_topic, make_records, produce_records, read_partition, unique_topic
+from helpers.replication import end_offsets, flow_config, running, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from replication_helpers import (
+
+from helpers.replication import (
     end_offsets,
     preloaded_flow,
     source_offsets_on_target,

@@ -11,9 +11,9 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
 )
-from replication_helpers import end_offsets, flow_config, running, wait_until
 
-from kafka_helpers import create_topic, make_records, produce_records, unique_topic
+from helpers.kafka import create_topic, make_records, produce_records, unique_topic
+from helpers.replication import end_offsets, flow_config, running, wait_until
 
 pytestmark = pytest.mark.integration
 

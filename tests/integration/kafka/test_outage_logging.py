@@ -27,12 +27,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
-from replication_helpers import (
-    end_offsets,
-    source_offsets_on_target,
-    wait_until,
-    write_config,
-)
 
 from replicator import metrics
 from replicator.kafka import clients as kafka_clients
@@ -41,9 +35,15 @@ from replicator.kafka.clients import AdminClient, Consumer, Producer, RepeatFilt
 from replicator.kafka.reachability import Clusters, Reachability
 from replicator.localstack import LocalStack
 
-from kafka_helpers import create_topic, free_port_pair, own_cluster_pair, unique_topic
+from helpers.kafka import create_topic, free_port_pair, own_cluster_pair, unique_topic
+from helpers.replication import (
+    end_offsets,
+    source_offsets_on_target,
+    wait_until,
+    write_config,
+)
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[3]
 #: A line librdkafka writes itself, bypassing logging: `%3|1700000000.123|FAIL|...`.
 RAW_LIBRDKAFKA = re.compile(r"^%\d\|", re.MULTILINE)
 

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from replicator.localstack.jvm import artifact_classpath, jvm_dir
 
-from kafka_helpers import create_topic, make_records, produce_records, unique_topic
+from helpers.kafka import create_topic, make_records, produce_records, unique_topic
 
 #: Entry points the project runs from the `kafka` set: broker, storage tool,
 #: perf tools (benchmarks), MirrorMaker 2 and its client utilities (compatibility tests).

@@ -12,7 +12,7 @@ import pytest
 from replicator.localstack import ClusterSpec, LocalStack, StackError
 from replicator.localstack.broker import LocalBroker, new_cluster_id
 
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
 
 
 def _one_line(error: pytest.ExceptionInfo[StackError]) -> str:

@@ -11,7 +11,7 @@ import pytest
 from replicator.localstack import LocalStack
 
 from conftest import TEST_DATA_DIR
-from kafka_helpers import create_topic, make_records, produce_records, read_partition, unique_topic
+from helpers.kafka import create_topic, make_records, produce_records, read_partition, unique_topic
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.demo import DEMO_TOPICS
 
-from kafka_helpers import free_port_pair
+from helpers.kafka import free_port_pair
 
 pytestmark = pytest.mark.integration
 

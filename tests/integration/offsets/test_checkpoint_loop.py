@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from procedure_helpers import commit_offsets, committed_offsets, runner
-from replication_helpers import flow_config, preload, wait_until
 
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets, committed_offsets, runner
+from helpers.replication import flow_config, preload, wait_until
 
 pytestmark = pytest.mark.integration
 

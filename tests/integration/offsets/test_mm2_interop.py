@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from replication_helpers import preload
 
 from replicator.engine.formats import Checkpoint
 from replicator.localstack import StackError
@@ -22,7 +21,8 @@ from replicator.localstack.mirrormaker import (
     translate_offsets,
 )
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.replication import preload
 
 pytestmark = pytest.mark.integration
 

@@ -9,15 +9,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from procedure_helpers import commit_offsets
-from replication_helpers import (
-    end_offsets,
-    flow_config,
-    preload,
-    running,
-    wait_until,
-    write_config,
-)
 
 from replicator.cli import main
 from replicator.config.model import ClusterConfig, FlowConfig
@@ -36,7 +27,16 @@ from replicator.offsets.checkpoints import (
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets
+from helpers.replication import (
+    end_offsets,
+    flow_config,
+    preload,
+    running,
+    wait_until,
+    write_config,
+)
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 

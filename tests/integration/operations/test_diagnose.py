@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AclOperation, AdminClient, TopicDescription
-from replication_helpers import (
+
+from replicator.config.model import FlowConfig
+from replicator.engine.status import PartitionStatus, read_status
+from replicator.operations.diagnose import Diagnosis, Finding, diagnose
+
+from helpers.kafka import create_topic, unique_topic
+from helpers.replication import (
     end_offsets,
     flow_config,
     preload,
@@ -23,12 +29,6 @@ from replication_helpers import (
     wait_until,
     write_config,
 )
-
-from replicator.config.model import FlowConfig
-from replicator.engine.status import PartitionStatus, read_status
-from replicator.operations.diagnose import Diagnosis, Finding, diagnose
-
-from kafka_helpers import create_topic, unique_topic
 
 pytestmark = pytest.mark.integration
 

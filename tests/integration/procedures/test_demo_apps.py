@@ -17,13 +17,13 @@ from itertools import groupby
 from pathlib import Path
 
 import pytest
-from procedure_helpers import Start, demo_apps
-from replication_helpers import wait_until, write_config
 
 from replicator.statestore import StateStore, check_ledgers, read_ledger
 from replicator.statestore.ledger import LedgerEntry
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import Start, demo_apps
+from helpers.replication import wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from procedure_helpers import runner
-from replication_helpers import end_offsets, flow_config, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
@@ -26,7 +24,9 @@ from replicator.procedures import live_workers
 from replicator.procedures.drill import SHADOW_METADATA, Drill
 from replicator.statestore import StateStore
 
-from kafka_helpers import Record, create_topic, make_records, unique_topic
+from helpers.kafka import Record, create_topic, make_records, unique_topic
+from helpers.procedures import runner
+from helpers.replication import end_offsets, flow_config, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from procedure_helpers import commit_offsets, committed_offsets, runner
-from replication_helpers import flow_config, preload, source_offsets_on_target, wait_until
 
 from replicator.config import load_config
 from replicator.localstack import LocalStack
@@ -19,7 +17,9 @@ from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets, committed_offsets, runner
+from helpers.replication import flow_config, preload, source_offsets_on_target, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from procedure_helpers import (
-    SceneMaker,
-    commit_offsets,
-    committed_offsets,
-    demo_apps,
-    runner,
-    wait_processed,
-)
-from replication_helpers import flow_config, start_replicator, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, WorkerStatus, read_status
@@ -29,7 +20,16 @@ from replicator.procedures import Failback, Failover, live_workers
 from replicator.procedures.positions import wait_drained
 from replicator.statestore import StateStore, check_ledgers, read_ledger
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import (
+    SceneMaker,
+    commit_offsets,
+    committed_offsets,
+    demo_apps,
+    runner,
+    wait_processed,
+)
+from helpers.replication import flow_config, start_replicator, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

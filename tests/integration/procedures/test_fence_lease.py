@@ -2,7 +2,7 @@
 Kafka stop within their route lease, and the failover's fence step waits that
 lease out for them instead of taking their silence for obedience. Real demo
 processes, real clusters, the SQLite state store; the clients' store calls fail
-while a file exists (tests/store_cut_client.py)."""
+while a file exists (tests/helpers/store_cut_client.py)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from procedure_helpers import committed_offsets, ids_on
-from replication_helpers import wait_until, write_config
 
 from replicator.procedures import applications
 from replicator.statestore import ROUTE_LEASE_S, StateStore
 
-from kafka_helpers import create_topic, read_partition, unique_topic
+from helpers.kafka import create_topic, read_partition, unique_topic
+from helpers.procedures import committed_offsets, ids_on
+from helpers.replication import wait_until, write_config
 
 pytestmark = pytest.mark.integration
 
 _TIMEOUT_S = 90.0
 _PARTITIONS = 3
-_CUT_CLIENT = Path(__file__).with_name("store_cut_client.py")
+_CUT_CLIENT = Path(__file__).resolve().parents[2] / "helpers" / "store_cut_client.py"
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from procedure_helpers import commit_offsets, committed_offsets, runner
-from replication_helpers import preload, wait_until, write_config
 
 from replicator.config import load_config
 from replicator.procedures import FullDrill, live_workers
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets, committed_offsets, runner
+from helpers.replication import preload, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

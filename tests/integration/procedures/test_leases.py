@@ -11,8 +11,6 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from procedure_helpers import runner
-from replication_helpers import preload, wait_until
 
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
@@ -26,7 +24,9 @@ from replicator.procedures import (
 )
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import runner
+from helpers.replication import preload, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ leaves out what was produced while the flow was stopped; bad input is refused
 naming topic, partition and offset; the procedure stops and restarts a running
 flow, resumes step by step, and its dry run writes nothing. The command line's
 options are tested without brokers too; the decision rule and the request records
-are tests/test_reset_decision.py."""
+are tests/unit/engine/test_reset_decision.py."""
 
 from __future__ import annotations
 
@@ -15,15 +15,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from procedure_helpers import runner
-from replication_helpers import (
-    flow_config,
-    preload,
-    running,
-    source_offsets_on_target,
-    wait_until,
-    write_config,
-)
 
 from replicator.cli.offset_reset import register, reset_to
 from replicator.config import load_config
@@ -36,7 +27,16 @@ from replicator.procedures.offset_reset import OffsetReset
 from replicator.procedures.reset_requests import ResetTo, request_reset
 from replicator.statestore import StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import runner
+from helpers.replication import (
+    flow_config,
+    preload,
+    running,
+    source_offsets_on_target,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 

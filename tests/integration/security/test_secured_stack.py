@@ -23,9 +23,6 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from procedure_helpers import commit_offsets
-from replication_helpers import preload, running, start_replicator, wait_until
-from secured_helpers import SecuredPair
 
 from replicator.acls.plan import application_rules, principal_of, replicator_rules
 from replicator.cli import main
@@ -40,7 +37,10 @@ from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import StateStore
 from replicator.verification.run import verify
 
-from kafka_helpers import Record, create_topic, make_records, produce_records, read_partition
+from helpers.kafka import Record, create_topic, make_records, produce_records, read_partition
+from helpers.procedures import commit_offsets
+from helpers.replication import preload, running, start_replicator, wait_until
+from helpers.secured import SecuredPair
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from procedure_helpers import cluster_config
-from replication_helpers import flow_config, preload, running, wait_until, write_config
 
 from replicator.cli import main
 from replicator.engine.formats import Checkpoint
@@ -20,7 +18,9 @@ from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
 from replicator.verification.run import Verification, verify
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import cluster_config
+from helpers.replication import flow_config, preload, running, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

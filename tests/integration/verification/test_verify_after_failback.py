@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from procedure_helpers import cluster_config, demo_apps, wait_processed
-from replication_helpers import start_replicator, wait_until, write_config
 
 from replicator.cli import main
 from replicator.config import load_config
@@ -30,7 +28,9 @@ from replicator.offsets.translation import TargetIndex
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import STATE_URL_ENV, StateStore
 
-from kafka_helpers import create_topic, unique_topic
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import cluster_config, demo_apps, wait_processed
+from helpers.replication import start_replicator, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

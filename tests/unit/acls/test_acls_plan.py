@@ -22,7 +22,7 @@ from replicator.config.model import NameFilter, ReplicatorConfig
 from replicator.errors import ConfigError
 from replicator.localstack import certificates
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _config(**extra: str) -> ReplicatorConfig:

@@ -23,7 +23,7 @@ from replicator.config.loader import (
 )
 from replicator.config.properties import parse_properties
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "include" / "config"
+EXAMPLES = Path(__file__).resolve().parents[3] / "include" / "config"
 
 
 def two_clusters(**extra: str) -> dict[str, str]:

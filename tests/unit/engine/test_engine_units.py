@@ -2,13 +2,13 @@
 syncs (and when, in exactly-once mode), how a source record becomes its replica,
 and what the retention and oversized-record policies decide. Nothing here talks to
 Kafka (the clusters below are unreachable); the same behaviour against real clusters
-is tests/test_replication.py, test_exactly_once.py and test_failure_policies.py."""
+is tests/integration/engine/test_replication.py, test_exactly_once.py and
+test_failure_policies.py."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Message
-from replication_helpers import flow_config
 
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import OffsetSync
@@ -23,6 +23,8 @@ from replicator.engine.size_limits import (
     OversizedRecords,
     SizeHold,
 )
+
+from helpers.replication import flow_config
 
 SYNCS_TOPIC = "mm2-offset-syncs.dr.internal"
 KEY = ("orders", 3)

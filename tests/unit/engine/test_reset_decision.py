@@ -2,7 +2,7 @@
 (only while the partition's last replica on the target is the one the request
 recorded), what honouring it does to the resume position and the skip count, what
 a planned request says it will do, and the request's record format. The reset
-against real clusters is tests/test_offset_reset.py."""
+against real clusters is tests/integration/procedures/test_offset_reset.py."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import REGISTRY
-from replication_helpers import flow_config
 
 from replicator.config.model import FlowConfig
 from replicator.engine.resets import PendingResets, ResetRequest, applies
 from replicator.engine.tail import Replica, TailPosition
 from replicator.errors import ReplicatorError
 from replicator.procedures.reset_requests import ResetTo, plan_partition
+
+from helpers.replication import flow_config
 
 _MS = 1_700_000_000_000
 

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from replication_helpers import wait_until
 
 from replicator.operations import runner
+
+from helpers.replication import wait_until
 
 
 class _FakeWorker(runner._Worker):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from report_helpers import FLOW, Recorded, recorded_failover
 
 from replicator.cli import main
 from replicator.errors import ReplicatorError
@@ -23,6 +22,8 @@ from replicator.procedures.steps import (
 )
 from replicator.reports import build_report, render
 from replicator.statestore import NotFoundError, StateStore
+
+from helpers.reports import FLOW, Recorded, recorded_failover
 
 _CHECKS = [
     {
