@@ -33,9 +33,15 @@ from typing import ClassVar
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.statestore import ROUTE_LEASE_S, Route, StateStore, StoreUnavailable, where
+from replicator.statestore import (
+    ROUTE_LEASE_S,
+    ClientStatus,
+    Route,
+    StateStore,
+    StoreUnavailable,
+    where,
+)
 from replicator.statestore.ledger import LedgerWriter
-from replicator.statestore.store import ClientStatus
 
 log = logging.getLogger("demo")
 

@@ -10,26 +10,28 @@ the procedures share. Every package may import it; it imports only `config`,
 """
 
 from replicator.statestore.api import create_app
+from replicator.statestore.applications import ROUTE_LEASE_S
+from replicator.statestore.database import STATE_URL_ENV, default_state_url
 from replicator.statestore.discovery import Route, UnknownClusterError, where
-from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
-from replicator.statestore.store import (
-    DEFAULT_LEASE_TTL_S,
-    ROUTE_LEASE_S,
-    STATE_URL_ENV,
-    Application,
-    ClientState,
+from replicator.statestore.errors import (
     FenceNotAcknowledged,
-    FlowState,
-    Lease,
     LeaseHeld,
     NotFoundError,
-    RunRecord,
-    StateStore,
     StateStoreError,
-    StepRecord,
     StoreUnavailable,
-    default_state_url,
 )
+from replicator.statestore.leases import DEFAULT_LEASE_TTL_S
+from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
+from replicator.statestore.records import (
+    Application,
+    ClientState,
+    ClientStatus,
+    FlowState,
+    Lease,
+    RunRecord,
+    StepRecord,
+)
+from replicator.statestore.store import StateStore
 
 __all__ = [
     "DEFAULT_LEASE_TTL_S",
@@ -37,6 +39,7 @@ __all__ = [
     "STATE_URL_ENV",
     "Application",
     "ClientState",
+    "ClientStatus",
     "FenceNotAcknowledged",
     "FlowState",
     "Lease",

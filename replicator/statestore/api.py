@@ -19,13 +19,9 @@ from fastapi.responses import JSONResponse
 from replicator.config.model import ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.statestore.discovery import Route, where
-from replicator.statestore.store import (
-    Application,
-    FlowState,
-    NotFoundError,
-    RunRecord,
-    StateStore,
-)
+from replicator.statestore.errors import NotFoundError
+from replicator.statestore.records import Application, FlowState, RunRecord
+from replicator.statestore.store import StateStore
 
 _MAX_RUNS = 1000
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replicator.config.model import ReplicatorConfig
-from replicator.statestore.store import StateStore, StateStoreError
+from replicator.statestore.errors import StateStoreError
+from replicator.statestore.store import StateStore
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The desired state of a flow, as the state store holds it.
+"""The flow-states table group: the desired state of each flow.
 
 A procedure writes it (`StateStore.set_flow_state`) and `replicator run` reads it
 about once a second: "stopped" stops the flow's tasks (they flush first), anything
@@ -9,6 +9,41 @@ importing each other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from replicator.statestore import database, schema
+from replicator.statestore.database import Database, json_field
+from replicator.statestore.records import FlowState
+
 #: The one desired state that stops a flow; anything else (or no row) runs it.
 STOPPED = "stopped"
 RUNNING = "running"
+
+
+class FlowStateStore(Database):
+    """Set and read the desired state of flows. A part of `StateStore`."""
+
+    def set_flow_state(
+        self, flow: str, state: str, detail: Mapping[str, Any] | None = None
+    ) -> FlowState:
+        with self._write() as conn:
+            values = {"state": state, "detail": json_field(f"detail of flow {flow!r}", detail)}
+            self._upsert(
+                conn, schema.flows, {"flow": flow}, {**values, "updated_at": database.now()}
+            )
+        state_now = self.flow_state(flow)
+        assert state_now is not None  # written just above
+        return state_now
+
+    def flow_state(self, flow: str) -> FlowState | None:
+        with self._read() as conn:
+            row = conn.execute(select(schema.flows).where(schema.flows.c.flow == flow)).first()
+            return None if row is None else FlowState(**row._mapping)
+
+    def flow_states(self) -> list[FlowState]:
+        with self._read() as conn:
+            rows = conn.execute(select(schema.flows).order_by(schema.flows.c.flow))
+            return [FlowState(**row._mapping) for row in rows]

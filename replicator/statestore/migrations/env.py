@@ -11,14 +11,15 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
+from replicator.statestore.database import default_state_url
 from replicator.statestore.migrate import VERSION_TABLE
-from replicator.statestore.store import _metadata, default_state_url
+from replicator.statestore.schema import metadata
 
 
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=_metadata,
+        target_metadata=metadata,
         version_table=VERSION_TABLE,
         render_as_batch=True,  # ALTER TABLE on SQLite copies the table, as it must
         compare_type=True,

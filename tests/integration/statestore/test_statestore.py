@@ -26,10 +26,10 @@ from replicator.statestore import (
     StateStoreError,
     UnknownClusterError,
     check_ledgers,
+    database,
     read_ledger,
     where,
 )
-from replicator.statestore import store as store_module
 from replicator.statestore.api import create_app
 from replicator.statestore.ledger import LedgerError, LedgerWriter
 
@@ -77,7 +77,7 @@ class Clock:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = datetime(2030, 1, 1, tzinfo=UTC)
-        monkeypatch.setattr(store_module, "_now", lambda: self.now)
+        monkeypatch.setattr(database, "now", lambda: self.now)
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
@@ -429,14 +429,14 @@ def test_state_url_from_environment_then_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(store_module.STATE_URL_ENV, raising=False)
+    monkeypatch.delenv(database.STATE_URL_ENV, raising=False)
     default = StateStore()
     default.register_application("orders", "primary")
     default.close()
     assert (tmp_path / ".data" / "state" / "replicator.db").is_file()
 
     elsewhere = tmp_path / "elsewhere" / "state.db"
-    monkeypatch.setenv(store_module.STATE_URL_ENV, f"sqlite:///{elsewhere}")
+    monkeypatch.setenv(database.STATE_URL_ENV, f"sqlite:///{elsewhere}")
     from_env = StateStore()
     assert from_env.applications() == []
     from_env.close()

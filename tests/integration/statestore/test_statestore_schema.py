@@ -32,8 +32,7 @@ from sqlalchemy import (
     text,
 )
 
-from replicator.statestore import StateStore, StateStoreError
-from replicator.statestore import store as store_module
+from replicator.statestore import StateStore, StateStoreError, schema
 from replicator.statestore.migrate import VERSION_TABLE, head_revision
 
 _NAME = 255
@@ -122,7 +121,7 @@ def _schema_differences(url: str) -> list[object]:
             context = MigrationContext.configure(
                 conn, opts={"version_table": VERSION_TABLE, "compare_type": True}
             )
-            return compare_metadata(context, store_module._metadata)
+            return compare_metadata(context, schema.metadata)
     finally:
         engine.dispose()
 

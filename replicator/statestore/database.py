@@ -1,0 +1,210 @@
+"""The state store's database: where it is, how it is reached, and its transactions.
+
+The store is a small SQL database (SQLite by default; PostgreSQL,
+`postgresql+psycopg://...`, in production) reached through SQLAlchemy Core, so the
+same statements run on both; its schema is managed by Alembic migrations
+(`migrate`), run on first use. Several processes share one SQLite file safely: WAL
+mode lets readers run beside a writer, every write transaction takes the write
+lock up front (`BEGIN IMMEDIATE`, so two read-modify-write transactions cannot
+deadlock on lock upgrade), and a busy timeout makes writers queue instead of
+failing.
+
+Nothing here holds client configurations: callers pass aliases, names and
+figures. JSON fields (run params and details, flow details, step results) are
+passed through `redact` anyway (`json_field`), so a secret handed over by mistake
+is stored as `******`.
+
+`Database` is the base of every table group of `StateStore` (see `store.py`): it
+gives them `_read()`/`_write()` transactions and a portable upsert, and `now()` is
+the one clock they stamp rows with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Table, create_engine, event, insert, update
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+
+from replicator.config.redact import redact, redact_url
+from replicator.statestore import migrate
+from replicator.statestore.errors import StateStoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Environment variable with the SQLAlchemy URL of the state store.
+STATE_URL_ENV = "REPLICATOR_STATE_URL"
+#: Where the SQLite file goes when nothing else is configured (relative to the cwd).
+DEFAULT_STATE_PATH = Path(".data/state/replicator.db")
+
+_SQLITE_BUSY_TIMEOUT_S = 30.0
+_WRITE = "replicator_write"  # execution option: this transaction writes
+
+
+def default_state_url() -> str:
+    """`$REPLICATOR_STATE_URL`, else a SQLite file under `.data/state/` of the cwd."""
+    return os.environ.get(STATE_URL_ENV) or f"sqlite:///{Path.cwd() / DEFAULT_STATE_PATH}"
+
+
+def now() -> datetime:
+    """The time the store stamps rows with (table groups call it as `database.now()`,
+    so a test can replace this one clock)."""
+    return datetime.now(UTC)
+
+
+def json_field(what: str, value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`value` as stored: redacted, and checked to be JSON so a bad value fails here
+    with its name, not later in a driver."""
+    data = redact(value or {})
+    try:
+        return json.loads(json.dumps(data))
+    except (TypeError, ValueError) as exc:
+        raise StateStoreError(
+            f"{what} cannot be stored as JSON ({exc}); pass plain numbers, strings, "
+            "lists and dicts (e.g. timestamps as ISO strings)"
+        ) from None
+
+
+class Database:
+    """The database at a SQLAlchemy URL; its schema is created, or upgraded to this
+    code's newest revision, on first use (replicator.statestore.migrate).
+
+    One object per process is enough; it is safe to use from several threads.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        try:
+            self.url: URL = make_url(url or default_state_url())
+        except (ArgumentError, ValueError):  # ValueError: a port that is no number
+            # The parser's message may quote a part of the URL: only the redacted URL is shown.
+            raise StateStoreError(
+                f"state store URL {redact_url(url or default_state_url())!r} is not a "
+                "SQLAlchemy URL (dialect+driver://user:password@host:port/database); "
+                "use e.g. sqlite:////path/to/replicator.db or postgresql+psycopg://user@host/db"
+            ) from None
+        self._sqlite = self.url.get_backend_name() == "sqlite"
+        if self._sqlite and self.url.database not in (None, "", ":memory:"):
+            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._engine = self._create_engine()
+        except (NoSuchModuleError, ModuleNotFoundError) as exc:
+            raise StateStoreError(
+                f"no database driver for state store {self}: {exc}; install the driver "
+                "named in the URL (e.g. psycopg for postgresql+psycopg://) into the venv"
+            ) from None
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
+
+    def __str__(self) -> str:
+        return self.url.render_as_string(hide_password=True)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def close(self) -> None:
+        """Release pooled connections (a later call reconnects)."""
+        self._engine.dispose()
+
+    def _create_engine(self) -> Engine:
+        if not self._sqlite:
+            return create_engine(self.url, pool_pre_ping=True)
+        engine = create_engine(self.url, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S})
+
+        # SQLAlchemy's documented recipe for real SQLite transactions, plus WAL
+        # and BEGIN IMMEDIATE for writers (see the module docstring); the
+        # driver's `timeout` is SQLite's busy timeout.
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            writes = conn.get_execution_options().get(_WRITE, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+        return engine
+
+    def _ensure_schema(self) -> None:
+        """Bring the schema to the newest revision on first use (see `migrate`); a
+        store already current costs one read, with no lock taken."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            with self._transaction(write=False) as conn:
+                current = migrate.current_revision(conn)
+            if current != migrate.head_revision():
+                try:
+                    with self._transaction(write=True) as conn:
+                        migrate.upgrade_to_head(conn)
+                except migrate.UnknownRevision as exc:
+                    raise StateStoreError(
+                        f"state store {self} has schema revision {exc.revision!r}, which this "
+                        f"replicator does not know (its newest is {exc.head!r}): a newer "
+                        "replicator upgraded it; run that version, or point --state-url / "
+                        f"${STATE_URL_ENV} at another store"
+                    ) from None
+                log.info(
+                    "state store %s: schema upgraded from revision %s to %s",
+                    self,
+                    current or "none",
+                    migrate.head_revision(),
+                )
+            self._schema_ready = True
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(**{_WRITE: write})
+                with conn.begin():
+                    yield conn
+        except OperationalError as exc:
+            raise StoreUnavailable(
+                f"state store {self} is unavailable: {exc.orig}; check --state-url or "
+                f"${STATE_URL_ENV}, and that the database is reachable and not locked"
+            ) from None
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        self._ensure_schema()
+        with self._transaction(write=False) as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        self._ensure_schema()
+        with self._transaction(write=True) as conn:
+            yield conn
+
+    @staticmethod
+    def _upsert(
+        conn: Connection,
+        table: Table,
+        key: Mapping[str, Any],
+        values: Mapping[str, Any],
+        first: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set `values` on the row with `key`, inserting it (with `first` too) if it
+        is new; portable SQL instead of each dialect's ON CONFLICT."""
+        match = [table.c[name] == value for name, value in key.items()]
+        if conn.execute(update(table).where(*match).values(**values)).rowcount:
+            return
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(table).values(**key, **values, **(first or {})))
+        except IntegrityError:  # a concurrent writer inserted it first (PostgreSQL)
+            conn.execute(update(table).where(*match).values(**values))

@@ -1,0 +1,112 @@
+"""The leases table group: which DR procedure holds which flow or application.
+
+A DR procedure holds a lease on its flow and on each application it moves
+(`acquire_leases`), so two procedures never interleave their steps on the same
+thing; a lease lapses unless renewed, so an orchestrator that died does not lock
+a flow forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from replicator.statestore import database, schema
+from replicator.statestore.database import Database
+from replicator.statestore.errors import LeaseHeld
+from replicator.statestore.records import Lease
+
+log = logging.getLogger(__name__)
+
+#: How long a procedure's lease lasts unless renewed (each step of it renews it).
+DEFAULT_LEASE_TTL_S = 3600.0
+
+
+class LeaseStore(Database):
+    """Acquire, renew, release and list procedure leases. A part of `StateStore`."""
+
+    def acquire_leases(
+        self, resources: Iterable[str], owner: str, ttl_s: float = DEFAULT_LEASE_TTL_S
+    ) -> list[Lease]:
+        """Lease every one of `resources` to `owner` for `ttl_s` seconds, all or none,
+        in one transaction: a free resource is leased, an expired lease is taken
+        over, `owner`'s own lease is renewed. Raises LeaseHeld naming the holder and
+        its expiry when another owner holds one of them."""
+        wanted = sorted(set(resources))  # one lock order for everyone: no deadlock
+        now = database.now()
+        expires = now + timedelta(seconds=ttl_s)
+        with self._write() as conn:
+            for resource in wanted:
+                held = self._lease(conn, resource)
+                if held is None:
+                    try:
+                        with conn.begin_nested():
+                            conn.execute(
+                                insert(schema.leases).values(
+                                    resource=resource,
+                                    owner=owner,
+                                    acquired_at=now,
+                                    expires_at=expires,
+                                )
+                            )
+                        continue
+                    except IntegrityError:  # leased concurrently (PostgreSQL): see by whom
+                        held = self._lease(conn, resource)
+                        assert held is not None  # the row that made the insert fail
+                if held.owner != owner and held.expires_at > now:
+                    raise _lease_held(held, owner, now)
+                if held.owner != owner:
+                    log.warning(
+                        "the lease of %s by %s expired at %s; %s takes it over",
+                        resource,
+                        held.owner,
+                        f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC",
+                        owner,
+                    )
+                conn.execute(
+                    update(schema.leases)
+                    .where(schema.leases.c.resource == resource)
+                    .values(
+                        owner=owner,
+                        acquired_at=held.acquired_at if held.owner == owner else now,
+                        expires_at=expires,
+                    )
+                )
+            return [lease for r in wanted if (lease := self._lease(conn, r)) is not None]
+
+    def release_leases(self, owner: str) -> int:
+        """Release every lease `owner` holds; returns how many it held."""
+        with self._write() as conn:
+            return conn.execute(
+                delete(schema.leases).where(schema.leases.c.owner == owner)
+            ).rowcount
+
+    def leases(self) -> list[Lease]:
+        """Every lease, expired ones included (until someone takes them over)."""
+        with self._read() as conn:
+            rows = conn.execute(select(schema.leases).order_by(schema.leases.c.resource))
+            return [Lease(**row._mapping) for row in rows]
+
+    @staticmethod
+    def _lease(conn: Connection, resource: str) -> Lease | None:
+        """The lease of `resource`, its row locked until the transaction ends."""
+        query = select(schema.leases).where(schema.leases.c.resource == resource).with_for_update()
+        row = conn.execute(query).first()
+        return None if row is None else Lease(**row._mapping)
+
+
+def _lease_held(held: Lease, wanted_by: str, now: datetime) -> LeaseHeld:
+    left = (held.expires_at - now).total_seconds()
+    return LeaseHeld(
+        f"{held.resource} is leased to {held.owner} until "
+        f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC ({left:.0f}s from now), so "
+        f"{wanted_by} may not change it: two procedures on the same flow or "
+        f"application would undo each other's steps. Wait until {held.owner} "
+        "finishes (`replicator history`); if its orchestrator died, the lease "
+        "lapses at that time",
+        held,
+    )

@@ -1,0 +1,102 @@
+"""What the state store returns: one frozen dataclass per kind of row.
+
+The store reads rows into these and never hands out SQLAlchemy rows, so callers
+(procedures, the status page, the HTTP API, reports) get typed fields and the
+same objects on SQLite and PostgreSQL. A new table group adds its record here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+#: What a client process reports: working, or stopped for a fence.
+ClientStatus = Literal["running", "fenced"]
+#: How a procedure step ended.
+StepStatus = Literal["done", "failed"]
+
+
+@dataclass(frozen=True)
+class Application:
+    """Where one client application runs, and whether it may run at all."""
+
+    name: str
+    active_cluster: str
+    fenced: bool
+    epoch: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ClientState:
+    """What one client process of an application last reported."""
+
+    application: str
+    client_id: str
+    role: str
+    cluster: str
+    epoch: int
+    state: str
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
+class FlowState:
+    flow: str
+    state: str
+    detail: dict[str, Any]
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One failover, failback, drill or verification; `outcome` is None while it runs."""
+
+    run_id: str
+    kind: str
+    flow: str | None
+    mode: str | None
+    params: dict[str, Any]
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None
+    rpo_records: int | None
+    rto_seconds: float | None
+    details: dict[str, Any]
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """A procedure's length, from its start to its end (None while it runs)."""
+        value = self.details.get("duration_seconds")
+        return None if value is None else float(value)
+
+    @property
+    def downtime_seconds(self) -> float | None:
+        """How long the applications' clients were stopped: from the start of the
+        fence to the end of the switch (None: not known, or still stopped)."""
+        value = self.details.get("downtime_seconds")
+        return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """`owner` (a procedure id) holds `resource` (e.g. "flow A->B", "application
+    orders") until `expires_at`, unless it renews the lease before."""
+
+    resource: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """The saved result of one step of a procedure run, so a retry can skip it."""
+
+    procedure_id: str
+    name: str
+    state: str
+    result: dict[str, Any]
+    first_saved_at: datetime
+    updated_at: datetime

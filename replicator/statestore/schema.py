@@ -1,0 +1,124 @@
+"""The state store's tables, as this code expects them after the newest migration.
+
+Alembic's autogenerate compares `metadata` with a database (the migrations'
+`env.py`, and the schema test), so every table is declared here, on one
+`metadata`; the revisions under `migrations/versions/` create and alter them. A
+new table goes here, with a new revision, a record in `records.py` and its
+statements in a table-group module (see `store.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps stored as naive UTC, read back as aware UTC, on every backend.
+
+    SQLite has no time zones and PostgreSQL's would convert to the session's;
+    storing naive UTC everywhere keeps the two identical.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+metadata = MetaData()
+_NAME = 255
+
+applications = Table(
+    "dr_applications",
+    metadata,
+    Column("name", String(_NAME), primary_key=True),
+    Column("active_cluster", String(_NAME), nullable=False),
+    Column("fenced", Boolean, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+clients = Table(
+    "dr_clients",
+    metadata,
+    Column("application", String(_NAME), primary_key=True),
+    Column("client_id", String(_NAME), primary_key=True),
+    Column("role", String(64), nullable=False),
+    Column("cluster", String(_NAME), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("last_seen", UTCDateTime, nullable=False),
+)
+
+flows = Table(
+    "dr_flows",
+    metadata,
+    Column("flow", String(_NAME), primary_key=True),
+    Column("state", String(64), nullable=False),
+    Column("detail", JSON, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# `seq` orders runs newest first even when two start within the clock's resolution.
+runs = Table(
+    "dr_runs",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(_NAME), nullable=False, unique=True),
+    Column("kind", String(64), nullable=False, index=True),
+    Column("flow", String(_NAME)),
+    Column("mode", String(64)),
+    Column("params", JSON, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("outcome", String(64)),
+    Column("rpo_records", BigInteger),
+    Column("rto_seconds", Float),
+    Column("details", JSON, nullable=False),
+)
+
+# `seq` keeps the order of first save: an upsert updates the row in place.
+steps = Table(
+    "dr_steps",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("procedure_id", String(_NAME), nullable=False),
+    Column("name", String(_NAME), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("result", JSON, nullable=False),
+    Column("first_saved_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("procedure_id", "name"),
+)
+
+# One row per leased resource: the primary key makes a resource's lease unique.
+leases = Table(
+    "dr_leases",
+    metadata,
+    Column("resource", String(_NAME), primary_key=True),
+    Column("owner", String(_NAME), nullable=False),
+    Column("acquired_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
