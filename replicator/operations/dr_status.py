@@ -52,6 +52,8 @@ PROBE_TIMEOUT_S = 3.0
 #: The run kinds shown as DR history (verification runs have a panel of their own).
 HISTORY_KINDS = ("failover", "failback", "drill")
 HISTORY_LIMIT = 50
+#: Verification runs kept in the snapshot for the trend across runs (newest first).
+VERIFICATION_TREND = 20
 
 
 @dataclass(frozen=True)
@@ -158,16 +160,20 @@ class RunSummary:
     #: Verification runs: the Data Docs site's index.html, and the suites that failed.
     data_docs: str | None = None
     failed_suites: list[str] = field(default_factory=list)
+    #: Verification runs: how many suites ran, the rows they validated, and the
+    #: expectations that failed (the figures of its verdict).
+    suites: int = 0
+    rows_checked: int | None = None
+    failed_expectations: int = 0
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
         docs = run.details.get("data_docs")
-        suites = run.details.get("suites")
-        failed = (
-            sorted(name for name, result in suites.items() if not result.get("success"))
-            if isinstance(suites, dict)
-            else []
-        )
+        stored = run.details.get("suites")
+        suites: dict[str, Any] = stored if isinstance(stored, dict) else {}
+        results = list(suites.values())
+        failed = sorted(name for name, result in suites.items() if not result.get("success"))
+        rows = [r["rows"] for r in results if isinstance(r.get("rows"), int)]
         return cls(
             run.run_id,
             run.kind,
@@ -182,6 +188,9 @@ class RunSummary:
             _seconds(run.details.get("downtime_seconds")),
             docs if isinstance(docs, str) else None,
             failed,
+            len(results),
+            sum(rows) if rows else None,
+            sum(len(r.get("failed") or []) for r in results),
         )
 
 
@@ -195,6 +204,8 @@ class DrStatus:
     history: list[RunSummary]
     #: Why applications, flow states and history are missing (the store is unavailable).
     store_error: str | None = None
+    #: The last verification runs, newest first (`verification` is the first).
+    verifications: list[RunSummary] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings, derived flow figures included."""
@@ -224,7 +235,7 @@ def dr_status(
         try:
             desired = {s.flow: s.state for s in store.flow_states()}
             applications = store.applications()
-            verifications = store.runs("verification", limit=1)
+            verifications = store.runs("verification", limit=VERIFICATION_TREND)
             history = _history(store, history_limit)
         except StateStoreError as exc:
             store_error = str(exc)
@@ -243,6 +254,7 @@ def dr_status(
         verification=RunSummary.of(verifications[0]) if verifications else None,
         history=history,
         store_error=store_error,
+        verifications=[RunSummary.of(run) for run in verifications],
     )
 
 

@@ -3,6 +3,11 @@ partitions a failure policy stopped and records lost to retention (as the worker
 published them), lag beyond a bound, and checkpoints or heartbeats that stalled.
 `Bounds` are what they tolerate; a `Problem` names the flow, where, what and the fix.
 `replicator.operations.supervision` decides which checks a flow gets and when.
+
+The rules that judge one item (`partition_problems`, `lag_problem`,
+`no_worker_problem`, `unreadable_problem`) take figures, not clusters: the DR
+status page applies them to its snapshot (`replicator.operations.verdicts`), so
+its verdicts give the supervisor's reasons in the supervisor's words.
 """
 
 from __future__ import annotations
@@ -10,13 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig, FlowConfig
-from replicator.engine.status import PartitionStatus, read_status
+from replicator.engine.status import STALE_AFTER_S, PartitionStatus, read_status
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
 from replicator.kafka.errors import error_text
@@ -86,50 +91,110 @@ def status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
     """Stopped partitions and retention gaps, as the workers published them."""
     problems = []
     for row in read_status(flow.target, flow.name):
-        if not isinstance(row, PartitionStatus) or not flow.topics.matches(row.topic):
-            continue  # a worker record, or another deployment's topic
-        where = row.where
-        if row.state == "stopped":
-            problems.append(
-                Problem(
-                    flow.name,
-                    "stopped",
-                    where,
-                    f"stopped by its failure policy: {row.error or 'no error recorded'}",
-                    f"act on the error, then restart the worker; details: replicator diagnose "
-                    f"--config FILE --flow {flow.name} {row.topic}",
-                )
+        if isinstance(row, PartitionStatus) and flow.topics.matches(row.topic):
+            problems += partition_problems(flow, row, bounds)
+        # else: a worker record, or another deployment's topic
+    return problems
+
+
+class PublishedPartition(Protocol):
+    """A partition as its worker last published it (`PartitionStatus` from the status
+    topic, or the status page's snapshot of it)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def partition_problems(flow: FlowConfig, row: PublishedPartition, bounds: Bounds) -> list[Problem]:
+    """A partition stopped by its failure policy, and records it lost to retention
+    beyond the bound: the rules the supervisor and the DR status page share."""
+    problems = []
+    where = f"{row.topic}[{row.partition}]"
+    if row.state == "stopped":
+        problems.append(
+            Problem(
+                flow.name,
+                "stopped",
+                where,
+                f"stopped by its failure policy: {row.error or 'no error recorded'}",
+                f"act on the error, then restart the worker; details: replicator diagnose "
+                f"--config FILE --flow {flow.name} {row.topic}",
             )
-        lost = row.lost
-        if lost > bounds.max_lost_records:
-            problems.append(
-                Problem(
-                    flow.name,
-                    "retention",
-                    where,
-                    f"{lost} records deleted by retention on {flow.source.alias!r} before they "
-                    f"were replicated (retention.gap.policy=skip; bound {bounds.max_lost_records})",
-                    f"raise retention.ms of {row.topic} on {flow.source.alias!r} or keep "
-                    "replication from falling behind; the records are gone from the source, "
-                    "recover them from the producers if they matter",
-                )
+        )
+    if row.lost > bounds.max_lost_records:
+        problems.append(
+            Problem(
+                flow.name,
+                "retention",
+                where,
+                f"{row.lost} records deleted by retention on {flow.source.alias!r} before they "
+                f"were replicated (retention.gap.policy=skip; bound {bounds.max_lost_records})",
+                f"raise retention.ms of {row.topic} on {flow.source.alias!r} or keep "
+                "replication from falling behind; the records are gone from the source, "
+                "recover them from the producers if they matter",
             )
+        )
     return problems
 
 
 def lag_problems(flow: FlowConfig, lag: LagReport, bounds: Bounds) -> list[Problem]:
     return [
-        Problem(
-            flow.name,
-            "lag",
+        lag_problem(
+            flow,
             p.where,
-            f"{p.behind} records behind (replicated until {p.replicated_until}, source end "
-            f"{p.source_end}; bound {bounds.max_lag_records})",
-            f"check that the workers of flow {flow.name} run (replicator status); if they "
-            "do, they are slower than the producers: raise tasks.max or add workers",
+            p.behind,
+            f"replicated until {p.replicated_until}, source end {p.source_end}",
+            bounds,
         )
         for p in lag.over(bounds.max_lag_records)
     ]
+
+
+def lag_problem(
+    flow: FlowConfig, where: str, behind: int, measured: str, bounds: Bounds
+) -> Problem:
+    """`where` is `behind` records behind its source, more than the bound (`measured`
+    says how the figure was taken: from the data, or as the worker reported it)."""
+    return Problem(
+        flow.name,
+        "lag",
+        where,
+        f"{behind} records behind ({measured}; bound {bounds.max_lag_records})",
+        f"check that the workers of flow {flow.name} run (replicator status); if they "
+        "do, they are slower than the producers: raise tasks.max or add workers",
+    )
+
+
+def no_worker_problem(flow: FlowConfig) -> Problem:
+    """No worker of `flow` reported running recently: nothing replicates it."""
+    return Problem(
+        flow.name,
+        "workers",
+        "workers",
+        f"no worker of flow {flow.name} reported running in the last {STALE_AFTER_S:.0f} s",
+        f"start one: replicator run --config FILE --flow {flow.name} (`make run` "
+        "starts one the supervisor restarts); if one runs, read its log",
+    )
+
+
+def unreadable_problem(flow: FlowConfig, error: str) -> Problem:
+    """`flow`'s clusters could not be read, so nothing else of it can be judged."""
+    return Problem(
+        flow.name,
+        "unreadable",
+        f"clusters {flow.source.alias!r} and {flow.target.alias!r}",
+        f"cannot check the flow: {error}",
+        "make sure both clusters are up and the principal may DESCRIBE topics "
+        "and groups and READ the flow's topics and internal topics",
+    )
 
 
 def checkpoint_problems(
@@ -175,19 +240,28 @@ def checkpoint_problems(
 def heartbeat_problems(
     flow: FlowConfig, bounds: Bounds, running_for: float | None
 ) -> list[Problem]:
-    policy = flow.policy
-    remote = policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
+    remote = _heartbeats_topic(flow)
     return _stalled(
         flow,
         "heartbeats",
         remote,
-        _age_s(flow.target, remote),
+        heartbeat_age_s(flow),
         bounds.max_heartbeat_age_s,
         running_for=running_for,
         consequence=f": nothing gets from {flow.source.alias!r} to {flow.target.alias!r}",
         fix=f"check the workers of flow {flow.name} (replicator status, their log) and that "
         "both clusters are up",
     )
+
+
+def heartbeat_age_s(flow: FlowConfig) -> float | None:
+    """Seconds since the newest heartbeat of `flow` reached its target (None: none yet)."""
+    return _age_s(flow.target, _heartbeats_topic(flow))
+
+
+def _heartbeats_topic(flow: FlowConfig) -> str:
+    policy = flow.policy
+    return policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
 
 
 def _stalled(

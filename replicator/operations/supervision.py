@@ -51,7 +51,9 @@ from replicator.operations.health import (
     checkpoint_problems,
     heartbeat_problems,
     lag_problems,
+    no_worker_problem,
     status_problems,
+    unreadable_problem,
 )
 from replicator.operations.lag import measure_lag
 from replicator.operations.launchers import Launcher, LaunchResult, Worker
@@ -135,16 +137,7 @@ def check(
             health = _check_flow(flow, state, bounds, flow.name in restarted_flows, report)
             report.flows.append(health)
         except (ReplicatorError, KafkaException) as exc:
-            report.problems.append(
-                Problem(
-                    flow.name,
-                    "unreadable",
-                    f"clusters {flow.source.alias!r} and {flow.target.alias!r}",
-                    f"cannot check the flow: {error_text(exc)}",
-                    "make sure both clusters are up and the principal may DESCRIBE topics "
-                    "and groups and READ the flow's topics and internal topics",
-                )
-            )
+            report.problems.append(unreadable_problem(flow, error_text(exc)))
             report.flows.append(FlowHealth(flow.name, wanted_running=True))
     return report
 
@@ -267,16 +260,7 @@ def _check_flow(
     since = _running_since(state, workers)
     running_for = None if since is None else max(0.0, time.time() - since)
     if not workers and not just_restarted and not _younger(running_for, STALE_AFTER_S):
-        problems.append(
-            Problem(
-                flow.name,
-                "workers",
-                "workers",
-                f"no worker of flow {flow.name} reported running in the last {STALE_AFTER_S:.0f} s",
-                f"start one: replicator run --config FILE --flow {flow.name} (`make run` "
-                "starts one the supervisor restarts); if one runs, read its log",
-            )
-        )
+        problems.append(no_worker_problem(flow))
     problems += status_problems(flow, bounds)
     lag = measure_lag(flow)
     problems += lag_problems(flow, lag, bounds)
