@@ -5,7 +5,6 @@ is wrong. The verdict and the Data Docs link are in the DR history."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -13,8 +12,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Param, task
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.verification import check, plan_run
-
-ROOT = Path(__file__).resolve().parents[1]
 
 with DAG(
     dag_id="verify_replication",
@@ -40,15 +37,12 @@ with DAG(
     spark = SparkSubmitOperator(
         task_id="spark",
         conn_id="spark_local",
-        application=str(ROOT / "spark" / "verify.py"),
+        application="{{ ti.xcom_pull(task_ids='plan')['application'] }}",
         application_args="{{ ti.xcom_pull(task_ids='plan')['arguments'] }}",
         jars="{{ ti.xcom_pull(task_ids='plan')['jars'] }}",
+        py_files="{{ ti.xcom_pull(task_ids='plan')['py_files'] }}",
         conf={"spark.ui.enabled": "false"},
         spark_binary=str(Path(sys.executable).with_name("spark-submit")),
-        env_vars={
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
-        },
+        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
     )
     planned >> spark >> suites(planned)

@@ -1,11 +1,10 @@
 """Registers the DR status page with Airflow: the app under `/dr-status`, and an
 entry in the navigation that shows it inside the Airflow UI.
 
-Airflow imports every `.py` file of the plugins folder and registers the
-`AirflowPlugin` subclasses it finds, so this class lives in a file of its own
-that nothing else imports (an import elsewhere would register it twice). Its
-module name is distinctive because Airflow imports plugin files as top-level
-modules named after the file.
+Airflow registers it from the installed distribution's `airflow.plugins` entry
+point (`pyproject.toml`), wherever Airflow's plugins folder is; `plugins/.airflowignore`
+keeps Airflow from loading this package's files from the folder a second time when
+the checkout's `plugins/` is that folder (`make run`, the tests).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ def plan_run(params: dict[str, Any], conn_id: str = ReplicatorHook.default_conn_
         "application": str(job.application),
         "arguments": job.arguments,
         "jars": ",".join(str(jar) for jar in job.jars),
+        "py_files": ",".join(str(path) for path in job.py_files),
     }
 
 

@@ -1,7 +1,9 @@
 """`replicator verify`: plan, run the Spark job, run the suites, store the summary.
 
-The Spark job (`spark/verify.py`) and the suites (`expectations/report.py`) run
-as subprocesses, so `replicator` itself never imports Spark or GX. Each run's
+The Spark job (`replicator_spark.verify`) and the suites
+(`replicator_expectations.report`), packages of the same distribution
+(`replicator.verification.job` finds them), run as subprocesses, so `replicator`
+itself never imports Spark or GX. Each run's
 plan, tables, summary and Data Docs are under `<results>/run=<run id>/`.
 """
 
@@ -18,14 +20,15 @@ from typing import Any
 
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
+from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
+from replicator.verification.job import SUITES_MODULE, py_files, spark_application
 from replicator.verification.plan import plan_verification
 from replicator.verification.submit import SparkSubmit
 
-#: The repository: `spark/`, `expectations/` and the resolved JVM jars live here.
-ROOT = Path(__file__).resolve().parents[2]
-CONNECTOR_JARS = ROOT / ".cache" / "jvm" / "spark-kafka"
-DEFAULT_RESULTS = ROOT / ".data" / "verification"
+#: Relative to the working directory, like the JVM jars (`$REPLICATOR_JVM_DIR`, else
+#: `.cache/jvm`): a checkout's root under `make run`, `/opt/replicator` in the image.
+DEFAULT_RESULTS = Path(".data") / "verification"
 _OUTPUT_TAIL = 4000
 
 
@@ -102,7 +105,7 @@ def start(
             "check --topics against `replicator topics`"
         )
     run_id = store.start_run("verification", flow.name, None, {"topics": topics, "master": master})
-    directory = results / f"run={run_id}"
+    directory = (results / f"run={run_id}").resolve()
     directory.mkdir(parents=True, exist_ok=True)
     run = VerificationRun(run_id, directory, flow.name, sum(w.in_flight for w in plan.windows))
     plan.write(run.plan)
@@ -112,10 +115,11 @@ def start(
 def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
     return SparkSubmit(
-        ROOT / "spark" / "verify.py",
+        spark_application(),
         ["--plan", str(run.plan), "--out", str(run.directory)],
         master=master,
-        jars=sorted(CONNECTOR_JARS.glob("*.jar")),
+        jars=sorted((jvm_dir() / "spark-kafka").glob("*.jar")),
+        py_files=[py_files(run.directory)],
         conf={"spark.ui.enabled": "false"},
         name=f"verify {run.flow}",
     )
@@ -141,7 +145,7 @@ def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any
     command = [
         sys.executable,
         "-m",
-        "expectations.report",
+        SUITES_MODULE,
         "--results",
         str(directory),
         "--gx-root",
@@ -157,17 +161,14 @@ def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any
 
 
 def _run(command: list[str], what: str, log: Path, failing_ok: bool = False) -> None:
-    """Run `command` from the repository root with the venv's Python for Spark's
+    """Run `command` in the run's folder (the log's) with this Python for Spark's
     workers; its output goes to `log`. Exit code 1 is the suites' "failed"."""
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    # The executors' Python: a cluster's own when set (they need only PySpark, see
+    # `job.py_files`), else this one; the driver runs here.
+    env = {"PYSPARK_PYTHON": sys.executable, **os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with log.open("wb") as out:
         code = subprocess.run(
-            command, check=False, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            command, check=False, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT
         ).returncode
     if code == 0 or (failing_ok and code == 1):
         return

@@ -11,7 +11,8 @@ from pathlib import Path
 class SparkSubmit:
     """`spark-submit [options] application [args]`: `master` is any Spark master URL
     (`local[2]` here, `spark://...`, `yarn`, `k8s://...` on a cluster); `jars` go to
-    `--jars` (the Kafka connector; a cluster may use `--packages` via `conf`)."""
+    `--jars` (the Kafka connector; a cluster may use `--packages` via `conf`); `py_files`
+    to `--py-files` (the packages the executors import, `job.py_files`)."""
 
     application: Path
     arguments: list[str] = field(default_factory=list)
@@ -19,6 +20,7 @@ class SparkSubmit:
     jars: list[Path] = field(default_factory=list)
     conf: dict[str, str] = field(default_factory=dict)
     name: str | None = None
+    py_files: list[Path] = field(default_factory=list)
 
     def command(self, spark_submit: str = "spark-submit") -> list[str]:
         command = [spark_submit, "--master", self.master]
@@ -26,6 +28,8 @@ class SparkSubmit:
             command += ["--name", self.name]
         if self.jars:
             command += ["--jars", ",".join(str(jar) for jar in self.jars)]
+        if self.py_files:
+            command += ["--py-files", ",".join(str(path) for path in self.py_files)]
         for key, value in sorted(self.conf.items()):
             command += ["--conf", f"{key}={value}"]
         return [*command, str(self.application), *self.arguments]
