@@ -100,3 +100,28 @@ class StepRecord:
     result: dict[str, Any]
     first_saved_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One problem as people are told about it (`replicator.operations.incidents`):
+    open from `opened_at` until `resolved_at`, with what was last said about it
+    (`notified`: "opened", "reminder" or "resolved", at `notified_at`; None while
+    nothing was delivered, so the next run says it again)."""
+
+    key: str
+    source: str
+    scope: str
+    kind: str
+    title: str
+    lines: tuple[str, ...]
+    opened_at: datetime
+    last_seen_at: datetime
+    resolved_at: datetime | None
+    resolution: str | None
+    notified: str | None
+    notified_at: datetime | None
+
+    @property
+    def open(self) -> bool:
+        return self.resolved_at is None

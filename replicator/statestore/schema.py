@@ -23,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     TypeDecorator,
     UniqueConstraint,
 )
@@ -121,4 +122,23 @@ leases = Table(
     Column("owner", String(_NAME), nullable=False),
     Column("acquired_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
+)
+
+# One row per incident key (source/scope/kind): the open incident, or the last one
+# resolved; a problem that comes back reopens the row as a new incident.
+incidents = Table(
+    "dr_incidents",
+    metadata,
+    Column("key", String(_NAME * 2 + 64), primary_key=True),
+    Column("source", String(64), nullable=False),
+    Column("scope", String(_NAME), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("title", Text, nullable=False),
+    Column("lines", JSON, nullable=False),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Column("resolved_at", UTCDateTime),
+    Column("resolution", Text),
+    Column("notified", String(16)),
+    Column("notified_at", UTCDateTime),
 )
