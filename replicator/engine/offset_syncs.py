@@ -7,7 +7,9 @@ when the mapping stops being a plain shift (the source skipped offsets: transact
 markers, compaction, skipped records; or something else wrote to the target
 partition), every `offset.lag.max` records, and on a timer for the newest position.
 In exactly-once mode a pair may only point at a committed record: it is held until
-its transaction commits and dropped if it does not.
+its transaction commits and dropped if it does not, and the timer publishes the newest
+committed pair, never one of an open transaction (were it rolled back, the sync would
+point at an aborted record and translation would come out low).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class _Partition:
 
     last_source: int = -1
     last_target: int = -1
+    #: The newest pair the timer may publish: acknowledged, and in exactly-once mode
+    #: committed too.
+    settled_source: int = -1
+    settled_target: int = -1
     #: Source offset of the last pair published (or held for its transaction).
     synced_source: int = -1
     #: Timestamp of the last acknowledged record: a sync's age is the flow's latency.
@@ -109,13 +115,17 @@ class OffsetSyncWriter:
                 self._emit(key, state, last_source, target_offset)
         state.last_source = last_source
         state.last_target = target_offset
+        if not self.transactional:
+            state.settled_source, state.settled_target = last_source, target_offset
 
     def committed(self, key: Key) -> None:
-        """The partition's transaction committed: publish the pairs it held."""
+        """The partition's transaction committed: publish the pairs it held; its
+        newest pair is now the timer's to publish."""
         state = self._partitions[key]
         for source, target in state.uncommitted:
             self._emit(key, state, source, target)
         state.uncommitted.clear()
+        state.settled_source, state.settled_target = state.last_source, state.last_target
 
     def rolled_back(self, key: Key) -> None:
         """The partition's records in flight (its open transaction) will not be
@@ -126,10 +136,10 @@ class OffsetSyncWriter:
 
     def emit_due(self, force: bool) -> None:
         """On a timer (and, forced, before partitions are given up: flushed), sync the
-        newest pair of every partition that moved since its last sync."""
+        newest settled pair of every partition that moved since its last sync."""
         for key, state in self._partitions.items():
-            if state.last_source > state.synced_source:
-                self._emit(key, state, state.last_source, state.last_target)
+            if state.settled_source > state.synced_source:
+                self._emit(key, state, state.settled_source, state.settled_target)
         self._producer.poll(0)
         if force:
             self._producer.flush(30)

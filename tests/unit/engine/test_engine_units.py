@@ -158,6 +158,30 @@ def test_exactly_once_drops_the_syncs_of_a_transaction_rolled_back() -> None:
     assert producer.syncs() == []
 
 
+def test_exactly_once_the_timer_syncs_only_committed_records() -> None:
+    writer, producer = _writer(transactional=True)
+    _run(writer, 0, 9, 9)
+    writer.committed(KEY)
+    writer.emit_due(force=False)
+    _run(writer, 10, 19, 19)  # contiguous, in the next transaction, not committed yet
+    writer.emit_due(force=False)
+    assert producer.syncs() == [(9, 9)]  # not (19, 19): its transaction is still open
+    writer.committed(KEY)
+    writer.emit_due(force=False)
+    assert producer.syncs() == [(9, 9), (19, 19)]
+
+
+def test_exactly_once_the_timer_never_points_at_a_rolled_back_record() -> None:
+    writer, producer = _writer(transactional=True)
+    _run(writer, 0, 9, 9)
+    writer.committed(KEY)
+    writer.emit_due(force=False)
+    _run(writer, 10, 19, 19)
+    writer.rolled_back(KEY)  # records 10..19 are aborted on the target
+    writer.emit_due(force=True)
+    assert producer.syncs() == [(9, 9)]
+
+
 # -- the record rewrite ---------------------------------------------------------------------
 
 
