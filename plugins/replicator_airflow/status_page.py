@@ -7,7 +7,7 @@ application, the last verification with its Data Docs, and the history of
 failovers, failbacks and drills with RPO, RTO, the procedure's duration and the
 applications' downtime. `/api/status` serves the same
 snapshot as JSON, `/api/state/...` the state store's own read-only API
-(`replicator.statestore.api`); `/runs/{run_id}` renders one run's stored report;
+(`replicator.statestore.http`); `/runs/{run_id}` renders one run's stored report;
 the Data Docs of a verification run are served from its own site folder.
 
 Airflow authenticates its own API but not the apps of plugins, which it mounts
@@ -43,7 +43,7 @@ from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
 from replicator.statestore import NotFoundError, RunRecord, StateStore
-from replicator.statestore import create_app as create_state_app
+from replicator.statestore.http import create_app as create_state_app
 from replicator_airflow import offline_docs, run_reports
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 
@@ -235,6 +235,20 @@ def _clusters(status: DrStatus) -> str:
     return _table("Clusters", ["cluster", "bootstrap servers", "state"], rows)
 
 
+def _acl_sync(flow: FlowStatus) -> str:
+    """`12 ACLs synced 40 s ago`, `off`, or the last round's error."""
+    acls = flow.acl_sync
+    if acls is None or not acls.enabled:
+        return "off"
+    synced = (
+        "not synced yet"
+        if acls.age_seconds is None
+        else f"{acls.synced} ACLs synced {acls.age_seconds:.0f} s ago"
+    )
+    problem = acls.error or acls.note
+    return f"{synced}; {problem}" if problem else synced
+
+
 def _flows(flows: list[FlowStatus]) -> str:
     rows = []
     for f in flows:
@@ -251,11 +265,20 @@ def _flows(flows: list[FlowStatus]) -> str:
             f"{_workers(f)}"
             f'<td class="total-lag num">{_n(f.total_lag)}</td>'
             f'<td class="checkpoint-age">{"" if f.error else _e(age)}</td>'
+            f'<td class="acl-sync">{"" if f.error else _e(_acl_sync(f))}</td>'
             f'<td class="error">{_e(f.error or "")}</td></tr>'
         )
     section = _table(
         "Flows",
-        ["flow", "desired state", "workers", "lag (records)", "last checkpoint", "problem"],
+        [
+            "flow",
+            "desired state",
+            "workers",
+            "lag (records)",
+            "last checkpoint",
+            "ACL sync",
+            "problem",
+        ],
         rows,
     )
     for f in flows:

@@ -9,7 +9,6 @@ the procedures share. Every package may import it; it imports only `config`,
 `kafka` and the foundation modules, never the engine or anything above it.
 """
 
-from replicator.statestore.api import create_app
 from replicator.statestore.applications import ROUTE_LEASE_S
 from replicator.statestore.database import STATE_URL_ENV, default_state_url
 from replicator.statestore.discovery import Route, UnknownClusterError, where
@@ -55,7 +54,6 @@ __all__ = [
     "StoreUnavailable",
     "UnknownClusterError",
     "check_ledgers",
-    "create_app",
     "default_state_url",
     "read_ledger",
     "where",

@@ -30,7 +30,7 @@ from replicator.statestore import (
     read_ledger,
     where,
 )
-from replicator.statestore.api import create_app
+from replicator.statestore.http import create_app
 from replicator.statestore.ledger import LedgerError, LedgerWriter
 
 PRIMARY = "127.0.0.1:19092"
