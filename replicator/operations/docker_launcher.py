@@ -8,24 +8,28 @@ managed. The supervisor DAG then brings back what `docker kill` (or anything tha
 stops a container the way Docker's restart policy leaves alone) took down, and reports
 it. A container that is gone is not recreated here: `docker-compose up -d` does that.
 
-It speaks the Docker Engine API over the daemon's unix socket with httpx (already a
-dependency). Access to that socket is access to the host as root: any code that runs
-in the process holding it (every Airflow task, on a scheduler with the socket mounted)
-can start a privileged container. So it is opt-in (`docker/compose.supervised.yml`,
-`$REPLICATOR_LAUNCHER=docker`); without it the restart policy restarts containers that
-crash and the supervisor only reports dead workers.
+It speaks to the engine through the Docker SDK for Python (`docker`, the `[docker]`
+extra) over the daemon's unix socket. Access to that socket is access to the host as
+root: any code that runs in the process holding it (every Airflow task, on a scheduler
+with the socket mounted) can start a privileged container. So it is opt-in
+(`docker/compose.supervised.yml`, `$REPLICATOR_LAUNCHER=docker`); without it the
+restart policy restarts containers that crash and the supervisor only reports dead
+workers.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
+import docker
+import requests
+from docker.errors import APIError, DockerException, NotFound
+from docker.models.containers import Container
 
 from replicator.errors import ReplicatorError
 from replicator.operations.launchers import (
@@ -44,11 +48,10 @@ SERVICE_ENV = "REPLICATOR_DOCKER_SERVICE"
 SOCKET_ENV = "REPLICATOR_DOCKER_SOCKET"
 DEFAULT_SOCKET = "/var/run/docker.sock"
 DEFAULT_SERVICE = "replicator"
-#: Docker 20.10 (Debian bookworm's) speaks 1.41; newer engines accept it too.
-_API = "http://docker/v1.41"
-_HTTP_TIMEOUT_S = 30.0
-_NOT_FOUND = 404
-_NOT_MODIFIED = 304  # start of a running container, stop of a stopped one
+#: Docker 20.10 (Debian bookworm's) speaks 1.41; newer engines accept it too. A fixed
+#: version also means no request until the first call (no version negotiation).
+_API_VERSION = "1.41"
+_HTTP_TIMEOUT_S = 30
 
 
 class DockerLauncher(Launcher):
@@ -60,8 +63,8 @@ class DockerLauncher(Launcher):
         self.project = project
         self.service = service
         self.socket = socket
-        self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=socket), base_url=_API, timeout=_HTTP_TIMEOUT_S
+        self._docker = docker.DockerClient(
+            base_url=f"unix://{socket}", version=_API_VERSION, timeout=_HTTP_TIMEOUT_S
         )
 
     @classmethod
@@ -83,16 +86,14 @@ class DockerLauncher(Launcher):
             f"com.docker.compose.project={self.project}",
             f"com.docker.compose.service={self.service}",
         ]
-        found = self._call(
-            "GET",
-            "/containers/json",
-            params={"all": "true", "filters": json.dumps({"label": labels})},
-        )
-        return sorted((_worker(container) for container in found), key=lambda w: w.name)
+        with self._engine("list the containers"):
+            # sparse: the list's own fields (names, command, creation), no inspect each.
+            found = self._docker.containers.list(all=True, sparse=True, filters={"label": labels})
+        return sorted((_worker(container.attrs) for container in found), key=lambda w: w.name)
 
     def alive(self, name: str) -> bool:
         container = self._inspect(name)
-        return container is not None and bool(container["State"]["Running"])
+        return container is not None and bool(container.attrs["State"]["Running"])
 
     def start(self, name: str, config: Path) -> LaunchResult:
         container = self._inspect(name)
@@ -101,41 +102,48 @@ class DockerLauncher(Launcher):
                 f"replicator container {name!r} of compose project {self.project!r} is gone; "
                 f"`docker-compose up -d` creates the service's containers again"
             )
-        was_running = bool(container["State"]["Running"])
-        if was_running:
-            self._call("POST", f"/containers/{name}/stop", params={"t": int(_STOP_TIMEOUT_S)})
-        self._call("POST", f"/containers/{name}/start")
-        action = "restarted" if was_running or container["State"]["StartedAt"] else "started"
-        return LaunchResult(name, action, _config_of(container["Config"]["Cmd"]), _where(container))
+        state = container.attrs["State"]
+        was_running = bool(state["Running"])
+        with self._engine(f"start container {name}"):
+            if was_running:
+                container.stop(timeout=int(_STOP_TIMEOUT_S))
+            container.start()
+        action = "restarted" if was_running or state["StartedAt"] else "started"
+        config = _config_of(container.attrs["Config"]["Cmd"])
+        return LaunchResult(name, action, config, _where(container.attrs))
 
     def stop(self, name: str, timeout_s: float = _STOP_TIMEOUT_S) -> bool:
-        was_running = self.alive(name)
-        self._call("POST", f"/containers/{name}/stop", params={"t": int(timeout_s)})
-        self._call("DELETE", f"/containers/{name}")
+        container = self._inspect(name)
+        if container is None:
+            return False
+        was_running = bool(container.attrs["State"]["Running"])
+        with self._engine(f"stop and remove container {name}"):
+            container.stop(timeout=int(timeout_s))
+            container.remove()
         return was_running
 
-    def _inspect(self, name: str) -> dict[str, Any] | None:
-        return self._call("GET", f"/containers/{name}/json", missing_ok=True)
+    def _inspect(self, name: str) -> Container | None:
+        with self._engine(f"inspect container {name}"):
+            try:
+                return self._docker.containers.get(name)
+            except NotFound:
+                return None
 
-    def _call(self, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
+    @contextmanager
+    def _engine(self, what: str) -> Iterator[None]:
+        """The engine's refusals and a socket that does not answer, as one line each."""
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
+            yield
+        except APIError as exc:
             raise ReplicatorError(
-                f"the Docker engine at {self.socket} did not answer {method} {path} ({exc}); "
+                f"Docker engine: {what} answered {exc.status_code}: {exc.explanation}"
+            ) from exc
+        except (DockerException, requests.ConnectionError) as exc:
+            raise ReplicatorError(
+                f"the Docker engine at {self.socket} did not answer ({what}: {exc}); "
                 f"mount the socket into this container (docker/compose.supervised.yml) "
                 f"or unset ${LAUNCHER_ENV}"
             ) from exc
-        if response.status_code == _NOT_FOUND and missing_ok:
-            return None
-        if response.status_code == _NOT_MODIFIED:
-            return None
-        if response.is_error:
-            raise ReplicatorError(
-                f"Docker engine: {method} {path} answered {response.status_code}: "
-                f"{response.text.strip()[:300]}"
-            )
-        return response.json() if response.content else None
 
 
 def _worker(container: Mapping[str, Any]) -> Worker:
