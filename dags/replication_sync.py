@@ -3,7 +3,9 @@
 `topics` creates missing remote topics, grows partition counts and copies topic
 configs (`sync.topic.configs.enabled`); `checkpoints` writes the consumer
 groups' translated positions to `<source>.checkpoints.internal` and, with
-`sync.group.offsets.enabled`, commits them to idle groups on the target.
+`sync.group.offsets.enabled`, commits them to idle groups on the target; `acls`
+copies the source topics' ACLs to their remote topics by MirrorMaker 2's rules
+(`sync.topic.acls.enabled`; nothing for flows without it).
 `replicator run` does the same on its own timers; this DAG keeps it going and
 visible while workers restart, and runs on demand (before a drill). Flows the
 DR state store has stopped are left alone. Each round is idempotent.
@@ -27,7 +29,6 @@ with DAG(
     },
 ):
     # Topics first: a checkpoint names a remote topic, which must exist.
-    (
-        SyncOperator(task_id="topics", concerns=("topics",))
-        >> SyncOperator(task_id="checkpoints", concerns=("checkpoints",))
-    )
+    topics = SyncOperator(task_id="topics", concerns=("topics",))
+    topics >> SyncOperator(task_id="checkpoints", concerns=("checkpoints",))
+    topics >> SyncOperator(task_id="acls", concerns=("acls",))

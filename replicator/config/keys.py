@@ -15,7 +15,6 @@ from typing import Any, Literal, NamedTuple
 
 from replicator.config.clients import CLIENT_KINDS, ClientKind, client_keys, is_client_key
 from replicator.config.values import (
-    acl_sync,
     at_least,
     boolean,
     choice,
@@ -54,7 +53,7 @@ SETTINGS: dict[str, Setting] = {
     "refresh.groups.interval.seconds": Setting(interval, "refresh_groups_interval_seconds"),
     "sync.topic.configs.enabled": Setting(boolean, "sync_topic_configs_enabled"),
     "sync.topic.configs.interval.seconds": Setting(interval, "sync_topic_configs_interval_seconds"),
-    "sync.topic.acls.enabled": Setting(acl_sync, "sync_topic_acls_enabled"),
+    "sync.topic.acls.enabled": Setting(boolean, "sync_topic_acls_enabled"),
     "sync.topic.acls.interval.seconds": Setting(interval, "sync_topic_acls_interval_seconds"),
     "emit.heartbeats.enabled": Setting(boolean, "emit_heartbeats_enabled"),
     "emit.heartbeats.interval.seconds": Setting(interval, "emit_heartbeats_interval_seconds"),

@@ -36,6 +36,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from replicator.config.applications import (
+    APPLICATIONS_PREFIX,
+    application_setting,
+    read_applications,
+)
 from replicator.config.clients import (
     CLIENT_KINDS,
     ClientKind,
@@ -125,6 +130,8 @@ class _Loader:
         self.flow_settings: dict[Flow, dict[str, _Found]] = defaultdict(dict)
         self.cluster_settings: dict[str, dict[str, _Found]] = defaultdict(dict)
         self.enabled: dict[Flow, bool] = {}
+        #: application -> setting -> (key, value), from `applications.<name>.<setting>`.
+        self.applications: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
         # Client settings by layer: ("top", kind), ("cluster", alias, kind) and
         # ("flow", source, target, role, kind), with "" for no kind or no role.
         self.clients: dict[tuple[str, ...], dict[str, _Value]] = defaultdict(dict)
@@ -162,6 +169,9 @@ class _Loader:
                 return
         if key in SETTINGS:
             self.top[key] = _Found(key, SETTINGS[key].parse(key, value))
+        elif key.startswith(APPLICATIONS_PREFIX):
+            name, setting = application_setting(key)
+            self.applications[name][setting] = (key, value)
         elif key == "enabled":
             raise ConfigError("enabled: flows are enabled one by one, e.g. A->B.enabled = true")
         elif is_connect_setting(key):
@@ -283,6 +293,7 @@ class _Loader:
             clusters=clusters,
             flows=tuple(self._flow(source, target) for source, target in flows),
             source_file=source_file,
+            applications=read_applications(self.applications),
         )
 
     def _bootstrap(self, alias: str) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from replicator.config.applications import ApplicationConfig
 from replicator.config.policies import ReplicationPolicy, load_policy
 from replicator.config.redact import redact
 from replicator.errors import ConfigError
@@ -92,8 +93,9 @@ class FlowConfig:
     sync_topic_configs_enabled: bool = True
     sync_topic_configs_interval_seconds: float = 600.0
     config_properties_exclude: tuple[re.Pattern[str], ...] = ()
-    #: ACL sync is not built yet (issue 14): the loader refuses `true`, where MM2 defaults
-    #: to true, rather than have a file ask for it and get nothing.
+    #: Off unless asked for, where MM2 defaults to true: ACL sync needs ALTER on the
+    #: target's CLUSTER resource (creating ACLs), which a principal can use to grant
+    #: itself anything; a file that never mentions it must not demand that.
     sync_topic_acls_enabled: bool = False
     sync_topic_acls_interval_seconds: float = 600.0
     emit_heartbeats_enabled: bool = True
@@ -140,6 +142,8 @@ class ReplicatorConfig:
     clusters: dict[str, ClusterConfig]
     flows: tuple[FlowConfig, ...]  # enabled flows only, in the order of `clusters`
     source_file: str | None = None
+    #: `applications.<name>.*` (ours): what the failover's `grant_write` step grants.
+    applications: dict[str, ApplicationConfig] = field(default_factory=dict)
 
     def flow(self, name: str) -> FlowConfig:
         """The enabled flow `name` ("A->B"); ConfigError naming the choices otherwise."""

@@ -93,17 +93,6 @@ def offset_syncs_location(key: str, value: str) -> str:
     return choice("source")(key, value)
 
 
-def acl_sync(key: str, value: str) -> bool:
-    # MM2 defaults to true; here the default is false and true is refused, so that no
-    # file asks for ACL sync and silently gets none.
-    if boolean(key, value):
-        raise ConfigError(
-            f"{key} = true is not supported: the replicator does not sync topic ACLs yet; "
-            "remove the key or set it to false, and grant the ACLs on the target yourself"
-        )
-    return False
-
-
 def class_name(key: str, value: str) -> str:
     # Java class names (org.apache.kafka.connect.mirror.IdentityReplicationPolicy) and
     # dotted Python paths (package.module.ClassName) look alike; policies.py resolves them.

@@ -111,7 +111,7 @@ def read_status(
             f"the status topic {exc}: no replicator has run"
             f"{f' for flow {flow}' if flow else ''} there; start one with `replicator run`"
         ) from exc
-    records = [_record(target, key, value) for key, value in values.items()]
+    records = [_record(target, key, value) for key, value in values.items() if _ours(key)]
     rows = [r for r in records if flow is None or r.flow == flow]
     if required and flow is not None and not rows:
         raise NoStatus(
@@ -120,6 +120,12 @@ def read_status(
             "run for the flow there; start one with `replicator run`"
         )
     return rows
+
+
+def _ours(key: bytes) -> bool:
+    """A worker's or a partition's key; others (`<flow>|acls`, ACL sync's, see
+    `replicator.acls.status`) have readers of their own."""
+    return key.split(b"|", 2)[1:2] in ([b"worker"], [b"partition"])
 
 
 def _record(target: ClusterConfig, key: bytes, value: bytes) -> StatusRecord:

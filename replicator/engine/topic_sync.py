@@ -57,6 +57,20 @@ class SyncReport:
     max_message_bytes: dict[str, int] = field(default_factory=dict)
 
 
+def why_not_replicated(flow: FlowConfig, policy: ReplicationPolicy, topic: str) -> str | None:
+    """None if `flow` replicates the source topic `topic` (MM2's shouldReplicateTopic),
+    else why not; ACL sync asks it of the topic each ACL names."""
+    target = flow.target.alias
+    if policy.is_internal_topic(topic):
+        return "internal topic (Kafka, Connect or MirrorMaker 2)"
+    if policy.is_cycle(topic, target):
+        return f"came from {target!r}: replicating it back would loop"
+    if policy.is_heartbeats_topic(topic):
+        return None  # heartbeats always flow, as in MM2
+    reason = flow.topics.why_not(topic)
+    return f"topics filter: {reason}" if reason else None
+
+
 class TopicSync:
     """Discovery and remote-topic maintenance for one flow."""
 
@@ -86,15 +100,7 @@ class TopicSync:
         return {d.source_topic: d.partitions for d in self.decisions() if d.replicate}
 
     def _why_not(self, topic: str) -> str | None:
-        target = self.flow.target.alias
-        if self.policy.is_internal_topic(topic):
-            return "internal topic (Kafka, Connect or MirrorMaker 2)"
-        if self.policy.is_cycle(topic, target):
-            return f"came from {target!r}: replicating it back would loop"
-        if self.policy.is_heartbeats_topic(topic):
-            return None  # heartbeats always flow, as in MM2
-        reason = self.flow.topics.why_not(topic)
-        return f"topics filter: {reason}" if reason else None
+        return why_not_replicated(self.flow, self.policy, topic)
 
     # -- remote topics -------------------------------------------------------------------
 

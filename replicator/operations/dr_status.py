@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from replicator.acls.status import read_acl_status
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.status import (
@@ -111,6 +112,20 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True)
+class AclSyncInfo:
+    """ACL sync of a flow (`sync.topic.acls.enabled`), as its last round published it."""
+
+    enabled: bool
+    #: ACLs on the target that the source's synced ACLs make (None: never synced).
+    synced: int | None = None
+    last_sync_at: datetime | None = None
+    age_seconds: float | None = None
+    #: The last round's error, or why it had nothing to sync (no authorizer).
+    error: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class FlowStatus:
     name: str
     source: str
@@ -123,6 +138,7 @@ class FlowStatus:
     workers: list[WorkerInfo] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
     checkpoint: CheckpointInfo | None = None
+    acl_sync: AclSyncInfo | None = None
     #: Why the figures are missing or incomplete (target unreachable, a read failed).
     error: str | None = None
 
@@ -270,12 +286,19 @@ def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) ->
 
 def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) -> FlowStatus:
     """Workers, per-partition lag and checkpoints of `flow`, read from its target."""
-    status = FlowStatus(flow.name, flow.source.alias, flow.target.alias, desired_state)
+    status = FlowStatus(
+        flow.name,
+        flow.source.alias,
+        flow.target.alias,
+        desired_state,
+        acl_sync=AclSyncInfo(flow.sync_topic_acls_enabled),
+    )
     if not target_reachable:
         return replace(status, error=f"target cluster {flow.target.alias!r} is unreachable")
     try:
         rows = read_status(flow.target, flow.name)
         checkpoint = checkpoint_info(flow)
+        acl_sync = acl_sync_info(flow)
     except (ReplicatorError, KafkaException) as exc:
         return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
     workers = [_worker(row) for row in flow_workers(flow, rows)]
@@ -293,6 +316,28 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
             key=lambda p: (p.topic, p.partition),
         ),
         checkpoint=checkpoint,
+        acl_sync=acl_sync,
+    )
+
+
+def acl_sync_info(flow: FlowConfig) -> AclSyncInfo:
+    """The last ACL sync round of `flow` (read only when the flow enables it)."""
+    if not flow.sync_topic_acls_enabled:
+        return AclSyncInfo(False)
+    last = read_acl_status(flow)
+    if last is None:
+        return AclSyncInfo(True)
+    synced_at = None if last.synced_ms is None else _ms(last.synced_ms)
+    age = (
+        None if last.synced_ms is None else round(max(0.0, time.time() - last.synced_ms / 1000), 1)
+    )
+    return AclSyncInfo(
+        True,
+        last.synced if last.synced_ms is not None else None,
+        synced_at,
+        age,
+        last.error,
+        last.note,
     )
 
 

@@ -10,7 +10,10 @@ run one on demand (before a drill, after changing a topic's configs):
   configs (`sync.topic.configs.enabled`; `TopicSync.sync`);
 - `checkpoints`: translate the flow's consumer groups, write the checkpoints
   that moved forward, and with `sync.group.offsets.enabled` commit them to
-  idle target groups (`Checkpointer.emit`).
+  idle target groups (`Checkpointer.emit`);
+- `acls`: with `sync.topic.acls.enabled`, copy the source topics' ACLs to
+  their remote topics by MM2's rules, and publish the outcome for the status
+  page (`replicator.acls.status.sync_and_publish`).
 
 Flows the DR state store has stopped are left alone: a failover owns them, and
 writes their final checkpoint itself. Every round is idempotent.
@@ -24,6 +27,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException
 
+from replicator.acls.status import sync_and_publish
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
@@ -34,8 +38,8 @@ from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
 
-Concern = Literal["topics", "checkpoints"]
-CONCERNS: tuple[Concern, ...] = ("topics", "checkpoints")
+Concern = Literal["topics", "checkpoints", "acls"]
+CONCERNS: tuple[Concern, ...] = ("topics", "checkpoints", "acls")
 
 
 @dataclass
@@ -55,6 +59,13 @@ class FlowSync:
     groups_synced: dict[str, int] = field(default_factory=dict)
     #: Groups with active members on the target, left alone.
     active_groups: list[str] = field(default_factory=list)
+    #: ACL sync (None: not enabled for the flow, or not asked for): target ACLs the
+    #: source's synced ACLs make, those created now, and source ACLs left out by rule.
+    acls_synced: int | None = None
+    acls_created: list[str] = field(default_factory=list)
+    acls_left_out: dict[str, int] = field(default_factory=dict)
+    #: Why ACL sync had nothing to do (the source has no authorizer).
+    acls_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,5 +118,11 @@ def sync_flow(flow: FlowConfig, concerns: tuple[Concern, ...] = CONCERNS) -> Flo
         result.checkpoints_held = len(report.held)
         result.groups_synced = report.synced_groups
         result.active_groups = report.active_groups
+    if "acls" in concerns and flow.sync_topic_acls_enabled:
+        acls = sync_and_publish(flow)
+        result.acls_synced = acls.synced
+        result.acls_created = acls.created
+        result.acls_left_out = acls.left_out
+        result.acls_note = acls.note
     log.info("flow %s: sync round: %s", flow.name, result)
     return result

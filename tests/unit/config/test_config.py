@@ -250,7 +250,7 @@ def test_defaults_are_mm2_defaults():
     assert flow.sync_group_offsets_enabled is False
     assert flow.sync_group_offsets_interval_seconds == 60
     assert flow.offset_syncs_topic_location == "source"
-    assert flow.sync_topic_acls_enabled is False  # MM2: true; not built here (refused)
+    assert flow.sync_topic_acls_enabled is False  # MM2: true; here opt-in (ALTER on CLUSTER)
     assert flow.status_topic_replication_factor == -1  # the broker's default
     assert flow.exactly_once is False
     assert flow.metrics_port is None
@@ -434,11 +434,13 @@ def test_offset_syncs_on_the_target_is_refused():
     assert "set it to source" in message
 
 
-def test_acl_sync_is_refused_and_off_by_default():
-    message = error_of(two_clusters(**{"sync.topic.acls.enabled": "true"}))
-    assert message.startswith("sync.topic.acls.enabled = true is not supported")
-    assert "does not sync topic ACLs yet" in message
+def test_acl_sync_is_opt_in():
+    """Off by default (MM2: on), since it needs ALTER on the target's CLUSTER."""
     assert only_flow(load_config(two_clusters())).sync_topic_acls_enabled is False
+    flow = only_flow(load_config(two_clusters(**{"sync.topic.acls.enabled": "true"})))
+    assert flow.sync_topic_acls_enabled is True
+    message = error_of(two_clusters(**{"sync.topic.acls.enabled": "yes"}))
+    assert message.startswith("sync.topic.acls.enabled")
 
 
 # --- our status topic's replication factor, from MM2's Connect setting -----------------

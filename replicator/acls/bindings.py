@@ -1,0 +1,167 @@
+"""ACL bindings as plain values, and the three admin calls on them (describe, create,
+delete) with Kafka's refusals turned into errors that name the principal, the
+missing operation, the resource and the fix.
+
+ACL sync and the failover's `grant_write` step both read and write ACLs on a
+cluster as the replicator's principal; a report, a step result (saved in the
+state store) and a log line need them as strings, not as confluent-kafka objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from replicator.acls.principal import missing_acl
+from replicator.config.model import ClusterConfig
+from replicator.errors import ReplicatorError
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import kafka_error
+
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, order=True)
+class Binding:
+    """One ACL: `principal` from `host` is ALLOWed or DENYed `operation` on a resource."""
+
+    resource_type: str  # TOPIC, GROUP, CLUSTER, ...
+    pattern_type: str  # LITERAL or PREFIXED
+    name: str
+    principal: str
+    host: str
+    operation: str  # READ, WRITE, ALL, DESCRIBE, ...
+    permission: str  # ALLOW or DENY
+
+    @classmethod
+    def of(cls, acl: AclBinding) -> Binding:
+        return cls(
+            acl.restype.name,
+            acl.resource_pattern_type.name,
+            acl.name,
+            acl.principal,
+            acl.host,
+            acl.operation.name,
+            acl.permission_type.name,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> Binding:
+        """From `asdict(binding)`, as a step result keeps it."""
+        return cls(**data)
+
+    def acl(self) -> AclBinding:
+        return AclBinding(
+            ResourceType[self.resource_type],
+            self.name,
+            ResourcePatternType[self.pattern_type],
+            self.principal,
+            self.host,
+            AclOperation[self.operation],
+            AclPermissionType[self.permission],
+        )
+
+    def describe(self) -> str:
+        """`User:a ALLOW READ on TOPIC primary.orders (literal)`, as lines name it."""
+        host = "" if self.host == "*" else f" from {self.host}"
+        return (
+            f"{self.principal}{host} {self.permission} {self.operation} on {self.resource_type} "
+            f"{self.name} ({self.pattern_type.lower()})"
+        )
+
+
+class SecurityDisabled(ReplicatorError):
+    """The cluster has no authorizer (`authorizer.class.name`): it has no ACLs at all."""
+
+
+def topic_acls(cluster: ClusterConfig, *, pattern_type: str = "ANY") -> list[Binding]:
+    """Every topic ACL of `cluster` (of `pattern_type`: ANY, LITERAL or PREFIXED).
+    Needs DESCRIBE on its CLUSTER resource; SecurityDisabled without an authorizer."""
+    query = AclBindingFilter(
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType[pattern_type],
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    admin = admin_for(cluster)
+    try:
+        found = admin.describe_acls(query, request_timeout=_TIMEOUT_S).result()
+    except KafkaException as exc:
+        raise _refused(cluster, "DESCRIBE", "reading its topic ACLs", exc) from exc
+    return sorted(Binding.of(acl) for acl in found)
+
+
+def create(cluster: ClusterConfig, bindings: Iterable[Binding]) -> None:
+    """Create `bindings` on `cluster` (creating one that exists is a no-op in Kafka).
+    Needs ALTER on its CLUSTER resource."""
+    wanted = list(bindings)
+    if not wanted:
+        return
+    futures = admin_for(cluster).create_acls([b.acl() for b in wanted], request_timeout=_TIMEOUT_S)
+    for binding, future in zip(wanted, futures.values(), strict=True):
+        try:
+            future.result()
+        except KafkaException as exc:
+            raise _refused(cluster, "ALTER", f"creating {binding.describe()}", exc) from exc
+
+
+def delete(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]:
+    """Delete exactly `bindings` from `cluster` (each filter is the binding itself, so
+    nothing else matches); the ones that existed. Needs ALTER on its CLUSTER resource."""
+    wanted = list(bindings)
+    if not wanted:
+        return []
+    filters = [
+        AclBindingFilter(
+            ResourceType[b.resource_type],
+            b.name,
+            ResourcePatternType[b.pattern_type],
+            b.principal,
+            b.host,
+            AclOperation[b.operation],
+            AclPermissionType[b.permission],
+        )
+        for b in wanted
+    ]
+    futures = admin_for(cluster).delete_acls(filters, request_timeout=_TIMEOUT_S)
+    deleted: list[Binding] = []
+    for binding, future in zip(wanted, futures.values(), strict=True):
+        try:
+            deleted += [Binding.of(acl) for acl in future.result()]
+        except KafkaException as exc:
+            raise _refused(cluster, "ALTER", f"deleting {binding.describe()}", exc) from exc
+    return sorted(set(deleted))
+
+
+def _refused(
+    cluster: ClusterConfig, operation: str, doing: str, exc: KafkaException
+) -> ReplicatorError:
+    """The error of an ACL request `cluster` refused; `operation` on CLUSTER is what it needs."""
+    error = kafka_error(exc)
+    if error.code() == KafkaError.SECURITY_DISABLED:
+        return SecurityDisabled(
+            f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) has no authorizer, so "
+            f"{doing} is not possible: {error.str()}; configure authorizer.class.name on its "
+            "brokers, or turn off what needs ACLs there (sync.topic.acls.enabled, grant_write)"
+        )
+    if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return ReplicatorError(
+            f"{doing} on cluster {cluster.alias!r} was refused ({error.str()}): "
+            + missing_acl(cluster, operation, "CLUSTER")
+        )
+    return ReplicatorError(
+        f"{doing} on cluster {cluster.alias!r} ({cluster.bootstrap_servers}) failed: {error.str()}"
+    )
