@@ -13,7 +13,8 @@ row at all) they start again and resume from that tail. The store is polled
 about once a second by the supervising loop, never on the hot path.
 
 Checkpoints of the running flows are emitted on their schedule meanwhile
-(`replicator.offsets.checkpoint_loop`).
+(`replicator.offsets.checkpoint_loop`), and their ACLs synced where enabled
+(`replicator.acls.loop`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from replicator import metrics
+from replicator.acls.loop import AclSyncLoop
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.task import ReplicationTask
@@ -88,6 +90,8 @@ def run_flows(
     desired = DesiredStates(store or StateStore(), [flow.name for flow in flows])
     checkpoints = CheckpointLoop(flows, stop, desired.running)
     checkpoints.start()
+    acl_sync = AclSyncLoop(flows, stop, desired.running)
+    acl_sync.start()
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
     try:
         if len(slots) == 1:
@@ -108,6 +112,7 @@ def run_flows(
     finally:
         stop.set()  # the run is over, also when a worker failed: so is checkpointing
         checkpoints.join(_STOP_TIMEOUT_S)
+        acl_sync.join(_STOP_TIMEOUT_S)
 
 
 class DesiredStates:
