@@ -9,6 +9,9 @@ no more than needed and knows why each line is there:
   target producer, topic and config sync, offset syncs, heartbeats, status,
   checkpoints and group-offset sync), and the failover/failback/drill procedures,
   which run with the same client settings (a procedure starts the reverse flow).
+  ACL sync (`sync.topic.acls.enabled`) adds DESCRIBE on the source's CLUSTER and
+  ALTER on the target's; `applications.<name>.producer.principals` (the
+  failover's `grant_write` step) adds ALTER on the target's CLUSTER.
 - `verifier`: the verification job (Spark), which only reads: the source topics,
   their copies, the offset syncs and the checkpoints.
 - `producer` / `consumer`: an application (e.g. the demo) on its topic.
@@ -41,6 +44,8 @@ ROLES = ("replicator", "verifier", "producer", "consumer")
 #: compacted topics and resets), as do its transactional ids.
 OWN_PREFIX = "replicator-"
 
+#: The one CLUSTER resource of a Kafka cluster, as the Admin API names it.
+CLUSTER_RESOURCE = "kafka-cluster"
 _META = set(r"\.^$*+?{}[]()|")
 _ESCAPED_LITERAL = re.compile(r"\\(.)")
 
@@ -189,6 +194,9 @@ def _remote_patterns(flow: FlowConfig, policy: ReplicationPolicy) -> list[Resour
     return remote
 
 
+_CLUSTER = [Resource("CLUSTER", "LITERAL", CLUSTER_RESOURCE)]
+
+
 def _literal_topics(*names: str) -> list[Resource]:
     return [Resource("TOPIC", "LITERAL", name) for name in names]
 
@@ -265,6 +273,18 @@ def replicator_rules(
             grant(
                 target, on_target, transactional, "WRITE", "DESCRIBE",
                 why="one transactional producer per source partition (exactly.once)",
+            )  # fmt: skip
+        if flow.sync_topic_acls_enabled:
+            grant(source, on_source, _CLUSTER, "DESCRIBE", why="read the topic ACLs to sync them")
+            grant(
+                target, on_target, _CLUSTER, "ALTER",
+                why="create the synced ACLs (sync.topic.acls.enabled; ALTER implies DESCRIBE)",
+            )  # fmt: skip
+        if any(app.producer_principals for app in config.applications.values()):
+            grant(
+                target, on_target, _CLUSTER, "ALTER",
+                why="grant_write: grant the applications' producers WRITE at a failover, "
+                "remove it at the failback",
             )  # fmt: skip
         if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
             groups = group_patterns(flow.groups, f"{flow.name}.groups")
