@@ -6,7 +6,10 @@ renamed (`max.request.size` is `message.max.bytes`), some need several Java
 settings at once (`sasl.jaas.config` becomes `sasl.username`/`sasl.password`;
 a truststore becomes `ssl.ca.location` only if it is PEM), and some have no
 librdkafka meaning at all. `translate` does that for one client kind and says
-what it dropped and why, so the loader can log it naming the key.
+what it dropped and why, so the loader can log it naming the key. This module
+knows which settings exist for which client kind; the values that librdkafka
+writes differently are converted by `client_values`, and the security settings
+that take several Java keys at once by `client_security`.
 
 The librdkafka names and scopes below are those of librdkafka 2.x
 (`CONFIGURATION.md`; C = consumer, P = producer, * = every client). An admin
@@ -16,21 +19,22 @@ client takes only the `*` ones.
 from __future__ import annotations
 
 import functools
-import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
-from replicator.config.redact import invalid_value
+from replicator.config.client_security import (
+    SECURITY_KEYS,
+    Derived,
+    translate_jaas,
+    translate_keystore,
+    translate_truststore,
+)
+from replicator.config.client_values import convert
 from replicator.errors import ConfigError
 
 ClientKind = Literal["consumer", "producer", "admin"]
 CLIENT_KINDS: tuple[ClientKind, ...] = ("consumer", "producer", "admin")
-
-# Maps a client setting to the configuration key the user wrote, for messages.
-_Namer = Callable[[str], str]
 
 
 def _words(text: str) -> frozenset[str]:
@@ -178,37 +182,6 @@ _UNSUPPORTED: dict[str, str] = {
     "compression.zstd.level": "use compression.level",
 }
 
-# Java settings that are read together by the multi-key translations below.
-_COMPOSITE = _words(
-    """
-    sasl.jaas.config ssl.truststore.location ssl.truststore.type ssl.truststore.password
-    ssl.truststore.certificates ssl.keystore.type ssl.keystore.key ssl.keystore.certificate.chain
-    """
-)
-
-_ASSIGNORS = {
-    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
-    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
-    "range": "range",
-    "roundrobin": "roundrobin",
-    "cooperative-sticky": "cooperative-sticky",
-}
-_TYPE_BY_SUFFIX = {
-    ".pem": "PEM",
-    ".crt": "PEM",
-    ".cer": "PEM",
-    ".p12": "PKCS12",
-    ".pfx": "PKCS12",
-}
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_OFFSET_RESETS = {"earliest": "earliest", "latest": "latest", "none": "error", "error": "error"}
-_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
-
-_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
-_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([=;])|([^\s=;"]+))', re.DOTALL)
-_JAAS_FORM = 'a login module, e.g. PlainLoginModule required username="..." password="...";'
-
 
 @dataclass(frozen=True)
 class Dropped:
@@ -238,7 +211,7 @@ def client_keys() -> frozenset[str]:
         _GLOBAL
         | _CONSUMER
         | _PRODUCER
-        | _COMPOSITE
+        | SECURITY_KEYS
         | frozenset(_RENAMED).union(_IRRELEVANT, _UNSUPPORTED)
     )
 
@@ -287,10 +260,10 @@ def translate(
         return origin.get(key, key)
 
     remaining = dict(settings)
-    derived: dict[str, tuple[str, str]] = {}  # librdkafka key -> (value, from which key)
-    _translate_jaas(remaining, derived, name)
-    _translate_truststore(remaining, derived, name)
-    _translate_keystore(remaining, derived, name)
+    derived: Derived = {}
+    translate_jaas(remaining, derived, name)
+    translate_truststore(remaining, derived, name)
+    translate_keystore(remaining, derived, name)
 
     config: dict[str, str] = {}
     dropped: dict[str, Dropped] = {}
@@ -309,7 +282,7 @@ def translate(
         if target is None or not _valid_for(target, kind):
             other_kind.add(key)
             continue
-        config[target] = _convert(key, target, value, name(key))
+        config[target] = convert(key, target, value, name(key))
 
     for key, (value, source) in derived.items():
         if key in config and config[key] != value:
@@ -343,277 +316,3 @@ def _valid_for(librdkafka_key: str, kind: ClientKind) -> bool:
     if kind == "producer":
         return librdkafka_key in _PRODUCER
     return False
-
-
-def _convert(java_key: str, key: str, value: str, shown_as: str) -> str:
-    """A Java value in librdkafka's form, validated where librdkafka would reject it late."""
-    converter = _CONVERTERS.get(java_key) or _CONVERTERS.get(key)
-    return converter(value, shown_as) if converter else value
-
-
-def _security_protocol(value: str, shown_as: str) -> str:
-    if value.upper() not in _SECURITY_PROTOCOLS:
-        raise invalid_value(shown_as, value, "one of " + ", ".join(_SECURITY_PROTOCOLS))
-    return value.upper()
-
-
-def _endpoint_identification(value: str, shown_as: str) -> str:
-    # Java disables host name verification with an empty value, librdkafka with "none".
-    if value.lower() not in ("", "https", "none"):
-        raise invalid_value(shown_as, value, "https or an empty value")
-    return value.lower() or "none"
-
-
-def _offset_reset(value: str, shown_as: str) -> str:
-    if value.lower() not in _OFFSET_RESETS:
-        raise invalid_value(shown_as, value, "earliest, latest or none")
-    return _OFFSET_RESETS[value.lower()]
-
-
-def _isolation_level(value: str, shown_as: str) -> str:
-    if value not in _ISOLATION_LEVELS:
-        raise invalid_value(shown_as, value, " or ".join(_ISOLATION_LEVELS))
-    return value
-
-
-def _socket_buffer(value: str, shown_as: str) -> str:
-    # Java's -1 ("use the OS default") is librdkafka's 0.
-    return "0" if _integer(value, shown_as) == -1 else value
-
-
-def _kilobytes(value: str, shown_as: str) -> str:
-    return str(max(1, math.ceil(_integer(value, shown_as) / 1024)))
-
-
-def _integer(value: str, shown_as: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise invalid_value(shown_as, value, "an integer") from None
-
-
-def _assignors(value: str, shown_as: str) -> str:
-    names = [part.strip() for part in value.split(",") if part.strip()]
-    unknown = [part for part in names if part not in _ASSIGNORS]
-    if unknown:
-        raise ConfigError(
-            f"{shown_as}: {', '.join(unknown)} has no librdkafka equivalent "
-            "(librdkafka has range, roundrobin and cooperative-sticky)"
-        )
-    return ",".join(dict.fromkeys(_ASSIGNORS[part] for part in names))
-
-
-_CONVERTERS: dict[str, Callable[[str, str], str]] = {
-    "security.protocol": _security_protocol,
-    "ssl.endpoint.identification.algorithm": _endpoint_identification,
-    "auto.offset.reset": _offset_reset,
-    "isolation.level": _isolation_level,
-    "partition.assignment.strategy": _assignors,
-    "send.buffer.bytes": _socket_buffer,
-    "receive.buffer.bytes": _socket_buffer,
-    "buffer.memory": _kilobytes,
-}
-
-
-def _translate_jaas(
-    settings: dict[str, str],
-    derived: dict[str, tuple[str, str]],
-    name: _Namer,
-) -> None:
-    """`sasl.jaas.config` -> librdkafka's SASL settings, checked against `sasl.mechanism`."""
-    jaas = settings.pop("sasl.jaas.config", None)
-    if jaas is None:
-        return
-    key = name("sasl.jaas.config")
-    module, options = _parse_jaas(jaas, key)
-    if module not in _LOGIN_MODULES:
-        raise ConfigError(
-            f"{key}: login module {module} has no librdkafka equivalent (supported: "
-            + ", ".join(sorted(m.rsplit(".", 1)[-1] for m in _LOGIN_MODULES))
-            + ")"
-        )
-    mechanisms, translate_options = _LOGIN_MODULES[module]
-    short_name = module.rsplit(".", 1)[-1]
-    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
-    if mechanism is None:
-        if len(mechanisms) > 1:
-            raise ConfigError(f"{key}: {short_name} needs sasl.mechanism {' or '.join(mechanisms)}")
-        derived["sasl.mechanism"] = (mechanisms[0], "sasl.jaas.config")
-    elif mechanism.upper() not in mechanisms:
-        raise ConfigError(
-            f"{key} uses {short_name} but {name('sasl.mechanism')} is {mechanism} "
-            f"(expected {' or '.join(mechanisms)})"
-        )
-    for librdkafka_key, value in translate_options(options, f"{key}: {short_name}").items():
-        derived[librdkafka_key] = (value, "sasl.jaas.config")
-
-
-def _option(options: Mapping[str, str], option: str, context: str) -> str:
-    if option not in options:
-        raise ConfigError(f"{context} needs a {option} option")
-    return options[option]
-
-
-def _password_options(options: Mapping[str, str], context: str) -> dict[str, str]:
-    return {
-        "sasl.username": _option(options, "username", context),
-        "sasl.password": _option(options, "password", context),
-    }
-
-
-def _oauthbearer_options(options: Mapping[str, str], context: str) -> dict[str, str]:
-    if "clientId" in options:
-        translated = {
-            "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": options["clientId"],
-            "sasl.oauthbearer.client.secret": _option(options, "clientSecret", context),
-        }
-        if "scope" in options:
-            translated["sasl.oauthbearer.scope"] = options["scope"]
-        return translated
-    if "unsecuredLoginStringClaim_sub" in options:
-        # Kafka's unsecured (test-only) tokens; librdkafka has the same mode.
-        return {
-            "enable.sasl.oauthbearer.unsecure.jwt": "true",
-            "sasl.oauthbearer.config": f"principal={options['unsecuredLoginStringClaim_sub']}",
-        }
-    raise ConfigError(
-        f"{context} needs clientId and clientSecret options (librdkafka fetches OIDC tokens itself)"
-    )
-
-
-def _kerberos_options(options: Mapping[str, str], _context: str) -> dict[str, str]:
-    translated = {}
-    if "keyTab" in options:
-        translated["sasl.kerberos.keytab"] = options["keyTab"]
-    if "principal" in options:
-        translated["sasl.kerberos.principal"] = options["principal"]
-    return translated
-
-
-# Login module -> (the sasl.mechanism values it serves, how its options translate).
-_LOGIN_MODULES: dict[
-    str, tuple[tuple[str, ...], Callable[[Mapping[str, str], str], dict[str, str]]]
-] = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": (("PLAIN",), _password_options),
-    "org.apache.kafka.common.security.scram.ScramLoginModule": (
-        ("SCRAM-SHA-256", "SCRAM-SHA-512"),
-        _password_options,
-    ),
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": (
-        ("OAUTHBEARER",),
-        _oauthbearer_options,
-    ),
-    "com.sun.security.auth.module.Krb5LoginModule": (("GSSAPI",), _kerberos_options),
-}
-
-
-def _parse_jaas(text: str, key: str) -> tuple[str, dict[str, str]]:
-    """Parse a one-module JAAS configuration: `Class flag key=value ... ;`.
-
-    Errors say what is wrong without quoting the text, which holds secrets.
-    """
-    tokens: list[tuple[str, str]] = []  # (kind, text) with kind in quoted|punct|word
-    position = 0
-    stripped = text.strip()
-    while position < len(stripped):
-        match = _JAAS_TOKEN.match(stripped, position)
-        if match is None or match.end() == position:
-            raise ConfigError(f"{key}: cannot be parsed; expected {_JAAS_FORM}")
-        position = match.end()
-        if match.group(1) is not None:
-            tokens.append(("quoted", re.sub(r"\\(.)", r"\1", match.group(1))))
-        elif match.group(2) is not None:
-            tokens.append(("punct", match.group(2)))
-        elif match.group(3) is not None:
-            tokens.append(("word", match.group(3)))
-    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "word":
-        raise ConfigError(f"{key}: cannot be parsed; expected {_JAAS_FORM}")
-    module, flag = tokens[0][1], tokens[1][1]
-    if flag.lower() not in _JAAS_FLAGS:
-        raise ConfigError(f"{key}: the control flag must be one of {', '.join(_JAAS_FLAGS)}")
-    options: dict[str, str] = {}
-    rest = tokens[2:]
-    while rest and rest[0] != ("punct", ";"):
-        if (
-            len(rest) < 3
-            or rest[0][0] != "word"
-            or rest[1] != ("punct", "=")
-            or rest[2][0] == "punct"
-        ):
-            raise ConfigError(f"{key}: cannot be parsed; expected {_JAAS_FORM}")
-        options[rest[0][1]] = rest[2][1]
-        rest = rest[3:]
-    if not rest:
-        raise ConfigError(f"{key}: the login module must end with ';'")
-    if len(rest) > 1:
-        raise ConfigError(f"{key}: Kafka clients take exactly one login module")
-    return module, options
-
-
-def _translate_truststore(
-    settings: dict[str, str],
-    derived: dict[str, tuple[str, str]],
-    name: _Namer,
-) -> None:
-    """A PEM truststore -> `ssl.ca.location`/`ssl.ca.pem`; any other type is an error."""
-    location = settings.pop("ssl.truststore.location", None)
-    store_type = _store_type(settings.pop("ssl.truststore.type", None), location)
-    settings.pop("ssl.truststore.password", None)  # PEM truststores have no password
-    certificates = settings.pop("ssl.truststore.certificates", None)
-    if location is not None:
-        if store_type != "PEM":
-            raise ConfigError(
-                f"{name('ssl.truststore.location')}: a {store_type} truststore cannot be used: "
-                "librdkafka reads CA certificates only as PEM (ssl.ca.location). Convert it, e.g. "
-                "`keytool -exportcert -rfc -keystore truststore.jks -alias <alias> > ca.pem`, "
-                "then set ssl.truststore.type=PEM and ssl.truststore.location=ca.pem "
-                "(or ssl.ca.location=ca.pem)"
-            )
-        derived["ssl.ca.location"] = (location, "ssl.truststore.location")
-    if certificates is not None:
-        derived["ssl.ca.pem"] = (certificates, "ssl.truststore.certificates")
-
-
-def _translate_keystore(
-    settings: dict[str, str],
-    derived: dict[str, tuple[str, str]],
-    name: _Namer,
-) -> None:
-    """A PKCS#12 or PEM keystore -> librdkafka's client certificate settings."""
-    location = settings.get("ssl.keystore.location")
-    store_type = _store_type(settings.pop("ssl.keystore.type", None), location)
-    key_pem = settings.pop("ssl.keystore.key", None)
-    chain_pem = settings.pop("ssl.keystore.certificate.chain", None)
-    if location is not None:
-        if store_type == "PEM":
-            # A PEM keystore file holds the private key and the certificate chain.
-            settings.pop("ssl.keystore.location")
-            settings.pop("ssl.keystore.password", None)
-            derived["ssl.key.location"] = (location, "ssl.keystore.location")
-            derived["ssl.certificate.location"] = (location, "ssl.keystore.location")
-        elif store_type != "PKCS12":
-            raise ConfigError(
-                f"{name('ssl.keystore.location')}: a {store_type} keystore cannot be used: "
-                "librdkafka reads PKCS12 or PEM keystores. Convert it, e.g. "
-                "`keytool -importkeystore -srckeystore keystore.jks -destkeystore keystore.p12 "
-                "-deststoretype PKCS12`, then set ssl.keystore.type=PKCS12"
-            )
-        # PKCS12: ssl.keystore.location/password are librdkafka's names too.
-    if key_pem is not None:
-        derived["ssl.key.pem"] = (key_pem, "ssl.keystore.key")
-    if chain_pem is not None:
-        derived["ssl.certificate.pem"] = (chain_pem, "ssl.keystore.certificate.chain")
-
-
-def _store_type(explicit: str | None, location: str | None) -> str:
-    """The store type Java would use: the explicit one, else JKS.
-
-    Without an explicit type, a file named like PEM or PKCS#12 is taken as
-    such: Java's JKS loader reads PKCS#12 files too, and such a file is
-    obviously not JKS.
-    """
-    if explicit:
-        return explicit.upper()
-    suffix = Path(location).suffix.lower() if location else ""
-    return _TYPE_BY_SUFFIX.get(suffix, "JKS")
