@@ -7,7 +7,7 @@ same objects on SQLite and PostgreSQL. A new table group adds its record here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -125,3 +125,22 @@ class Incident:
     @property
     def open(self) -> bool:
         return self.resolved_at is None
+
+
+@dataclass(frozen=True)
+class FlowSample:
+    """One flow as one supervisor run saw it (`replicator.operations.samples`): the
+    figures the DR status page charts, and the problems and bounds its verdict
+    takes from the supervisor. Figures the run could not take are None."""
+
+    flow: str
+    sampled_at: datetime
+    live_workers: int | None = None
+    total_lag: int | None = None
+    max_lag: int | None = None
+    checkpoint_age_s: float | None = None
+    heartbeat_age_s: float | None = None
+    #: The supervisor's problems of the flow in that run: check, where, detail, fix.
+    problems: tuple[dict[str, str], ...] = ()
+    #: The bounds it judged by (`replicator.operations.health.Bounds`).
+    bounds: dict[str, float] = field(default_factory=dict)

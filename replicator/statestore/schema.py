@@ -142,3 +142,20 @@ incidents = Table(
     Column("notified", String(16)),
     Column("notified_at", UTCDateTime),
 )
+
+# One row per flow per supervisor run, pruned beyond a retention by whoever records
+# (`SampleStore.record_samples`); read by time window for the DR status page's charts.
+flow_samples = Table(
+    "dr_flow_samples",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("flow", String(_NAME), nullable=False),
+    Column("sampled_at", UTCDateTime, nullable=False, index=True),
+    Column("live_workers", Integer),
+    Column("total_lag", BigInteger),
+    Column("max_lag", BigInteger),
+    Column("checkpoint_age_s", Float),
+    Column("heartbeat_age_s", Float),
+    Column("problems", JSON, nullable=False),
+    Column("bounds", JSON, nullable=False),
+)

@@ -10,7 +10,8 @@ together from one class per table group, each in its own module:
 - `leases`: dr_leases; which procedure holds a flow or an application;
 - `flow_states`: dr_flows; the desired state of each flow;
 - `runs`: dr_runs and dr_steps; the DR history and each procedure step's result;
-- `incidents`: dr_incidents; what people were told about each problem, and when.
+- `incidents`: dr_incidents; what people were told about each problem, and when;
+- `samples`: dr_flow_samples; what each supervisor run measured of each flow.
 
 They share `database.Database` (the engine, schema upgrade on first use,
 read/write transactions, upsert, the clock), the tables of `schema` and the
@@ -27,9 +28,12 @@ from replicator.statestore.flow_states import FlowStateStore
 from replicator.statestore.incidents import IncidentStore
 from replicator.statestore.leases import LeaseStore
 from replicator.statestore.runs import RunStore
+from replicator.statestore.samples import SampleStore
 
 
-class StateStore(ApplicationStore, LeaseStore, FlowStateStore, RunStore, IncidentStore):
+class StateStore(
+    ApplicationStore, LeaseStore, FlowStateStore, RunStore, IncidentStore, SampleStore
+):
     """The DR state store at a SQLAlchemy URL; its schema is created, or upgraded to
     this code's newest revision, on first use (replicator.statestore.migrate).
 
