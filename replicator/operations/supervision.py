@@ -55,6 +55,8 @@ from replicator.operations.health import (
     status_problems,
     unreadable_problem,
 )
+from replicator.operations.incident_messages import problem_findings
+from replicator.operations.incidents import IncidentPolicy, Notice, track
 from replicator.operations.lag import measure_lag
 from replicator.operations.launchers import Launcher, LaunchResult, Worker
 from replicator.procedures.steps import SWITCH_STEP, history_run
@@ -79,6 +81,8 @@ class SupervisionReport:
     restarted: list[LaunchResult] = field(default_factory=list)
     flows: list[FlowHealth] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: With an incident policy: what to tell people now (claimed; see `incidents`).
+    notices: list[Notice] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -107,10 +111,16 @@ def supervise(
     store: StateStore,
     launcher: Launcher | None = None,
     bounds: Bounds | None = None,
+    incidents: IncidentPolicy | None = None,
 ) -> SupervisionReport:
     """Restart dead workers (with a `launcher`), check every flow the store wants
-    running; SupervisionError listing every problem, else the report."""
+    running; SupervisionError listing every problem, else the report. With an
+    `incidents` policy, the problems open, keep and resolve incidents, and the
+    report's `notices` say what to tell people now (once per incident)."""
     report = check(config, store, launcher, bounds or Bounds())
+    if incidents is not None:
+        findings = problem_findings(report.problems)
+        report.notices = track(store, "supervisor", None, findings, policy=incidents)
     if report.problems:
         raise SupervisionError(report)
     return report
