@@ -34,6 +34,12 @@ with DAG(
             description="records never replicated: copy them to the DR side, or only list them",
         ),
         "applications": Param(["demo"], type="array", description="applications (= groups)"),
+        "revoke_write": Param(
+            True,
+            type="boolean",
+            description="after the switch, remove the WRITE the failover's grant_write gave "
+            "the applications' producers on the DR side (exactly what it created)",
+        ),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },

@@ -2,7 +2,7 @@
 (the steps from `fence` to `switch`, while the applications are stopped, in one
 task, `cutover`, so Airflow's start-up between tasks does not lengthen it).
 
-Trigger with the form (flow, mode, applications, reverse, dry run). A planned
+Trigger with the form (flow, mode, applications, reverse, grant_write, dry run). A planned
 failover asks a person first, before anything is fenced: the `approval` question
 holds the preflight findings and the plan (what every step would do). Approve:
 the cutover (fence, drain, ..., switch), then the reverse flow. Reject, or no
@@ -40,6 +40,12 @@ with DAG(
         "applications": Param(["demo"], type="array", description="applications (= groups)"),
         "reverse": Param(True, type="boolean", description="then start the flow B->A"),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
+        "grant_write": Param(
+            False,
+            type="boolean",
+            description="before the switch, give the applications' producers WRITE on the "
+            "target's topics (applications.<name>.producer.principals); failback removes it",
+        ),
         "skip_approval": Param(False, type="boolean", description="no human step (drills)"),
         "approval_timeout_minutes": Param(
             30, type="number", exclusiveMinimum=0, description="no answer by then counts as Reject"

@@ -22,6 +22,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     failover.add_argument("--mode", choices=("planned", "unplanned"), default="planned")
     failover.add_argument("--reverse", action="store_true", help="then start the flow B->A")
     failover.add_argument("--max-lag", type=int, default=100_000, help="planned: lag bound")
+    failover.add_argument(
+        "--grant-write",
+        action="store_true",
+        help="before the switch, give the applications' producers WRITE on B's topics "
+        "(applications.<name>.producer.principals); the failback removes it",
+    )
     failover.set_defaults(handler=_failover)
 
     failback = _procedure_parser(
@@ -36,6 +42,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="replicate",
         help="records A holds that never reached B: copy them to B first (replicate), or "
         "list them and let the groups skip them (report)",
+    )
+    failback.add_argument(
+        "--keep-write",
+        action="store_true",
+        help="keep the WRITE the failover's --grant-write gave the producers on B "
+        "(default: remove exactly what it created)",
     )
     failback.set_defaults(handler=_failback)
 
@@ -113,6 +125,7 @@ def _failover(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         max_lag=args.max_lag,
         timeout_s=args.timeout,
+        grant_write=args.grant_write,
     )
     return _run(procedure, args.id)
 
@@ -126,6 +139,7 @@ def _failback(args: argparse.Namespace) -> int:
         reconcile=args.reconcile,
         dry_run=args.dry_run,
         timeout_s=args.timeout,
+        revoke_write=not args.keep_write,
     )
     return _run(procedure, args.id)
 

@@ -19,7 +19,9 @@ topics (`T`) and their groups read those and the copies of A's topics
    exact translation to `A:B.T`, positions on `B:A.T` through the record's
    source-offset header to `A:T`; write both as checkpoints on A and commit
    them to the same groups on A (never backwards);
-5. switch the applications to A, resume the forward flow, verify.
+5. switch the applications to A, remove the WRITE the failover's `grant_write`
+   gave their producers on B (`revoke_write`, exactly what it created), resume the
+   forward flow, verify.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from replicator.errors import ConfigError, ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
-from replicator.procedures import applications
+from replicator.procedures import applications, write_grants
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -74,10 +76,12 @@ class Failback(Procedure):
         reconcile: Reconcile = "replicate",
         dry_run: bool = False,
         timeout_s: float = 120.0,
+        revoke_write: bool = True,
     ) -> None:
         super().__init__(store, dry_run=dry_run)
         if not applications:
             raise ReplicatorError(f"failback over {flow}: name at least one application (--app)")
+        self.revoke_write = revoke_write
         self.flow: FlowConfig = config.flow(flow)
         self.origin, self.dr = self.flow.source, self.flow.target
         reverse = f"{self.dr.alias}->{self.origin.alias}"
@@ -107,6 +111,11 @@ class Failback(Procedure):
             Step("checkpoint", self._checkpoint, self._preview_commit_offsets),
             Step("commit_offsets", self._commit_offsets, self._preview_commit_offsets),
             Step("switch", self._switch, self._preview_switch),
+            *(
+                [Step(write_grants.REVOKE_STEP, self._revoke_write, self._preview_revoke_write)]
+                if self.revoke_write
+                else []
+            ),
             Step("resume_forward", self._resume_forward, self._preview_resume_forward),
             Step("verify", self._verify),
         ]
@@ -117,6 +126,7 @@ class Failback(Procedure):
             "reverse_flow": self.reverse.name,
             "applications": self.applications,
             "reconcile": self.choice,
+            "revoke_write": self.revoke_write,
         }
 
     def flow_name(self) -> str:
@@ -319,6 +329,12 @@ class Failback(Procedure):
 
     def _preview_switch(self) -> StepReport:
         return applications.preview_switch(self.store, self.applications, self.origin.alias)
+
+    def _revoke_write(self) -> StepReport:
+        return write_grants.revoke(self.store, self.flow, self.applications)
+
+    def _preview_revoke_write(self) -> StepReport:
+        return write_grants.preview_revoke(self.store, self.flow, self.applications)
 
     def _resume_forward(self) -> StepReport:
         return start_flow(self.store, self.flow.name, self.procedure_id)

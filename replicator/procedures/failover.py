@@ -12,6 +12,11 @@ and the report says per partition exactly which source offsets never reached
 the target: from the target tail to the last source end the replicator saw.
 
 Consumer groups are named like the applications (the demo apps' convention).
+
+With `grant_write` (opt-in per run), the `grant_write` step gives the
+applications' producers WRITE on their topics on the target just before the
+switch (`replicator.procedures.write_grants`): ACL sync, as MM2's, never copies
+WRITE, so without it they are refused there.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
+from replicator.acls.grants import write_bindings
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import PartitionStatus, live_workers, read_status
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
-from replicator.procedures import applications
+from replicator.procedures import applications, write_grants
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -67,12 +73,17 @@ class Failover(Procedure):
         dry_run: bool = False,
         max_lag: int = 100_000,
         timeout_s: float = 120.0,
+        grant_write: bool = False,
     ) -> None:
         super().__init__(store, dry_run=dry_run)
         if not applications:
             raise ReplicatorError(f"failover of {flow}: name at least one application (--app)")
+        self.config = config
         self.flow: FlowConfig = config.flow(flow)
         self.applications = list(dict.fromkeys(applications))
+        self.grant_write = grant_write
+        if grant_write:  # a setting missing for it stops the run before it starts
+            write_bindings(config, self.flow, self.applications)
         self.failover_mode: Mode = mode
         self.reverse_flow = (
             f"{self.flow.target.alias}->{self.flow.source.alias}" if reverse else None
@@ -102,8 +113,10 @@ class Failover(Procedure):
                 Step("unreplicated", self._unreplicated),
                 Step("stop_flow", self._stop_flow, self._preview_stop_flow),
             ]
+        grant = [Step(write_grants.GRANT_STEP, self._grant_write, self._preview_grant_write)]
         last = [
             Step("commit_offsets", self._commit_offsets, self._preview_commit_offsets),
+            *(grant if self.grant_write else []),
             Step("switch", self._switch, self._preview_switch),
         ]
         if self.reverse_flow:
@@ -117,6 +130,7 @@ class Failover(Procedure):
             "mode": self.failover_mode,
             "reverse": bool(self.reverse_flow),
             "max_lag": self.max_lag,
+            "grant_write": self.grant_write,
         }
 
     def flow_name(self) -> str:
@@ -311,6 +325,14 @@ class Failover(Procedure):
 
     def _preview_commit_offsets(self) -> StepReport:
         return {"would_commit": by_group(self._planned_positions())}
+
+    def _grant_write(self) -> StepReport:
+        return write_grants.grant(
+            self.store, self.procedure_id, self.config, self.flow, self.applications
+        )
+
+    def _preview_grant_write(self) -> StepReport:
+        return write_grants.preview_grant(self.config, self.flow, self.applications)
 
     def _switch(self) -> StepReport:
         return applications.switch(self.store, self.applications, self.target.alias)

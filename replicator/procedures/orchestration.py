@@ -57,6 +57,7 @@ STEPS: dict[str, list[str]] = {
         "stop_flow",
         "checkpoint",
         "commit_offsets",
+        "grant_write",
         "switch",
         "start_reverse",
         "verify",
@@ -72,6 +73,7 @@ STEPS: dict[str, list[str]] = {
         "checkpoint",
         "commit_offsets",
         "switch",
+        "revoke_write",
         "resume_forward",
         "verify",
     ],
@@ -95,6 +97,10 @@ class ProcedureRequest:
     timeout_s: float = 120.0
     #: Who asked (the Airflow user who triggered the DAG run), for the run's report.
     started_by: str | None = None
+    #: Failover: give the applications' producers WRITE on the target before the switch.
+    grant_write: bool = False
+    #: Failback: remove the WRITE the failover's `grant_write` gave them.
+    revoke_write: bool = True
 
     @classmethod
     def from_params(cls, kind: Kind, params: dict[str, Any]) -> ProcedureRequest:
@@ -118,12 +124,13 @@ def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
         mode = request.mode or "planned"
         return Failover(
             config, request.flow, request.applications, state, mode=mode,  # type: ignore[arg-type]
-            reverse=request.reverse, **common,
+            reverse=request.reverse, grant_write=request.grant_write, **common,
         )  # fmt: skip
     if request.kind == "failback":
         reconcile = request.mode or "replicate"
         return Failback(
-            config, request.flow, request.applications, state, reconcile=reconcile, **common  # type: ignore[arg-type]
+            config, request.flow, request.applications, state, reconcile=reconcile,  # type: ignore[arg-type]
+            revoke_write=request.revoke_write, **common,
         )  # fmt: skip
     if request.mode == "full":
         return FullDrill(config, request.flow, request.applications, state, **common)
