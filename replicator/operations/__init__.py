@@ -16,9 +16,16 @@ modules.
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
 from replicator.operations.docker_launcher import DockerLauncher, launcher_from_environment
 from replicator.operations.dr_status import DrStatus, FlowStatus, RunSummary, dr_status
+from replicator.operations.incident_messages import (
+    approval_finding,
+    notice_subject,
+    notice_text,
+    verification_finding,
+)
+from replicator.operations.incidents import IncidentPolicy, Notice, release, track
 from replicator.operations.lag import LagReport, measure_lag
 from replicator.operations.launchers import LocalProcessLauncher
-from replicator.operations.supervision import Bounds, supervise
+from replicator.operations.supervision import Bounds, SupervisionError, supervise
 from replicator.operations.sync_round import Concern, sync_round
 
 __all__ = [
@@ -28,13 +35,22 @@ __all__ = [
     "DockerLauncher",
     "DrStatus",
     "FlowStatus",
+    "IncidentPolicy",
     "LagReport",
     "LocalProcessLauncher",
+    "Notice",
     "RunSummary",
+    "SupervisionError",
+    "approval_finding",
     "diagnose",
     "dr_status",
     "launcher_from_environment",
     "measure_lag",
+    "notice_subject",
+    "notice_text",
+    "release",
     "supervise",
     "sync_round",
+    "track",
+    "verification_finding",
 ]
