@@ -1,8 +1,8 @@
 """A verification run with real Great Expectations Data Docs, without Spark: the
-tables the Spark job (`spark/verify.py`) writes, as Parquet with its columns and
+tables the Spark job (`replicator_spark.verify`) writes, as Parquet with its columns and
 types, for two partitions of one topic where one partition lags beyond the
 threshold, then `replicator.verification.run_suites` (the suites and Data Docs
-of `expectations/report.py`, as `replicator verify` runs them), recorded in the
+of `replicator_expectations.report`, as `replicator verify` runs them), recorded in the
 state store as `replicator verify` records it."""
 
 from __future__ import annotations
@@ -75,14 +75,19 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
     return {"parity": parity, "faults": faults, "mappings": mappings, "lag": lag}
 
 
+def write_tables(directory: Path, topic: str) -> None:
+    """The Spark job's four tables of `topic` under `directory` (one run's folder)."""
+    for name, table in _tables(topic).items():
+        (directory / name).mkdir(parents=True)
+        table.to_parquet(directory / name / "part-0.parquet", index=False)
+
+
 def verification_with_data_docs(store: StateStore, results: Path, flow: str, topic: str) -> str:
     """Run the suites over the tables of `topic` under `results`; the id of the
     recorded verification run ("failed": the lag suite fails on partition 1)."""
     run_id = store.start_run("verification", flow, None, {"topics": [topic], "master": None})
     directory = results / f"run={run_id}"
-    for name, table in _tables(topic).items():
-        (directory / name).mkdir(parents=True)
-        table.to_parquet(directory / name / "part-0.parquet", index=False)
+    write_tables(directory, topic)
     summary = run_suites(directory)
     outcome = "succeeded" if summary["success"] else "failed"
     store.finish_run(run_id, outcome, 0, None, {**summary, "results": str(directory)})
