@@ -1,14 +1,22 @@
 """The DR status page: a read-only FastAPI app that Airflow mounts at `/dr-status`.
 
-One server-rendered page (no JS framework: a few lines of script re-fetch it
-every few seconds) shows what `replicator.operations.dr_status` gathers: clusters, flows
-with per-partition lag and checkpoint age, the active cluster of each client
-application, the last verification with its Data Docs, and the history of
-failovers, failbacks and drills with RPO, RTO, the procedure's duration and the
-applications' downtime. `/api/status` serves the same
-snapshot as JSON, `/api/state/...` the state store's own read-only API
+One server-rendered page, made to be read in five seconds: at the top one verdict
+per flow (healthy, degraded or failing, with the supervisor's reasons:
+`replicator.operations.verdicts`) beside small charts of its lag and checkpoint
+age over the last hours (the supervisor's samples, inline SVG); then clusters,
+flows, partitions grouped per topic (worst lag, stopped and lost counts; the
+partitions behind a `<details>`), the active cluster of each client application,
+the last verification with its figures, Data Docs and trend across runs, and the
+failovers, failbacks and drills with RPO, RTO, duration and downtime, their trend
+and their reports for auditors. `/api/status` serves the same snapshot as JSON
+(with the verdicts), `/api/state/...` the state store's own read-only API
 (`replicator.statestore.http`); `/runs/{run_id}` renders one run's stored report;
 the Data Docs of a verification run are served from its own site folder.
+
+The HTML comes from the Jinja2 templates in `templates/` (autoescaped; the
+charts' geometry from `status_charts`, the page's shape from `status_view`). It
+fetches nothing: no CDN, no chart library; a few lines of script re-fetch it
+every few seconds, keeping the topics the reader opened.
 
 Airflow authenticates its own API but not the apps of plugins, which it mounts
 as they are: the app Airflow mounts requires, on every route, a user signed in
@@ -25,27 +33,29 @@ plugin is imported by every Airflow component, the DAG processor included).
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
 from airflow.api_fastapi.core_api.security import requires_access_view
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.operations import DrStatus, FlowStatus, RunSummary, dr_status
+from replicator.operations import RunSummary
+from replicator.operations.verdicts import Overview, overview
 from replicator.statestore import NotFoundError, RunRecord, StateStore
 from replicator.statestore.http import create_app as create_state_app
-from replicator_airflow import offline_docs, run_reports
+from replicator_airflow import offline_docs, run_reports, status_charts
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
+from replicator_airflow.status_view import page_view
 
 Settings = Callable[[], ReplicatorSettings]
 #: Seconds between two refreshes of the page in the browser.
@@ -53,29 +63,9 @@ REFRESH_S = 10
 #: Rows of one list shown in a run report; the JSON of the run has them all.
 _MAX_ROWS = 2000
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1f24}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.8rem}
-table{border-collapse:collapse;margin:.4rem 0}
-th,td{border:1px solid #d0d7de;padding:.2rem .5rem;text-align:left;vertical-align:top}
-th{background:#f3f5f7}td.num,td.lag,td.rpo,td.rto,td.duration,td.downtime{text-align:right}
-.ok{color:#1a7f37}.bad{color:#cf222e;font-weight:600}.muted{color:#656d76}
-.error{color:#cf222e}
-"""
-
-_REFRESH_SCRIPT = """
-<script>
-// Re-fetch this page (relative path) and swap its <main>, keeping the scroll position.
-setInterval(async () => {
-  try {
-    const response = await fetch("./", {cache: "no-store"});
-    if (!response.ok) return;
-    const page = new DOMParser().parseFromString(await response.text(), "text/html");
-    document.querySelector("main").replaceWith(page.querySelector("main"));
-  } catch (e) { /* keep the last page until the server answers again */ }
-}, %d);
-</script>
-"""
+#: Hours of samples the page's charts show by default, and at most (`?hours=`).
+WINDOW_H = 6.0
+MAX_WINDOW_H = 48.0
 
 
 def airflow_user_required() -> list[Any]:
@@ -111,18 +101,20 @@ def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = (
         status = 404 if isinstance(exc, NotFoundError) else 503
         return JSONResponse(status_code=status, content={"detail": str(exc)})
 
-    def snapshot() -> DrStatus:
+    def snapshot(hours: float) -> Overview:
         current = where()
-        return dr_status(load_config(current.config), stores.get(current.state_url))
+        store = stores.get(current.state_url)
+        return overview(load_config(current.config), store, timedelta(hours=hours))
 
     @app.get("/", response_class=HTMLResponse)
-    def page() -> HTMLResponse:
-        return HTMLResponse(render_status(snapshot()))
+    def page(hours: Window = WINDOW_H) -> HTMLResponse:
+        return HTMLResponse(render_status(snapshot(hours), timedelta(hours=hours)))
 
     @app.get("/api/status")
-    def status() -> dict[str, Any]:
-        data = snapshot().as_dict()
-        runs = data["history"] + ([data["verification"]] if data["verification"] else [])
+    def status(hours: Window = WINDOW_H) -> dict[str, Any]:
+        data = snapshot(hours).as_dict()
+        runs = data["history"] + data["verifications"]
+        runs += [data["verification"]] if data["verification"] else []
         for run in runs:
             run["report_url"] = _report_href(run["run_id"])
             run["data_docs_url"] = _docs_href(run["run_id"]) if run["data_docs"] else None
@@ -171,24 +163,17 @@ class _Stores:
 
 # --- rendering ----------------------------------------------------------------------
 
+#: The `hours` of the page's charts: a quarter of an hour to two days.
+Window = Annotated[float, Query(gt=0.24, le=MAX_WINDOW_H, description="hours of the charts")]
 
-def render_status(status: DrStatus) -> str:
+
+def render_status(data: Overview, window: timedelta = timedelta(hours=WINDOW_H)) -> str:
     """The whole page; the `data-*` attributes and cell classes are what browser
     tests and scrapers rely on (see plugins/README.md)."""
-    sections = [
-        f'<p class="muted">Snapshot at {_time(status.generated_at)}; '
-        f"refreshes every {REFRESH_S} s. Read-only.</p>",
-    ]
-    if status.store_error:
-        sections.append(f'<p class="error">DR state store: {_e(status.store_error)}</p>')
-    sections += [
-        _clusters(status),
-        _flows(status.flows),
-        _applications(status),
-        _verification(status.verification),
-        _history(status.history),
-    ]
-    return _document("DR status", "".join(sections), refresh=True)
+    view = page_view(data.status, data.verdicts, data.samples, window, REFRESH_S)
+    return _TEMPLATES.get_template("status.html.j2").render(
+        title="DR status", page=view, samples_error=data.samples_error
+    )
 
 
 def render_run(run: RunRecord) -> str:
@@ -207,208 +192,51 @@ def render_run(run: RunRecord) -> str:
         "started": _time(run.started_at),
         "finished": _time(run.finished_at),
     }
-    docs = (
-        f'<p><a href="{_e(quote(run.run_id, safe=""))}/data-docs/index.html">Data Docs</a></p>'
-        if summary.data_docs
-        else ""
-    )
-    body = (
-        '<p><a href="../">&larr; DR status</a></p>'
-        f"{_value(figures)}{docs}"
-        f"<h2>Parameters</h2>{_value(run.params)}"
-        f"<h2>Details</h2>{_value(run.details)}"
-    )
-    return _document(f"{run.kind} {run.run_id}", body, refresh=False)
-
-
-def _clusters(status: DrStatus) -> str:
-    rows = [
-        f'<tr data-cluster="{_e(c.alias)}"><td>{_e(c.alias)}</td><td>{_e(c.bootstrap)}</td>'
-        + (
-            f'<td class="reachable ok">reachable ({c.brokers} brokers)</td>'
-            if c.reachable
-            else f'<td class="reachable bad">unreachable: {_e(c.error)}</td>'
-        )
-        + "</tr>"
-        for c in status.clusters
-    ]
-    return _table("Clusters", ["cluster", "bootstrap servers", "state"], rows)
-
-
-def _acl_sync(flow: FlowStatus) -> str:
-    """`12 ACLs synced 40 s ago`, `off`, or the last round's error."""
-    acls = flow.acl_sync
-    if acls is None or not acls.enabled:
-        return "off"
-    synced = (
-        "not synced yet"
-        if acls.age_seconds is None
-        else f"{acls.synced} ACLs synced {acls.age_seconds:.0f} s ago"
-    )
-    problem = acls.error or acls.note
-    return f"{synced}; {problem}" if problem else synced
-
-
-def _flows(flows: list[FlowStatus]) -> str:
-    rows = []
-    for f in flows:
-        checkpoint = f.checkpoint
-        age = (
-            "none yet"
-            if checkpoint is None or checkpoint.age_seconds is None
-            else f"{checkpoint.age_seconds:.0f} s ago ({checkpoint.checkpoints} checkpoints, "
-            f"{len(checkpoint.groups)} groups)"
-        )
-        rows.append(
-            f'<tr data-flow-summary="{_e(f.name)}"><td>{_e(f.name)}</td>'
-            f'<td class="desired-state">{_e(f.desired_state)}</td>'
-            f"{_workers(f)}"
-            f'<td class="total-lag num">{_n(f.total_lag)}</td>'
-            f'<td class="checkpoint-age">{"" if f.error else _e(age)}</td>'
-            f'<td class="acl-sync">{"" if f.error else _e(_acl_sync(f))}</td>'
-            f'<td class="error">{_e(f.error or "")}</td></tr>'
-        )
-    section = _table(
-        "Flows",
-        [
-            "flow",
-            "desired state",
-            "workers",
-            "lag (records)",
-            "last checkpoint",
-            "ACL sync",
-            "problem",
-        ],
-        rows,
-    )
-    for f in flows:
-        partitions = [
-            f'<tr data-flow="{_e(f.name)}" data-topic="{_e(p.topic)}" '
-            f'data-partition="{p.partition}"><td>{_e(p.topic)}</td>'
-            f'<td class="num">{p.partition}</td><td>{_e(p.state)}</td>'
-            f'<td class="lag">{_n(p.lag)}</td><td class="num">{_n(p.next_offset)}</td>'
-            f'<td class="num">{p.replicated}</td><td class="num">{p.lost}</td>'
-            f'<td class="reported{" stale bad" if p.stale else ""}">{_time(p.updated_at)}'
-            f"{' (stale: worker gone?)' if p.stale else ''}</td>"
-            f'<td class="error">{_e(p.error or "")}</td></tr>'
-            for p in f.partitions
-        ]
-        section += _table(
-            f"Partitions of {f.name}",
-            [
-                "topic",
-                "partition",
-                "state",
-                "lag",
-                "next offset",
-                "replicated",
-                "lost",
-                "reported",
-                "error",
-            ],
-            partitions,
-            level=3,
-        )
-    return section
-
-
-def _workers(flow: FlowStatus) -> str:
-    """The workers cell: how many are live, and the dead ones the flow still wants
-    (none replaced them), named in the cell's title."""
-    dead = [w for w in flow.workers if not w.live]
-    if not dead:
-        return f'<td class="workers num">{flow.live_workers} live</td>'
-    silent = "; ".join(f"{w.worker} ({w.state}, last report {_time(w.updated_at)})" for w in dead)
-    return (
-        f'<td class="workers num bad" title="{_e(silent)}">'
-        f"{flow.live_workers} live, {len(dead)} dead</td>"
+    return _TEMPLATES.get_template("run.html.j2").render(
+        title=f"{run.kind} {run.run_id}",
+        run=run,
+        figures=figures,
+        data_docs=bool(summary.data_docs),
+        max_rows=_MAX_ROWS,
     )
 
 
-def _applications(status: DrStatus) -> str:
-    rows = [
-        f'<tr data-app="{_e(a.name)}"><td>{_e(a.name)}</td>'
-        f'<td class="active-cluster">{_e(a.active_cluster)}</td>'
-        f'<td class="fenced{" bad" if a.fenced else ""}">{"fenced" if a.fenced else "no"}</td>'
-        f'<td class="epoch num">{a.epoch}</td><td>{_time(a.updated_at)}</td></tr>'
-        for a in status.applications
-    ]
-    return _table(
-        "Applications", ["application", "active cluster", "fenced", "epoch", "changed"], rows
+def _environment() -> Environment:
+    """The page's templates, shipped with the plugin package; autoescaped."""
+    env = Environment(
+        loader=PackageLoader("replicator_airflow", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-
-
-def _verification(run: RunSummary | None) -> str:
-    if run is None:
-        return '<h2>Last verification</h2><p class="muted">none yet</p>'
-    verdict = {"succeeded": "ok", "failed": "bad"}.get(run.outcome or "", "muted")
-    failed = f" (failing: {_e(', '.join(run.failed_suites))})" if run.failed_suites else ""
-    docs = (
-        f' &middot; <a class="data-docs" href="{_docs_href(run.run_id)}">Data Docs</a>'
-        if run.data_docs
-        else ""
+    env.filters.update(
+        time=_time,
+        figure=_figure,
+        scalar=_scalar,
+        columns=_columns,
+        hours=_hours,
+        short=_short,
+        report_href=_report_href,
+        docs_href=_docs_href,
+        urlpart=lambda value: quote(str(value), safe=""),
     )
-    return (
-        f'<h2>Last verification</h2><p data-verification="{_e(run.run_id)}">'
-        f'<span class="verdict {verdict}">{_e(run.outcome or "in progress")}</span>{failed}, '
-        f"flow {_e(run.flow)}, {_time(run.finished_at or run.started_at)} &middot; "
-        f'<a href="{_report_href(run.run_id)}">report</a>{docs}</p>'
+    env.tests.update(records=_is_records, datetime=lambda value: isinstance(value, datetime))
+    env.globals.update(
+        width=status_charts.WIDTH,
+        height=status_charts.HEIGHT,
+        audit_report=run_reports.REPORT,
     )
+    return env
 
 
-def _history(runs: list[RunSummary]) -> str:
-    rows = [
-        f'<tr data-run="{_e(r.run_id)}"><td>{_time(r.started_at)}</td><td>{_e(r.kind)}</td>'
-        f"<td>{_e(r.mode)}</td><td>{_e(r.flow)}</td>"
-        f'<td class="outcome">{_e(r.outcome or "in progress")}</td>'
-        f'<td class="rpo">{_n(r.rpo_records)}</td><td class="rto">{_n(r.rto_seconds)}</td>'
-        f'<td class="duration">{_n(r.duration_seconds)}</td>'
-        f'<td class="downtime">{_n(r.downtime_seconds)}</td>'
-        f'<td><a href="{_report_href(r.run_id)}">report</a> &middot; <a class="audit-report" '
-        f'href="{_report_href(r.run_id)}/{run_reports.REPORT}" download>for auditors</a></td></tr>'
-        for r in runs
-    ]
-    headers = ["started", "kind", "mode", "flow", "outcome", "RPO (records)", "RTO (s)"]
-    return _table(
-        "Failovers, failbacks and drills",
-        [*headers, "duration (s)", "downtime (s)", "report"],
-        rows,
-    )
+def _is_records(value: Any) -> bool:
+    """A list of objects (per-partition results): shown as a table, a column per key."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
-def _table(title: str, headers: list[str], rows: list[str], level: int = 2) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    if not rows:
-        return f'<h{level}>{_e(title)}</h{level}><p class="muted">none</p>'
-    return f"<h{level}>{_e(title)}</h{level}><table><tr>{head}</tr>{''.join(rows)}</table>"
-
-
-def _value(value: Any) -> str:
-    """Stored JSON as HTML: objects as key/value tables, lists of objects (per-partition
-    results) as tables with a column per key, anything else as text."""
-    if isinstance(value, dict):
-        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_value(v)}</td></tr>" for k, v in value.items())
-        return f"<table>{rows}</table>" if rows else '<span class="muted">none</span>'
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return _records(value)
-    if isinstance(value, list):
-        return _e(", ".join(_scalar(v) for v in value)) or '<span class="muted">none</span>'
-    return _e(_scalar(value))
-
-
-def _records(records: list[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(key for record in records for key in record))
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{_e(_scalar(r.get(c)))}</td>" for c in columns) + "</tr>"
-        for r in records[:_MAX_ROWS]
-    )
-    more = (
-        f'<p class="muted">{len(records) - _MAX_ROWS} more rows not shown</p>'
-        if len(records) > _MAX_ROWS
-        else ""
-    )
-    return f"<table><tr>{head}</tr>{rows}</table>{more}"
+def _columns(records: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(key for record in records for key in record))
 
 
 def _scalar(value: Any) -> str:
@@ -419,13 +247,21 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def _document(title: str, body: str, refresh: bool) -> str:
-    script = _REFRESH_SCRIPT % (REFRESH_S * 1000) if refresh else ""
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{_e(title)}</h1><main>{body}</main>{script}</body></html>"
-    )
+def _figure(value: float | None, unit: str = "") -> str:
+    """A figure as stored (the JSON API's value), an em dash when unknown."""
+    return "\u2014" if value is None else f"{value}{unit}"
+
+
+def _short(value: float | None) -> str:
+    """A chart's figure: 5,000 for 5000.0, 12.5 for 12.5, an em dash when unknown."""
+    if value is None:
+        return "\u2014"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _hours(window: timedelta) -> str:
+    minutes = window.total_seconds() / 60
+    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:g} h"
 
 
 def _report_href(run_id: str) -> str:
@@ -440,13 +276,7 @@ def _time(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _n(value: float | None) -> str:
-    return "&mdash;" if value is None else _e(str(value))
-
-
-def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
-
+_TEMPLATES = _environment()
 
 #: The app Airflow mounts (see `dr_status_plugin.py`); building it reads nothing.
 app = create_app(dependencies=airflow_user_required())
