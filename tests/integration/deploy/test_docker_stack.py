@@ -202,8 +202,21 @@ def test_the_whole_system_in_docker_compose(
     produced, consumed = demo / "demo.produced.jsonl", demo / "demo.consumed.jsonl"
     wait_processed(consumed, "primary", 50, _TIMEOUT_S)
 
+    # A broker's log reaches `docker logs` (its console), not only server.log.
+    broker = project.containers("kafka-primary")[0]
+    assert "Kafka Server started" in _run("docker", "logs", broker)
+
     with project.airflow() as api:
         assert api.import_errors() == []
+        # The plugin comes from the installed wheel's entry point, once.
+        plugins = api.request("GET", "/api/v2/plugins")["plugins"]
+        assert [p["name"] for p in plugins] == ["replicator_dr"], plugins
+        # The vendored Data Docs assets are in the image and served by the plugin.
+        asset = "/dr-status/data-docs-assets/jquery/dist/jquery.min.js"
+        served = httpx.get(
+            f"{api.url}{asset}", headers={"Authorization": f"Bearer {api.token()}"}, timeout=300
+        )
+        assert served.status_code == 200 and b"jQuery" in served.content[:200], served
         # Failover and failback, as an operator triggers them.
         for dag_id, params, now_active in (
             ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
