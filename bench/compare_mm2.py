@@ -87,10 +87,10 @@ from replicator.localstack.mirrormaker import (
     JVM_SIGTERM_EXIT,
     MIRROR_MAKER_MAIN,
     MirrorMaker,
-    connect_state_properties,
     java_command,
     mirror_maker_pids,
 )
+from replicator.localstack.mirrormaker_translation import connect_state_properties
 
 SOURCE = ClusterSpec("src", 15092)
 TARGET = ClusterSpec("dst", 25092)

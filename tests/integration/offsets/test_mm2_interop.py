@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from replicator.engine.formats import Checkpoint
 from replicator.localstack import StackError
-from replicator.localstack.mirrormaker import (
+from replicator.localstack.mirrormaker_translation import (
     SOURCE_ALIAS,
     mirror_maker_translation,
     translate_offsets,

@@ -16,7 +16,10 @@ from replicator.engine.formats import Checkpoint
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.tail import Replica
-from replicator.localstack.mirrormaker import mirror_maker_translation, translate_offsets
+from replicator.localstack.mirrormaker_translation import (
+    mirror_maker_translation,
+    translate_offsets,
+)
 from replicator.offsets.checkpoints import (
     Checkpointer,
     GroupPosition,
