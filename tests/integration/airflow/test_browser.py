@@ -32,7 +32,8 @@ import pytest
 
 from replicator.config import load_config
 from replicator.localstack import LocalStack
-from replicator.localstack.airflow import FINISHED, AirflowClient, AirflowStandalone
+from replicator.localstack.airflow import AirflowStandalone
+from replicator.localstack.airflow_client import FINISHED, AirflowClient
 from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, read_ledger

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replicator.localstack.airflow import AirflowClient
+from replicator.localstack.airflow_client import AirflowClient
 from replicator.statestore import check_ledgers, read_ledger
 
 from helpers.kafka import free_port_pair
