@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
+from replicator.acls.principal import missing_acl
+from replicator.config.model import ClusterConfig
+from replicator.errors import ReplicatorError
+
 #: The principal may not read or write (or is not who it says): an operator must act.
 AUTH_ERRORS = frozenset(
     {
@@ -34,6 +38,25 @@ REJECTED = frozenset(
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 )
+
+
+class AccessDenied(ReplicatorError):
+    """A cluster refused the task's principal (a missing ACL, refused credentials):
+    only an operator can fix that, so starting the task again would fail the same
+    way. The message names the principal, the operation, the resource and the fix."""
+
+
+def missing_on_source(source: ClusterConfig, target: str, code: int, topic: str | None) -> str:
+    """The ACL a flow's consumer lacks on `source` (replicating to `target`), for
+    its error message."""
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return missing_acl(source, "READ", f"GROUP replicator-{source.alias}-{target}")
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED and topic:
+        return missing_acl(source, "READ", f"TOPIC {topic}")
+    return (
+        "check the credentials of the source's client settings, and grant the "
+        "replicator's principal READ and DESCRIBE on the topics and its group"
+    )
 
 
 def reason(error: BaseException | KafkaError | None) -> str:

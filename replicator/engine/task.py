@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from replicator import metrics
 from replicator.acls.principal import missing_acl
@@ -33,7 +33,7 @@ from replicator.config.policies import ReplicationPolicy
 from replicator.engine.assignment import Assignment
 from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.heartbeats import HeartbeatWriter
-from replicator.engine.kafka_errors import AUTH_ERRORS, REJECTED
+from replicator.engine.kafka_errors import AUTH_ERRORS, REJECTED, AccessDenied, missing_on_source
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.reporting import TaskReporter
@@ -44,6 +44,7 @@ from replicator.engine.task_setup import TaskSetup
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.errors import kafka_error
 from replicator.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class ReplicationTask(TaskSetup, Assignment):
         self._producer_limits: tuple[int, int] = (0, 0)
         self._topics: dict[str, int] = {}
         self._fatal: str | None = None
+        self._fatal_access = False  # `_fatal` is a refused access (AccessDenied)
         # The clients and what writes through them are made by `_prepare`.
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -112,14 +114,8 @@ class ReplicationTask(TaskSetup, Assignment):
         next_heartbeat = next_status = time.monotonic()
         try:
             while not self.stop_event.is_set() and self._fatal is None:
-                messages = self._next_batch()
-                if messages:
-                    self._replicate(messages)
-                if self._held:
-                    self._resync_held()
-                if self._waiting:
-                    self._resume_waiting()
-                self._producer.poll(0)
+                if not self._work():
+                    break
                 now = time.monotonic()
                 if now >= next_housekeeping:
                     self._housekeeping()
@@ -139,7 +135,27 @@ class ReplicationTask(TaskSetup, Assignment):
         finally:
             self._shutdown()
         if self._fatal is not None:
-            raise TaskFailed(self._fatal)
+            raise (AccessDenied if self._fatal_access else TaskFailed)(self._fatal)
+
+    def _work(self) -> bool:
+        """Replicate what the source has now and serve the producer's reports. False
+        when the target producer failed fatally (confluent-kafka raises that from the
+        call serving it, never through `error_cb`): the task stops."""
+        try:
+            messages = self._next_batch()
+            if messages:
+                self._replicate(messages)
+            if self._held:
+                self._resync_held()
+            if self._waiting:
+                self._resume_waiting()
+            self._producer.poll(0)
+        except KafkaException as exc:
+            if not kafka_error(exc).fatal():
+                raise
+            self._on_producer_fatal(kafka_error(exc))
+            return False
+        return True
 
     def _next_batch(self) -> list[Message]:
         """What the consumer has now, up to a full batch; when it has nothing, wait for
@@ -389,7 +405,8 @@ class ReplicationTask(TaskSetup, Assignment):
             return
         metrics.ERRORS.labels(tracker.flow, "delivery").inc()
         problem = f"{records}: the target {target!r} rejected records for {tracker.remote}: "
-        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        denied = error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        if denied:
             problem += missing_acl(self.flow.target, "WRITE", f"TOPIC {tracker.remote}") + ": "
         if self._exactly_once is not None:
             self.halt(
@@ -400,7 +417,8 @@ class ReplicationTask(TaskSetup, Assignment):
             return
         self._fail(
             f"{problem}{error.str()}. Replication of the flow is stopped; fix the cause "
-            "and restart, it resumes after the last record written"
+            "and restart, it resumes after the last record written",
+            access=denied,
         )
 
     # -- errors --------------------------------------------------------------------------
@@ -432,7 +450,8 @@ class ReplicationTask(TaskSetup, Assignment):
             self._fail(
                 f"flow {self.flow.name}: not allowed on {self.flow.source.alias!r}"
                 f"{f' for topic {topic}' if topic else ''}: {error.str()}; "
-                + self._missing_on_source(code, topic)
+                + missing_on_source(self.flow.source, self.flow.target.alias, code, topic),
+                access=True,
             )
             return
         if error.fatal() or not error.retriable():
@@ -441,22 +460,15 @@ class ReplicationTask(TaskSetup, Assignment):
             return
         log.warning("flow %s: transient consume error: %s", self.flow.name, error.str())
 
-    def _missing_on_source(self, code: int, topic: str | None) -> str:
-        """The ACL the consumer lacks on the source, for its error message."""
-        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
-            group = f"replicator-{self.flow.source.alias}-{self.flow.target.alias}"
-            return missing_acl(self.flow.source, "READ", f"GROUP {group}")
-        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED and topic:
-            return missing_acl(self.flow.source, "READ", f"TOPIC {topic}")
-        return (
-            "check the credentials of the source's client settings, and grant the "
-            "replicator's principal READ and DESCRIBE on the topics and its group"
-        )
-
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, *, access: bool = False) -> None:
+        """Stop the task on `message`. `access`: a cluster refused the principal
+        (AccessDenied), which the runner logs once, saying what follows; any
+        other failure is logged here."""
         if self._fatal is None:
-            log.error(message)
+            if not access:
+                log.error(message)
             self._fatal = message
+            self._fatal_access = access
 
     # -- periodic work -------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -124,17 +125,28 @@ class TaskSetup:
             }
         )
 
+    def _on_producer_fatal(self, error: KafkaError) -> None:
+        """The target producer failed fatally (e.g. the gapless guarantee tripped by
+        a batch the target refused) and takes nothing more: the final status goes
+        through a new one. The refused batch's delivery reports, served first, say
+        which topic and why (a missing WRITE ACL is named there)."""
+        try:
+            self._producer.poll(0)
+        except KafkaException as exc:  # the same fatal error again; its reports are served
+            log.debug("flow %s: the failed producer: %s", self.flow.name, reason(exc))
+        self._producer = self._make_target_producer()
+        self._reporter.write_with(self._producer)
+        metrics.ERRORS.labels(self.flow.name, "delivery").inc()
+        self._fail(
+            f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
+            f"fatally: {error.str()}. Replication of the flow is stopped; fix the cause "
+            "and restart, it resumes from the target tail"
+        )
+
     def _on_producer_error(self, error: KafkaError) -> None:
-        """A fatal producer error (e.g. the gapless guarantee tripped) stops the flow
-        even when no delivery report is pending to say so."""
-        if error.fatal():
-            metrics.ERRORS.labels(self.flow.name, "delivery").inc()
-            self._fail(
-                f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
-                f"fatally: {error.str()}. Restart the flow; it resumes from the target tail"
-            )
-        else:
-            log.warning("flow %s: producer: %s", self.flow.name, error.str())
+        """A producer error that is not fatal (confluent-kafka raises fatal ones from
+        the call that serves them instead: `ReplicationTask._on_producer_fatal`)."""
+        log.warning("flow %s: producer: %s", self.flow.name, error.str())
 
     def _target_producer_config(self) -> dict[str, object]:
         message_max_bytes, batch_size = self._size_limits.producer_limits()
@@ -225,12 +237,24 @@ class TaskSetup:
             return True
         if self._draining:
             return False  # rewinding already: what is in flight no longer counts
-        remaining = self._producer.flush(60)
+        remaining = self._flush_target(60)
         if remaining:
             target = self.flow.target.alias
             self._rewind_all(f"{remaining} records still unacknowledged by {target!r} after 60 s")
             return False
         return True
+
+    def _flush_target(self, timeout: float) -> int:
+        """`flush` of the target producer (the records it still holds); one that
+        failed fatally meanwhile is replaced, and the task stops (`_on_producer_fatal`:
+        what it held never lands, so the partitions resume from the target tail)."""
+        try:
+            return self._producer.flush(timeout)
+        except KafkaException as exc:
+            if not kafka_error(exc).fatal():
+                raise
+            self._on_producer_fatal(kafka_error(exc))
+            return 0
 
     def _ensure_internal_topics(self) -> None:
         """MM2's offset-syncs and heartbeats topics on the source."""
@@ -286,8 +310,9 @@ class TaskSetup:
             self._exactly_once.close_all()
         if self._reporter.ready:
             self._publish_status("failed" if self._fatal else "stopped")
-        for producer in (self._producer, self._source_producer):
-            if producer is not None:
-                producer.flush(30)
+        if self._producer is not None:
+            self._flush_target(30)
+        if self._source_producer is not None:
+            self._source_producer.flush(30)
         if self._resume_points is not None:
             self._resume_points.close()

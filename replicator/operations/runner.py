@@ -36,6 +36,7 @@ from replicator import metrics
 from replicator.acls.loop import AclSyncLoop
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.kafka_errors import AccessDenied
 from replicator.engine.task import ReplicationTask
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoint_loop import CheckpointLoop
@@ -55,6 +56,13 @@ _RESTART_FIRST_S = 5.0
 _RESTART_MAX_S = 300.0
 #: A worker that ran this long since its start counts as healthy again.
 _HEALTHY_AFTER_S = 60.0
+#: The exit code of a worker process whose cluster refused its principal (AccessDenied).
+_EXIT_ACCESS_DENIED = 3
+#: How the one line of an AccessDenied ends (it names the ACL and the fix before).
+_STAYS_STOPPED = (
+    "; the flow stays stopped (not restarted: no ACL appears by waiting) until "
+    "`replicator run` restarts or the flow is stopped and started again"
+)
 
 
 def select_flows(config: ReplicatorConfig, names: list[str] | None) -> list[FlowConfig]:
@@ -180,6 +188,11 @@ class _Worker(ABC):
     def failure(self) -> str | None:
         """Why it failed by itself (restarting would fail the same way), if it did."""
 
+    @abstractmethod
+    def access_denied(self) -> bool:
+        """It failed because a cluster refused its principal (AccessDenied): only an
+        operator can fix that, so its flow stays stopped rather than restarting."""
+
 
 class _ThreadWorker(_Worker):
     """The single task of a one-worker configuration, in a thread of this process."""
@@ -188,12 +201,17 @@ class _ThreadWorker(_Worker):
         super().__init__(flow, f"{flow.name}#{index}")
         self._task = ReplicationTask(flow)
         self._error: str | None = None
+        self._access_denied = False
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             self._task.run()
+        except AccessDenied as exc:  # one line: it names the ACL, the fix and what follows
+            self._error = f"replication of {self.flow.name} stopped: {exc}"
+            self._access_denied = True
+            log.error("%s%s", exc, _STAYS_STOPPED)
         except Exception as exc:  # a thread's exception would vanish: keep it for the report
             self._error = f"replication of {self.flow.name} stopped: {exc}"
             # Our own errors say everything; anything else needs its traceback to be fixed.
@@ -215,6 +233,9 @@ class _ThreadWorker(_Worker):
 
     def failure(self) -> str | None:
         return self._error
+
+    def access_denied(self) -> bool:
+        return self._access_denied
 
 
 class _ProcessWorker(_Worker):
@@ -250,6 +271,9 @@ class _ProcessWorker(_Worker):
         code = self._process.exitcode
         return None if code is None or code <= 0 else f"{self.name} (exit {code})"
 
+    def access_denied(self) -> bool:
+        return self._process.exitcode == _EXIT_ACCESS_DENIED
+
 
 def _supervise(
     slots: list[tuple[FlowConfig, int]],
@@ -264,24 +288,32 @@ def _supervise(
     (bad credentials, records the target rejects, a cluster away when it starts)
     is started again after a backoff growing from 5 s to 5 min, so a cause that
     passes or gets fixed needs nobody, and one that does not costs a log line per
-    attempt. Either way the failure stays its own: the other flows of the process
-    run on. A flow the state store stops has its workers stopped (they flush)
-    and started again when it wants the flow back.
+    attempt. A worker refused by a cluster (a missing ACL: AccessDenied) is not:
+    no ACL appears by waiting, and each attempt would write into the target up to
+    the refusal again; its flow stays stopped, said once, until the state store
+    stops and starts it again or `replicator run` restarts. Either way the failure
+    stays its own: the other flows of the process run on. A flow the state store
+    stops has its workers stopped (they flush) and started again when it wants
+    the flow back.
     """
     workers: list[_Worker | None] = [None] * len(slots)
     restarts = [Backoff(_RESTART_FIRST_S, _RESTART_MAX_S) for _ in slots]
     started = [0.0] * len(slots)
+    denied = set[int]()  # slots whose worker a cluster refused: not started again
     while not stop.is_set():
         wanted = desired.running()
         now = time.monotonic()
         for position, (flow, index) in enumerate(slots):
             worker = workers[position]
             if worker is not None and not worker.alive():
-                if wanted[flow.name]:
-                    _note_end(worker, restarts[position], now - started[position], now)
-                else:  # asked to stop: however it ended, nothing restarts it until wanted
-                    log.info("worker %s stopped: its flow is stopped", worker.name)
+                ran_s = now - started[position]
+                if _ended(worker, wanted[flow.name], restarts[position], ran_s, now):
+                    denied.add(position)
                 workers[position] = worker = None
+            if not wanted[flow.name]:
+                denied.discard(position)  # stopped and started again: an operator acted
+            if position in denied:
+                continue
             if worker is None and wanted[flow.name] and restarts[position].due(now):
                 workers[position] = start(flow, index)
                 started[position] = now
@@ -303,6 +335,19 @@ def _supervise(
             f"replication stopped: workers failed: {', '.join(dict.fromkeys(failed))}; "
             "their errors are logged above"
         )
+
+
+def _ended(worker: _Worker, wanted: bool, restart: Backoff, ran_s: float, now: float) -> bool:
+    """A worker ended: True when a cluster refused it (its flow stays stopped; the
+    worker said so in its last line), else say why it ended and when it starts again."""
+    if not wanted:  # asked to stop: nothing restarts it until wanted
+        log.info("worker %s stopped: its flow is stopped", worker.name)
+        return False
+    if worker.access_denied():
+        metrics.ERRORS.labels(worker.flow.name, "access_denied").inc()
+        return True
+    _note_end(worker, restart, ran_s, now)
+    return False
 
 
 def _note_end(worker: _Worker, restart: Backoff, ran_s: float, now: float) -> None:
@@ -332,6 +377,9 @@ def _worker_main(flow: FlowConfig, index: int, level: int) -> None:
         metrics.serve(flow.metrics_port + index)
     try:
         ReplicationTask(flow, stop_event=stop).run()
+    except AccessDenied as exc:
+        log.error("%s%s", exc, _STAYS_STOPPED)
+        sys.exit(_EXIT_ACCESS_DENIED)
     except ReplicatorError as exc:
         log.error("%s", exc)
         sys.exit(1)

@@ -61,6 +61,32 @@ class SecuredPair:
     def grant(self, rules: list[AclRule]) -> None:
         apply_rules(rules, {name: self.admin(name) for name in ("primary", "dr")})
 
+    def config_as(self, user: str, path: Path, *lines: str) -> Path:
+        """The stack's clients.properties with `User:<user>` (created if new, with no
+        ACL yet) in place of the replicator's principal, `lines` added (later keys
+        win), written to `path`. SASL_SSL only: the user is in the JAAS line."""
+        self.user(user)
+        security = self.stack.security
+        assert security is not None and security.mode == "sasl_ssl"
+        text = (
+            self.clients_file.read_text()
+            .replace('username="replicator"', f'username="{user}"')
+            .replace(str(security.password_file("replicator")), str(security.password_file(user)))
+        )
+        path.write_text(text + "\n".join(lines) + "\n")
+        return path
+
+    def passwords(self) -> dict[str, bytes]:
+        """The SCRAM password of every principal the stack or a test created (the
+        secret-leak checks look for each)."""
+        security = self.stack.security
+        assert security is not None
+        folder = security.password_file("replicator").parent
+        return {
+            path.stem: security.password(path.stem).encode()
+            for path in sorted(folder.glob("*.password"))
+        }
+
     def write_admin_config(self, path: Path) -> Path:
         """An MM2 properties file of the super user, for `replicator acls apply`."""
         path.write_text(client_properties(self.stack, BROKER_USER), encoding="utf-8")

@@ -1,0 +1,107 @@
+"""A target that refuses writes (a missing ACL) stops the flow once (issue 14 item 2):
+one line naming the principal, the operation, the resource and the fix, in the
+log and in the worker's status, and the worker is not started again and again
+(each attempt used to log the same line and a `_GAPLESS_GUARANTEE` traceback)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from replicator.acls.plan import replicator_rules
+from replicator.config import load_config
+from replicator.engine.status import WorkerStatus, read_status
+from replicator.operations import runner
+from replicator.statestore import StateStore
+
+from helpers.kafka import create_topic, make_records, produce_records
+from helpers.replication import wait_until
+from helpers.secured import SecuredPair
+
+
+class _CountingStore(StateStore):
+    """The test's state store, counting the runner's reads of the flows' states: one
+    per round of supervision, so a test can wait for rounds to pass."""
+
+    reads = 0
+
+    def flow_state(self, flow: str):  # type: ignore[no-untyped-def]
+        type(self).reads += 1
+        return super().flow_state(flow)
+
+
+def test_a_target_refusing_writes_stops_the_flow_once_with_one_line(
+    secured_pair: SecuredPair,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pair = secured_pair
+    user = f"nowrite-{uuid.uuid4().hex[:6]}"
+    config = pair.config_as(user, tmp_path / "mm2.properties", "dr->primary.enabled = false")
+    flow = load_config(config).flow("primary->dr")
+    topic = f"demo.nowrite-{uuid.uuid4().hex[:8]}"
+    remote = f"primary.{topic}"
+    # Every ACL the replicator needs but WRITE on the remote topics.
+    pair.grant(
+        [
+            rule
+            for rule in replicator_rules(load_config(config))
+            if not (
+                rule.cluster == "dr"
+                and rule.operation == "WRITE"
+                and rule.name.startswith("primary.demo.")
+            )
+        ]
+    )
+    create_topic(pair.primary, topic, 1, client=pair.admin("primary"))
+    produce_records(pair.primary, topic, make_records(10), client=pair.admin("primary"))
+
+    # A restart, were there one, would come at once and rounds pass quickly.
+    monkeypatch.setattr(runner, "_RESTART_FIRST_S", 0.0)
+    monkeypatch.setattr(runner, "_SUPERVISE_EVERY_S", 0.01)
+    monkeypatch.setattr(runner, "_DESIRED_EVERY_S", 0.0)
+    store = _CountingStore(f"sqlite:///{tmp_path / 'state.db'}")
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run_flows, args=([flow], stop, store), daemon=True)
+    expected = f"User:{user} lacks ALLOW WRITE on TOPIC {remote} on cluster 'dr'"
+    with caplog.at_level(logging.INFO):
+        thread.start()
+        try:
+            wait_until(lambda: expected in caplog.text, 120, f"a line saying {expected!r}")
+            failed_at = _CountingStore.reads
+            wait_until(
+                lambda: _CountingStore.reads > failed_at + 300, 60, "300 rounds of supervision"
+            )
+        finally:
+            stop.set()
+            thread.join(120)
+    assert not thread.is_alive()
+
+    ours = [
+        r
+        for r in caplog.records
+        if r.name.startswith("replicator.") and r.name != "replicator.librdkafka"
+    ]
+    errors = [r.getMessage() for r in ours if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    [line] = errors
+    assert expected in line and "replicator acls apply" in line, line
+    assert "stays stopped" in line
+    assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+    assert not [r for r in ours if "GAPLESS" in r.getMessage()]
+    started = [r for r in ours if r.getMessage() == "started primary->dr#0"]
+    assert len(started) == 1, "the worker was started again"
+    # Status says the same, once: the worker failed on that ACL.
+    workers = [
+        s
+        for s in read_status(flow.target, flow.name)
+        if isinstance(s, WorkerStatus) and s.topics and topic in s.topics
+    ]
+    assert [w.state for w in workers] == ["failed"]
+    assert expected in (workers[0].error or "")
+    assert pair.end_offsets("dr", remote, 1) in ([0], None)
