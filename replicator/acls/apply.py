@@ -19,16 +19,18 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from replicator.acls.bindings import resource_type
 from replicator.acls.plan import AclRule
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
+from replicator.kafka.errors import kafka_error
 
 _TIMEOUT_S = 30.0
 
 
 def binding(rule: AclRule) -> AclBinding:
     return AclBinding(
-        ResourceType[rule.resource_type],
+        resource_type(rule.resource_type),
         rule.name,
         ResourcePatternType[rule.pattern_type],
         rule.principal,
@@ -94,7 +96,7 @@ def _existing(admin: AdminClient, cluster: str, principals: set[str]) -> set[tup
 
 
 def _refused(cluster: str, rule: AclRule | None, exc: KafkaException) -> ReplicatorError:
-    error = exc.args[0]
+    error = kafka_error(exc)
     what = f"creating {rule.describe()} for {rule.principal}" if rule else "reading the ACLs"
     return ReplicatorError(
         f"cluster {cluster!r}: {what} failed: {error.str()}; run `replicator acls apply` with "

@@ -28,6 +28,7 @@ from cryptography import x509
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka.errors import kafka_error
 
 _TIMEOUT_S = 10.0
 #: The metadata request is tried in steps this long, so that the first error that
@@ -87,7 +88,7 @@ def access_problem(cluster: ClusterConfig) -> str | None:
             admin.poll(0)  # hands the connection errors to error_cb
             if any(error.code() in _VERDICTS for error in errors):
                 break
-            errors.append(exc.args[0])
+            errors.append(kafka_error(exc))
         else:
             return None
     return _explain(cluster, errors)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from replicator.kafka.errors import error_code
+
 log = logging.getLogger(__name__)
 
 #: Demo topics and their partition counts.
@@ -50,7 +52,7 @@ def ensure_topics(
         try:
             future.result()
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
 

@@ -27,6 +27,7 @@ from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.errors import error_text
 from replicator.kafka.watermarks import watermarks
 from replicator.offsets.translation import TargetIndex
 
@@ -285,7 +286,7 @@ def _source_positions(
                 found = consumer.offsets_for_times(asked, timeout=_TIMEOUT_S)
             except KafkaException as exc:
                 raise ReplicatorError(
-                    f"cannot look up {topic} at {to} on {flow.source.alias!r}: {exc.args[0].str()}"
+                    f"cannot look up {topic} at {to} on {flow.source.alias!r}: {error_text(exc)}"
                 ) from exc
             for tp in found:
                 if tp.error is not None:
@@ -329,7 +330,7 @@ def _remote_partitions(flow: FlowConfig, remote: str) -> int:
         metadata = consumer.list_topics(timeout=_TIMEOUT_S).topics.get(remote)
     except KafkaException as exc:
         raise ReplicatorError(
-            f"cannot list the topics of {flow.target.alias!r}: {exc.args[0].str()}"
+            f"cannot list the topics of {flow.target.alias!r}: {error_text(exc)}"
         ) from exc
     finally:
         consumer.close()
