@@ -33,38 +33,34 @@ plugin is imported by every Airflow component, the DAG processor included).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
 from airflow.api_fastapi.core_api.security import requires_access_view
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.operations import RunSummary
 from replicator.operations.verdicts import Overview, overview
 from replicator.statestore import NotFoundError, RunRecord, StateStore
 from replicator.statestore.http import create_app as create_state_app
-from replicator_airflow import offline_docs, run_reports, status_charts
+from replicator_airflow import offline_docs, run_reports
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
-from replicator_airflow.status_view import page_view
+from replicator_airflow.status_render import (
+    WINDOW_H,
+    docs_href,
+    render_run,
+    render_status,
+    report_href,
+)
 
 Settings = Callable[[], ReplicatorSettings]
-#: Seconds between two refreshes of the page in the browser.
-REFRESH_S = 10
-#: Rows of one list shown in a run report; the JSON of the run has them all.
-_MAX_ROWS = 2000
-
-#: Hours of samples the page's charts show by default, and at most (`?hours=`).
-WINDOW_H = 6.0
+#: The most hours of samples the page's charts show (`?hours=`).
 MAX_WINDOW_H = 48.0
 
 
@@ -116,8 +112,8 @@ def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = (
         runs = data["history"] + data["verifications"]
         runs += [data["verification"]] if data["verification"] else []
         for run in runs:
-            run["report_url"] = _report_href(run["run_id"])
-            run["data_docs_url"] = _docs_href(run["run_id"]) if run["data_docs"] else None
+            run["report_url"] = report_href(run["run_id"])
+            run["data_docs_url"] = docs_href(run["run_id"]) if run["data_docs"] else None
         return data
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -161,122 +157,9 @@ class _Stores:
             return self._stores[url]
 
 
-# --- rendering ----------------------------------------------------------------------
-
 #: The `hours` of the page's charts: a quarter of an hour to two days.
 Window = Annotated[float, Query(gt=0.24, le=MAX_WINDOW_H, description="hours of the charts")]
 
-
-def render_status(data: Overview, window: timedelta = timedelta(hours=WINDOW_H)) -> str:
-    """The whole page; the `data-*` attributes and cell classes are what browser
-    tests and scrapers rely on (see plugins/README.md)."""
-    view = page_view(data.status, data.verdicts, data.samples, window, REFRESH_S)
-    return _TEMPLATES.get_template("status.html.j2").render(
-        title="DR status", page=view, samples_error=data.samples_error
-    )
-
-
-def render_run(run: RunRecord) -> str:
-    """One run's report: its figures, parameters and stored details (per-partition
-    results of a drill, steps of a failover, suites of a verification)."""
-    summary = RunSummary.of(run)
-    figures = {
-        "kind": run.kind,
-        "flow": run.flow,
-        "mode": run.mode,
-        "outcome": run.outcome or "in progress",
-        "RPO (records)": run.rpo_records,
-        "RTO (s)": run.rto_seconds,
-        "duration (s)": summary.duration_seconds,
-        "downtime (s)": summary.downtime_seconds,
-        "started": _time(run.started_at),
-        "finished": _time(run.finished_at),
-    }
-    return _TEMPLATES.get_template("run.html.j2").render(
-        title=f"{run.kind} {run.run_id}",
-        run=run,
-        figures=figures,
-        data_docs=bool(summary.data_docs),
-        max_rows=_MAX_ROWS,
-    )
-
-
-def _environment() -> Environment:
-    """The page's templates, shipped with the plugin package; autoescaped."""
-    env = Environment(
-        loader=PackageLoader("replicator_airflow", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(
-        time=_time,
-        figure=_figure,
-        scalar=_scalar,
-        columns=_columns,
-        hours=_hours,
-        short=_short,
-        report_href=_report_href,
-        docs_href=_docs_href,
-        urlpart=lambda value: quote(str(value), safe=""),
-    )
-    env.tests.update(records=_is_records, datetime=lambda value: isinstance(value, datetime))
-    env.globals.update(
-        width=status_charts.WIDTH,
-        height=status_charts.HEIGHT,
-        audit_report=run_reports.REPORT,
-    )
-    return env
-
-
-def _is_records(value: Any) -> bool:
-    """A list of objects (per-partition results): shown as a table, a column per key."""
-    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
-
-
-def _columns(records: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(key for record in records for key in record))
-
-
-def _scalar(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def _figure(value: float | None, unit: str = "") -> str:
-    """A figure as stored (the JSON API's value), an em dash when unknown."""
-    return "\u2014" if value is None else f"{value}{unit}"
-
-
-def _short(value: float | None) -> str:
-    """A chart's figure: 5,000 for 5000.0, 12.5 for 12.5, an em dash when unknown."""
-    if value is None:
-        return "\u2014"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def _hours(window: timedelta) -> str:
-    minutes = window.total_seconds() / 60
-    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:g} h"
-
-
-def _report_href(run_id: str) -> str:
-    return f"runs/{quote(run_id, safe='')}"
-
-
-def _docs_href(run_id: str) -> str:
-    return f"{_report_href(run_id)}/data-docs/index.html"
-
-
-def _time(value: datetime | None) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-_TEMPLATES = _environment()
 
 #: The app Airflow mounts (see `dr_status_plugin.py`); building it reads nothing.
 app = create_app(dependencies=airflow_user_required())
