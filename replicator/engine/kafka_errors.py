@@ -4,11 +4,12 @@ naming an error's cause in a log line instead of a librdkafka dump."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka.errors import error_text
 
 #: The principal may not read or write (or is not who it says): an operator must act.
 AUTH_ERRORS = frozenset(
@@ -61,8 +62,8 @@ def missing_on_source(source: ClusterConfig, target: str, code: int, topic: str 
 
 def reason(error: BaseException | KafkaError | None) -> str:
     """The one-line cause of a Kafka error or exception."""
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        error = error.args[0]
     if isinstance(error, KafkaError):
         return error.str()
+    if isinstance(error, BaseException):
+        return error_text(error)
     return str(error)
