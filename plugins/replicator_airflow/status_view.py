@@ -213,7 +213,7 @@ def _seconds(value: float | None) -> str:
 
 def _acl_sync(flow: FlowStatus) -> dict[str, Any] | None:
     """The flow's `acl_sync` field (if the snapshot has one) as name/value pairs,
-    epoch milliseconds (`*_ms`) as times."""
+    epoch milliseconds (`synced_ms`) as times ("synced at")."""
     value = getattr(flow, "acl_sync", None)
     if value is None:
         return None
@@ -225,7 +225,7 @@ def _acl_sync(flow: FlowStatus) -> dict[str, Any] | None:
         if key == "flow":
             continue
         if key.endswith("_ms") and isinstance(item, int):
-            shown[key.removesuffix("_ms")] = datetime.fromtimestamp(item / 1000, UTC)
+            shown[f"{key.removesuffix('_ms')} at"] = datetime.fromtimestamp(item / 1000, UTC)
         else:
             shown[key] = item
     return shown
