@@ -94,7 +94,7 @@ def _where(row: StatusRecord) -> str:
 def _topics(args: argparse.Namespace) -> int:
     for flow in select_flows(load_config(args.config), args.flow):
         print(f"flow {flow.name}:")
-        for decision in TopicSync(flow, flow.policy).decisions():
+        for decision in TopicSync(flow).decisions():
             mark = "->" if decision.replicate else "  "
             target = decision.remote_topic if decision.replicate else decision.reason
             print(f"  {mark} {decision.source_topic:<40} {target}")

@@ -79,7 +79,7 @@ class ReplicationTask(TaskSetup, Assignment):
         self._reporter = TaskReporter(flow.name, self.worker_id, self.started_ms)
         self.policy: ReplicationPolicy = flow.policy
         self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias)
-        self.topic_sync = TopicSync(flow, self.policy)
+        self.topic_sync = TopicSync(flow)
         self._trackers: dict[tuple[str, int], PartitionTracker] = {}
         #: Partitions waiting to be resumed from the target, tried with `_backoff`.
         self._waiting: dict[tuple[str, int], PartitionTracker] = {}

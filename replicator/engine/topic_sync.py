@@ -74,9 +74,9 @@ def why_not_replicated(flow: FlowConfig, policy: ReplicationPolicy, topic: str) 
 class TopicSync:
     """Discovery and remote-topic maintenance for one flow."""
 
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy) -> None:
+    def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
-        self.policy = policy
+        self.policy = flow.policy
         self.source_admin = admin_for(flow.source)
         self.target_admin = admin_for(flow.target)
 

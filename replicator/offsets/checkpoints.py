@@ -187,7 +187,7 @@ class Checkpointer(_Checkpointing):
 
     def translate_group(self, group: str) -> list[GroupPosition]:
         """`group`'s committed positions on the flow's topics, translated exactly."""
-        replicated = TopicSync(self.flow, self.policy).replicated_topics()
+        replicated = TopicSync(self.flow).replicated_topics()
         committed = [c for c in self.source.committed(group) if c.topic in replicated]
         ends = self.source.end_offsets([(c.topic, c.partition) for c in committed])
         return [self._translate(group, c, ends[c.topic, c.partition]) for c in committed]

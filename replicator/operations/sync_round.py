@@ -105,7 +105,7 @@ def sync_flow(flow: FlowConfig, concerns: tuple[Concern, ...] = CONCERNS) -> Flo
     """One round of `concerns` for `flow`, whatever the state store says."""
     result = FlowSync(flow.name)
     if "topics" in concerns:
-        sync = TopicSync(flow, flow.policy)
+        sync = TopicSync(flow)
         topics = sync.sync(sync.replicated_topics())
         result.topics_created = topics.created
         result.partitions_grown = topics.grown

@@ -147,7 +147,7 @@ class Drill(Procedure):
                 "state in the state store is running)"
             )
         source = GroupAdmin(self.source)
-        topics = set(TopicSync(self.flow, self.flow.policy).replicated_topics())
+        topics = set(TopicSync(self.flow).replicated_topics())
         groups = self._groups(source, topics)
         target = GroupAdmin(self.target)
         for group in groups:

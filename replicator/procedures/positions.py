@@ -50,7 +50,7 @@ class PartitionProgress:
 def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
     """Every partition of the flow's topics, with the source reachable."""
     policy = flow.policy
-    topics = TopicSync(flow, policy).replicated_topics()
+    topics = TopicSync(flow).replicated_topics()
     # Heartbeats never stop while the flow runs, and no application reads them.
     partitions = [
         (t, p)

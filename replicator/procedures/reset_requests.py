@@ -229,8 +229,7 @@ def _whoami() -> str:
 
 
 def _partition_count(flow: FlowConfig, topic: str) -> int:
-    policy = flow.policy
-    decisions = {d.source_topic: d for d in TopicSync(flow, policy).decisions()}
+    decisions = {d.source_topic: d for d in TopicSync(flow).decisions()}
     decision = decisions.get(topic)
     if decision is None:
         replicated = sorted(name for name, d in decisions.items() if d.replicate)

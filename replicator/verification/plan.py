@@ -83,7 +83,7 @@ class VerificationPlan:
 def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> VerificationPlan:
     """The windows of every partition of the flow's topics (or of `topics`)."""
     policy = flow.policy
-    sync = TopicSync(flow, policy)
+    sync = TopicSync(flow)
     replicated = sync.replicated_topics()
     chosen = sorted(
         t

@@ -82,7 +82,7 @@ class Subject:
     def of(cls, flow: FlowConfig, topic: str, lag_threshold: int) -> Subject:
         policy = flow.policy
         remote = policy.format_remote_topic(flow.source.alias, topic)
-        return cls(flow, policy, topic, remote, lag_threshold, TopicSync(flow, policy))
+        return cls(flow, policy, topic, remote, lag_threshold, TopicSync(flow))
 
 
 class Findings(list[Finding]):
