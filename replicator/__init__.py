@@ -8,7 +8,7 @@ below (`tests/test_layering.py` checks it, and that no import circle exists):
 the foundation modules here (`errors`, `backoff`, `metrics`), `config`, `kafka`
 (clients and read primitives), `statestore`, `engine` (the data path), `offsets`
 (group offsets and checkpoints), then `operations`, `procedures`, `verification`,
-`localstack` and `acls`, then `cli`.
+`localstack`, `acls` and `reports`, then `cli`.
 """
 
 __version__ = "0.1.0"

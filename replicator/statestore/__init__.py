@@ -2,11 +2,13 @@
 history, flow states, procedure steps and leases; and how clients discover where to
 connect.
 
-`StateStore` is the store, `where` the call client applications make, `create_app`
-the read-only HTTP view, `check_ledgers` the no-loss/no-duplicate proof of the
-demo applications, `flow_states` the desired states of a flow that the runner and
-the procedures share. Every package may import it; it imports only `config`,
-`kafka` and the foundation modules, never the engine or anything above it.
+`StateStore` is the store (`store.py` lists its table groups, one module each, and
+where a new one goes), `where` the call client applications make, `check_ledgers`
+the no-loss/no-duplicate proof of the demo applications, `flow_states` the desired
+states of a flow that the runner and the procedures share; the read-only HTTP view
+is the `http` subpackage, which only its hosts import (it brings FastAPI). Every
+package may import this one; it imports only `config`, `kafka` and the foundation
+modules, never the engine or anything above it.
 """
 
 from replicator.statestore.applications import ROUTE_LEASE_S
