@@ -18,11 +18,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from replicator import metrics
+from replicator.acls.principal import principal_of
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoints import Checkpointer
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,13 @@ log = logging.getLogger(__name__)
 #: The first round comes this soon after start at the latest (the interval may be long).
 _FIRST_ROUND_S = 10.0
 _TICK_S = 1.0
+_REFUSED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
 
 
 class CheckpointLoop:
@@ -77,7 +86,7 @@ class CheckpointLoop:
                 "flow %s: checkpoints not written this round (the previous ones stay): %s; "
                 "next try in %gs",
                 flow.name,
-                exc,
+                _why(flow, exc),
                 _interval(flow),
             )
             return
@@ -93,6 +102,19 @@ class CheckpointLoop:
             report.synced_groups or "none",
             ", ".join(report.active_groups) or "none",
         )
+
+
+def _why(flow: FlowConfig, exc: Exception) -> str:
+    """What went wrong. Our errors name the ACL and principal where they know the
+    call; a refusal from anywhere else names the principals and where to look."""
+    if isinstance(exc, ReplicatorError) or error_code(exc) not in _REFUSED:
+        return error_text(exc)
+    return (
+        f"{error_text(exc)}: {principal_of(flow.source)} on {flow.source.alias!r} and "
+        f"{principal_of(flow.target)} on {flow.target.alias!r} lack an ACL checkpoints need; "
+        "`replicator acls plan --config <this configuration>` lists them, "
+        "`replicator acls apply` grants them"
+    )
 
 
 def _interval(flow: FlowConfig) -> float:

@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Self
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
+from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
@@ -110,20 +111,41 @@ class _CheckpointWriter:
         )
 
     def write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        """Write what moves forward; they count as written (and as the latest) only
+        once the cluster acknowledged them all, else ReplicatorError says why."""
+        refused: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                refused.append(error)
+
+        written: list[tuple[CheckpointKey, Checkpoint]] = []
         for checkpoint in checkpoints:
             key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
             if not moves_forward(checkpoint, self.last.get(key)):
                 report.unchanged += 1
                 continue
-            self._producer.produce(self.topic, key=checkpoint.key(), value=checkpoint.value())
-            self.last[key] = checkpoint
-            report.emitted.append(checkpoint)
+            self._producer.produce(
+                self.topic, key=checkpoint.key(), value=checkpoint.value(), on_delivery=delivered
+            )
+            written.append((key, checkpoint))
         remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
         if remaining:
             raise ReplicatorError(
                 f"{remaining} checkpoints to {self.topic} on {self.cluster.alias!r} were not "
                 f"acknowledged within {_FLUSH_TIMEOUT_S:.0f}s; is the cluster reachable?"
             )
+        if refused:
+            raise ReplicatorError(self._refusal(refused[0], len(refused)))
+        for key, checkpoint in written:
+            self.last[key] = checkpoint
+            report.emitted.append(checkpoint)
+
+    def _refusal(self, error: KafkaError, count: int) -> str:
+        problem = f"{count} checkpoints to {self.topic} on {self.cluster.alias!r} were refused"
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return f"{problem}: " + missing_acl(self.cluster, "WRITE", f"TOPIC {self.topic}")
+        return f"{problem}: {error.str()}"
 
     def close(self) -> None:
         self._producer.flush(_FLUSH_TIMEOUT_S)
