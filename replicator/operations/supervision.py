@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -45,10 +45,12 @@ from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import STALE_AFTER_S, WorkerStatus, live_workers
 from replicator.errors import ReplicatorError
 from replicator.kafka.errors import error_text
+from replicator.operations.dr_status import checkpoint_info
 from replicator.operations.health import (
     Bounds,
     Problem,
     checkpoint_problems,
+    heartbeat_age_s,
     heartbeat_problems,
     lag_problems,
     no_worker_problem,
@@ -59,6 +61,7 @@ from replicator.operations.incident_messages import problem_findings
 from replicator.operations.incidents import IncidentPolicy, Notice, track
 from replicator.operations.lag import measure_lag
 from replicator.operations.launchers import Launcher, LaunchResult, Worker
+from replicator.operations.samples import DEFAULT_RETENTION, record_samples
 from replicator.procedures.steps import SWITCH_STEP, history_run
 from replicator.statestore import FlowState, StateStore
 from replicator.statestore.flow_states import STOPPED
@@ -74,6 +77,12 @@ class FlowHealth:
     partitions: int = 0
     max_lag: int = 0
     total_lag: int = 0
+    #: Seconds since the newest checkpoint and heartbeat reached the target (None: not
+    #: emitted by the flow, none yet, or not measured).
+    checkpoint_age_s: float | None = None
+    heartbeat_age_s: float | None = None
+    #: False when the flow's clusters could not be read (its figures are not measured).
+    readable: bool = True
 
 
 @dataclass
@@ -112,12 +121,14 @@ def supervise(
     launcher: Launcher | None = None,
     bounds: Bounds | None = None,
     incidents: IncidentPolicy | None = None,
+    *,
+    sample_retention: timedelta = DEFAULT_RETENTION,
 ) -> SupervisionReport:
     """Restart dead workers (with a `launcher`), check every flow the store wants
     running; SupervisionError listing every problem, else the report. With an
     `incidents` policy, the problems open, keep and resolve incidents, and the
     report's `notices` say what to tell people now (once per incident)."""
-    report = check(config, store, launcher, bounds or Bounds())
+    report = check(config, store, launcher, bounds or Bounds(), sample_retention)
     if incidents is not None:
         findings = problem_findings(report.problems)
         report.notices = track(store, "supervisor", None, findings, policy=incidents)
@@ -131,8 +142,10 @@ def check(
     store: StateStore,
     launcher: Launcher | None,
     bounds: Bounds,
+    sample_retention: timedelta = DEFAULT_RETENTION,
 ) -> SupervisionReport:
-    """`supervise` without raising: the report, problems included."""
+    """`supervise` without raising: the report, problems included; a sample per
+    flow recorded for the DR status page (kept for `sample_retention`)."""
     report = SupervisionReport()
     restarted_flows: set[str] = set()
     if launcher is not None:
@@ -148,7 +161,8 @@ def check(
             report.flows.append(health)
         except (ReplicatorError, KafkaException) as exc:
             report.problems.append(unreadable_problem(flow, error_text(exc)))
-            report.flows.append(FlowHealth(flow.name, wanted_running=True))
+            report.flows.append(FlowHealth(flow.name, wanted_running=True, readable=False))
+    record_samples(store, report, bounds, sample_retention)
     return report
 
 
@@ -279,7 +293,14 @@ def _check_flow(
     if flow.emit_heartbeats_enabled and not _younger(running_for, bounds.max_heartbeat_age_s):
         problems += heartbeat_problems(flow, bounds, running_for)
     return FlowHealth(
-        flow.name, True, len(workers), len(lag.partitions), lag.max_behind, lag.total_behind
+        flow.name,
+        True,
+        len(workers),
+        len(lag.partitions),
+        lag.max_behind,
+        lag.total_behind,
+        checkpoint_info(flow).age_seconds if flow.emit_checkpoints_enabled else None,
+        heartbeat_age_s(flow) if flow.emit_heartbeats_enabled else None,
     )
 
 
