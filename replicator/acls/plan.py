@@ -43,6 +43,9 @@ ROLES = ("replicator", "verifier", "producer", "consumer")
 #: flow's group `replicator-<source>-<target>`, and the one-off readers of tails,
 #: compacted topics and resets), as do its transactional ids.
 OWN_PREFIX = "replicator-"
+#: The Spark Kafka connector's `groupIdPrefix` in verification jobs: its consumers'
+#: group ids are `<prefix>-<uuid>-executor` (never committed), not `spark-kafka-...`.
+VERIFIER_GROUP_PREFIX = f"{OWN_PREFIX}verify"
 
 #: The one CLUSTER resource of a Kafka cluster, as the Admin API names it.
 CLUSTER_RESOURCE = "kafka-cluster"
@@ -305,12 +308,19 @@ def replicator_rules(
 
 def verifier_rules(config: ReplicatorConfig, principal: str) -> list[AclRule]:
     """What the verification job reads: source topics and their copies, offset
-    syncs (on the source) and checkpoints (on the target)."""
+    syncs (on the source) and checkpoints (on the target), with the Spark
+    connector's consumer groups on both."""
     rules = _Rules()
+    spark_groups = [Resource("GROUP", "PREFIXED", f"{VERIFIER_GROUP_PREFIX}-")]
     for flow in config.flows:
         policy = _policy(flow)
         source, target = flow.source.alias, flow.target.alias
         why = f"{flow.name}: verification reads"
+        for cluster in (source, target):
+            rules.grant(
+                cluster, principal, "verifier", spark_groups, ("READ", "DESCRIBE"),
+                why=f"{flow.name}: the Spark Kafka connector's consumers (groupIdPrefix)",
+            )  # fmt: skip
         topics = topic_patterns(flow.topics, f"{flow.name}.topics")
         offset_syncs = _literal_topics(policy.offset_syncs_topic(target))
         rules.grant(
