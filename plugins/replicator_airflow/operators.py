@@ -37,6 +37,7 @@ from replicator.procedures import (
 )
 from replicator.statestore import StateStore
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
+from replicator_airflow.notifiers import approval_answered
 
 
 def procedure_id(context: Context) -> str:
@@ -272,6 +273,7 @@ class ProcedureApprovalOperator(ApprovalOperator):
         answer = "approved" if approved else "no answer" if timed_out else "rejected"
         at = event.get("responded_at") or datetime.now(UTC)
         decide(wanted, procedure_id(context), answer, who, at)
+        approval_answered(context, procedure_id(context), f"{answer} by {who}" if who else answer)
         if not approved:
             minutes = float(context["params"]["approval_timeout_minutes"])
             reason = (

@@ -17,6 +17,7 @@ from replicator.operations import (
     DEFAULT_LAG_THRESHOLD,
     Bounds,
     Concern,
+    SupervisionError,
     diagnose,
     launcher_from_environment,
     supervise,
@@ -24,6 +25,7 @@ from replicator.operations import (
 )
 from replicator.statestore import StateStore
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
+from replicator_airflow.notifiers import NOTIFICATIONS_CONN_ID, NotificationSettings, tell
 
 
 class _ReplicatorOperator(BaseOperator):
@@ -50,19 +52,34 @@ class SupervisorOperator(_ReplicatorOperator):
     Workers are those of the local launcher in `$REPLICATOR_RUN_DIR` (default
     `.data/replicators`, where `make run` starts them) or, with
     `$REPLICATOR_LAUNCHER=docker`, the replicator containers of a compose project
-    (`DockerLauncher`, docker/compose.supervised.yml)."""
+    (`DockerLauncher`, docker/compose.supervised.yml). Each problem opens an
+    incident, told once through the notifiers of connection `notifications_conn_id`
+    (`replicator_airflow.notifiers`), and once more when it is resolved."""
 
     ui_color = "#fdf0e6"
+
+    def __init__(
+        self, *, notifications_conn_id: str = NOTIFICATIONS_CONN_ID, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.notifications_conn_id = notifications_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         params = context["params"]
         settings = self.settings()
+        notifications = NotificationSettings.load(self.notifications_conn_id)
         store = StateStore(settings.state_url)
         launcher = (
             launcher_from_environment(settings.state_url) if params.get("restart", True) else None
         )
+        bounds = Bounds.from_params(params)
         try:
-            report = supervise(self.config(), store, launcher, Bounds.from_params(params))
+            try:
+                report = supervise(self.config(), store, launcher, bounds, notifications.policy)
+            except SupervisionError as exc:
+                tell(context, exc.report.notices, store, notifications, failing=exc)
+                raise
+            tell(context, report.notices, store, notifications)
         finally:
             store.close()
         for restarted in report.restarted:

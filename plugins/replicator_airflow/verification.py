@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk import get_current_context
 from airflow.sdk.exceptions import AirflowFailException
 
 from replicator.config import load_config
@@ -20,6 +21,7 @@ from replicator.verification import (
     start,
 )
 from replicator_airflow.hooks import ReplicatorHook
+from replicator_airflow.notifiers import notify_verification
 
 
 def plan_run(params: dict[str, Any], conn_id: str = ReplicatorHook.default_conn_name) -> dict:
@@ -44,15 +46,21 @@ def plan_run(params: dict[str, Any], conn_id: str = ReplicatorHook.default_conn_
 
 def check(planned: dict, conn_id: str = ReplicatorHook.default_conn_name) -> dict:
     """Run the suites over the Spark job's tables and record the verdict; a wrong
-    copy fails the task (and the DAG run) with the failing rows."""
+    copy fails the task (and the DAG run) with the failing rows, and opens the
+    flow's incident (told once; a later right copy resolves it: `notifiers`)."""
     run = VerificationRun(**{**planned["run"], "directory": Path(planned["run"]["directory"])})
     summary = run_suites(run.directory)
-    verification = finish(StateStore(ReplicatorHook(conn_id).settings().state_url), run, summary)
+    store = StateStore(ReplicatorHook(conn_id).settings().state_url)
+    verification = finish(store, run, summary)
+    wrong = None
     if not verification.success:
         failed = {
             name: suite["failed"] for name, suite in summary["suites"].items() if suite["failed"]
         }
-        raise AirflowFailException(
+        wrong = AirflowFailException(
             f"the copy is wrong ({run.run_id}): {failed}; Data Docs: {summary['data_docs']}"
         )
+    notify_verification(get_current_context(), store, run.flow, run.run_id, summary, failing=wrong)
+    if wrong is not None:
+        raise wrong
     return {"run_id": run.run_id, "data_docs": summary["data_docs"], "suites": summary["suites"]}
