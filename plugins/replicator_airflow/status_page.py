@@ -46,7 +46,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.operations.verdicts import Overview, overview
+from replicator.operations import Overview, overview
 from replicator.statestore import NotFoundError, RunRecord, StateStore
 from replicator.statestore.http import create_app as create_state_app
 from replicator_airflow import offline_docs, run_reports

@@ -13,8 +13,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from replicator.operations import RunSummary
-from replicator.operations.verdicts import Overview
+from replicator.operations import Overview, RunSummary
 from replicator.statestore import RunRecord
 from replicator_airflow import run_reports, status_charts
 from replicator_airflow.status_view import page_view

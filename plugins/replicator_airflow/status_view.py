@@ -15,10 +15,17 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from replicator.operations import DrStatus, FlowStatus, RunSummary
-from replicator.operations.dr_status import HISTORY_KINDS, PartitionLag
-from replicator.operations.health import Problem
-from replicator.operations.verdicts import SEVERITY, FlowVerdict, Verdict
+from replicator.operations import (
+    HISTORY_KINDS,
+    SEVERITY,
+    DrStatus,
+    FlowStatus,
+    FlowVerdict,
+    PartitionLag,
+    Problem,
+    RunSummary,
+    Verdict,
+)
 from replicator.statestore import FlowSample
 from replicator_airflow.status_charts import BarChart, LineChart, bar_chart, line_chart
 

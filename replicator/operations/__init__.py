@@ -15,7 +15,15 @@ modules.
 
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
 from replicator.operations.docker_launcher import DockerLauncher, launcher_from_environment
-from replicator.operations.dr_status import DrStatus, FlowStatus, RunSummary, dr_status
+from replicator.operations.dr_status import (
+    HISTORY_KINDS,
+    DrStatus,
+    FlowStatus,
+    PartitionLag,
+    RunSummary,
+    dr_status,
+)
+from replicator.operations.health import Problem
 from replicator.operations.incident_messages import (
     approval_finding,
     notice_subject,
@@ -27,20 +35,28 @@ from replicator.operations.lag import LagReport, measure_lag
 from replicator.operations.launchers import LocalProcessLauncher
 from replicator.operations.supervision import Bounds, SupervisionError, supervise
 from replicator.operations.sync_round import Concern, sync_round
+from replicator.operations.verdicts import SEVERITY, FlowVerdict, Overview, Verdict, overview
 
 __all__ = [
     "DEFAULT_LAG_THRESHOLD",
+    "HISTORY_KINDS",
+    "SEVERITY",
     "Bounds",
     "Concern",
     "DockerLauncher",
     "DrStatus",
     "FlowStatus",
+    "FlowVerdict",
     "IncidentPolicy",
     "LagReport",
     "LocalProcessLauncher",
     "Notice",
+    "Overview",
+    "PartitionLag",
+    "Problem",
     "RunSummary",
     "SupervisionError",
+    "Verdict",
     "approval_finding",
     "diagnose",
     "dr_status",
@@ -48,6 +64,7 @@ __all__ = [
     "measure_lag",
     "notice_subject",
     "notice_text",
+    "overview",
     "release",
     "supervise",
     "sync_round",
