@@ -17,8 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Row, delete, select, update
 
 from replicator.statestore import database, schema
 from replicator.statestore.database import Database
@@ -48,19 +47,18 @@ class ApplicationStore(Database):
         keeps its active cluster (a re-run must never move a live application)."""
         with self._write() as conn:
             if self._application_row(conn, name) is None:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(
-                            insert(schema.applications).values(
-                                name=name,
-                                active_cluster=cluster,
-                                fenced=False,
-                                epoch=0,
-                                updated_at=database.now(),
-                            )
-                        )
-                except IntegrityError:  # registered concurrently (PostgreSQL): keep that one
-                    pass
+                # Registered concurrently (the insert returns False): keep that one.
+                self._insert_new(
+                    conn,
+                    schema.applications,
+                    {
+                        "name": name,
+                        "active_cluster": cluster,
+                        "fenced": False,
+                        "epoch": 0,
+                        "updated_at": database.now(),
+                    },
+                )
         return self.application(name)
 
     def application(self, name: str) -> Application:

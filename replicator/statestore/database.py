@@ -203,8 +203,17 @@ class Database:
         match = [table.c[name] == value for name, value in key.items()]
         if conn.execute(update(table).where(*match).values(**values)).rowcount:
             return
+        if not Database._insert_new(conn, table, {**key, **values, **(first or {})}):
+            conn.execute(update(table).where(*match).values(**values))
+
+    @staticmethod
+    def _insert_new(conn: Connection, table: Table, values: Mapping[str, Any]) -> bool:
+        """Insert a row the transaction found missing; False when a concurrent writer
+        inserted it first (PostgreSQL: the key's unique violation, in a savepoint so the
+        transaction goes on), for the caller to read or update that row instead."""
         try:
             with conn.begin_nested():
-                conn.execute(insert(table).values(**key, **values, **(first or {})))
-        except IntegrityError:  # a concurrent writer inserted it first (PostgreSQL)
-            conn.execute(update(table).where(*match).values(**values))
+                conn.execute(insert(table).values(**values))
+        except IntegrityError:
+            return False
+        return True

@@ -12,8 +12,7 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, delete, select, update
 
 from replicator.statestore import database, schema
 from replicator.statestore.database import Database
@@ -43,20 +42,16 @@ class LeaseStore(Database):
             for resource in wanted:
                 held = self._lease(conn, resource)
                 if held is None:
-                    try:
-                        with conn.begin_nested():
-                            conn.execute(
-                                insert(schema.leases).values(
-                                    resource=resource,
-                                    owner=owner,
-                                    acquired_at=now,
-                                    expires_at=expires,
-                                )
-                            )
+                    new = {
+                        "resource": resource,
+                        "owner": owner,
+                        "acquired_at": now,
+                        "expires_at": expires,
+                    }
+                    if self._insert_new(conn, schema.leases, new):
                         continue
-                    except IntegrityError:  # leased concurrently (PostgreSQL): see by whom
-                        held = self._lease(conn, resource)
-                        assert held is not None  # the row that made the insert fail
+                    held = self._lease(conn, resource)  # leased concurrently: see by whom
+                    assert held is not None  # the row that made the insert fail
                 if held.owner != owner and held.expires_at > now:
                     raise _lease_held(held, owner, now)
                 if held.owner != owner:
