@@ -36,7 +36,7 @@ def test_executors_without_the_project_verify_a_copy(
 ) -> None:
     bare = _bare_python(tmp_path)
     probe = subprocess.run(
-        [bare, "-c", "import replicator"], capture_output=True, text=True, check=False
+        [bare, "-c", "import replicator"], cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert "No module named 'replicator'" in probe.stderr
     topic = unique_topic("foreign")
