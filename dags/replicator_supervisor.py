@@ -9,7 +9,9 @@ on a partition, records lost to retention, checkpoints or heartbeats older
 than their bound (counted from when the flow last started, so a flow that just
 started is not paged). Flows the state store has stopped (a failover) are not
 checked, unless the procedure that stopped them is no longer running and did
-not succeed: then the run fails naming it and how to undo it.
+not succeed: then the run fails naming it and how to undo it. Each run records
+one sample per flow (lag, checkpoint and heartbeat age, its problems) for the DR
+status page's verdicts and charts, kept for `sample_retention_hours`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from airflow.sdk import DAG, Param
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
 from replicator_airflow.supervision import SupervisorOperator
 
-from replicator.operations import Bounds
+from replicator.operations import DEFAULT_SAMPLE_RETENTION, Bounds
 
 with DAG(
     dag_id="replicator_supervisor",
@@ -52,6 +54,13 @@ with DAG(
             type="number",
             minimum=0,
             description="seconds the newest heartbeat on the target may be old",
+        ),
+        "sample_retention_hours": Param(
+            DEFAULT_SAMPLE_RETENTION.total_seconds() / 3600,
+            type="number",
+            minimum=0.25,
+            description="hours of per-flow samples (lag, checkpoint and heartbeat age) kept "
+            "for the DR status page's charts; older ones are pruned each run",
         ),
     },
 ):

@@ -7,6 +7,7 @@ XCom, so the UI shows what it found or did.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from airflow.sdk import BaseOperator, Context
 from replicator.config import ReplicatorConfig, load_config
 from replicator.operations import (
     DEFAULT_LAG_THRESHOLD,
+    DEFAULT_SAMPLE_RETENTION,
     Bounds,
     Concern,
     SupervisionError,
@@ -73,9 +75,18 @@ class SupervisorOperator(_ReplicatorOperator):
             launcher_from_environment(settings.state_url) if params.get("restart", True) else None
         )
         bounds = Bounds.from_params(params)
+        hours = params.get("sample_retention_hours")
+        retention = DEFAULT_SAMPLE_RETENTION if hours is None else timedelta(hours=float(hours))
         try:
             try:
-                report = supervise(self.config(), store, launcher, bounds, notifications.policy)
+                report = supervise(
+                    self.config(),
+                    store,
+                    launcher,
+                    bounds,
+                    notifications.policy,
+                    sample_retention=retention,
+                )
             except SupervisionError as exc:
                 tell(context, exc.report.notices, store, notifications, failing=exc)
                 raise

@@ -33,12 +33,14 @@ from replicator.operations.incident_messages import (
 from replicator.operations.incidents import IncidentPolicy, Notice, release, track
 from replicator.operations.lag import LagReport, measure_lag
 from replicator.operations.launchers import LocalProcessLauncher
+from replicator.operations.samples import DEFAULT_RETENTION as DEFAULT_SAMPLE_RETENTION
 from replicator.operations.supervision import Bounds, SupervisionError, supervise
 from replicator.operations.sync_round import Concern, sync_round
 from replicator.operations.verdicts import SEVERITY, FlowVerdict, Overview, Verdict, overview
 
 __all__ = [
     "DEFAULT_LAG_THRESHOLD",
+    "DEFAULT_SAMPLE_RETENTION",
     "HISTORY_KINDS",
     "SEVERITY",
     "Bounds",
