@@ -31,6 +31,15 @@ from replicator.kafka.errors import kafka_error
 _TIMEOUT_S = 30.0
 
 
+def resource_type(name: str) -> ResourceType:
+    """The resource type Kafka names `name`; confluent-kafka calls CLUSTER `BROKER`."""
+    return ResourceType.BROKER if name == "CLUSTER" else ResourceType[name]
+
+
+def resource_type_name(kind: ResourceType) -> str:
+    return "CLUSTER" if kind == ResourceType.BROKER else kind.name
+
+
 @dataclass(frozen=True, order=True)
 class Binding:
     """One ACL: `principal` from `host` is ALLOWed or DENYed `operation` on a resource."""
@@ -46,7 +55,7 @@ class Binding:
     @classmethod
     def of(cls, acl: AclBinding) -> Binding:
         return cls(
-            acl.restype.name,
+            resource_type_name(acl.restype),
             acl.resource_pattern_type.name,
             acl.name,
             acl.principal,
@@ -62,7 +71,7 @@ class Binding:
 
     def acl(self) -> AclBinding:
         return AclBinding(
-            ResourceType[self.resource_type],
+            resource_type(self.resource_type),
             self.name,
             ResourcePatternType[self.pattern_type],
             self.principal,
@@ -84,9 +93,13 @@ class SecurityDisabled(ReplicatorError):
     """The cluster has no authorizer (`authorizer.class.name`): it has no ACLs at all."""
 
 
-def topic_acls(cluster: ClusterConfig, *, pattern_type: str = "ANY") -> list[Binding]:
-    """Every topic ACL of `cluster` (of `pattern_type`: ANY, LITERAL or PREFIXED).
-    Needs DESCRIBE on its CLUSTER resource; SecurityDisabled without an authorizer."""
+def topic_acls(cluster: ClusterConfig, needs: str, *, pattern_type: str = "ANY") -> list[Binding]:
+    """Every topic ACL of `cluster` (of `pattern_type`: ANY, LITERAL or PREFIXED), read by
+    a caller that `needs` that operation on the CLUSTER resource (DESCRIBE to read;
+    ALTER to change them next, which implies it). A describe the principal may not do
+    answers as if there were no ACLs (librdkafka drops the response's error code), so
+    the principal's authorized operations on the cluster are checked first."""
+    require(cluster, needs, "reading its topic ACLs")
     query = AclBindingFilter(
         ResourceType.TOPIC,
         None,
@@ -100,8 +113,26 @@ def topic_acls(cluster: ClusterConfig, *, pattern_type: str = "ANY") -> list[Bin
     try:
         found = admin.describe_acls(query, request_timeout=_TIMEOUT_S).result()
     except KafkaException as exc:
-        raise _refused(cluster, "DESCRIBE", "reading its topic ACLs", exc) from exc
+        raise _refused(cluster, needs, "reading its topic ACLs", exc) from exc
     return sorted(Binding.of(acl) for acl in found)
+
+
+def require(cluster: ClusterConfig, operation: str, doing: str) -> None:
+    """ReplicatorError naming the principal, `operation` on CLUSTER and the fix, unless
+    the principal may do it on `cluster` (a cluster without an authorizer allows all)."""
+    admin = admin_for(cluster)
+    try:
+        described = admin.describe_cluster(
+            include_authorized_operations=True, request_timeout=_TIMEOUT_S
+        ).result()
+    except KafkaException as exc:
+        raise _refused(cluster, operation, doing, exc) from exc
+    allowed = {op.name for op in described.authorized_operations or []}
+    if operation not in allowed:
+        raise ReplicatorError(
+            f"{doing} on cluster {cluster.alias!r} is not allowed: "
+            + missing_acl(cluster, operation, "CLUSTER")
+        )
 
 
 def create(cluster: ClusterConfig, bindings: Iterable[Binding]) -> None:
@@ -110,7 +141,8 @@ def create(cluster: ClusterConfig, bindings: Iterable[Binding]) -> None:
     wanted = list(bindings)
     if not wanted:
         return
-    futures = admin_for(cluster).create_acls([b.acl() for b in wanted], request_timeout=_TIMEOUT_S)
+    admin = admin_for(cluster)  # held until the futures are done: its end would fail them
+    futures = admin.create_acls([b.acl() for b in wanted], request_timeout=_TIMEOUT_S)
     for binding, future in zip(wanted, futures.values(), strict=True):
         try:
             future.result()
@@ -126,7 +158,7 @@ def delete(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]
         return []
     filters = [
         AclBindingFilter(
-            ResourceType[b.resource_type],
+            resource_type(b.resource_type),
             b.name,
             ResourcePatternType[b.pattern_type],
             b.principal,
@@ -136,7 +168,8 @@ def delete(cluster: ClusterConfig, bindings: Iterable[Binding]) -> list[Binding]
         )
         for b in wanted
     ]
-    futures = admin_for(cluster).delete_acls(filters, request_timeout=_TIMEOUT_S)
+    admin = admin_for(cluster)  # held until the futures are done: its end would fail them
+    futures = admin.delete_acls(filters, request_timeout=_TIMEOUT_S)
     deleted: list[Binding] = []
     for binding, future in zip(wanted, futures.values(), strict=True):
         try:
@@ -157,9 +190,9 @@ def _refused(
             f"{doing} is not possible: {error.str()}; configure authorizer.class.name on its "
             "brokers, or turn off what needs ACLs there (sync.topic.acls.enabled, grant_write)"
         )
-    if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+    if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # its text is the request's
         return ReplicatorError(
-            f"{doing} on cluster {cluster.alias!r} was refused ({error.str()}): "
+            f"{doing} on cluster {cluster.alias!r} was refused ({error.name()}): "
             + missing_acl(cluster, operation, "CLUSTER")
         )
     return ReplicatorError(

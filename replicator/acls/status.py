@@ -44,8 +44,6 @@ class AclSyncStatus:
     attempted_ms: int | None = None
     #: The last round's error (None: it succeeded).
     error: str | None = None
-    #: Why there was nothing to sync (the source has no authorizer).
-    note: str | None = None
 
     @property
     def key(self) -> str:
@@ -58,16 +56,14 @@ def acl_status_key(flow: str) -> str:
 
 def succeeded(report: AclSyncReport) -> AclSyncStatus:
     now = int(time.time() * 1000)
-    return AclSyncStatus(
-        report.flow, report.synced, len(report.created), now, now, None, report.note
-    )
+    return AclSyncStatus(report.flow, report.synced, len(report.created), now, now, None)
 
 
 def failed(previous: AclSyncStatus | None, flow: str, error: str) -> AclSyncStatus:
     """The last success's figures (if any) with this round's `error`."""
     now = int(time.time() * 1000)
     base = previous or AclSyncStatus(flow)
-    return AclSyncStatus(flow, base.synced, base.created, base.synced_ms, now, error, base.note)
+    return AclSyncStatus(flow, base.synced, base.created, base.synced_ms, now, error)
 
 
 def publish(flow: FlowConfig, status: AclSyncStatus) -> None:

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from replicator.acls import bindings
-from replicator.acls.bindings import Binding, SecurityDisabled
+from replicator.acls.bindings import Binding
 from replicator.config.model import FlowConfig
 from replicator.engine.topic_sync import why_not_replicated
 
@@ -107,8 +107,6 @@ class AclSyncReport:
     created: list[str] = field(default_factory=list)
     #: Source ACLs left out, by rule.
     left_out: dict[str, int] = field(default_factory=dict)
-    #: Set when there was nothing to sync: the source cluster has no authorizer.
-    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,19 +114,14 @@ class AclSyncReport:
 
 def sync_acls(flow: FlowConfig) -> AclSyncReport:
     """One round for `flow`: read the source's topic ACLs, create the missing ones on
-    the target. A source without an authorizer has no ACLs: the report says so (as
-    MM2 logs it) and nothing is written. Raises ReplicatorError naming what is
-    missing (DESCRIBE on the source CLUSTER, ALTER on the target CLUSTER)."""
+    the target. Raises ReplicatorError naming what is missing (DESCRIBE on the source
+    CLUSTER, ALTER on the target CLUSTER), or that the target has no authorizer (a
+    source without one has no ACLs: nothing to sync)."""
     report = AclSyncReport(flow.name)
-    try:
-        source_acls = bindings.topic_acls(flow.source, pattern_type="ANY")
-    except SecurityDisabled as exc:
-        report.note = str(exc)
-        log.warning("flow %s: no ACL sync: %s", flow.name, exc)
-        return report
+    source_acls = bindings.topic_acls(flow.source, "DESCRIBE")
     wanted, report.left_out = planned_bindings(flow, source_acls)
     report.source_acls, report.synced = len(source_acls), len(wanted)
-    present = set(bindings.topic_acls(flow.target, pattern_type="LITERAL"))
+    present = set(bindings.topic_acls(flow.target, "ALTER", pattern_type="LITERAL"))
     missing = [acl for acl in wanted if acl not in present]
     bindings.create(flow.target, missing)
     report.created = [acl.describe() for acl in missing]

@@ -120,9 +120,8 @@ class AclSyncInfo:
     synced: int | None = None
     last_sync_at: datetime | None = None
     age_seconds: float | None = None
-    #: The last round's error, or why it had nothing to sync (no authorizer).
+    #: The last round's error (the figures are the last successful round's).
     error: str | None = None
-    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -337,7 +336,6 @@ def acl_sync_info(flow: FlowConfig) -> AclSyncInfo:
         synced_at,
         age,
         last.error,
-        last.note,
     )
 
 

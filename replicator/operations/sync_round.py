@@ -64,8 +64,6 @@ class FlowSync:
     acls_synced: int | None = None
     acls_created: list[str] = field(default_factory=list)
     acls_left_out: dict[str, int] = field(default_factory=dict)
-    #: Why ACL sync had nothing to do (the source has no authorizer).
-    acls_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +121,5 @@ def sync_flow(flow: FlowConfig, concerns: tuple[Concern, ...] = CONCERNS) -> Flo
         result.acls_synced = acls.synced
         result.acls_created = acls.created
         result.acls_left_out = acls.left_out
-        result.acls_note = acls.note
     log.info("flow %s: sync round: %s", flow.name, result)
     return result

@@ -37,7 +37,7 @@ def _as_dicts(found: list[Binding]) -> list[dict[str, str]]:
 
 
 def _missing(flow: FlowConfig, wanted: dict[str, list[Binding]]) -> dict[str, list[Binding]]:
-    present = set(bindings.topic_acls(flow.target))
+    present = set(bindings.topic_acls(flow.target, "ALTER"))
     return {app: [b for b in acls if b not in present] for app, acls in wanted.items()}
 
 
