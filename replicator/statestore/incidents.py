@@ -3,8 +3,8 @@
 `replicator.operations.incidents` decides when a problem opens an incident, when
 it is worth a reminder and when it is resolved; this module only keeps the rows,
 so that decision is shared by every scheduler and survives their restarts. The
-decision runs inside one write transaction over the rows it may change
-(`update_incidents`), so two schedulers never both claim the same notice; a
+decision runs inside one write transaction that keeps other writers of the table
+out (`update_incidents`), so two schedulers never both claim the same notice; a
 notice that could not be delivered is handed back (`release_notice`) and comes
 again on the next run.
 """
@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import Connection, RowMapping, select, update
+from sqlalchemy import Connection, RowMapping, select, text, update
 
 from replicator.statestore import schema
 from replicator.statestore.database import Database
@@ -33,14 +33,18 @@ class IncidentStore(Database):
 
     def update_incidents(self, source: str, scope: str | None, decide: Decide[T]) -> T:
         """Run `decide` over the incidents of `source` (only those of `scope`, if
-        given), their rows locked, and write the incidents it returns, in one
+        given), other writers locked out, and write the incidents it returns, in one
         transaction; `decide`'s other result is returned."""
         table = schema.incidents
         query = select(table).where(table.c.source == source)
         if scope is not None:
             query = query.where(table.c.scope == scope)
         with self._write() as conn:
-            current = [_incident(row._mapping) for row in conn.execute(query.with_for_update())]
+            if conn.dialect.name == "postgresql":
+                # Row locks do not cover a row not inserted yet: two runs would both
+                # open the same new incident. SQLite's write lock is the whole file.
+                conn.execute(text(f"LOCK TABLE {table.name} IN EXCLUSIVE MODE"))
+            current = [_incident(row._mapping) for row in conn.execute(query)]
             changed, result = decide(current)
             for incident in changed:
                 _write(conn, incident)
