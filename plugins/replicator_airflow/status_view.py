@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any
 
 from replicator.operations import (
     HISTORY_KINDS,
@@ -68,8 +67,6 @@ class FlowView:
     topics: list[TopicGroup]
     lag_chart: LineChart
     age_chart: LineChart
-    #: The flow's last ACL sync as name/value pairs, None when the snapshot has none.
-    acl_sync: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,6 @@ def page_view(
             reasons(by_flow[flow.name].problems),
             group_topics(flow.partitions),
             *_flow_charts(samples.get(flow.name, []), by_flow[flow.name], status, window),
-            _acl_sync(flow),
         )
         for flow in status.flows
     ]
@@ -216,23 +212,3 @@ def _run_label(run: RunSummary) -> str:
 
 def _seconds(value: float | None) -> str:
     return "unknown" if value is None else f"{value:g} s"
-
-
-def _acl_sync(flow: FlowStatus) -> dict[str, Any] | None:
-    """The flow's `acl_sync` field (if the snapshot has one) as name/value pairs,
-    epoch milliseconds (`synced_ms`) as times ("synced at")."""
-    value = getattr(flow, "acl_sync", None)
-    if value is None:
-        return None
-    data = asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
-    if not isinstance(data, dict):
-        return {"status": value}
-    shown: dict[str, Any] = {}
-    for key, item in data.items():
-        if key == "flow":
-            continue
-        if key.endswith("_ms") and isinstance(item, int):
-            shown[f"{key.removesuffix('_ms')} at"] = datetime.fromtimestamp(item / 1000, UTC)
-        else:
-            shown[key] = item
-    return shown

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 import sys
 import time
-from dataclasses import make_dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from replicator_airflow.status_charts import HEIGHT, WIDTH, bar_chart, line_chart
 from replicator_airflow.status_render import render_run, render_status
 
 from replicator.operations.dr_status import (
+    AclSyncInfo,
     CheckpointInfo,
     ClusterStatus,
     DrStatus,
@@ -160,20 +161,21 @@ def test_the_page_fetches_nothing() -> None:
     assert re.findall(r"<script[^>]*>", html) == ["<script>"]  # the inline refresh only
 
 
-def test_acl_sync_is_shown_when_the_snapshot_has_it() -> None:
-    acl = make_dataclass("Acl", [("flow", str), ("synced", int), ("synced_ms", int)])
-    flow = _estate(1, 1)
-    if "acl_sync" in FlowStatus.__dataclass_fields__:
-        with_acl = replace(flow, acl_sync=acl(FLOW, 4, 1_764_072_000_000))  # type: ignore[call-arg]
-    else:
-        extended = make_dataclass(
-            "WithAcl", [("acl_sync", object, None)], bases=(FlowStatus,), frozen=True
-        )
-        with_acl = extended(**flow.__dict__, acl_sync=acl(FLOW, 4, 1_764_072_000_000))
-    html = render_status(_overview(with_acl))
-    cell = re.search(r'<td class="acl-sync">(.*?)</td>', html)
-    assert cell is not None
-    assert cell.group(1) == "synced: 4; synced at: 2025-11-25 12:00:00 UTC"
+def test_acl_sync_per_flow() -> None:
+    def cell(acl: AclSyncInfo | None) -> str:
+        html = render_status(_overview(replace(_estate(1, 1), acl_sync=acl)))
+        found = re.search(r'<td class="acl-sync">(.*?)</td>', html, flags=re.S)
+        assert found is not None
+        return found.group(1)
+
+    assert cell(AclSyncInfo(False)) == '<span class="muted">off</span>'
+    assert cell(AclSyncInfo(True)) == '<span class="warn">on, not synced yet</span>'
+    synced = AclSyncInfo(True, 4, NOW, 12.5)
+    assert cell(synced) == '<span class="ok">4 ACLs</span>, synced 12.5 s ago'
+    failed = replace(synced, error="principal may not ALTER <cluster>")
+    assert cell(failed).endswith(
+        '<br><span class="bad">last round failed: principal may not ALTER &lt;cluster&gt;</span>'
+    )
 
 
 def test_200_topics_of_50_partitions_render_under_a_second() -> None:
