@@ -326,6 +326,10 @@ def verifier_rules(config: ReplicatorConfig, principal: str) -> list[AclRule]:
         rules.grant(
             source, principal, "verifier", topics + offset_syncs, ("READ", "DESCRIBE"), why=why
         )
+        rules.grant(
+            source, principal, "verifier", topics, ("DESCRIBE_CONFIGS",),
+            why=f"{flow.name}: retention.ms, for the margin before unreplicated records go",
+        )  # fmt: skip
         checkpoints = _literal_topics(policy.checkpoints_topic(source))
         rules.grant(
             target,

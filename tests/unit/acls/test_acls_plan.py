@@ -96,7 +96,12 @@ def test_the_replicator_gets_least_privilege_on_each_side() -> None:
 
 def test_verifier_and_application_roles_only_read_or_write_their_topics() -> None:
     rules = verifier_rules(_config(), "User:spark")
-    assert {r.operation for r in rules} == {"READ", "DESCRIBE"}
+    assert {r.operation for r in rules} == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}
+    # It reads the source topics' retention.ms, nothing else's configs.
+    assert {(r.cluster, r.name) for r in rules if r.operation == "DESCRIBE_CONFIGS"} == {
+        ("primary", "orders"),
+        ("primary", "payments."),
+    }
     assert _has(rules, "dr", "TOPIC", "LITERAL", "primary.orders", "READ")
     producer = application_rules(["primary"], "User:app", "producer", "orders")
     assert {(r.cluster, r.operation) for r in producer} == {
