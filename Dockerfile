@@ -5,6 +5,9 @@
 #   airflow api-server|scheduler|dag-processor|triggerer
 #   spark-class org.apache.spark.deploy.master.Master | ...worker.Worker spark://...
 # The HEALTHCHECK finds the role from the running command (docker/healthcheck.py).
+# The project is installed as its wheel with the extras every role needs, pinned by
+# requirements.lock; the Airflow plugin and the `replicator` connection type come from
+# the wheel's entry points, the DAGs and the demo application are copied beside it.
 #
 #   make image                                          # base built here by debootstrap
 #   docker build --build-arg BASE_IMAGE=debian:bookworm-slim -t replicator .   # public base
@@ -23,7 +26,35 @@ COPY include/jvm include/jvm
 RUN make .cache/jvm/kafka/.resolved .cache/jvm/spark-kafka/.resolved \
  && rm -rf /root/.m2
 
-# --- The runtime: Python 3.11 (Debian's) with the pinned lock, a Java 17 runtime.
+# --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations.
+FROM ${BASE_IMAGE} AS wheel
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      python3 python3-pip python3-venv \
+ && rm -rf /var/lib/apt/lists/*
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY replicator replicator
+COPY plugins/replicator_airflow plugins/replicator_airflow
+COPY spark/replicator_spark spark/replicator_spark
+COPY expectations/replicator_expectations expectations/replicator_expectations
+RUN python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist .
+
+# --- The assets Data Docs load from CDNs (Bootstrap, jQuery, Vega, ...), pinned in
+#     include/vendor/data-docs/package-lock.json: `npm ci`, as `make setup` does, with
+#     Debian's npm on the same base. The plugin serves them (REPLICATOR_DATA_DOCS_ASSETS).
+FROM ${BASE_IMAGE} AS data-docs
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm \
+ && rm -rf /var/lib/apt/lists/*
+ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+WORKDIR /src
+COPY include/vendor/data-docs/package.json include/vendor/data-docs/package-lock.json \
+     include/vendor/data-docs/.npmrc ./
+RUN npm ci -q --ignore-scripts --no-audit --no-fund
+
+# --- The runtime: Python 3.11 (Debian's) with the project's wheel, a Java 17 runtime.
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="replicator" \
@@ -41,34 +72,44 @@ ENV VIRTUAL_ENV=/opt/venv \
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /opt/replicator
-COPY requirements.lock ./
+# The dependencies first (their layer changes only with the lock or pyproject.toml): what
+# the project and its extras declare, at the lock's versions; no test or lint tools.
+ARG EXTRAS="--extra airflow --extra spark --extra gx --extra postgres"
+COPY requirements.lock pyproject.toml ./
 RUN python3 -m venv /opt/venv \
  && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \
- && uv pip sync -q --no-cache --python /opt/venv/bin/python requirements.lock
+ && uv pip install -q --no-cache --python /opt/venv/bin/python -r pyproject.toml ${EXTRAS} \
+      -c requirements.lock \
+ && pip uninstall -q -y uv \
+ && rm pyproject.toml
 
-# The checkout, installed in place (the Spark job, the GX suites and the jars are found
-# beside the package until the project ships them as package data).
-COPY --from=jvm /src/.cache/jvm .cache/jvm
-COPY pyproject.toml README.md ./
-COPY replicator replicator
-COPY spark spark
-COPY expectations expectations
-COPY include include
+# The project: its wheel (not the checkout), checked against what is installed.
+COPY --from=wheel /dist /tmp/dist
+RUN pip install -q --no-cache-dir --disable-pip-version-check --no-deps /tmp/dist/*.whl \
+ && pip check \
+ && rm -rf /tmp/dist
+COPY --from=jvm /src/.cache/jvm /opt/replicator/jvm
+COPY --from=data-docs /src/node_modules /opt/replicator/data-docs/node_modules
+COPY include/config include/config
+COPY include/demo include/demo
 COPY dags dags
-COPY plugins plugins
 COPY docker/healthcheck.py /usr/local/bin/healthcheck
 # The volumes' mount points belong to the user: a new named volume takes their owner.
-RUN uv pip install -q --no-cache --python /opt/venv/bin/python --no-deps -e . \
- && python -m compileall -q replicator dags plugins spark \
+RUN python -m compileall -q dags include/demo \
  && useradd --system --uid 10001 --create-home --home-dir /home/replicator replicator \
- && mkdir -p /var/lib/kafka /opt/airflow/logs /data/demo /opt/replicator/.data/verification \
+ && mkdir -p /var/lib/kafka /opt/airflow/logs /opt/airflow/plugins /data/demo \
+      /opt/replicator/.data/verification \
  && chown -R replicator:replicator /var/lib/kafka /opt/airflow /data /opt/replicator/.data
 
-ENV REPLICATOR_JVM_DIR=/opt/replicator/.cache/jvm \
+# The plugins folder is empty: the DR status plugin is the wheel's `airflow.plugins`
+# entry point. A broker logs to stdout (`docker logs`) as well as to server.log.
+ENV REPLICATOR_JVM_DIR=/opt/replicator/jvm \
+    REPLICATOR_DATA_DOCS_ASSETS=/opt/replicator/data-docs/node_modules \
+    REPLICATOR_BROKER_CONSOLE_LOG=info \
     PYSPARK_PYTHON=/opt/venv/bin/python \
     AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/replicator/dags \
-    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/replicator/plugins \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/airflow/plugins \
     AIRFLOW__CORE__LOAD_EXAMPLES=False
 USER replicator
 HEALTHCHECK --interval=15s --timeout=10s --start-period=120s --retries=5 CMD ["healthcheck"]
