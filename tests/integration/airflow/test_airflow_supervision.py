@@ -315,6 +315,7 @@ def test_sync_dag_writes_checkpoints_and_translated_group_offsets(
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
         "topics": "success",
         "checkpoints": "success",
+        "acls": "success",  # sync.topic.acls.enabled is off: nothing to do
     }
     assert committed_offsets("dr", dr, group) == {(remote, 0): 30, (remote, 1): 40}
     checkpoints = read_checkpoints(flow.target, "primary.checkpoints.internal")
