@@ -158,7 +158,7 @@ class _Stores:
 
 
 #: The `hours` of the page's charts: a quarter of an hour to two days.
-Window = Annotated[float, Query(gt=0.24, le=MAX_WINDOW_H, description="hours of the charts")]
+Window = Annotated[float, Query(ge=0.25, le=MAX_WINDOW_H, description="hours of the charts")]
 
 
 #: The app Airflow mounts (see `dr_status_plugin.py`); building it reads nothing.

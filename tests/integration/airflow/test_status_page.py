@@ -25,7 +25,9 @@ from fastapi.testclient import TestClient
 from replicator.config import load_config
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.status import STATUS_TOPIC, StatusWriter, WorkerStatus
+from replicator.operations import Bounds
 from replicator.operations.dr_status import dr_status, flow_status
+from replicator.operations.supervision import check
 from replicator.procedures import live_workers
 from replicator.procedures.drill import Drill
 from replicator.statestore import StateStore
@@ -130,6 +132,9 @@ def test_page_shows_lag_checkpoints_active_cluster_drill_and_verification(
         assert drill.ok, drill.error
         [stored_drill] = store.runs("drill")
         drill_id = stored_drill.run_id
+        # A supervisor run records its sample of the flow: the page's verdict and charts.
+        supervised = check(config, store, None, Bounds())
+        assert supervised.problems == [], [str(p) for p in supervised.problems]
         data = client.get("/api/status").json()
         html = client.get("/").text
 
@@ -164,6 +169,14 @@ def test_page_shows_lag_checkpoints_active_cluster_drill_and_verification(
     assert (verification["run_id"], verification["outcome"]) == (verification_id, "failed")
     assert verification["failed_suites"] == ["lag"]
     assert verification["data_docs_url"] == f"runs/{verification_id}/data-docs/index.html"
+
+    # The verdict: healthy, judged with the supervisor's last run; its sample charted.
+    [verdict] = data["verdicts"]
+    assert (verdict["flow"], verdict["verdict"], verdict["problems"]) == (flow.name, "healthy", [])
+    assert verdict["supervised_at"] is not None and verdict["notes"] == []
+    assert 'data-verdict-flow="primary-&gt;dr" data-verdict="healthy"' in html
+    lag_chart = re.search(r'<figure class="chart" data-chart="lag">(.*?)</figure>', html, re.S)
+    assert lag_chart is not None and "1 sample)" in lag_chart.group(1)
 
     # HTML: the contract the browser test relies on.
     assert _cell(html, f'data-app="{app}"', "active-cluster") == ["dr"]
