@@ -321,6 +321,11 @@ def verifier_rules(config: ReplicatorConfig, principal: str) -> list[AclRule]:
                 cluster, principal, "verifier", spark_groups, ("READ", "DESCRIBE"),
                 why=f"{flow.name}: the Spark Kafka connector's consumers (groupIdPrefix)",
             )  # fmt: skip
+            rules.grant(
+                cluster, principal, "verifier", [Resource("GROUP", "PREFIXED", OWN_PREFIX)],
+                ("DESCRIBE",), why=f"{flow.name}: the plan's readers (find their coordinator; "
+                "they only assign, never join or commit)",
+            )  # fmt: skip
         topics = topic_patterns(flow.topics, f"{flow.name}.topics")
         offset_syncs = _literal_topics(policy.offset_syncs_topic(target))
         rules.grant(
