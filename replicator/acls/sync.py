@@ -78,10 +78,9 @@ def planned_bindings(
 ) -> tuple[list[Binding], dict[str, int]]:
     """The target ACLs `source_acls` make for `flow` (each once), and how many source
     ACLs each rule left out."""
-    policy = flow.policy
 
     def replicated(topic: str) -> bool:
-        return why_not_replicated(flow, policy, topic) is None
+        return why_not_replicated(flow, topic) is None
 
     wanted: set[Binding] = set()
     left_out: Counter[str] = Counter()

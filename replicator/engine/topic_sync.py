@@ -24,7 +24,6 @@ from confluent_kafka.admin import (
 )
 
 from replicator.config.model import FlowConfig
-from replicator.config.policies import ReplicationPolicy
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import AdminClient, admin_for
 from replicator.kafka.errors import error_text, kafka_error
@@ -57,10 +56,10 @@ class SyncReport:
     max_message_bytes: dict[str, int] = field(default_factory=dict)
 
 
-def why_not_replicated(flow: FlowConfig, policy: ReplicationPolicy, topic: str) -> str | None:
+def why_not_replicated(flow: FlowConfig, topic: str) -> str | None:
     """None if `flow` replicates the source topic `topic` (MM2's shouldReplicateTopic),
     else why not; ACL sync asks it of the topic each ACL names."""
-    target = flow.target.alias
+    policy, target = flow.policy, flow.target.alias
     if policy.is_internal_topic(topic):
         return "internal topic (Kafka, Connect or MirrorMaker 2)"
     if policy.is_cycle(topic, target):
@@ -100,7 +99,7 @@ class TopicSync:
         return {d.source_topic: d.partitions for d in self.decisions() if d.replicate}
 
     def _why_not(self, topic: str) -> str | None:
-        return why_not_replicated(self.flow, self.policy, topic)
+        return why_not_replicated(self.flow, topic)
 
     # -- remote topics -------------------------------------------------------------------
 
