@@ -210,6 +210,53 @@ def test_a_consumer_that_reads_on_primary_reads_the_copy_on_dr_after_a_sync(
     assert _read(pair.dr, remote, client, group) == on_primary
 
 
+def test_replicator_run_syncs_acls_on_its_interval(
+    secured_pair: SecuredPair, tmp_path: Path, state_url: str
+) -> None:
+    """No sync round: `replicator run` itself syncs every sync.topic.acls.interval.seconds,
+    and picks up an ACL added at the source while it runs."""
+    pair = secured_pair
+    prefix = f"acl{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.live"
+    config_file = _replicator_config(
+        pair,
+        tmp_path,
+        "sync.topic.acls.enabled = true",
+        "sync.topic.acls.interval.seconds = 1",
+        f"primary->dr.topics = {prefix}\\\\..*",
+        "dr->primary.enabled = false",
+    )
+    flow = load_config(config_file).flow("primary->dr")
+    admin = _superuser(pair, tmp_path)
+    first = Binding("TOPIC", "LITERAL", topic, f"User:{prefix}-a", "*", "READ", "ALLOW")
+    later = Binding("TOPIC", "LITERAL", topic, f"User:{prefix}-b", "*", "ALL", "ALLOW")
+    bindings.create(admin.clusters["primary"], [first])
+
+    def on_dr() -> set[Binding]:
+        found = bindings.topic_acls(admin.clusters["dr"], "DESCRIBE")
+        return {b for b in found if b.principal.startswith(f"User:{prefix}")}
+
+    log = tmp_path / "replicator.log"
+    replicator = start_replicator(config_file, log, "--state-url", state_url)
+    try:
+        copy = Binding(
+            "TOPIC", "LITERAL", f"primary.{topic}", first.principal, "*", "READ", "ALLOW"
+        )
+        wait_until(lambda: on_dr() == {copy}, 120, "the first ACL synced by replicator run")
+        bindings.create(admin.clusters["primary"], [later])
+        copied = Binding(
+            "TOPIC", "LITERAL", f"primary.{topic}", later.principal, "*", "READ", "ALLOW"
+        )
+        wait_until(lambda: on_dr() == {copy, copied}, 60, "the ACL added while it runs")
+        status = read_acl_status(flow)
+        assert status is not None and status.error is None and status.synced_ms is not None
+    finally:
+        replicator.send_signal(signal.SIGTERM)
+        code = replicator.wait(90)
+        print(log.read_text()[-5000:])  # noqa: T201 - shown by pytest only if the test fails
+    assert code == 0
+
+
 @pytest.mark.parametrize(("cluster", "operation"), [("primary", "DESCRIBE"), ("dr", "ALTER")])
 def test_a_principal_lacking_the_cluster_acl_is_told_which_where_and_how(
     secured_pair: SecuredPair, tmp_path: Path, store: StateStore, cluster: str, operation: str
