@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -118,9 +119,14 @@ def test_supervisor_dag_restarts_a_killed_worker_the_launcher_started(
 
         os.kill(record["pid"], signal.SIGKILL)
         wait_until(lambda: not launcher.alive("sup-worker"), 10, "the worker dead")
+        began = datetime.now(UTC)
         run = dagbag().get_dag("replicator_supervisor").test()
 
         assert run.state == "success"
+        # The run recorded its sample of the flow for the DR status page, by its params.
+        [sample] = StateStore(state_url).flow_samples(began, flow.name)
+        assert sample.total_lag is not None and sample.problems == ()
+        assert sample.bounds["max_lag_records"] == Bounds().max_lag_records
         assert launcher.alive("sup-worker")
         [worker] = launcher.workers()
         assert worker.where != started.where, "a new process runs under the name"
