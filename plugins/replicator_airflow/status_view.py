@@ -96,7 +96,7 @@ def page_view(
             by_flow[flow.name],
             reasons(by_flow[flow.name].problems),
             group_topics(flow.partitions),
-            *_flow_charts(samples.get(flow.name, []), by_flow[flow.name], status, window),
+            *_flow_charts(samples.get(flow.name, []), status, window),
         )
         for flow in status.flows
     ]
@@ -145,8 +145,9 @@ def group_topics(partitions: Sequence[PartitionLag]) -> list[TopicGroup]:
 
 
 def _flow_charts(
-    samples: Sequence[FlowSample], verdict: FlowVerdict, status: DrStatus, window: timedelta
+    samples: Sequence[FlowSample], status: DrStatus, window: timedelta
 ) -> tuple[LineChart, LineChart]:
+    """Lag, and checkpoint and heartbeat age, with the bounds of the newest sample."""
     bounds = samples[-1].bounds if samples else {}
 
     def at(sample: FlowSample) -> datetime:
