@@ -171,7 +171,7 @@ def test_acl_sync_per_flow() -> None:
     assert cell(AclSyncInfo(False)) == '<span class="muted">off</span>'
     assert cell(AclSyncInfo(True)) == '<span class="warn">on, not synced yet</span>'
     synced = AclSyncInfo(True, 4, NOW, 12.5)
-    assert cell(synced) == '<span class="ok">4 ACLs</span>, synced 12.5 s ago'
+    assert cell(synced) == '<span class="ok">4 ACLs</span> synced 12 s ago'
     failed = replace(synced, error="principal may not ALTER <cluster>")
     assert cell(failed).endswith(
         '<br><span class="bad">last round failed: principal may not ALTER &lt;cluster&gt;</span>'
