@@ -12,6 +12,11 @@ checked, unless the procedure that stopped them is no longer running and did
 not succeed: then the run fails naming it and how to undo it. Each run records
 one sample per flow (lag, checkpoint and heartbeat age, its problems) for the DR
 status page's verdicts and charts, kept for `sample_retention_hours`.
+
+Each problem (a flow and a check) opens an incident, told once through the
+notifiers of the Airflow connection `dr_notifications` (SMTP, or any Airflow
+notifier: README, Notifications), again every few hours while it lasts, and once
+when it is resolved; not every minute.
 """
 
 from __future__ import annotations

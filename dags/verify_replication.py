@@ -1,7 +1,9 @@
 """Is the copy right? Hourly: plan the run, Spark compares both clusters
 (SparkSubmitOperator, connection `spark_local`: `local[2]` by default), then the
 GX suites judge the tables; the run fails, with the failing rows, when the copy
-is wrong. The verdict and the Data Docs link are in the DR history."""
+is wrong. The verdict and the Data Docs link are in the DR history. A wrong copy
+opens the flow's incident, told once through the connection `dr_notifications`
+(README, Notifications); a later right copy resolves it."""
 
 from __future__ import annotations
 
