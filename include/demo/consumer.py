@@ -13,8 +13,8 @@ import json
 import logging
 from collections import defaultdict
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
-from fenced_client import FencedClient, main
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from fenced_client import REFUSED, FencedClient, access_denied, main
 
 from replicator.statestore import Route
 from replicator.statestore.ledger import LedgerEntry
@@ -64,8 +64,16 @@ class DemoConsumer(FencedClient):
     def work(self) -> None:
         batches: dict[tuple[str, int], list[Message]] = defaultdict(list)
         for message in self._live().consume(num_messages=_BATCH, timeout=_CONSUME_TIMEOUT_S):
-            if message.error() is not None:
-                log.warning("%s: %s", self.client_id, message.error())
+            error = message.error()
+            if error is not None and error.code() in REFUSED:  # no retry helps: stop, say why
+                resource = (
+                    f"GROUP {self.application}"
+                    if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+                    else f"TOPIC {message.topic() or self.topic}"
+                )
+                raise access_denied(self, self._cluster, error, "READ", resource)
+            if error is not None:
+                log.warning("%s: %s", self.client_id, error)
             else:
                 batches[message.topic(), message.partition()].append(message)
         for messages in batches.values():

@@ -31,6 +31,9 @@ from pathlib import Path
 from types import FrameType
 from typing import ClassVar
 
+from confluent_kafka import KafkaError
+
+from replicator.acls.principal import principal_of
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.statestore import (
@@ -227,6 +230,26 @@ class FencedClient(ABC):
             self.store.remove_client(self.application, self.client_id)
         except StoreUnavailable as exc:
             log.warning("%s: could not remove itself from the state store: %s", self.client_id, exc)
+
+
+#: Errors that mean the client's principal lacks an ACL: only an operator can fix that.
+REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED})
+
+
+def access_denied(
+    client: FencedClient, cluster: str, error: KafkaError, operation: str, resource: str
+) -> ReplicatorError:
+    """The one-line error that stops a client its cluster refused: the principal, the
+    missing operation and resource, and the fix (`replicator acls apply`)."""
+    settings = client.config.clusters[cluster]
+    principal = principal_of(settings)
+    group = f" --group {client.application}" if client.role == "consumer" else ""
+    return ReplicatorError(
+        f"{client.client_id}: {principal} lacks ALLOW {operation} on {resource} on cluster "
+        f"{cluster!r} ({settings.bootstrap_servers}): {error.str()}; grant it, e.g. with "
+        f"`replicator acls apply --config <this configuration> --admin-config <an admin's> "
+        f"--role {client.role} --principal {principal} --topic {client.topic}{group}`"
+    )
 
 
 def main(client_class: type[FencedClient], description: str) -> int:

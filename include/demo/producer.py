@@ -14,8 +14,8 @@ import json
 import logging
 import time
 
-from confluent_kafka import KafkaError, Message, Producer
-from fenced_client import FencedClient, main
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from fenced_client import REFUSED, FencedClient, access_denied, main
 
 from replicator.statestore import Route
 from replicator.statestore.ledger import LedgerEntry
@@ -24,6 +24,9 @@ log = logging.getLogger("demo")
 
 _POLL_S = 0.1
 _KEYS = 32
+#: Delivery reports of records `disconnect` cancelled (it logs them once, in sum) or
+#: that failed with the producer (the error that stops the client says why, once).
+_UNSENT = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._FATAL})
 
 
 class DemoProducer(FencedClient):
@@ -58,6 +61,21 @@ class DemoProducer(FencedClient):
         self._since, self._sent = time.monotonic(), 0
 
     def work(self) -> None:
+        try:
+            self._produce_due()
+        except KafkaException as exc:
+            error = exc.args[0]
+            # An idempotent producer without WRITE on any topic is refused its producer
+            # id: the broker says CLUSTER_AUTHORIZATION_FAILED, but WRITE is what it lacks.
+            if error.code() in {*REFUSED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}:
+                raise access_denied(
+                    self, self._cluster, error, "WRITE", f"TOPIC {self.topic}"
+                ) from exc
+            raise
+        self.ledger.flush()
+
+    def _produce_due(self) -> None:
+        """Produce the records due at `--rate` since connecting, and serve reports."""
         producer = self._live()
         due = int((time.monotonic() - self._since) * self.rate)
         while self._sent < due:
@@ -77,7 +95,6 @@ class DemoProducer(FencedClient):
             self.sequence += 1
             self._sent += 1
         producer.poll(_POLL_S)
-        self.ledger.flush()
 
     def disconnect(self, timeout_s: float) -> None:
         producer = self._live()
@@ -105,8 +122,11 @@ class DemoProducer(FencedClient):
         return self._producer
 
     def _delivered(self, record_id: str, error: KafkaError | None, message: Message) -> None:
+        if error is not None and error.code() in REFUSED:  # no retry helps: stop, say why
+            raise access_denied(self, self._cluster, error, "WRITE", f"TOPIC {self.topic}")
         if error is not None:
-            log.error("%s: record %s not delivered: %s", self.client_id, record_id, error.str())
+            if error.code() not in _UNSENT:
+                log.error("%s: record %s not delivered: %s", self.client_id, record_id, error.str())
             return
         self.ledger.write(
             LedgerEntry(record_id, self._cluster, self.topic, message.partition(), message.offset())

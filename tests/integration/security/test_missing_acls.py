@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from replicator.acls.plan import AclRule, replicator_rules
+from replicator.acls.plan import AclRule, application_rules, replicator_rules
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig
 from replicator.offsets.checkpoint_loop import CheckpointLoop
+from replicator.statestore import StateStore
 
 from helpers.kafka import create_topic, make_records, produce_records
-from helpers.procedures import commit_offsets
+from helpers.procedures import commit_offsets, demo_apps
 from helpers.replication import running, wait_until
 from helpers.secured import SecuredPair
 
@@ -74,3 +75,47 @@ def test_the_checkpoint_loop_names_the_principal_and_the_missing_acl(
     [line, *_] = [r.getMessage() for r in caplog.records if expected in r.getMessage()]
     assert line.startswith("flow primary->dr: checkpoints not written this round"), line
     assert "replicator acls apply" in line
+
+
+@pytest.mark.parametrize(
+    ("role", "missing", "expected"),
+    [
+        ("producer", ("TOPIC", "WRITE"), "lacks ALLOW WRITE on TOPIC {topic} on cluster 'primary'"),
+        ("consumer", ("GROUP", "READ"), "lacks ALLOW READ on GROUP {app} on cluster 'primary'"),
+    ],
+)
+def test_a_demo_app_without_one_acl_stops_with_one_line_naming_it(
+    secured_pair: SecuredPair,
+    tmp_path: Path,
+    state_url: str,
+    store: StateStore,
+    role: str,
+    missing: tuple[str, str],
+    expected: str,
+) -> None:
+    """The producer and consumer roles (`replicator acls plan --role producer|consumer`)
+    with every ACL of their plan but one: the app stops (exit 1) with one line naming
+    its principal, the operation, the resource and the fix, instead of retrying."""
+    pair = secured_pair
+    user = f"{role}-{uuid.uuid4().hex[:6]}"
+    config = pair.config_as(user, tmp_path / "app.properties")
+    topic = f"demo.app-{uuid.uuid4().hex[:8]}"
+    create_topic(pair.primary, topic, 1, client=pair.admin("primary"))
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    if role == "consumer":  # something to read
+        produce_records(pair.primary, topic, make_records(10), client=pair.admin("primary"))
+    rules = application_rules(["primary"], f"User:{user}", role, topic, app)
+    kept = [r for r in rules if (r.resource_type, r.operation) != missing]
+    assert len(kept) == len(rules) - 1
+    pair.grant(kept)
+    store.register_application(app, "primary")
+    common = ["--config", str(config), "--app", app, "--topic", topic, "--state-url", state_url]
+    with demo_apps(tmp_path) as start:
+        process = start(role, *common, "--ledger", str(tmp_path / "ledger.jsonl"))
+        assert process.wait(120) == 1
+    errors = [
+        line for line in (tmp_path / f"{role}.log").read_text().splitlines() if " ERROR " in line
+    ]
+    assert len(errors) == 1, errors
+    assert f"User:{user} {expected.format(topic=topic, app=app)}" in errors[0], errors[0]
+    assert "replicator acls apply" in errors[0] and f"--role {role}" in errors[0]
