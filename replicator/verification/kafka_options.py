@@ -5,15 +5,25 @@ prefixed with `kafka.`. The replicator's configuration holds them translated to
 librdkafka's names (`replicator.config.clients`); this turns them back. The job
 loads the configuration file itself (the plan names the file, never a secret),
 so credentials pass through no plan, command line, XCom or log. Spark redacts
-`sasl.jaas.config` in what it logs. Truststore and keystore files are read by
-the executors at the same path (local mode; on a cluster, ship them to that path).
+`sasl.jaas.config` in what it logs.
+
+Truststore and keystore files are read by the driver and by every executor. On a
+cluster that does not share the driver's filesystem they are shipped with
+`spark-submit --files` (`tls_files`): each lands in the executors' working
+directory under its own name (`shipped_names`), and the options name it so; the
+driver reads the same names from its working directory (`run.run_spark`). The
+connector's consumers get our group id prefix (`VERIFIER_GROUP_PREFIX`), which the
+verifier's ACL plan grants, instead of Spark's `spark-kafka-relation-...`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
+from replicator.acls.plan import VERIFIER_GROUP_PREFIX
 from replicator.config import load_config
+from replicator.config.model import ReplicatorConfig
 from replicator.errors import ConfigError
 
 _LOGIN_MODULES = {
@@ -61,12 +71,51 @@ def _quoted(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
-def cluster_options(config_file: str, bootstrap: str) -> dict[str, str]:
-    """The connector's security options for the cluster of `config_file` whose
-    bootstrap servers are `bootstrap` (none without a configuration file)."""
+_FILE_OPTIONS = ("kafka.ssl.truststore.location", "kafka.ssl.keystore.location")
+
+
+def cluster_options(config_file: str, bootstrap: str, shipped: bool = False) -> dict[str, str]:
+    """The connector's options for the cluster of `config_file` whose bootstrap
+    servers are `bootstrap`: our group id prefix, and its security settings (none
+    without a configuration file). `shipped`: its truststore and keystore are
+    named as `spark-submit --files` ships them (`shipped_names`)."""
+    options = {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
     if not config_file:
-        return {}
-    for cluster in load_config(config_file).clusters.values():
+        return options
+    config = load_config(config_file)
+    for cluster in config.clusters.values():
         if cluster.bootstrap_servers == bootstrap:
-            return spark_kafka_options(cluster.consumer)
+            security = spark_kafka_options(cluster.consumer)
+            if shipped:
+                names = shipped_names(tls_files(config))
+                for key in _FILE_OPTIONS:
+                    if key in security:
+                        security[key] = names[Path(security[key])]
+            return options | security
     raise ConfigError(f"{config_file} has no cluster with bootstrap.servers={bootstrap}")
+
+
+def tls_files(config: ReplicatorConfig) -> list[Path]:
+    """The truststore and keystore files of every cluster of `config` (each once)."""
+    found: dict[Path, None] = {}
+    for cluster in config.clusters.values():
+        options = spark_kafka_options(cluster.consumer)
+        for key in _FILE_OPTIONS:
+            if key in options:
+                found[Path(options[key])] = None
+    return list(found)
+
+
+def shipped_names(files: list[Path]) -> dict[Path, str]:
+    """The name each file has in an executor's working directory when shipped with
+    `spark-submit --files`: its own file name, which must be unique."""
+    names: dict[Path, str] = {}
+    for path in files:
+        clash = [other for other, name in names.items() if name == path.name]
+        if clash:
+            raise ConfigError(
+                f"{path} and {clash[0]} have the same file name, and `spark-submit --files` "
+                "ships files to the executors under their names: rename one of them"
+            )
+        names[path] = path.name
+    return names

@@ -68,6 +68,9 @@ class VerificationPlan:
     #: The replicator's configuration, from which the job takes each cluster's security
     #: settings (`verification.kafka_options`): the plan names it, never a secret.
     config_file: str = ""
+    #: Its truststores and keystores are shipped with `spark-submit --files`, and the
+    #: job names them as shipped (for executors that do not share the driver's files).
+    ship_files: bool = False
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2))

@@ -14,15 +14,18 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
+from replicator.verification.access import check_access
 from replicator.verification.job import SUITES_MODULE, py_files, spark_application
+from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import plan_verification
 from replicator.verification.submit import SparkSubmit
 
@@ -50,6 +53,8 @@ class VerificationRun:
     directory: Path
     flow: str
     in_flight: int
+    #: Truststores and keystores the job ships to the executors (`spark-submit --files`).
+    shipped: list[str] = field(default_factory=list)
 
     @property
     def plan(self) -> Path:
@@ -65,10 +70,19 @@ def verify(
     results: Path = DEFAULT_RESULTS,
     thresholds: Path | None = None,
     config_file: Path | None = None,
+    ship_files: bool | None = None,
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
-    run = start(flow, store, topics=topics, master=master, results=results, config_file=config_file)
+    run = start(
+        flow,
+        store,
+        topics=topics,
+        master=master,
+        results=results,
+        config_file=config_file,
+        ship_files=ship_files,
+    )
     try:
         began = time.monotonic()
         run_spark(spark_job(run, master))
@@ -92,13 +106,23 @@ def start(
     master: str = "local[2]",
     results: Path = DEFAULT_RESULTS,
     config_file: Path | None = None,
+    ship_files: bool | None = None,
 ) -> VerificationRun:
-    """Plan the run (`replicator.verification.plan`), start it in the history, and
-    write the plan into the run's folder. `config_file`: the configuration `flow`
-    comes from, whose security settings the job uses (none: PLAINTEXT)."""
+    """Check the principal may read what the job reads (`access`: Spark's own
+    error would not say which ACL is missing), plan the run
+    (`replicator.verification.plan`), start it in the history, and write the plan
+    into the run's folder. `config_file`: the configuration `flow` comes from,
+    whose security settings the job uses (none: PLAINTEXT). `ship_files`: ship its
+    truststores and keystores to the executors (default: unless `master` is local)."""
+    check_access(flow, topics)
     plan = plan_verification(flow, topics)
+    shipped: list[str] = []
     if config_file is not None:
-        plan = replace(plan, config_file=str(config_file.resolve()))
+        ship = not master.startswith("local") if ship_files is None else ship_files
+        files = tls_files(load_config(config_file)) if ship else []
+        shipped_names(files)  # a clash of names fails here, before anything starts
+        shipped = [str(path) for path in files]
+        plan = replace(plan, config_file=str(config_file.resolve()), ship_files=bool(files))
     if not plan.windows:
         raise ReplicatorError(
             f"flow {flow.name} replicates none of {topics or 'its topics'}; "
@@ -107,7 +131,8 @@ def start(
     run_id = store.start_run("verification", flow.name, None, {"topics": topics, "master": master})
     directory = (results / f"run={run_id}").resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    run = VerificationRun(run_id, directory, flow.name, sum(w.in_flight for w in plan.windows))
+    in_flight = sum(w.in_flight for w in plan.windows)
+    run = VerificationRun(run_id, directory, flow.name, in_flight, shipped)
     plan.write(run.plan)
     return run
 
@@ -122,14 +147,26 @@ def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
         py_files=[py_files(run.directory)],
         conf={"spark.ui.enabled": "false"},
         name=f"verify {run.flow}",
+        files=[Path(path) for path in run.shipped],
     )
 
 
 def run_spark(submit: SparkSubmit) -> None:
-    """spark-submit from this Python environment; its output goes to `spark.log`."""
+    """spark-submit from this Python environment, in the run's folder; its output
+    goes to `spark.log`. Shipped files are named there too, as links to the
+    originals for the run's length: the driver (here) reads them by the names the
+    executors find in their own working directories."""
     out = Path(submit.arguments[submit.arguments.index("--out") + 1])
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
-    _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+    links = [out / name for name in shipped_names(submit.files).values()]
+    for link, target in zip(links, submit.files, strict=True):
+        link.unlink(missing_ok=True)
+        link.symlink_to(target.resolve())
+    try:
+        _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+    finally:
+        for link in links:
+            link.unlink(missing_ok=True)
 
 
 def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> Verification:

@@ -12,7 +12,9 @@ class SparkSubmit:
     """`spark-submit [options] application [args]`: `master` is any Spark master URL
     (`local[2]` here, `spark://...`, `yarn`, `k8s://...` on a cluster); `jars` go to
     `--jars` (the Kafka connector; a cluster may use `--packages` via `conf`); `py_files`
-    to `--py-files` (the packages the executors import, `job.py_files`)."""
+    to `--py-files` (the packages the executors import, `job.py_files`); `files` to
+    `--files`, which ships them into every executor's working directory (truststores
+    and keystores, for executors that do not share the driver's files)."""
 
     application: Path
     arguments: list[str] = field(default_factory=list)
@@ -21,6 +23,7 @@ class SparkSubmit:
     conf: dict[str, str] = field(default_factory=dict)
     name: str | None = None
     py_files: list[Path] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
 
     def command(self, spark_submit: str = "spark-submit") -> list[str]:
         command = [spark_submit, "--master", self.master]
@@ -30,6 +33,8 @@ class SparkSubmit:
             command += ["--jars", ",".join(str(jar) for jar in self.jars)]
         if self.py_files:
             command += ["--py-files", ",".join(str(path) for path in self.py_files)]
+        if self.files:
+            command += ["--files", ",".join(str(path) for path in self.files)]
         for key, value in sorted(self.conf.items()):
             command += ["--conf", f"{key}={value}"]
         return [*command, str(self.application), *self.arguments]

@@ -182,7 +182,7 @@ def _read_whole(
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .options(**cluster_options(plan.config_file, bootstrap))
+        .options(**cluster_options(plan.config_file, bootstrap, plan.ship_files))
         .option("assign", json.dumps({topic: partitions}))
         .option("startingOffsets", json.dumps({topic: {str(p): earliest for p in partitions}}))
         .option("endingOffsets", json.dumps({topic: {str(p): ends[p] for p in partitions}}))
@@ -320,7 +320,7 @@ def _read(
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .options(**cluster_options(plan.config_file, bootstrap))
+        .options(**cluster_options(plan.config_file, bootstrap, plan.ship_files))
         .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         .option("assign", json.dumps(assign))

@@ -31,3 +31,20 @@ def test_local_defaults() -> None:
     assert SparkSubmit(Path("job.py")).command() == [
         "spark-submit", "--master", "local[2]", "job.py"
     ]  # fmt: skip
+
+
+def test_shipped_truststore_and_keystore_go_to_files_after_py_files() -> None:
+    submit = SparkSubmit(
+        Path("verify.py"),
+        ["--plan", "plan.json"],
+        master="spark://spark-master:7077",
+        py_files=[Path("/run/verification-packages.zip")],
+        files=[Path("/secrets/ca.pem"), Path("/secrets/replicator.keystore.pem")],
+    )
+    assert submit.command() == [
+        "spark-submit",
+        "--master", "spark://spark-master:7077",
+        "--py-files", "/run/verification-packages.zip",
+        "--files", "/secrets/ca.pem,/secrets/replicator.keystore.pem",
+        "verify.py", "--plan", "plan.json",
+    ]  # fmt: skip

@@ -1,0 +1,85 @@
+"""The Spark Kafka connector's options from a secured configuration, without Spark or
+Kafka: security settings as `kafka.` Java options, our consumer group prefix, and the
+truststore and keystore named as `spark-submit --files` ships them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replicator.acls.plan import VERIFIER_GROUP_PREFIX, verifier_rules
+from replicator.config import load_config
+from replicator.errors import ConfigError
+from replicator.verification.kafka_options import cluster_options, shipped_names, tls_files
+
+
+def _config(tmp_path: Path, dr_ca: Path | None = None) -> Path:
+    """mTLS on both clusters, one CA file and one keystore each; dr's CA may differ."""
+    ca = tmp_path / "ca.pem"
+    lines = [
+        "clusters = primary, dr",
+        "primary.bootstrap.servers = 127.0.0.1:9093",
+        "dr.bootstrap.servers = 127.0.0.1:9094",
+        "primary->dr.enabled = true",
+        "primary->dr.topics = orders",
+    ]
+    for alias in ("primary", "dr"):
+        truststore = dr_ca if alias == "dr" and dr_ca else ca
+        lines += [
+            f"{alias}.security.protocol = SSL",
+            f"{alias}.ssl.truststore.type = PEM",
+            f"{alias}.ssl.truststore.location = {truststore}",
+            f"{alias}.ssl.keystore.type = PEM",
+            f"{alias}.ssl.keystore.location = {tmp_path / f'{alias}.keystore.pem'}",
+        ]
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_connector_reads_as_our_group_prefix_which_the_verifier_plan_grants(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    assert cluster_options("", "127.0.0.1:9093") == {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
+    options = cluster_options(str(config), "127.0.0.1:9093")
+    assert options["groupIdPrefix"] == VERIFIER_GROUP_PREFIX
+    assert options["kafka.ssl.truststore.location"] == str(tmp_path / "ca.pem")
+    groups = {
+        (rule.cluster, rule.name, rule.operation)
+        for rule in verifier_rules(load_config(config), "User:spark")
+        if rule.resource_type == "GROUP"
+    }
+    # The connector's group ids are `<prefix>-<uuid>-executor`; the plan's readers
+    # (`replicator-<purpose>-<uuid>`, assign only) need only to find their coordinator.
+    assert groups == {
+        (cluster, f"{VERIFIER_GROUP_PREFIX}-", operation)
+        for cluster in ("primary", "dr")
+        for operation in ("READ", "DESCRIBE")
+    } | {(cluster, "replicator-", "DESCRIBE") for cluster in ("primary", "dr")}
+
+
+def test_shipped_files_are_named_as_the_executors_find_them(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    files = tls_files(load_config(config))
+    assert files == [
+        tmp_path / "ca.pem",
+        tmp_path / "primary.keystore.pem",
+        tmp_path / "dr.keystore.pem",
+    ]
+    assert list(shipped_names(files).values()) == [
+        "ca.pem",
+        "primary.keystore.pem",
+        "dr.keystore.pem",
+    ]
+    options = cluster_options(str(config), "127.0.0.1:9094", shipped=True)
+    assert options["kafka.ssl.truststore.location"] == "ca.pem"
+    assert options["kafka.ssl.keystore.location"] == "dr.keystore.pem"
+
+
+def test_two_files_of_one_name_cannot_be_shipped(tmp_path: Path) -> None:
+    (tmp_path / "dr").mkdir()
+    config = _config(tmp_path, dr_ca=tmp_path / "dr" / "ca.pem")
+    with pytest.raises(ConfigError, match="have the same file name"):
+        shipped_names(tls_files(load_config(config)))
