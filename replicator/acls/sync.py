@@ -30,8 +30,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from replicator.acls import bindings
 from replicator.acls.bindings import Binding
@@ -106,9 +105,6 @@ class AclSyncReport:
     created: list[str] = field(default_factory=list)
     #: Source ACLs left out, by rule.
     left_out: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def sync_acls(flow: FlowConfig) -> AclSyncReport:
