@@ -43,6 +43,9 @@ ROLES = ("replicator", "verifier", "producer", "consumer")
 #: flow's group `replicator-<source>-<target>`, and the one-off readers of tails,
 #: compacted topics and resets), as do its transactional ids.
 OWN_PREFIX = "replicator-"
+#: The default prefix of a drill's shadow groups on the target (`Drill`): it commits
+#: the translated offsets to them, checks them and deletes them.
+DRILL_SHADOW_PREFIX = "drill-"
 #: The Spark Kafka connector's `groupIdPrefix` in verification jobs: its consumers'
 #: group ids are `<prefix>-<uuid>-executor` (never committed), not `spark-kafka-...`.
 VERIFIER_GROUP_PREFIX = f"{OWN_PREFIX}verify"
@@ -302,6 +305,10 @@ def replicator_rules(
             grant(
                 target, on_target, groups, "READ", "DESCRIBE",
                 why="sync the groups' offsets to the target (group sync, failover)",
+            )  # fmt: skip
+            grant(
+                target, on_target, [Resource("GROUP", "PREFIXED", DRILL_SHADOW_PREFIX)], "READ",
+                "DESCRIBE", "DELETE", why="a drill's shadow groups: commit, check, delete",
             )  # fmt: skip
     return rules.sorted()
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
+from replicator.acls.plan import DRILL_SHADOW_PREFIX
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import live_workers
 from replicator.engine.topic_sync import TopicSync
@@ -73,7 +74,7 @@ class Drill(Procedure):
         groups: list[str],
         store: StateStore,
         *,
-        shadow_prefix: str = "drill-",
+        shadow_prefix: str = DRILL_SHADOW_PREFIX,
         keep_shadow: bool = False,
         dry_run: bool = False,
         timeout_s: float = 60.0,
