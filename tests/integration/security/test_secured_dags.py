@@ -1,0 +1,204 @@
+"""The DR DAGs on SASL_SSL with the authorizer on (issue 14 item 4): `failover`,
+`failback` and `dr_drill` through `dag.test()` on the real metadata DB, while the
+replicator runs as `User:replicator` and the demo producer and consumer as
+`User:demo`, each with only its planned ACLs. The configuration comes from the
+`replicator_default` Airflow connection; its passwords come from the files that
+configuration names (`${file:...}`), never from a DAG's params.
+
+Then the secret-leak check: no principal's SCRAM password in XCom, the task logs,
+the runs' reports, the state store, the status topic, the checkpoints, or the DR
+status page's HTML and JSON."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from replicator.config import load_config
+from replicator.localstack.client_config import DEMO_FILE
+from replicator.procedures import live_workers
+from replicator.statestore import StateStore, check_ledgers, read_ledger
+
+from helpers.airflow import dagbag, task_states
+from helpers.kafka import create_topic, read_partition
+from helpers.procedures import demo_apps, wait_processed
+from helpers.replication import start_replicator, wait_until
+from helpers.secured import SecuredPair
+
+_TIMEOUT_S = 120.0
+
+
+@pytest.mark.timeout(900)
+def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
+    airflow_home: Path,
+    secured_pair: SecuredPair,
+    tmp_path: Path,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pair = secured_pair
+    config_path = pair.clients_file
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_REPLICATOR_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "replicator",
+                "extra": {"config": str(config_path), "state_url": state_url},
+            }
+        ),
+    )
+    monkeypatch.setenv("REPLICATOR_STATE_URL", state_url)  # `replicator run` obeys it too
+    topic = f"demo.dags-{uuid.uuid4().hex[:8]}"
+    for cluster in ("primary", "dr"):  # dr's is the reverse flow's source after the switch
+        create_topic(pair.stack.bootstrap(cluster), topic, 3, client=pair.admin(cluster))
+    app = f"demo-{uuid.uuid4().hex[:8]}"  # the demo principal's groups start with "demo"
+    store.register_application(app, "primary")
+    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    config = load_config(config_path)
+    common = ["--config", str(pair.stack.data_dir / DEMO_FILE), "--app", app]
+    common += ["--topic", topic, "--state-url", state_url]
+    produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
+    bag = dagbag()
+    replicator = start_replicator(config_path, tmp_path / "replicator.log")
+    runs: list[Any] = []
+    try:
+        with demo_apps(tmp_path) as start:
+            producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
+            consumer = start("consumer", *common, "--ledger", str(consumed))
+            wait_processed(consumed, "primary", 100, _TIMEOUT_S)
+            wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "apps")
+            wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicator")
+
+            conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
+            runs.append(
+                bag.get_dag("failover").test(
+                    run_conf={**conf, "mode": "planned", "reverse": True, "skip_approval": True}
+                )
+            )
+            assert runs[-1].state == "success", task_states(runs[-1])
+            assert store.application(app).active_cluster == "dr"
+            wait_processed(consumed, "dr", 100, _TIMEOUT_S)
+
+            runs.append(bag.get_dag("failback").test(run_conf=conf))
+            assert runs[-1].state == "success", task_states(runs[-1])
+            assert store.application(app).active_cluster == "primary"
+            wait_processed(consumed, "primary", 100, _TIMEOUT_S)
+
+            # The failback started primary->dr again; the drill measures a running copy.
+            wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "restarted")
+            runs.append(bag.get_dag("dr_drill").test(run_conf=conf))
+            assert runs[-1].state == "success", task_states(runs[-1])
+            [drill] = store.runs("drill")
+            assert (drill.outcome, drill.rpo_records) == ("succeeded", 0)
+            # The producer flushes and stops; the consumer processes everything acknowledged.
+            producer.send_signal(signal.SIGTERM)
+            assert producer.wait(60) == 0
+            _wait_drained(produced, consumed)
+            consumer.send_signal(signal.SIGTERM)
+            assert consumer.wait(60) == 0
+            check = check_ledgers([produced], [consumed])
+    finally:
+        replicator.send_signal(signal.SIGTERM)
+        code = replicator.wait(90)
+    assert code == 0, (tmp_path / "replicator.log").read_text()[-3000:]
+    assert check.ok, check.summary()
+    assert [r.outcome for r in store.runs("failover")] == ["succeeded"]
+    assert [r.outcome for r in store.runs("failback")] == ["succeeded"]
+
+    # The secret-leak check, in every place the runs wrote to.
+    places = {
+        "XCom": _xcom_values(runs),
+        "the task logs": caplog.text + _files_text(airflow_home / "logs"),
+        "the replicator's log": (tmp_path / "replicator.log").read_text(errors="replace"),
+        "the state store": Path(state_url.removeprefix("sqlite:///"))
+        .read_bytes()
+        .decode(errors="replace"),
+        "the status topic and the checkpoints": _internal_topics(pair),
+        **_page(store, config_path, state_url),
+    }
+    # dag.test() hands the task logs to Python's logging (captured here); a scheduler's
+    # workers would write them under AIRFLOW_HOME/logs, searched too.
+    assert "cutover" in places["the task logs"] and "report" in places["the task logs"]
+    assert len(pair.passwords()) >= 3  # broker, replicator, demo at least
+    for user, password in pair.passwords().items():
+        leaked = [where for where, text in places.items() if password.decode() in text]
+        assert not leaked, f"the password of {user} is in {leaked}"
+
+
+def _wait_drained(produced: Path, consumed: Path) -> None:
+    """Until the consumer processed every acknowledged record; on timeout, say which
+    are missing and where they were acknowledged."""
+    try:
+        wait_until(lambda: not check_ledgers([produced], [consumed]).missing, _TIMEOUT_S, "")
+    except AssertionError:
+        missing = set(check_ledgers([produced], [consumed]).missing)
+        where = [e for e in read_ledger(produced) if e.id in missing]
+        raise AssertionError(f"not processed within {_TIMEOUT_S}s: {where[:20]}") from None
+
+
+def _xcom_values(runs: list[Any]) -> str:
+    """Every XCom value the runs' tasks pushed, serialised."""
+    from airflow.models.xcom import XComModel  # noqa: PLC0415 - after airflow_home
+    from airflow.utils.session import create_session  # noqa: PLC0415 - after airflow_home
+    from sqlalchemy import select  # noqa: PLC0415
+
+    values = []
+    with create_session() as session:
+        for run in runs:
+            rows = session.scalars(
+                select(XComModel).where(
+                    XComModel.dag_id == run.dag_id, XComModel.run_id == run.run_id
+                )
+            )
+            values += [json.dumps(XComModel.deserialize_value(row), default=str) for row in rows]
+    assert values, "no XCom found"
+    return "\n".join(values)
+
+
+def _files_text(folder: Path) -> str:
+    if not folder.exists():
+        return ""
+    return "\n".join(
+        path.read_text(errors="replace") for path in folder.rglob("*") if path.is_file()
+    )
+
+
+def _internal_topics(pair: SecuredPair) -> str:
+    """The status topics and checkpoints of both flows, as text."""
+    texts = []
+    for cluster, topic in (
+        ("dr", "replicator-status.internal"),
+        ("dr", "primary.checkpoints.internal"),
+        ("primary", "replicator-status.internal"),
+        ("primary", "dr.checkpoints.internal"),
+    ):
+        assert pair.end_offsets(cluster, topic, 1), f"{topic} on {cluster} is empty"
+        bootstrap = pair.stack.bootstrap(cluster)
+        for _, record in read_partition(bootstrap, topic, 0, client=pair.admin(cluster)):
+            texts.append(((record.key or b"") + (record.value or b"")).decode(errors="replace"))
+    return "\n".join(texts)
+
+
+def _page(store: StateStore, config: Path, state_url: str) -> dict[str, str]:
+    """The DR status page's HTML, its JSON and every run's page and audit report."""
+    import replicator_airflow.status_page as page  # noqa: PLC0415 - after airflow_home
+    from replicator_airflow.hooks import ReplicatorSettings  # noqa: PLC0415
+
+    client = TestClient(page.create_app(lambda: ReplicatorSettings(str(config), state_url)))
+    shown = {"the page's HTML": client.get("/").text, "its JSON": client.get("/api/status").text}
+    for kind in ("failover", "failback", "drill"):
+        for run in store.runs(kind):
+            shown[f"{kind} {run.run_id}'s page"] = client.get(f"/runs/{run.run_id}").text
+            report = client.get(f"/runs/{run.run_id}/report.html")
+            assert report.status_code == 200, report.text[:500]
+            shown[f"{kind} {run.run_id}'s report"] = report.text
+    assert "primary->dr" in shown["its JSON"]
+    return shown
