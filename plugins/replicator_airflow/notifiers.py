@@ -59,7 +59,8 @@ log = logging.getLogger(__name__)
 #: The Airflow connection that says where notices go (see the module docstring).
 NOTIFICATIONS_CONN_ID = "dr_notifications"
 SMTP_NOTIFIER = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
-#: What the DR status page's plugin serves under Airflow's base URL.
+#: The DR status page under Airflow's base URL: `dr_status_plugin.URL_PREFIX`, not
+#: imported from there because importing that module builds the page's web app.
 STATUS_PAGE_PATH = "/dr-status/"
 
 #: An approval is asked once and answered once: no reminder (the question has its own
@@ -188,7 +189,7 @@ def links(context: Context, **extra: str) -> dict[str, str]:
     """Where to look: the DR status page, the Airflow task that found it, and `extra`."""
     return {
         "DR status page": airflow_url(STATUS_PAGE_PATH),
-        "Airflow run": context["ti"].log_url,
+        "Airflow task": context["ti"].log_url,
         **extra,
     }
 
@@ -230,15 +231,15 @@ def tell(
     settings: NotificationSettings,
     *,
     failing: BaseException | None = None,
-    extra_links: Mapping[str, str] | None = None,
 ) -> None:
     """`deliver`; when the task fails anyway (`failing`, about to be raised), a
     delivery failure is added to that error instead of replacing it."""
     try:
-        deliver(context, notices, store, settings, extra_links)
+        deliver(context, notices, store, settings)
     except NotificationFailed as exc:
         if failing is None:
             raise
+        log.error("%s", exc)  # on its own line: the task's error below is another one
         failing.add_note(str(exc))
 
 

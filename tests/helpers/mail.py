@@ -34,6 +34,8 @@ class Inbox:
     """What the server received, in order (aiosmtpd's handler interface)."""
 
     def __init__(self) -> None:
+        #: The server's port, once it listens.
+        self.port = 0
         self._mails: list[Mail] = []
         self._lock = threading.Lock()
 
@@ -70,13 +72,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def smtp_server() -> Iterator[tuple[Inbox, int]]:
+def smtp_server() -> Iterator[Inbox]:
     """An SMTP server on 127.0.0.1 (plain, no TLS, no login) for the block."""
     inbox = Inbox()
     controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
     controller.start()
+    inbox.port = controller.port
     try:
-        yield inbox, controller.port
+        yield inbox
     finally:
         controller.stop()
 
