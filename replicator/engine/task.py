@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
@@ -480,25 +481,20 @@ class ReplicationTask(TaskSetup, Assignment):
         self._reporter.worker(state, self._trackers.values(), self._topics, self._fatal)
 
 
+@dataclass(slots=True)
 class _RunReport:
     """The delivery report of a run of records of one partition (see _produce_run)."""
 
-    __slots__ = ("count", "epoch", "first_source", "last_source", "task", "tracker")
+    task: ReplicationTask
+    tracker: PartitionTracker
+    first_source: int
+    last_source: int
+    count: int
+    #: The partition's delivery epoch when the run was produced (a rewind moves it on).
+    epoch: int = field(init=False)
 
-    def __init__(
-        self,
-        task: ReplicationTask,
-        tracker: PartitionTracker,
-        first_source: int,
-        last_source: int,
-        count: int,
-    ) -> None:
-        self.task = task
-        self.tracker = tracker
-        self.epoch = tracker.epoch
-        self.first_source = first_source
-        self.last_source = last_source
-        self.count = count
+    def __post_init__(self) -> None:
+        self.epoch = self.tracker.epoch
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         self.task._on_run_delivered(self, error, message)
