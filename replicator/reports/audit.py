@@ -56,6 +56,8 @@ class RunReport:
     started_by: str | None
     decision: Decision | None
     steps: list[StepTime]
+    #: The applications moved, or the consumer groups a non-disruptive drill checked.
+    subjects: list[str] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     check_counts: dict[str, int] = field(default_factory=dict)
     halves: list[RunReport] = field(default_factory=list)
@@ -97,8 +99,9 @@ def build_report(store: StateStore, run_or_procedure_id: str) -> RunReport:
 
 def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
     procedure_id = run.params.get("procedure_id") or run.details.get("procedure_id")
+    named = run.params.get("applications") or run.params.get("groups") or []
     if procedure_id is None:
-        return RunReport(run, None, run.params.get("started_by"), None, [])
+        return RunReport(run, None, run.params.get("started_by"), None, [], subjects=named)
     answer = decision_of(store, procedure_id)
     check = store.step(procedure_id, "check")
     checks = check.result.get("partitions", []) if check and run.kind == "drill" else []
@@ -108,9 +111,26 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
         started_by=run.params.get("started_by"),
         decision=None if answer is None else Decision(**answer),
         steps=step_times(store, procedure_id),
-        checks=checks,
+        subjects=named or _found_groups(store, procedure_id),
+        checks=sorted(checks, key=_check_order),
         check_counts=check.result.get("counts", {}) if checks and check else {},
         halves=[_procedure_report(store, half) for half in _halves(store, run, procedure_id)],
+    )
+
+
+def _found_groups(store: StateStore, procedure_id: str) -> list[str]:
+    """A drill that names no group checks every group of the flow; its preflight
+    recorded which, so the report names what was drilled."""
+    preflight = store.step(procedure_id, "preflight")
+    return list(preflight.result.get("groups", [])) if preflight else []
+
+
+def _check_order(check: dict[str, Any]) -> tuple[str, str, int]:
+    """Group, topic, partition: the drill records its checks in the order they finished."""
+    return (
+        str(check.get("group", "")),
+        str(check.get("topic", "")),
+        int(check.get("partition", -1)),
     )
 
 
@@ -174,11 +194,13 @@ def _figure(value: float | None, unit: str = "") -> str:
 
 
 def _brief(value: Any, limit: int = 12) -> str:
-    """A step's report in a line or a few: lists longer than `limit` counted, not listed."""
+    """A step's report in a line or a few: lists longer than `limit`, and lists of
+    records (a drill's positions: the checks table and the history have them), counted,
+    not listed."""
     if isinstance(value, dict):
         return "; ".join(f"{k}: {_brief(v, limit)}" for k, v in value.items()) or "—"
     if isinstance(value, list):
-        if len(value) > limit:
+        if len(value) > limit or any(isinstance(v, dict) for v in value):
             return f"{len(value)} entries"
         return "[" + ", ".join(_brief(v, limit) for v in value) + "]"
     return "—" if value is None else str(value)

@@ -163,3 +163,30 @@ def test_status_page_serves_the_report(
     assert "approved by bob" in _text(served.text)
     assert client.get(f"/runs/{_verification(store)}/report.html").status_code == 404
     assert client.get("/runs/no-such-run/report.html").status_code == 404
+
+
+def test_drill_report_names_the_groups_found_and_orders_its_checks(store: StateStore) -> None:
+    # As dr_drill records a drill started with no group named (seen on `make run`): the
+    # preflight finds the flow's groups, the checks arrive in the order they finished,
+    # and translate/check report every position as a list of records.
+    unordered = [_CHECKS[2], _CHECKS[0], _CHECKS[1]]
+    drill = Recorded(
+        store,
+        "drill",
+        {
+            "preflight": {"groups": ["orders"], "workers": ["vm-1"]},
+            "translate": {"rpo_records": 0, "partitions": unordered},
+            "check": {"partitions": unordered, "counts": {"match": 2, "at_end": 1}},
+        },
+    )
+    drill.applications = []
+    html = render(build_report(store, drill.run("drill-found").procedure_id))
+
+    assert re.search(r"<th>Consumer groups</th>\s*<td[^>]*>orders<", html)
+    rows = re.findall(r'<tr data-check="([^"]+)">', html)
+    assert rows == ["orders/0/orders", "orders/1/orders", "orders/2/orders"]
+    # The step column counts the positions (the checks table lists them), not a dump.
+    [translate] = re.findall(r'<tr data-step="translate">(.*?)</tr>', html, re.S)
+    assert "rpo_records: 0; partitions: 3 entries" in _text(translate)
+    [preflight] = re.findall(r'<tr data-step="preflight">(.*?)</tr>', html, re.S)
+    assert "groups: [orders]; workers: [vm-1]" in _text(preflight)
