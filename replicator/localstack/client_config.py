@@ -88,11 +88,29 @@ def demo_rules(stack: LocalStack) -> list[AclRule]:
         ("TOPIC", "demo.", ("CREATE", "WRITE", "READ", "DESCRIBE"), "the demo topics"),
         ("GROUP", "demo", ("READ", "DESCRIBE"), "the demo consumer's group"),
     )
-    return [
+    rules = [
         AclRule(spec.name, f"User:{DEMO_USER}", kind, "PREFIXED", name, op, "demo", why)
         for spec in stack.clusters
         for kind, name, operations, why in grants
         for op in operations
+    ]
+    # After a failover the consumer reads the copies too (`primary.demo.orders` on dr):
+    # records it had not reached when fenced are there, and nowhere else for it.
+    return rules + [
+        AclRule(
+            spec.name,
+            f"User:{DEMO_USER}",
+            "TOPIC",
+            "PREFIXED",
+            f"{other.name}.demo.",
+            op,
+            "demo",
+            f"the demo topics' copies from {other.name}",
+        )
+        for spec in stack.clusters
+        for other in stack.clusters
+        if other.name != spec.name
+        for op in ("READ", "DESCRIBE")
     ]
 
 
