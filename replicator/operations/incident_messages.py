@@ -117,8 +117,13 @@ def notice_subject(notice: Notice) -> str:
         what = f"STILL OPEN for {duration(incident.last_seen_at - incident.opened_at)}"
     else:
         assert incident.resolved_at is not None  # a "resolved" notice is of a resolved incident
-        what = "ANSWERED" if incident.source == "approval" else "RESOLVED"
-        what += f" after {duration(incident.resolved_at - incident.opened_at)}"
+        after = f"after {duration(incident.resolved_at - incident.opened_at)}"
+        if incident.source != "approval":
+            what = f"RESOLVED {after}"
+        elif (incident.resolution or "").startswith("no answer"):
+            what = f"NO ANSWER {after}"
+        else:
+            what = f"ANSWERED {after} ({incident.resolution})"
     return f"[Kafka DR] {what}: {incident.title}"
 
 

@@ -221,8 +221,14 @@ def test_an_approval_notice_asks_and_its_answer_ends_it() -> None:
         list(minutes.rows.values()), [], T0 + timedelta(minutes=9), POLICY, "approved by alice"
     )
     [answered] = made.notices
-    assert notice_subject(answered).startswith("[Kafka DR] ANSWERED after 8 min: Fail")
+    assert notice_subject(answered).startswith(
+        "[Kafka DR] ANSWERED after 8 min (approved by alice): Fail"
+    )
     assert "approved by alice" in notice_text(answered, POLICY)
+    timed_out = decide(
+        list(minutes.rows.values()), [], T0 + timedelta(minutes=31), POLICY, "no answer"
+    )
+    assert notice_subject(timed_out.notices[0]).startswith("[Kafka DR] NO ANSWER after 30 min: ")
 
 
 def test_durations_read_as_people_say_them() -> None:
