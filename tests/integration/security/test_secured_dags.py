@@ -27,8 +27,8 @@ from replicator.statestore import StateStore, check_ledgers, read_ledger
 
 from helpers.airflow import dagbag, task_states
 from helpers.kafka import create_topic, read_partition
-from helpers.procedures import demo_apps, wait_processed
-from helpers.replication import start_replicator, wait_until
+from helpers.procedures import demo_apps, runner, wait_processed
+from helpers.replication import preload, start_replicator, wait_until
 from helpers.secured import SecuredPair
 
 _TIMEOUT_S = 120.0
@@ -202,3 +202,50 @@ def _page(store: StateStore, config: Path, state_url: str) -> dict[str, str]:
             shown[f"{kind} {run.run_id}'s report"] = report.text
     assert "primary->dr" in shown["its JSON"]
     return shown
+
+
+@pytest.mark.timeout(900)  # a Spark job and the GX suites on a busy machine
+def test_verify_replication_dag_on_the_secured_stack(
+    airflow_home: Path,
+    secured_pair: SecuredPair,
+    tmp_path: Path,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The verification DAG (plan with the pre-flight access check, SparkSubmitOperator
+    with the connector's `kafka.` security options from the connection's configuration,
+    the suites) on SASL_SSL; no password in its XCom or task logs."""
+    pair = secured_pair
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_REPLICATOR_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "replicator",
+                "extra": {"config": str(pair.clients_file), "state_url": state_url},
+            }
+        ),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_LOCAL",
+        '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
+    )
+    topic = f"demo.dagverify-{uuid.uuid4().hex[:8]}"
+    create_topic(pair.primary, topic, 2, client=pair.admin("primary"))
+    wanted = preload(pair.primary, topic, 500, 2, client=pair.admin("primary"))
+    flow = load_config(pair.clients_file).flow("primary->dr")
+    with runner([flow], store):
+        wait_until(lambda: pair.end_offsets("dr", f"primary.{topic}", 2) == wanted, 90, "copied")
+    run = (
+        dagbag()
+        .get_dag("verify_replication")
+        .test(run_conf={"flow": "primary->dr", "topics": [topic]})
+    )
+    assert run.state == "success", task_states(run)
+    [verified] = store.runs("verification")
+    assert verified.outcome == "succeeded"
+    texts = {"XCom": _xcom_values([run]), "the task logs": caplog.text}
+    for user, password in pair.passwords().items():
+        leaked = [where for where, text in texts.items() if password.decode() in text]
+        assert not leaked, f"the password of {user} is in {leaked}"
