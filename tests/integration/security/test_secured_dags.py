@@ -21,13 +21,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from replicator.config import load_config
+from replicator.config.model import ClusterConfig
 from replicator.localstack.client_config import DEMO_FILE
+from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, check_ledgers, read_ledger
 
 from helpers.airflow import dagbag, task_states
 from helpers.kafka import create_topic, read_partition
-from helpers.procedures import demo_apps, runner, wait_processed
+from helpers.procedures import commit_offsets, demo_apps, runner, wait_processed
 from helpers.replication import preload, start_replicator, wait_until
 from helpers.secured import SecuredPair
 
@@ -245,6 +247,48 @@ def test_verify_replication_dag_on_the_secured_stack(
     assert run.state == "success", task_states(run)
     [verified] = store.runs("verification")
     assert verified.outcome == "succeeded"
+    texts = {"XCom": _xcom_values([run]), "the task logs": caplog.text}
+    for user, password in pair.passwords().items():
+        leaked = [where for where, text in texts.items() if password.decode() in text]
+        assert not leaked, f"the password of {user} is in {leaked}"
+
+
+def test_replication_sync_dag_on_the_secured_stack(
+    airflow_home: Path,
+    secured_pair: SecuredPair,
+    state_url: str,
+    store: StateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One round of the sync DAG (topics, checkpoints, ACL sync) as `User:replicator`
+    with its planned ACLs: an application's group is checkpointed on dr; no password
+    in its XCom or task logs."""
+    pair = secured_pair
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_REPLICATOR_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "replicator",
+                "extra": {"config": str(pair.clients_file), "state_url": state_url},
+            }
+        ),
+    )
+    topic = f"demo.dagsync-{uuid.uuid4().hex[:8]}"
+    create_topic(pair.primary, topic, 2, client=pair.admin("primary"))
+    wanted = preload(pair.primary, topic, 200, 2, client=pair.admin("primary"))
+    flow = load_config(pair.clients_file).flow("primary->dr")
+    with runner([flow], store):
+        wait_until(lambda: pair.end_offsets("dr", f"primary.{topic}", 2) == wanted, 90, "copied")
+    group = f"app-{uuid.uuid4().hex[:8]}"
+    admin = pair.admin("primary")
+    primary = ClusterConfig("primary", pair.primary, consumer=admin, producer=admin, admin=admin)
+    commit_offsets(primary, group, {(topic, 0): 50, (topic, 1): 60})
+
+    run = dagbag().get_dag("replication_sync").test(run_conf={"flows": ["primary->dr"]})
+    assert run.state == "success", task_states(run)
+    stored = read_checkpoints(flow.target, "primary.checkpoints.internal")
+    assert {(p, c.upstream) for (g, _, p), c in stored.items() if g == group} == {(0, 50), (1, 60)}
     texts = {"XCom": _xcom_values([run]), "the task logs": caplog.text}
     for user, password in pair.passwords().items():
         leaked = [where for where, text in texts.items() if password.decode() in text]
