@@ -5,7 +5,7 @@ suites) calls. It never imports Airflow, Spark or Great Expectations.
 
 Its packages, lowest layer first; each imports only its own layer and the ones
 below (`tests/test_layering.py` checks it, and that no import circle exists):
-the foundation modules here (`errors`, `backoff`, `metrics`), `config`, `kafka`
+the foundation modules here (`errors`, `backoff`, `metrics`, `flow_timer`), `config`, `kafka`
 (clients and read primitives), `statestore`, `engine` (the data path), `offsets`
 (group offsets and checkpoints), then `operations`, `procedures`, `verification`,
 `localstack`, `acls` and `reports`, then `cli`.

@@ -28,7 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Lowest first. A module belongs to the entry that names it or, failing that, its
 #: nearest package (the root package `replicator` only as itself).
 LAYERS: list[tuple[str, ...]] = [
-    ("replicator", "replicator.errors", "replicator.backoff", "replicator.metrics"),
+    (
+        "replicator",
+        "replicator.errors",
+        "replicator.backoff",
+        "replicator.metrics",
+        "replicator.flow_timer",
+    ),
     ("replicator.config",),
     # Who a cluster's clients are to its authorizer (config only): the engine names it in errors.
     ("replicator.kafka", "replicator.acls.principal"),

@@ -14,9 +14,6 @@ previous checkpoints stay valid meanwhile.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -24,14 +21,12 @@ from replicator import metrics
 from replicator.acls.principal import principal_of
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
+from replicator.flow_timer import FlowTimer
 from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoints import Checkpointer
 
 log = logging.getLogger(__name__)
 
-#: The first round comes this soon after start at the latest (the interval may be long).
-_FIRST_ROUND_S = 10.0
-_TICK_S = 1.0
 _REFUSED = frozenset(
     {
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -41,42 +36,19 @@ _REFUSED = frozenset(
 )
 
 
-class CheckpointLoop:
+class CheckpointLoop(FlowTimer[FlowConfig]):
     """Emits the checkpoints of `flows` until `stop` is set, each flow every
     interval while `running()` says it runs."""
 
-    def __init__(
-        self,
-        flows: list[FlowConfig],
-        stop: threading.Event,
-        running: Callable[[], dict[str, bool]],
-    ) -> None:
-        self._flows = [flow for flow in flows if flow.emit_checkpoints_enabled]
-        self._stop = stop
-        self._running = running
-        self._thread = threading.Thread(target=self._loop, name="checkpoints", daemon=True)
+    thread_name = "checkpoints"
 
-    def start(self) -> None:
-        if self._flows:
-            self._thread.start()
+    def enabled(self, flow: FlowConfig) -> bool:
+        return flow.emit_checkpoints_enabled
 
-    def join(self, timeout: float) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+    def interval(self, flow: FlowConfig) -> float:
+        return _interval(flow)
 
-    def _loop(self) -> None:
-        start = time.monotonic()
-        due = {flow.name: start + min(_FIRST_ROUND_S, _interval(flow)) for flow in self._flows}
-        while not self._stop.wait(_TICK_S):
-            wanted = self._running()
-            for flow in self._flows:
-                now = time.monotonic()
-                if now < due[flow.name] or not wanted.get(flow.name, True):
-                    continue
-                due[flow.name] = now + _interval(flow)
-                self._round(flow)
-
-    def _round(self, flow: FlowConfig) -> None:
+    def round(self, flow: FlowConfig) -> None:
         try:
             with Checkpointer(flow) as checkpointer:
                 report = checkpointer.emit()
