@@ -137,9 +137,17 @@ def history_figures(driver: WebDriver, run_id: str) -> tuple[str, ...]:
     history row `<tr data-run=RUN_ID>` shows them."""
     row = f'tr[data-run="{run_id}"]'
     columns = ("rpo", "rto", "duration", "downtime")
-    cells = [driver.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in columns]
-    assert all(cells), f"no history row {run_id!r}; the page says: {_text(driver)}"
-    return tuple(found[0].text.strip() for found in cells)
+
+    def figures(d: WebDriver) -> tuple[str, ...] | None:
+        cells = [d.find_elements(By.CSS_SELECTOR, f"{row} td.{c}") for c in columns]
+        return tuple(found[0].text.strip() for found in cells) if all(cells) else None
+
+    try:  # the page refreshes itself: a row read while it is swapped is read again
+        return WebDriverWait(
+            driver, _WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(figures)
+    except TimeoutException:
+        raise AssertionError(f"no history row {run_id!r}; the page says: {_text(driver)}") from None
 
 
 def requests_made(driver: WebDriver) -> list[str]:
@@ -179,6 +187,26 @@ def wait_for(driver: WebDriver, selector: str, what: str, minimum: int = 1) -> i
     return shown(driver)
 
 
+def click(driver: WebDriver, selector: str, what: str) -> None:
+    """Click the first element matching `selector`, finding it again when the page's
+    scripts replaced it between the find and the click (bootstrap-table redraws its
+    rows after they first appear: a stale element failed CI once)."""
+
+    def clicked(d: WebDriver) -> bool:
+        d.find_element(By.CSS_SELECTOR, selector).click()
+        return True
+
+    try:
+        WebDriverWait(driver, _WAIT_S, ignored_exceptions=(StaleElementReferenceException,)).until(
+            clicked
+        )
+    except TimeoutException:
+        raise AssertionError(
+            f"{driver.current_url}: could not click the {what} ({selector}); "
+            f"the page says: {_text(driver)}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Offline:
     """What the offline pages showed, and every request they made."""
@@ -196,12 +224,12 @@ def offline_pages(
     browser.get(page)
     link = f'[data-verification="{verification_id}"] a.data-docs'
     wait_for(browser, link, "Data Docs link")
-    browser.find_element(By.CSS_SELECTOR, link).click()
+    click(browser, link, "Data Docs link")
     # The index's results table is empty in the HTML: bootstrap-table fills it.
     index_rows = "table.ge-index-page-validation-results-table tbody tr.clickable-row"
     assert wait_for(browser, index_rows, "validation results", minimum=4) == 4
     shots.take(browser, "data-docs-index")
-    browser.find_element(By.CSS_SELECTOR, f'{index_rows}[data-href*="/lag/"]').click()
+    click(browser, f'{index_rows}[data-href*="/lag/"]', "lag suite's row")
     results = ".bootstrap-table table[data-search] tbody tr[data-index]"
     assert wait_for(browser, results, "expectation results", minimum=3) >= 3
     assert "lag_records" in browser.find_element(By.TAG_NAME, "body").text
