@@ -96,9 +96,15 @@ class _Found(NamedTuple):
     value: Any
 
 
-def load_config(source: str | os.PathLike[str] | Mapping[str, str]) -> ReplicatorConfig:
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, str],
+    *,
+    connection: Mapping[str, str] | None = None,
+) -> ReplicatorConfig:
     """Load an `mm2.properties` file, or an already parsed mapping, into a ReplicatorConfig.
 
+    `connection`: the secrets `${conn:NAME}` references resolve to (the Airflow
+    connection's, which the plugin's hook passes in; see `properties`).
     Raises ConfigError, with a one-line message naming the key, for anything
     unknown, malformed or contradictory. Secrets are never part of a message or
     a log line.
@@ -113,7 +119,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, str]) -> Replicato
         raw = read_properties(source)
         source_file = os.fspath(source)
     # Kafka's ConfigDef trims every value it parses; so does the replicator.
-    props = {key: value.strip() for key, value in resolve_references(raw).items()}
+    props = {key: value.strip() for key, value in resolve_references(raw, connection).items()}
     return _Loader(props).load(source_file)
 
 

@@ -11,7 +11,12 @@ Secrets are usually kept out of the file with Kafka's ConfigProvider syntax:
 `${env:VAR}` (EnvVarConfigProvider) and `${file:path:key}` (FileConfigProvider,
 which reads `key` from the properties file at `path`). Both are resolved here
 whether or not the file declares `config.providers`, since a replicator
-configuration has no other use for that syntax.
+configuration has no other use for that syntax. One provider is ours:
+`${conn:NAME}`, a secret of the Airflow connection the DAGs read the
+configuration through (its password, or an entry of its extra's "secrets"),
+so that the secrets of a deployment can live where its Airflow keeps them. The
+caller passes those values in (`connection`): this package never imports
+Airflow, and outside Airflow there are none.
 """
 
 from __future__ import annotations
@@ -148,15 +153,30 @@ def _unescape(raw: str, source: str, lineno: int, *, what: str) -> str:
     return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-def resolve_references(props: Mapping[str, str]) -> dict[str, str]:
-    """Replace every `${env:VAR}` and `${file:path:key}` in the values of `props`.
+def connection_references(props: Mapping[str, str]) -> set[str]:
+    """The names the values of `props` take from the connection (`${conn:NAME}`):
+    what a process that loads the configuration itself must be handed, and no more."""
+    return {
+        match.group(2)
+        for value in props.values()
+        for match in _REFERENCE.finditer(value)
+        if match.group(1) == "conn"
+    }
 
-    A missing variable, file or key is a ConfigError naming the configuration
-    key that referred to it, and the reference itself, never a resolved value.
-    Relative paths are relative to the working directory, as in Kafka's
-    FileConfigProvider. Resolved values are not scanned again.
+
+def resolve_references(
+    props: Mapping[str, str], connection: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Replace every `${env:VAR}`, `${file:path:key}` and `${conn:NAME}` in the values
+    of `props`; `connection` holds the values of the connection's secrets by name.
+
+    A missing variable, file, key or secret is a ConfigError naming the
+    configuration key that referred to it, and the reference itself, never a
+    resolved value. Relative paths are relative to the working directory, as in
+    Kafka's FileConfigProvider. Resolved values are not scanned again.
     """
     files: dict[str, dict[str, str]] = {}
+    given = connection or {}
 
     def resolve(key: str, match: re.Match[str]) -> str:
         provider, body = match.group(1), match.group(2)
@@ -179,9 +199,18 @@ def resolve_references(props: Mapping[str, str]) -> dict[str, str]:
             if file_key not in files[path]:
                 raise ConfigError(f"{key}: {path} has no key {file_key!r} (from {match.group(0)})")
             return files[path][file_key]
+        if provider == "conn":
+            if body not in given:
+                raise ConfigError(
+                    f"{key}: {match.group(0)}: the connection gives no secret {body!r} (it "
+                    f"gives: {', '.join(sorted(given)) or 'none'}); under Airflow set the "
+                    "password or the extra's \"secrets\" of the replicator's connection, "
+                    "elsewhere use ${env:VAR} or ${file:path:key}"
+                )
+            return given[body]
         raise ConfigError(
             f"{key}: config provider {provider!r} in {match.group(0)} is not supported "
-            "(use ${env:VAR} or ${file:path:key})"
+            "(use ${env:VAR}, ${file:path:key} or ${conn:NAME})"
         )
 
     return {

@@ -939,6 +939,25 @@ def test_secrets_never_appear_in_repr_str_or_logs(tmp_path, monkeypatch, caplog)
     assert "A->B.sasl.jaas.config has no effect" in caplog.text
 
 
+def test_a_secret_from_the_connection_is_resolved_and_never_shown():
+    """`${conn:NAME}` (the Airflow connection's secrets, which the plugin's hook passes
+    in) resolves like `${env:...}` and is shown nowhere either."""
+    props = two_clusters(
+        **{
+            "A.security.protocol": "SASL_SSL",
+            "A.sasl.mechanism": "SCRAM-SHA-512",
+            "A.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="mm2" password="${conn:password}";'
+            ),
+        }
+    )
+    config = load_config(props, connection={"password": SECRETS[0]})
+    assert config.clusters["A"].consumer["sasl.password"] == SECRETS[0]
+    assert SECRETS[0] not in repr(config) + str(config) + repr(config.clusters["A"])
+    assert "${conn:password}" in error_of(props)  # no connection given: named, not guessed
+
+
 def test_secrets_never_appear_in_errors(tmp_path, monkeypatch):
     props = secret_props(tmp_path, monkeypatch)
     props["B.ssl.truststore.location"] = "/etc/truststore.jks"

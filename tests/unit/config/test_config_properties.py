@@ -1,4 +1,4 @@
-"""Java .properties parsing and ${env:...}/${file:...} indirection (no brokers)."""
+"""Java .properties parsing and ${env:...}/${file:...}/${conn:...} indirection (no brokers)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import logging
 
 import pytest
 
-from replicator.config.properties import parse_properties, read_properties, resolve_references
+from replicator.config.properties import (
+    connection_references,
+    parse_properties,
+    read_properties,
+    resolve_references,
+)
 from replicator.errors import ConfigError
 
 
@@ -167,3 +172,36 @@ def test_unknown_provider_names_the_key():
 def test_resolved_values_are_not_scanned_again(monkeypatch):
     monkeypatch.setenv("LOOKS_LIKE_REF", "${env:OTHER}")
     assert resolve_references({"k": "${env:LOOKS_LIKE_REF}"}) == {"k": "${env:OTHER}"}
+
+
+_JAAS = 'ScramLoginModule required username="mm2" password="${conn:password}";'
+
+
+def test_conn_references_resolve_from_the_connection_the_caller_gives():
+    resolved = resolve_references(
+        {"a.sasl.jaas.config": _JAAS, "b.ssl.key.password": "${conn:dr_key}"},
+        {"password": "from-the-connection", "dr_key": "k3y"},
+    )
+    assert resolved == {
+        "a.sasl.jaas.config": 'ScramLoginModule required username="mm2" '
+        'password="from-the-connection";',
+        "b.ssl.key.password": "k3y",
+    }
+
+
+@pytest.mark.parametrize("connection", [None, {}, {"other": "hunter2-other"}])
+def test_a_conn_reference_the_connection_cannot_answer_names_key_and_reference(connection):
+    """Outside Airflow (no connection) or a connection without that secret: the key, the
+    reference and the names it does give, never a value."""
+    with pytest.raises(ConfigError) as info:
+        resolve_references({"a.sasl.jaas.config": _JAAS}, connection)
+    message = str(info.value)
+    assert message.startswith("a.sasl.jaas.config: ${conn:password}: the connection gives no ")
+    given = "other" if connection else "none"
+    assert f"(it gives: {given})" in message
+    assert "hunter2-other" not in message
+
+
+def test_connection_references_are_the_names_a_configuration_takes():
+    props = {"a.sasl.jaas.config": _JAAS, "b.x": "${conn:b}/${env:HOME}", "c": "plain"}
+    assert connection_references(props) == {"password", "b"}
