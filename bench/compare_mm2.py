@@ -48,6 +48,13 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from types import TracebackType
 
+from client_stats import (
+    ClientWaits,
+    WorkerShare,
+    client_waits,
+    with_statistics,
+    worker_shares,
+)
 from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_CREATE_TIME,
@@ -76,11 +83,14 @@ from harness import (
     markdown_table,
     measure_backlog,
     median_fields,
+    parse_cpus,
+    pin,
     preload,
     random_values,
     remote_topic,
     write_report,
 )
+from thread_cpu import ThreadCpu, ThreadLoad
 
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.mirrormaker import (
@@ -98,6 +108,8 @@ FLOW = f"{SOURCE.name}->{TARGET.name}"
 DATA_DIR = Path(".data/bench-mm2")
 #: MM2's and the perf tools' configs and logs, one folder per run (kept until the next start).
 JVM_DIR = DATA_DIR / "jvm"
+#: librdkafka's statistics of our replicator's clients, one folder per run (client_stats.py).
+STATS_DIR = DATA_DIR / "client-stats"
 MM2_HEAP = "1g"
 #: What Kafka's kafka-run-class.sh gives every tool and connect-mirror-maker.sh, so MM2
 #: runs as an operator would start it.
@@ -183,6 +195,12 @@ class Run:
     log_errors: int | None
     #: 1-minute load average right after the run: above nproc, something else competed.
     loadavg_1m: float
+    #: Ours: where records waited in the clients while the backlog was copied, and each
+    #: process's share of the partitions (None for MM2).
+    client_waits: ClientWaits | None = None
+    workers: list[WorkerShare] | None = None
+    #: The replicator's busiest threads while the backlog was copied (either system).
+    busiest_threads: list[ThreadLoad] | None = None
 
 
 @dataclass(frozen=True)
@@ -651,11 +669,15 @@ class Settings:
     latency_rate: int
     latency_seconds: float
     timeout: float
+    #: CPUs the replicator (either system) and the brokers are pinned to; None: anywhere.
+    replicator_cpus: frozenset[int] | None = None
+    broker_cpus: frozenset[int] | None = None
 
 
 def make_replicator(system: str, topics: list[str], run_id: str, tasks: int) -> Replicator:
     if system == "ours":
-        return OurReplicator(flow_config(SOURCE, TARGET, topics, tasks), tasks)
+        flow = with_statistics(flow_config(SOURCE, TARGET, topics, tasks), STATS_DIR / run_id)
+        return OurReplicator(flow, tasks)
     return MirrorMaker2(mm2_properties(topics, tasks, run_id), JVM_DIR / f"mm2-{run_id}")
 
 
@@ -670,9 +692,12 @@ def one_run(
     create_topics(SOURCE.bootstrap, topics, settings.partitions)
     print(f"{value_bytes} B, {system} run {run}/{settings.runs}: preloading {records:,} records")
     preload_s = preload(SOURCE.bootstrap, topic, records, value_bytes, settings.partitions)
-    replicator = make_replicator(system, topics, f"{value_bytes}b-{run}", settings.tasks)
-    latency = None
+    run_id = f"{value_bytes}b-{run}"
+    replicator = make_replicator(system, topics, run_id, settings.tasks)
+    latency = waits = workers = None
+    threads = ThreadCpu()
     with replicator:
+        pin(replicator.pids(), settings.replicator_cpus)
         figures = measure_backlog(
             replicator,
             TargetWatermarks(
@@ -682,12 +707,20 @@ def one_run(
             record_bytes=KEY_BYTES + value_bytes,
             timeout=settings.timeout,
             brokers=broker_pids(stack),
+            threads=threads,
         )
         print(
             f"  copied in {figures.wall_s:.1f} s (first record after "
             f"{figures.first_record_s:.1f} s): steady {figures.steady_records_per_s:,.0f} "
             f"records/s, {figures.cpu_s_per_million:.1f} CPU s per million"
         )
+        if system == "ours":
+            copied_at = time.time()
+            waits = client_waits(STATS_DIR / run_id, copied_at)
+            workers = worker_shares(STATS_DIR / run_id, topic, copied_at)
+            print(f"  {describe_waits(waits, workers)}")
+        busiest = ", ".join(f"{t.name} {t.cores:.2f}" for t in threads.busiest)
+        print(f"  busiest threads (cores, first record to last): {busiest}")
         if with_latency:
             # The backlog's writes still sit in the page cache; their writeback would
             # stall the brokers' appends in the middle of the latency phase.
@@ -728,6 +761,28 @@ def one_run(
         replicator.exit_codes,
         log_errors,
         loadavg,
+        waits,
+        workers,
+        threads.busiest,
+    )
+
+
+def describe_waits(waits: ClientWaits | None, workers: list[WorkerShare]) -> str:
+    """One line: where records waited in our clients, and each worker's share."""
+    shares = "; ".join(
+        f"{w.partitions} partitions at {w.records_per_s:,.0f} rec/s" for w in workers
+    )
+    if waits is None:
+        return f"no client statistics; workers: {shares}"
+    return (
+        f"waits: {waits.consumer_queued_records:,.0f} records fetched and waiting for the "
+        f"loop, fetch rtt {waits.fetch_rtt_ms:.1f} ms; producer queue "
+        f"{waits.producer_queued_records:,.0f} records, {waits.producer_queue_ms:.1f} ms "
+        f"in queue, {waits.producer_outbuf_ms:.1f} ms in outbuf, produce rtt "
+        f"{waits.produce_rtt_ms:.1f} ms (p99 {waits.produce_rtt_p99_ms:.1f}), "
+        f"{waits.requests_in_flight:.0f} requests in flight, batches of "
+        f"{waits.batch_records:,.0f} records / {waits.batch_bytes / 1024:,.0f} KiB; "
+        f"workers: {shares}"
     )
 
 
@@ -887,6 +942,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=900.0, help="give up on a run after S seconds (900)"
     )
+    parser.add_argument(
+        "--replicator-cpus",
+        type=parse_cpus,
+        help="pin either replicator to these CPUs (taskset syntax: 1, 0-1); default: anywhere",
+    )
+    parser.add_argument(
+        "--broker-cpus", type=parse_cpus, help="pin the brokers to these CPUs; default: anywhere"
+    )
     return parser.parse_args(argv)
 
 
@@ -899,6 +962,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         latency_rate=args.latency_rate,
         latency_seconds=args.latency_seconds,
         timeout=args.timeout,
+        replicator_cpus=args.replicator_cpus,
+        broker_cpus=args.broker_cpus,
     )
     records = {100: args.records_100b, 1024: args.records_1k}
     stray = mirror_maker_pids(JVM_DIR)
@@ -910,8 +975,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.now(UTC)
     clock = time.monotonic()
     machine = Machine.describe()
-    shutil.rmtree(JVM_DIR, ignore_errors=True)
+    for folder in (JVM_DIR, STATS_DIR):
+        shutil.rmtree(folder, ignore_errors=True)
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
+        pin(broker_pids(stack), settings.broker_cpus)
         JVM_DIR.mkdir(parents=True)
         results = [bench_size(stack, size, records[size], settings) for size in SIZES]
     left = mirror_maker_pids(JVM_DIR)
@@ -927,7 +994,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         machine,
         {
             "clusters": "one KRaft broker each, loopback, heap " + BROKER_HEAP,
-            "settings": asdict(settings),
+            "settings": {
+                key: sorted(value) if isinstance(value, frozenset) else value
+                for key, value in asdict(settings).items()
+            },
             "mm2_command": (
                 f"java -Xmx{MM2_HEAP} {' '.join(JVM_PERFORMANCE_OPTS)} {MIRROR_MAKER_MAIN}"
             ),

@@ -32,6 +32,7 @@ from typing import Protocol
 import confluent_kafka
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from thread_cpu import ThreadCpu, read_stat
 
 from replicator.config import FlowConfig, load_config
 from replicator.engine.task import ReplicationTask
@@ -49,7 +50,6 @@ KEY_BYTES = 10
 VALUE_POOL = 1024
 POLL_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 90.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -181,6 +181,27 @@ def bench_stack(source: ClusterSpec, target: ClusterSpec, data_dir: Path) -> Ite
 
 def broker_pids(stack: LocalStack) -> list[int]:
     return [pid for broker in stack.brokers.values() for pid in broker.pids()]
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """A CPU list as taskset writes it: "1", "0,1", "0-3"."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+def pin(pids: Sequence[int], cpus: frozenset[int] | None) -> None:
+    """Pin every thread of `pids` to `cpus` (as `taskset -a -p`); threads they start
+    later inherit it. None leaves them where they are. Used to give two replicators
+    the same core budget, apart from the brokers'."""
+    if cpus is None:
+        return
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+                os.sched_setaffinity(int(task.name), cpus)
 
 
 def create_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
@@ -357,10 +378,7 @@ class OurReplicator:
 
 def cpu_seconds(pid: int) -> float:
     """User + system time of every thread of `pid` (librdkafka's and the JVM's included)."""
-    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    after_name = stat.rsplit(")", 1)[1].split()  # the name in (...) may hold spaces
-    utime, stime = int(after_name[11]), int(after_name[12])
-    return (utime + stime) / CLOCK_TICKS
+    return read_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -394,9 +412,11 @@ def measure_backlog(
     record_bytes: int,
     timeout: float,
     brokers: Sequence[int],
+    threads: ThreadCpu | None = None,
 ) -> Figures:
     """Poll the target until it holds every record of the backlog; measure the running
-    `replicator` up to that moment (it is left running: the caller stops it)."""
+    `replicator` up to that moment (it is left running: the caller stops it).
+    `threads`: also measure its threads' CPU from the first record to the last."""
     started = replicator.started_at
     brokers_cpu_before = sum(cpu_seconds(pid) for pid in brokers)
     first_at, first_count = None, 0
@@ -410,6 +430,8 @@ def measure_backlog(
         now = time.monotonic()
         if count and first_at is None:
             first_at, first_count = now, count
+            if threads is not None:
+                threads.start(replicator.pids())
         if count >= records:
             break
         if now - started > timeout:
@@ -430,6 +452,8 @@ def measure_backlog(
         )
     wall = now - started
     steady = now - first_at
+    if threads is not None:
+        threads.finish(pids, steady)
     return Figures(
         wall_s=wall,
         records_per_s=records / wall,
