@@ -61,19 +61,21 @@ class RecordRewrite:
         key = record.key()
         size = (len(value) if value else 0) + (len(key) if key else 0)
         headers = record.headers()
-        origin = None
-        if headers:
-            out_headers, origin, header_bytes = split_replication_headers(headers)
-            if origin == self._target:
-                return None
-            size += header_bytes
-        else:
-            out_headers = []
+        offset = (OFFSET_HEADER, encode_offset(record.offset()))
+        if not headers:  # the common case, kept short: it runs for every record
+            out_headers = [self._source_entry, offset]
+            return record.partition(), key, value, record.timestamp()[1], out_headers, size
+        out_headers, origin, header_bytes = split_replication_headers(headers)
+        if origin == self._target:
+            return None
         out_headers.append(self._source_entry)
-        out_headers.append((OFFSET_HEADER, encode_offset(record.offset())))
+        out_headers.append(offset)
         if origin is not None:
             out_headers.append((ORIGIN_HEADER, origin))
-        return record.partition(), key, value, record.timestamp()[1], out_headers, size
+        return (
+            record.partition(), key, value, record.timestamp()[1], out_headers,
+            size + header_bytes,
+        )  # fmt: skip
 
 
 def split_replication_headers(headers: Headers) -> tuple[Headers, bytes | None, int]:
