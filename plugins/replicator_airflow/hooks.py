@@ -5,17 +5,28 @@ its extra: `{"config": "/path/mm2.properties", "state_url": "postgresql://..."}`
 its password, if set, is the state store's password (kept out of the URL so it
 never shows in the UI). Without that connection, `$REPLICATOR_CONFIG` and
 `$REPLICATOR_STATE_URL` are used, as `make run` sets them.
+
+The connection also keeps Kafka secrets where Airflow keeps secrets (its
+metadata DB, encrypted, or a secrets backend) rather than in files beside the
+configuration: the configuration names them `${conn:password}` (the password
+field) or `${conn:NAME}` (entry NAME of the extra's `"secrets"` object), and
+`ReplicatorSettings.load_config` resolves them. Never from a DAG's params: whoever
+may trigger a DAG may not choose credentials.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.log import mask_secret
 from sqlalchemy.engine import make_url
 
+from replicator.config import ReplicatorConfig, load_config
 from replicator.errors import ReplicatorError
 from replicator.statestore import STATE_URL_ENV
 
@@ -26,6 +37,13 @@ CONFIG_ENV = "REPLICATOR_CONFIG"
 class ReplicatorSettings:
     config: str
     state_url: str | None
+    #: What the configuration's `${conn:NAME}` references resolve to: `password`, and
+    #: the entries of the extra's "secrets". Never shown (no repr).
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def load_config(self) -> ReplicatorConfig:
+        """The configuration, with the connection's secrets it references."""
+        return load_config(Path(self.config), connection=self.secrets)
 
 
 class ReplicatorHook(BaseHook):
@@ -56,7 +74,27 @@ class ReplicatorHook(BaseHook):
                 .set(password=connection.password)
                 .render_as_string(hide_password=False)
             )
-        return ReplicatorSettings(extra["config"], state_url)
+        secrets = self._extra_secrets(extra.get("secrets", {}))
+        if connection.password:
+            secrets["password"] = connection.password
+        return ReplicatorSettings(extra["config"], state_url, secrets)
+
+    def _extra_secrets(self, given: object) -> dict[str, str]:
+        """The extra's "secrets" (name -> value), masked in every log like the
+        password is (Airflow masks the extra only as a whole)."""
+        if (
+            not isinstance(given, dict)
+            or "password" in given
+            or not all(isinstance(value, str) for value in given.values())
+        ):
+            raise ReplicatorError(
+                f'Airflow connection {self.replicator_conn_id!r}: "secrets" in its extra must '
+                "be an object of names to strings (the configuration's ${conn:NAME}); "
+                "`password` is the password field's"
+            )
+        for value in given.values():
+            mask_secret(value)
+        return dict(given)
 
 
 def _from_environment() -> ReplicatorSettings:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,8 +62,9 @@ def settings(context: Context, conn_id: str) -> ReplicatorSettings:
 
 
 def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
-    """The run's params, with where the configuration and the state store are
-    taken from the connection (they win over any param), and who triggered the run."""
+    """The run's params, with where the configuration and the state store are and
+    the secrets the configuration may reference taken from the connection (they win
+    over any param), and who triggered the run."""
     where = settings(context, conn_id)
     params = {
         **context["params"],
@@ -70,7 +72,7 @@ def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
         "state_url": where.state_url,
         "started_by": started_by(context),
     }
-    return ProcedureRequest.from_params(kind, params)
+    return replace(ProcedureRequest.from_params(kind, params), connection=where.secrets)
 
 
 def started_by(context: Context) -> str:

@@ -47,11 +47,8 @@ class ReplicationLagSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.replicator_conn_id = replicator_conn_id
 
-    def _config(self) -> str:
-        return ReplicatorHook(self.replicator_conn_id).settings().config
-
     def poke(self, context: Context) -> bool:
-        lag = lag_of(self._config(), self.flow, self.topics or None)
+        lag = lag_of(self.replicator_conn_id, self.flow, self.topics or None)
         self.log.info("%s", lag.describe(int(self.max_lag)))
         return not lag.over(int(self.max_lag))
 
@@ -62,7 +59,7 @@ class ReplicationLagSensor(BaseSensorOperator):
             return None
         self.defer(
             trigger=ReplicationLagTrigger(
-                config=self._config(),
+                replicator_conn_id=self.replicator_conn_id,
                 flow=self.flow,
                 max_lag=int(self.max_lag),
                 topics=self.topics or None,

@@ -44,7 +44,6 @@ from airflow.api_fastapi.core_api.security import requires_access_view
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import Overview, overview
 from replicator.statestore import NotFoundError, RunRecord, StateStore
@@ -86,7 +85,7 @@ def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = (
         "/api/state",
         create_state_app(
             lambda: stores.get(where().state_url),
-            lambda: load_config(where().config),
+            lambda: where().load_config(),
             dependencies,
         ),
     )
@@ -100,7 +99,7 @@ def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = (
     def snapshot(hours: float) -> Overview:
         current = where()
         store = stores.get(current.state_url)
-        return overview(load_config(current.config), store, timedelta(hours=hours))
+        return overview(current.load_config(), store, timedelta(hours=hours))
 
     @app.get("/", response_class=HTMLResponse)
     def page(hours: Window = WINDOW_H) -> HTMLResponse:

@@ -8,12 +8,11 @@ XCom, so the UI shows what it found or did.
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from replicator.config import ReplicatorConfig, load_config
+from replicator.config import ReplicatorConfig
 from replicator.operations import (
     DEFAULT_LAG_THRESHOLD,
     DEFAULT_SAMPLE_RETENTION,
@@ -45,7 +44,7 @@ class _ReplicatorOperator(BaseOperator):
         return ReplicatorHook(self.replicator_conn_id).settings()
 
     def config(self) -> ReplicatorConfig:
-        return load_config(Path(self.settings().config))
+        return self.settings().load_config()
 
 
 class SupervisorOperator(_ReplicatorOperator):

@@ -7,8 +7,10 @@ same function as the sensor's poke (`replicator.operations.lag.measure_lag`), in
 keeps serving every other trigger. It fires once: caught up, timed out (with
 the partitions still behind), or an error (with its message).
 
-Its arguments are stored in the metadata DB: only the configuration's path,
-never a state store URL or any secret.
+Its arguments are stored in the metadata DB: only the replicator's connection
+id, never a state store URL or any secret. The triggerer reads the connection as
+a task does (`lag_of`), so the configuration's `${conn:NAME}` secrets resolve
+there too.
 """
 
 from __future__ import annotations
@@ -16,20 +18,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from confluent_kafka import KafkaException
 
-from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations import LagReport, measure_lag
+from replicator_airflow.hooks import ReplicatorHook
 
 
-def lag_of(config: str, flow: str, topics: list[str] | None) -> LagReport:
-    """The current lag of `flow` (its `topics`), from the configuration at `config`."""
-    return measure_lag(load_config(Path(config)).flow(flow), topics)
+def lag_of(conn_id: str, flow: str, topics: list[str] | None) -> LagReport:
+    """The current lag of `flow` (its `topics`), from the configuration of the
+    replicator's connection `conn_id`."""
+    return measure_lag(ReplicatorHook(conn_id).settings().load_config().flow(flow), topics)
 
 
 class ReplicationLagTrigger(BaseTrigger):
@@ -40,7 +42,7 @@ class ReplicationLagTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        config: str,
+        replicator_conn_id: str,
         flow: str,
         max_lag: int,
         topics: list[str] | None = None,
@@ -48,7 +50,7 @@ class ReplicationLagTrigger(BaseTrigger):
         timeout_s: float | None = None,
     ) -> None:
         super().__init__()
-        self.config = config
+        self.replicator_conn_id = replicator_conn_id
         self.flow = flow
         self.max_lag = max_lag
         self.topics = topics
@@ -59,7 +61,7 @@ class ReplicationLagTrigger(BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "config": self.config,
+                "replicator_conn_id": self.replicator_conn_id,
                 "flow": self.flow,
                 "max_lag": self.max_lag,
                 "topics": self.topics,
@@ -72,7 +74,9 @@ class ReplicationLagTrigger(BaseTrigger):
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         while True:
             try:
-                lag = await asyncio.to_thread(lag_of, self.config, self.flow, self.topics)
+                lag = await asyncio.to_thread(
+                    lag_of, self.replicator_conn_id, self.flow, self.topics
+                )
             except (ReplicatorError, KafkaException) as exc:
                 yield TriggerEvent({"status": "error", "message": str(exc), "max_behind": None})
                 return

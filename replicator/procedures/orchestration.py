@@ -25,6 +25,7 @@ reads what a run did, running nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -101,11 +102,14 @@ class ProcedureRequest:
     grant_write: bool = False
     #: Failback: remove the WRITE the failover's `grant_write` gave them.
     revoke_write: bool = True
+    #: The secrets `config`'s `${conn:NAME}` references resolve to (the Airflow
+    #: connection's); never shown, never taken from params.
+    connection: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_params(cls, kind: Kind, params: dict[str, Any]) -> ProcedureRequest:
         """From a DAG run's params (unknown keys are ignored: a DAG may hold others)."""
-        known = {name for name in cls.__dataclass_fields__ if name != "kind"}
+        known = {name for name in cls.__dataclass_fields__ if name not in ("kind", "connection")}
         return cls(kind=kind, **{k: v for k, v in params.items() if k in known})
 
 
@@ -117,7 +121,7 @@ def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedu
 
 
 def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
-    config = load_config(Path(request.config))
+    config = load_config(Path(request.config), connection=request.connection)
     state = store or StateStore(request.state_url)
     common = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
     if request.kind == "failover":

@@ -82,7 +82,7 @@ def test_trigger_serializes_to_what_recreates_it(plugin: dict[str, ModuleType]) 
     from airflow.sdk.module_loading import import_string  # noqa: PLC0415 - after airflow_home
 
     trigger = plugin["triggers"].ReplicationLagTrigger(
-        config="/etc/mm2.properties",
+        replicator_conn_id="replicator_dr",
         flow="primary->dr",
         max_lag=5,
         topics=["orders"],
@@ -93,7 +93,8 @@ def test_trigger_serializes_to_what_recreates_it(plugin: dict[str, ModuleType]) 
     assert path == "replicator_airflow.triggers.ReplicationLagTrigger"
     again = import_string(path)(**json.loads(json.dumps(kwargs)))  # as stored in the DB
     assert again.serialize() == (path, kwargs)
-    assert (again.flow, again.max_lag, again.topics, again.timeout_s) == (
+    assert (again.replicator_conn_id, again.flow, again.max_lag, again.topics, again.timeout_s) == (
+        "replicator_dr",
         "primary->dr",
         5,
         ["orders"],
@@ -355,13 +356,17 @@ def test_diagnose_dag_returns_the_diagnosis_of_the_topic(
 def test_lag_sensor_and_trigger_see_lag_fall_to_the_bound(
     plugin: dict[str, ModuleType], flow_env: tuple[str, Path, FlowConfig]
 ) -> None:
-    topic, config, flow = flow_env
+    topic, _, flow = flow_env
     sensor = plugin["sensors"].ReplicationLagSensor(task_id="lag", flow=flow.name, max_lag=0)
     Trigger = plugin["triggers"].ReplicationLagTrigger
 
     def first_event(timeout_s: float) -> dict[str, Any]:
         trigger = Trigger(
-            config=str(config), flow=flow.name, max_lag=0, poll_interval_s=0.2, timeout_s=timeout_s
+            replicator_conn_id="replicator_default",
+            flow=flow.name,
+            max_lag=0,
+            poll_interval_s=0.2,
+            timeout_s=timeout_s,
         )
 
         async def first() -> dict[str, Any]:
