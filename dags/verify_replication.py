@@ -1,19 +1,19 @@
 """Is the copy right? Hourly: plan the run, Spark compares both clusters
-(SparkSubmitOperator, connection `spark_local`: `local[2]` by default), then the
-GX suites judge the tables; the run fails, with the failing rows, when the copy
-is wrong. The verdict and the Data Docs link are in the DR history. A wrong copy
-opens the flow's incident, told once through the connection `dr_notifications`
-(README, Notifications); a later right copy resolves it."""
+(SparkSubmitOperator, connection `spark_local`: `local[2]` by default; on a
+cluster such as `spark://...` the truststores and keystores are shipped with the
+job), then the GX suites judge the tables; the run fails, with the failing rows,
+when the copy is wrong. The verdict and the Data Docs link are in the DR history.
+A wrong copy opens the flow's incident, told once through the connection
+`dr_notifications` (README, Notifications); a later right copy resolves it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
-from replicator_airflow.verification import check, plan_run
+from replicator_airflow.verification import VerificationSubmitOperator, check, plan_run
 
 with DAG(
     dag_id="verify_replication",
@@ -36,13 +36,14 @@ with DAG(
         return check(planned)
 
     planned = plan()
-    spark = SparkSubmitOperator(
+    spark = VerificationSubmitOperator(
         task_id="spark",
-        conn_id="spark_local",
+        run_directory="{{ ti.xcom_pull(task_ids='plan')['run']['directory'] }}",
         application="{{ ti.xcom_pull(task_ids='plan')['application'] }}",
         application_args="{{ ti.xcom_pull(task_ids='plan')['arguments'] }}",
         jars="{{ ti.xcom_pull(task_ids='plan')['jars'] }}",
         py_files="{{ ti.xcom_pull(task_ids='plan')['py_files'] }}",
+        files="{{ ti.xcom_pull(task_ids='plan')['files'] }}",
         conf={"spark.ui.enabled": "false"},
         spark_binary=str(Path(sys.executable).with_name("spark-submit")),
         env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},

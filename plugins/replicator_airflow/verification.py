@@ -1,47 +1,127 @@
-"""The tasks of the verification DAG around its SparkSubmitOperator: plan the run
-(before), run the suites and record the verdict (after). Each calls one phase of
-`replicator.verification.run`; what passes between them is plain data (XCom)."""
+"""The tasks of the verification DAG: plan the run (before), submit the Spark job
+(`VerificationSubmitOperator`), run the suites and record the verdict (after). Each
+calls one phase of `replicator.verification.run`; what passes between them is plain
+data (XCom)."""
 
 from __future__ import annotations
 
+from contextlib import chdir
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import get_current_context
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context, get_current_context
 from airflow.sdk.exceptions import AirflowFailException
 
-from replicator.config import load_config
+from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
 from replicator.verification import (
     VerificationRun,
+    connection_environment,
     finish,
     run_suites,
+    shipped_links,
     spark_job,
     start,
 )
 from replicator_airflow.hooks import ReplicatorHook
 from replicator_airflow.notifiers import notify_verification
 
+#: The Spark connection of the verification: the plan reads its master, the Spark
+#: task submits to it (`local[2]` by default, `spark://...` in docker-compose).
+SPARK_CONN_ID = "spark_local"
 
-def plan_run(params: dict[str, Any], conn_id: str = ReplicatorHook.default_conn_name) -> dict:
-    """Start a run: its folder, plan and history entry; the Spark job's arguments."""
+
+def spark_master(conn_id: str = SPARK_CONN_ID) -> str:
+    """The master SparkSubmitOperator passes to `--master` for the Spark connection
+    `conn_id` (`yarn` when there is none), read from the provider's own hook so that
+    the plan and the submit cannot disagree; the hook has no public accessor for it."""
+    return str(SparkSubmitHook(conn_id=conn_id)._connection["master"])
+
+
+def plan_run(
+    params: dict[str, Any],
+    conn_id: str = ReplicatorHook.default_conn_name,
+    spark_conn_id: str = SPARK_CONN_ID,
+) -> dict:
+    """Start a run: its folder, plan and history entry; the Spark job's arguments.
+    Unless the Spark connection's master is local, the configuration's truststores
+    and keystores are shipped with the job (`files`): the executors may run where
+    the configuration's paths do not exist."""
     settings = ReplicatorHook(conn_id).settings()
-    flow = load_config(Path(settings.config)).flow(params["flow"])
+    master = spark_master(spark_conn_id)
     run = start(
-        flow,
+        settings.load_config().flow(params["flow"]),
         StateStore(settings.state_url),
         topics=params.get("topics") or None,
+        master=master,
         config_file=Path(settings.config),
+        connection=settings.secrets,
     )
-    job = spark_job(run)
+    job = spark_job(run, master)
     return {
         "run": {**asdict(run), "directory": str(run.directory)},
         "application": str(job.application),
         "arguments": job.arguments,
         "jars": ",".join(str(jar) for jar in job.jars),
         "py_files": ",".join(str(path) for path in job.py_files),
+        "files": ",".join(str(path) for path in job.files),
     }
+
+
+class VerificationSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for a run `plan_run` planned, on the Spark connection
+    `conn_id` (the one the plan read the master from).
+
+    The Kafka connector gives the driver and the executors one truststore path. The
+    executors find the shipped files (`--files`) in their working directories by
+    their names; in client mode the driver runs in spark-submit's working directory,
+    where they are not. So spark-submit starts in the run's folder (`run_directory`),
+    in which `shipped_links` names them so for the submit's length, as `replicator
+    verify` does (`run_spark`): one way for both. Not `SparkFiles.get` in the job: it
+    answers the driver's own path, which executors on other hosts do not have. The
+    provider's hook sets no working directory, so this task's process (it runs this
+    task only) moves into the folder while it submits.
+
+    Secrets of the replicator's connection that the configuration references reach
+    the driver in spark-submit's environment (`connection_environment`), added here
+    after rendering (Airflow stores a task's rendered fields), and only for masters
+    whose driver is spark-submit's own process: on YARN and Kubernetes the provider
+    copies `env_vars` onto the command line, so there they are refused."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "run_directory")
+
+    def __init__(
+        self,
+        *,
+        run_directory: str,
+        conn_id: str = SPARK_CONN_ID,
+        replicator_conn_id: str = ReplicatorHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(conn_id=conn_id, **kwargs)
+        self.run_directory = run_directory
+        self.spark_conn_id = conn_id
+        self.replicator_conn_id = replicator_conn_id
+
+    def execute(self, context: Context) -> None:
+        settings = ReplicatorHook(self.replicator_conn_id).settings()
+        secrets = connection_environment(Path(settings.config), settings.secrets)
+        master = spark_master(self.spark_conn_id)
+        if secrets and not master.startswith(("local", "spark://")):
+            raise ReplicatorError(
+                f"the configuration takes secrets from Airflow connection "
+                f"{self.replicator_conn_id!r} (${{conn:...}}), which reach the Spark driver "
+                f"only in spark-submit's environment, and for master {master} the Spark "
+                "provider puts that on the command line: use ${file:...} for this cluster"
+            )
+        self.env_vars = {**(self.env_vars or {}), **secrets}
+        directory = Path(self.run_directory)
+        files = [Path(name) for name in self.files.split(",")] if self.files else []
+        with shipped_links(directory, files), chdir(directory):
+            super().execute(context)
 
 
 def check(planned: dict, conn_id: str = ReplicatorHook.default_conn_name) -> dict:

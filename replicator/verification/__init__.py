@@ -5,11 +5,13 @@ and the summary in the state store). It may import `offsets`, `engine` and every
 below them, never Spark or Great Expectations themselves; `cli` and the Airflow plugins
 import it, through the names below."""
 
+from replicator.verification.kafka_options import connection_environment
 from replicator.verification.run import (
     Verification,
     VerificationRun,
     finish,
     run_suites,
+    shipped_links,
     spark_job,
     start,
     verify,
@@ -18,8 +20,10 @@ from replicator.verification.run import (
 __all__ = [
     "Verification",
     "VerificationRun",
+    "connection_environment",
     "finish",
     "run_suites",
+    "shipped_links",
     "spark_job",
     "start",
     "verify",

@@ -11,20 +11,31 @@ Truststore and keystore files are read by the driver and by every executor. On a
 cluster that does not share the driver's filesystem they are shipped with
 `spark-submit --files` (`tls_files`): each lands in the executors' working
 directory under its own name (`shipped_names`), and the options name it so; the
-driver reads the same names from its working directory (`run.run_spark`). The
+driver reads the same names from its working directory (`run.shipped_links`). The
 connector's consumers get our group id prefix (`VERIFIER_GROUP_PREFIX`), which the
 verifier's ACL plan grants, instead of Spark's `spark-kafka-relation-...`.
+
+Secrets the configuration takes from the Airflow connection (`${conn:NAME}`) reach
+the driver in its environment (`connection_environment`): the one way into the
+process that leaves them on no command line, plan, XCom or disk.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from replicator.acls.plan import VERIFIER_GROUP_PREFIX
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
+from replicator.config.properties import connection_references, read_properties
 from replicator.errors import ConfigError
+
+#: The job driver's environment variable holding the connection's secrets that its
+#: configuration references: a JSON object, name -> value.
+CONNECTION_SECRETS_ENV = "REPLICATOR_CONNECTION_SECRETS"
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -82,7 +93,9 @@ def cluster_options(config_file: str, bootstrap: str, shipped: bool = False) -> 
     options = {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
     if not config_file:
         return options
-    config = load_config(config_file)
+    config = load_config(
+        config_file, connection=json.loads(os.environ.get(CONNECTION_SECRETS_ENV, "{}"))
+    )
     for cluster in config.clusters.values():
         if cluster.bootstrap_servers == bootstrap:
             security = spark_kafka_options(cluster.consumer)
@@ -93,6 +106,15 @@ def cluster_options(config_file: str, bootstrap: str, shipped: bool = False) -> 
                         security[key] = names[Path(security[key])]
             return options | security
     raise ConfigError(f"{config_file} has no cluster with bootstrap.servers={bootstrap}")
+
+
+def connection_environment(config_file: Path, secrets: Mapping[str, str]) -> dict[str, str]:
+    """The environment that hands the job's driver those of the connection's `secrets`
+    that `config_file` references (none: nothing), so that a secret it does not use
+    (the state store's password) never goes along."""
+    wanted = connection_references(read_properties(config_file))
+    handed = {name: value for name, value in secrets.items() if name in wanted}
+    return {CONNECTION_SECRETS_ENV: json.dumps(handed)} if handed else {}
 
 
 def tls_files(config: ReplicatorConfig) -> list[Path]:

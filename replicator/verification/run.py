@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -107,19 +109,21 @@ def start(
     results: Path = DEFAULT_RESULTS,
     config_file: Path | None = None,
     ship_files: bool | None = None,
+    connection: Mapping[str, str] | None = None,
 ) -> VerificationRun:
     """Check the principal may read what the job reads (`access`: Spark's own
     error would not say which ACL is missing), plan the run
     (`replicator.verification.plan`), start it in the history, and write the plan
     into the run's folder. `config_file`: the configuration `flow` comes from,
-    whose security settings the job uses (none: PLAINTEXT). `ship_files`: ship its
+    whose security settings the job uses (none: PLAINTEXT); `connection`: the
+    secrets its `${conn:NAME}` references resolve to. `ship_files`: ship its
     truststores and keystores to the executors (default: unless `master` is local)."""
     check_access(flow, topics)
     plan = plan_verification(flow, topics)
     shipped: list[str] = []
     if config_file is not None:
         ship = not master.startswith("local") if ship_files is None else ship_files
-        files = tls_files(load_config(config_file)) if ship else []
+        files = tls_files(load_config(config_file, connection=connection)) if ship else []
         shipped_names(files)  # a clash of names fails here, before anything starts
         shipped = [str(path) for path in files]
         plan = replace(plan, config_file=str(config_file.resolve()), ship_files=bool(files))
@@ -153,17 +157,27 @@ def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
 
 def run_spark(submit: SparkSubmit) -> None:
     """spark-submit from this Python environment, in the run's folder; its output
-    goes to `spark.log`. Shipped files are named there too, as links to the
-    originals for the run's length: the driver (here) reads them by the names the
-    executors find in their own working directories."""
+    goes to `spark.log`. Shipped files are named there too (`shipped_links`)."""
     out = Path(submit.arguments[submit.arguments.index("--out") + 1])
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
-    links = [out / name for name in shipped_names(submit.files).values()]
-    for link, target in zip(links, submit.files, strict=True):
+    with shipped_links(out, submit.files):
+        _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+
+
+@contextmanager
+def shipped_links(directory: Path, files: list[Path]) -> Iterator[None]:
+    """Links in `directory` to the shipped `files`, under the names the executors
+    find them by in their working directories (`shipped_names`), for the length of
+    the `with`. The connector gives the driver and the executors one path, and in
+    client mode the driver runs in spark-submit's working directory (not in
+    Spark's files folder): a spark-submit started in `directory` finds the same
+    names. Links, not copies: no key is written anywhere, nothing is left behind."""
+    links = [directory / name for name in shipped_names(files).values()]
+    for link, target in zip(links, files, strict=True):
         link.unlink(missing_ok=True)
         link.symlink_to(target.resolve())
     try:
-        _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+        yield
     finally:
         for link in links:
             link.unlink(missing_ok=True)

@@ -3,7 +3,9 @@
 replicator runs as `User:replicator` and the demo producer and consumer as
 `User:demo`, each with only its planned ACLs. The configuration comes from the
 `replicator_default` Airflow connection; its passwords come from the files that
-configuration names (`${file:...}`), never from a DAG's params.
+configuration names (`${file:...}`) or, for `verify_replication` (on a Spark
+standalone cluster), from the connection itself (`${conn:...}`), never from a DAG's
+params.
 
 Then the secret-leak check: no principal's SCRAM password in XCom, the task logs,
 the runs' reports, the state store, the status topic, the checkpoints, or the DR
@@ -27,11 +29,12 @@ from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, check_ledgers, read_ledger
 
-from helpers.airflow import dagbag, task_states
+from helpers.airflow import dagbag, task_states, xcom
 from helpers.kafka import create_topic, read_partition
 from helpers.procedures import commit_offsets, demo_apps, runner, wait_processed
 from helpers.replication import preload, start_replicator, wait_until
 from helpers.secured import SecuredPair
+from helpers.spark import standalone_spark
 
 _TIMEOUT_S = 120.0
 
@@ -206,8 +209,8 @@ def _page(store: StateStore, config: Path, state_url: str) -> dict[str, str]:
     return shown
 
 
-@pytest.mark.timeout(900)  # a Spark job and the GX suites on a busy machine
-def test_verify_replication_dag_on_the_secured_stack(
+@pytest.mark.timeout(900)  # a Spark cluster, its job and the GX suites on a busy machine
+def test_verify_replication_dag_on_a_spark_cluster_with_passwords_from_the_connection(
     airflow_home: Path,
     secured_pair: SecuredPair,
     tmp_path: Path,
@@ -215,42 +218,111 @@ def test_verify_replication_dag_on_the_secured_stack(
     store: StateStore,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """The verification DAG (plan with the pre-flight access check, SparkSubmitOperator
-    with the connector's `kafka.` security options from the connection's configuration,
-    the suites) on SASL_SSL; no password in its XCom or task logs."""
+    """The verification DAG on SASL_SSL, submitted to a Spark standalone cluster of the
+    test's own: the plan task reads the master from `spark_local` and ships the
+    truststore (`--files`), the executor fetches it into its working directory, the
+    driver reads it by the same name in the run's folder. The configuration takes
+    primary's password from the `replicator_default` connection's password field and
+    dr's from its extra's "secrets" (`${conn:...}`, no password file). No password in
+    XCom, the rendered fields, the task logs, or the Spark cluster's logs and files."""
     pair = secured_pair
+    password = pair.passwords()["replicator"].decode()
     monkeypatch.setenv(
         "AIRFLOW_CONN_REPLICATOR_DEFAULT",
         json.dumps(
             {
                 "conn_type": "replicator",
-                "extra": {"config": str(pair.clients_file), "state_url": state_url},
+                "password": password,
+                "extra": {
+                    "config": str(_passwords_from_the_connection(pair, tmp_path)),
+                    "state_url": state_url,
+                    "secrets": {"dr_password": password},
+                },
             }
         ),
     )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_LOCAL",
-        '{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}',
-    )
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, on loopback as the cluster
     topic = f"demo.dagverify-{uuid.uuid4().hex[:8]}"
     create_topic(pair.primary, topic, 2, client=pair.admin("primary"))
     wanted = preload(pair.primary, topic, 500, 2, client=pair.admin("primary"))
     flow = load_config(pair.clients_file).flow("primary->dr")
     with runner([flow], store):
         wait_until(lambda: pair.end_offsets("dr", f"primary.{topic}", 2) == wanted, 90, "copied")
-    run = (
-        dagbag()
-        .get_dag("verify_replication")
-        .test(run_conf={"flow": "primary->dr", "topics": [topic]})
-    )
-    assert run.state == "success", task_states(run)
+    with standalone_spark(tmp_path / "spark") as spark:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_LOCAL",
+            json.dumps(
+                {"conn_type": "spark", "host": spark.master_url, "extra": {"deploy-mode": "client"}}
+            ),
+        )
+        run = (
+            dagbag()
+            .get_dag("verify_replication")
+            .test(run_conf={"flow": "primary->dr", "topics": [topic]})
+        )
+    # dag.test() writes the task logs (spark-submit's output among them) to stdout.
+    task_logs = caplog.text + "".join(capfd.readouterr())
+    assert run.state == "success", (task_states(run), task_logs[-5000:])
     [verified] = store.runs("verification")
     assert verified.outcome == "succeeded"
-    texts = {"XCom": _xcom_values([run]), "the task logs": caplog.text}
-    for user, password in pair.passwords().items():
-        leaked = [where for where, text in texts.items() if password.decode() in text]
+    assert verified.params["master"] == spark.master_url
+    ca = pair.stack.security.ca_file
+    planned = xcom(run, "plan")
+    assert planned["files"] == str(ca)
+    assert not (Path(planned["run"]["directory"]) / ca.name).exists()  # the link is gone
+    # Added by the driver, fetched by the executor into its own working directory.
+    assert f"Added file file://{ca}" in task_logs
+    [executor] = spark.executor_dirs()
+    assert (executor / ca.name).read_bytes() == ca.read_bytes()
+    assert f"/files/{ca.name}" in (executor / "stderr").read_text()
+    texts = {
+        "XCom": _xcom_values([run]),
+        "the rendered fields": _rendered_fields(run),
+        "the task logs": task_logs,
+        **{str(path): path.read_text(errors="replace") for path in spark.files()},
+    }
+    for user, secret in pair.passwords().items():
+        leaked = [where for where, text in texts.items() if secret.decode() in text]
         assert not leaked, f"the password of {user} is in {leaked}"
+
+
+def _passwords_from_the_connection(pair: SecuredPair, tmp_path: Path) -> Path:
+    """The stack's clients.properties with the replicator's password taken from the
+    connection, `${conn:password}` for primary and `${conn:dr_password}` for dr,
+    instead of the password file."""
+    security = pair.stack.security
+    assert security is not None
+    from_file = f"${{file:{security.password_file('replicator')}:password}}"
+    text = "\n".join(
+        line.replace(
+            from_file, "${conn:dr_password}" if line.startswith("dr.") else "${conn:password}"
+        )
+        for line in pair.clients_file.read_text().splitlines()
+    )
+    assert "${file:" not in text and "${conn:dr_password}" in text
+    path = tmp_path / "mm2.properties"
+    path.write_text(text + "\n")
+    return path
+
+
+def _rendered_fields(run: Any) -> str:
+    """The rendered template fields Airflow stored for the run's tasks, serialised."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415 - after airflow_home
+    from sqlalchemy import select  # noqa: PLC0415
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(RenderedTaskInstanceFields).where(
+                RenderedTaskInstanceFields.dag_id == run.dag_id,
+                RenderedTaskInstanceFields.run_id == run.run_id,
+            )
+        ).all()
+        fields = [json.dumps(row.rendered_fields, default=str) for row in rows]
+    assert fields, "no rendered fields found"
+    return "\n".join(fields)
 
 
 def test_replication_sync_dag_on_the_secured_stack(

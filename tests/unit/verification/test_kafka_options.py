@@ -1,6 +1,7 @@
 """The Spark Kafka connector's options from a secured configuration, without Spark or
-Kafka: security settings as `kafka.` Java options, our consumer group prefix, and the
-truststore and keystore named as `spark-submit --files` ships them."""
+Kafka: security settings as `kafka.` Java options, our consumer group prefix, the
+truststore and keystore named as `spark-submit --files` ships them, and the Airflow
+connection's secrets handed to the driver."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from replicator.acls.plan import VERIFIER_GROUP_PREFIX, verifier_rules
 from replicator.config import load_config
 from replicator.errors import ConfigError
-from replicator.verification.kafka_options import cluster_options, shipped_names, tls_files
+from replicator.verification.kafka_options import (
+    CONNECTION_SECRETS_ENV,
+    cluster_options,
+    connection_environment,
+    shipped_names,
+    tls_files,
+)
 
 
 def _config(tmp_path: Path, dr_ca: Path | None = None) -> Path:
@@ -83,3 +90,27 @@ def test_two_files_of_one_name_cannot_be_shipped(tmp_path: Path) -> None:
     config = _config(tmp_path, dr_ca=tmp_path / "dr" / "ca.pem")
     with pytest.raises(ConfigError, match="have the same file name"):
         shipped_names(tls_files(load_config(config)))
+
+
+def test_the_driver_gets_only_the_connection_secrets_its_configuration_references(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's driver loads the configuration itself: a `${conn:NAME}` secret reaches
+    it in its environment, and a secret the file does not name (the state store's
+    password) is not handed over at all."""
+    secrets = {"password": "state-store-pw", "dr_password": "kafka-pw"}
+    config = _config(tmp_path)
+    assert connection_environment(config, secrets) == {}
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="verifier" password="${conn:dr_password}";'
+    )
+    text = config.read_text().replace("dr.security.protocol = SSL", "dr.security.protocol=SASL_SSL")
+    config.write_text(f"{text}dr.sasl.mechanism = SCRAM-SHA-512\ndr.sasl.jaas.config = {jaas}\n")
+    environment = connection_environment(config, secrets)
+    assert environment == {CONNECTION_SECRETS_ENV: '{"dr_password": "kafka-pw"}'}
+    with pytest.raises(ConfigError, match=r"\$\{conn:dr_password\}: the connection gives no"):
+        cluster_options(str(config), "127.0.0.1:9094")
+    monkeypatch.setenv(CONNECTION_SECRETS_ENV, environment[CONNECTION_SECRETS_ENV])
+    options = cluster_options(str(config), "127.0.0.1:9094")
+    assert 'password="kafka-pw"' in options["kafka.sasl.jaas.config"]
