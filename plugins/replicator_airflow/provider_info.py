@@ -6,7 +6,8 @@ Declared here rather than by `get_connection_form_widgets`/`get_ui_field_behavio
 on the hook: Airflow 3.2+ deprecates those (they import wtforms) in favour of
 `conn-fields` and `ui-field-behaviour` in the provider info, which the connection
 form reads without importing the hook. The fields are the keys `ReplicatorHook`
-reads from the connection's extra; the password is the state store's.
+reads from the connection's extra; the password is the state store's and the
+configuration's `${conn:password}`.
 
 The DR status plugin is registered through the `airflow.plugins` entry point, not
 listed here: Airflow would load it a second time from the provider.
