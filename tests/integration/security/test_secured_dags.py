@@ -48,6 +48,7 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
     store: StateStore,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     pair = secured_pair
     config_path = pair.clients_file
@@ -121,7 +122,9 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
     # The secret-leak check, in every place the runs wrote to.
     places = {
         "XCom": _xcom_values(runs),
-        "the task logs": caplog.text + _files_text(airflow_home / "logs"),
+        "the task logs": caplog.text
+        + "".join(capfd.readouterr())
+        + _files_text(airflow_home / "logs"),
         "the replicator's log": (tmp_path / "replicator.log").read_text(errors="replace"),
         "the state store": Path(state_url.removeprefix("sqlite:///"))
         .read_bytes()
@@ -129,8 +132,9 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
         "the status topic and the checkpoints": _internal_topics(pair),
         **_page(store, config_path, state_url),
     }
-    # dag.test() hands the task logs to Python's logging (captured here); a scheduler's
-    # workers would write them under AIRFLOW_HOME/logs, searched too.
+    # dag.test() hands the task logs to Python's logging and to the process's stdout
+    # (both captured here); a scheduler's workers would write them under
+    # AIRFLOW_HOME/logs, searched too.
     assert "cutover" in places["the task logs"] and "report" in places["the task logs"]
     assert len(pair.passwords()) >= 3  # broker, replicator, demo at least
     for user, password in pair.passwords().items():
@@ -332,6 +336,7 @@ def test_replication_sync_dag_on_the_secured_stack(
     store: StateStore,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """One round of the sync DAG (topics, checkpoints, ACL sync) as `User:replicator`
     with its planned ACLs: an application's group is checkpointed on dr; no password
@@ -361,7 +366,10 @@ def test_replication_sync_dag_on_the_secured_stack(
     assert run.state == "success", task_states(run)
     stored = read_checkpoints(flow.target, "primary.checkpoints.internal")
     assert {(p, c.upstream) for (g, _, p), c in stored.items() if g == group} == {(0, 50), (1, 60)}
-    texts = {"XCom": _xcom_values([run]), "the task logs": caplog.text}
+    texts = {
+        "XCom": _xcom_values([run]),
+        "the task logs": caplog.text + "".join(capfd.readouterr()),
+    }
     for user, password in pair.passwords().items():
         leaked = [where for where, text in texts.items() if password.decode() in text]
         assert not leaked, f"the password of {user} is in {leaked}"
