@@ -8,7 +8,9 @@ moved to medians an engineer can read:
 
 - consumer: how many fetched records wait in the consumer's queue for the Python loop
   (`fetchq_cnt`; near zero means the loop waits for fetches, high means the fetcher is
-  ahead), and the fetch round trip to the source broker;
+  ahead; every partition's fetch queue forwards to the one queue `consume` reads, and
+  librdkafka reports that queue's length for each, so the figure is their maximum,
+  not their sum), and the fetch round trip to the source broker;
 - producer: how long a record waits in the producer's queue before it is sent
   (`int_latency`: linger, batching and a full in-flight window), in the output buffer
   (`outbuf_latency`), and the produce round trip (`rtt`: the target broker's append);
@@ -63,7 +65,7 @@ class ClientWaits:
     """Medians over the samples taken while records moved (milliseconds, counts, bytes)."""
 
     samples: int
-    consumer_queued_records: float  # fetched, waiting for the Python loop (all partitions)
+    consumer_queued_records: float  # fetched, waiting for the Python loop (the shared queue)
     fetch_rtt_ms: float
     producer_queued_records: float  # handed to the producer, not yet acknowledged
     producer_queue_ms: float  # int_latency: produce() until the record is in a request
@@ -164,7 +166,7 @@ def client_waits(folder: Path, until: float) -> ClientWaits | None:
     return ClientWaits(
         samples=len(produced),
         consumer_queued_records=_median(
-            [sum(p["fetchq_cnt"] for p in _partitions(s)) for s in consumed]
+            [max((p["fetchq_cnt"] for p in _partitions(s)), default=0) for s in consumed]
         ),
         fetch_rtt_ms=broker_window(consumed, "rtt", "avg"),
         producer_queued_records=_median([s["msg_cnt"] for s in produced]),
