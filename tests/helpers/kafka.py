@@ -3,7 +3,8 @@ records with keys, headers and timestamps, and reading a partition to its end.""
 
 from __future__ import annotations
 
-import socket
+import os
+import random
 import time
 import uuid
 from collections import defaultdict
@@ -159,15 +160,31 @@ def read_partition(
         consumer.close()
 
 
+#: Ports for the clusters and servers tests start, per xdist worker: below the kernel's
+#: range of ephemeral ports. A cluster a test stops and starts again on its port (an
+#: outage) must not find the port taken meanwhile as the local port of some client's
+#: connection, which the kernel picks from that range (a CI run failed so on a port
+#: that `bind(0)` had chosen).
+_PORTS_PER_WORKER = 1500
+
+
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port_pair() -> int:
-    """A port P such that P and P+1 are both free right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 65534 and not port_in_use(port + 1):
+    """A port P such that P and P+1 are both free right now, outside the ephemeral
+    range and in this xdist worker's own block (two workers never pick the same)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    top = _ephemeral_ports_start() - 2 - worker * _PORTS_PER_WORKER
+    block = range(max(1024, top - _PORTS_PER_WORKER), top)
+    for port in random.sample(block, min(200, len(block))):
+        if not port_in_use(port) and not port_in_use(port + 1):
             return port
-    raise AssertionError("no free port pair found")
+    raise AssertionError(f"no free port pair in {block.start}..{block.stop}")
 
 
 @contextmanager
