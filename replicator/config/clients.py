@@ -107,6 +107,15 @@ _PRODUCER = _words(
     """
 )
 
+#: Consumer settings of the classic group protocol that, with `group.protocol=consumer`
+#: (KIP-848), are the broker's (`group.consumer.*`): librdkafka refuses them then.
+CLASSIC_GROUP_SETTINGS = (
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "group.protocol.type",
+)
+
 # Java names that mean the same as a differently named librdkafka setting.
 # Kinds missing from an entry have no such Java setting.
 _RENAMED: dict[str, dict[ClientKind, str]] = {

@@ -42,6 +42,7 @@ from replicator.config.applications import (
     read_applications,
 )
 from replicator.config.clients import (
+    CLASSIC_GROUP_SETTINGS,
     CLIENT_KINDS,
     ClientKind,
     Translation,
@@ -392,6 +393,7 @@ class _Loader:
                 self._warn(f"{names['enable.auto.commit']} is ignored: the replicator commits")
             config["enable.auto.commit"] = "false"
             config.setdefault("auto.offset.reset", "earliest")
+            _check_group_protocol(config, names)
         return config
 
     def _report(self, translation: Translation, names: Mapping[str, str], kind: str) -> None:
@@ -502,3 +504,19 @@ class _Loader:
 
 def _sources(patterns: tuple[re.Pattern[str], ...]) -> tuple[str, ...]:
     return tuple(pattern.pattern for pattern in patterns)
+
+
+def _check_group_protocol(config: Mapping[str, str], names: Mapping[str, str]) -> None:
+    """Refuse, at load time and naming the key, a classic group setting next to
+    `group.protocol=consumer`, which librdkafka would refuse only when a worker
+    starts."""
+    if config.get("group.protocol") != "consumer":
+        return
+    for name in CLASSIC_GROUP_SETTINGS:
+        if name in config:
+            raise ConfigError(
+                f"{names.get(name, name)} cannot be set with "
+                f"{names.get('group.protocol', 'group.protocol')}=consumer: under that "
+                "protocol (KIP-848) the broker's group.consumer.* settings decide it; "
+                "remove it (group.remote.assignor names the assignor)"
+            )

@@ -13,6 +13,7 @@ security); what the guarantees rest on comes last, so no setting of theirs undoe
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -35,6 +36,25 @@ from replicator.kafka.clients import Consumer, Producer
 from replicator.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
+
+
+def group_membership(consumer: Mapping[str, str]) -> tuple[dict[str, object], dict[str, object]]:
+    """How the source consumer takes part in the flow's group: settings the user's
+    may override, and settings that must hold. Both protocols rebalance
+    incrementally, so a worker joining or leaving never stops the others.
+
+    - `classic` (the default, any Kafka since 2.4): the client assigns, with the
+      cooperative-sticky assignor, which balances partition counts, not topics.
+      A worker that dies hands its partitions over within seconds.
+    - `consumer` (KIP-848, Kafka 4.0 and later): the broker assigns, by default
+      with `range`, which spreads every topic over the workers, so a busy topic
+      is shared even when an idle one has as many partitions. The session timeout
+      is the broker's (`group.consumer.session.timeout.ms`, 45 s by default).
+    """
+    if consumer.get("group.protocol", "classic") == "consumer":
+        return {"group.remote.assignor": "range"}, {}
+    defaults = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000}
+    return defaults, {"partition.assignment.strategy": "cooperative-sticky"}
 
 
 class TaskSetup:
@@ -92,11 +112,10 @@ class TaskSetup:
             self._exactly_once = ExactlyOnce(flow, self._transactional_config, self._syncs, self)
         self._reporter.write_with(self._producer)
         self._resume_points = ResumePoints(flow)
+        group_defaults, group_fixed = group_membership(flow.source.consumer)
         self._consumer = Consumer(
             {
-                # A worker that dies hands its partitions over within seconds.
-                "session.timeout.ms": 10_000,
-                "heartbeat.interval.ms": 1_000,
+                **group_defaults,
                 # librdkafka stops fetching a partition whose prefetch queue is full
                 # (queued.min.messages, queued.max.messages.kbytes) and, by default,
                 # tries again only 1 s later; the loop drains a full queue in well
@@ -111,8 +130,8 @@ class TaskSetup:
                 # Never jump silently: an out-of-range position is a retention gap
                 # or a recreated topic, and the failure policies decide.
                 "auto.offset.reset": "error",
-                "partition.assignment.strategy": "cooperative-sticky",
                 "topic.metadata.refresh.interval.ms": 10_000,
+                **group_fixed,
             }
         )
         self._reporter.read_lag_with(self._consumer)

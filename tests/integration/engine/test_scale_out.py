@@ -1,5 +1,6 @@
 """Workers of one flow share its partitions through the consumer group; a worker
-killed with -9 loses nothing: its partitions move and resume at the target tail."""
+killed with -9 loses nothing: its partitions move and resume at the target tail.
+Both group protocols: the classic one (the default) and KIP-848's."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from helpers.kafka import create_topic, unique_topic
 from helpers.replication import (
     end_offsets,
+    preload,
     preloaded_flow,
     source_offsets_on_target,
     start_replicator,
     wait_until,
+    write_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -70,6 +74,50 @@ def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: st
 
         wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
         assert [a for a in _assignments(primary, topic) if a] == [PARTITIONS], "survivor owns all"
+        _stop(workers[1], logs[1])
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    _exactly_once(dr, remote, wanted)
+
+
+def test_consumer_group_protocol_spreads_every_topic_and_survives_kill_9(
+    tmp_path: Path, primary: str, dr: str
+) -> None:
+    """With `group.protocol=consumer` the broker's range assignor gives each worker
+    half of every topic: the busy topic is shared even though an idle topic has as
+    many partitions (cooperative-sticky may give one worker each topic whole)."""
+    busy, idle = unique_topic("kip848-busy"), unique_topic("kip848-idle")
+    for topic in (busy, idle):
+        create_topic(primary, topic, partitions=PARTITIONS)
+    wanted = preload(primary, busy, RECORDS, PARTITIONS)
+    extra = ("primary.consumer.group.protocol = consumer",)
+    config = write_config(tmp_path, primary, dr, f"{busy}, {idle}", extra=extra)
+    remote = f"primary.{busy}"
+    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
+    workers = [start_replicator(config, log) for log in logs]
+    half = PARTITIONS // 2
+    try:
+        wait_until(
+            lambda: (
+                _assignments(primary, busy) == [half, half]
+                and _assignments(primary, idle) == [half, half]
+            ),
+            90,
+            "each worker owning half of each topic",
+        )
+        wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress")
+        workers[0].send_signal(signal.SIGKILL)
+        workers[0].wait(10)
+        assert sum(end_offsets(dr, remote, PARTITIONS) or [0]) < RECORDS, "killed mid-stream"
+
+        wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
+        wait_until(
+            lambda: [a for a in _assignments(primary, busy) if a] == [PARTITIONS],
+            30,
+            "the survivor owning every partition",
+        )
         _stop(workers[1], logs[1])
     finally:
         for worker in workers:

@@ -308,6 +308,28 @@ def test_auto_commit_true_is_overridden_with_a_warning(caplog):
     assert "A.consumer.enable.auto.commit is ignored" in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "1000"),
+        ("partition.assignment.strategy", "range"),
+    ],
+)
+def test_classic_group_settings_with_the_consumer_group_protocol_are_refused(setting, value):
+    props = {"A.consumer.group.protocol": "consumer", f"consumer.{setting}": value}
+    message = error_of(two_clusters(**props))
+    assert message.startswith(f"consumer.{setting} cannot be set with A.consumer.group.protocol")
+    assert "group.consumer" in message
+
+
+def test_consumer_group_protocol_and_remote_assignor_pass_through():
+    props = {"A.consumer.group.protocol": "consumer", "A.consumer.group.remote.assignor": "uniform"}
+    flow = only_flow(load_config(two_clusters(**props)))
+    assert flow.source.consumer["group.protocol"] == "consumer"
+    assert flow.source.consumer["group.remote.assignor"] == "uniform"
+
+
 # --- flows ----------------------------------------------------------------------------
 
 
