@@ -21,8 +21,8 @@ ConsumerPerformance) from the same jars measure what the broker and a Java clien
 do alone on this machine: the ceiling both replicators work under.
 
 Run: `.venv/bin/python bench/compare_mm2.py [--records-100b N] [--records-1k N]
-[--runs 3] [--tasks 1] [--partitions 12]`. One table per size is printed, and
-everything is written to `bench/results/compare_mm2-<UTC timestamp>.json`.
+[--runs 3] [--tasks 1] [--group-protocol classic] [--partitions 12]`. One table per
+size is printed, and everything is written to `bench/results/compare_mm2-<UTC timestamp>.json`.
 See bench/README.md for the method and how to read the ratios.
 """
 
@@ -214,7 +214,9 @@ class Summary:
 
 @dataclass(frozen=True)
 class RawLimits:
-    """The Kafka perf tools alone against the `src` cluster, with the same record sizes."""
+    """The Kafka perf tools, with the same record sizes: each alone against the `src`
+    cluster, then both at once as a replicator uses the brokers (reading `src` while
+    writing `dst`), the ceiling of any replicator on these brokers and cores."""
 
     #: ProducerPerformance with PRODUCER_SETTINGS (lz4 on near-incompressible payloads).
     produce_records_per_s: float
@@ -223,6 +225,14 @@ class RawLimits:
     #: fetch rate (group join excluded).
     consume_records_per_s: float
     consume_mb_per_s: float
+    #: The same two at once: ConsumerPerformance on `src`, ProducerPerformance to `dst`.
+    copy_consume_records_per_s: float
+    copy_produce_records_per_s: float
+
+    @property
+    def copy_records_per_s(self) -> float:
+        """The rate a consume-produce pipe keeps up: the slower of the two at once."""
+        return min(self.copy_consume_records_per_s, self.copy_produce_records_per_s)
 
 
 @dataclass(frozen=True)
@@ -347,29 +357,50 @@ def logged_client_configs(lines: Sequence[str], kind: str) -> list[dict[str, str
     return configs
 
 
-def run_tool(main_class: str, args: Sequence[str], workdir: Path) -> str:
-    """Run a Kafka tool to completion; return its standard output (its results)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    command = [
-        *java_command(
-            main_class,
-            heap=TOOL_HEAP,
-            log_file=workdir / "tool.log",
-            log_level="warn",
-            jvm_options=JVM_PERFORMANCE_OPTS,
-        ),
-        *args,
-    ]
-    with (workdir / "stderr.log").open("wb") as stderr:
-        result = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900, check=False
-        )
-    (workdir / "stdout.log").write_text(result.stdout, encoding="utf-8")
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"{main_class} exited with code {result.returncode}; see {workdir}/stderr.log"
-        )
-    return result.stdout
+@dataclass(frozen=True)
+class Tool:
+    """One run of a Kafka tool: its main class, arguments and working folder."""
+
+    main_class: str
+    args: Sequence[str]
+    workdir: Path
+
+
+def run_tools(*tools: Tool) -> list[str]:
+    """Run Kafka tools side by side to completion; return their standard outputs."""
+    started = []
+    for tool in tools:
+        tool.workdir.mkdir(parents=True, exist_ok=True)
+        command = [
+            *java_command(
+                tool.main_class,
+                heap=TOOL_HEAP,
+                log_file=tool.workdir / "tool.log",
+                log_level="warn",
+                jvm_options=JVM_PERFORMANCE_OPTS,
+            ),
+            *tool.args,
+        ]
+        with (tool.workdir / "stderr.log").open("wb") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        started.append(process)
+    outputs = []
+    try:
+        for tool, process in zip(tools, started, strict=True):
+            stdout, _ = process.communicate(timeout=900)
+            (tool.workdir / "stdout.log").write_text(stdout, encoding="utf-8")
+            if process.returncode != 0:
+                raise RuntimeError(
+                    f"{tool.main_class} exited with code {process.returncode}; "
+                    f"see {tool.workdir}/stderr.log"
+                )
+            outputs.append(stdout)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return outputs
 
 
 def write_payload_file(path: Path, record_bytes: int) -> None:
@@ -382,55 +413,48 @@ def write_payload_file(path: Path, record_bytes: int) -> None:
 
 
 def raw_limits(records: int, value_bytes: int, partitions: int) -> RawLimits:
-    """ProducerPerformance and ConsumerPerformance against `src`, same record sizes."""
+    """ProducerPerformance and ConsumerPerformance, same record sizes: each alone
+    against `src`, then reading `src` and writing `dst` at once."""
     record_bytes = KEY_BYTES + value_bytes
     read_topic, write_topic = f"limit-read-{value_bytes}b", f"limit-write-{value_bytes}b"
     workdir = JVM_DIR / f"limits-{value_bytes}b"
+    payloads = workdir / "payloads.txt"
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_payload_file(payloads, record_bytes)
+
+    def consume(folder: str) -> Tool:
+        args = ["--bootstrap-server", SOURCE.bootstrap, "--topic", read_topic]
+        args += ["--messages", str(records), "--group", f"limit-{uuid.uuid4().hex}"]
+        return Tool("org.apache.kafka.tools.ConsumerPerformance", args, workdir / folder)
+
+    def produce(cluster: ClusterSpec, folder: str) -> Tool:
+        args = ["--topic", write_topic, "--num-records", str(records), "--throughput", "-1"]
+        args += ["--payload-file", str(payloads.resolve()), "--producer-props"]
+        args += [f"bootstrap.servers={cluster.bootstrap}"]
+        args += [f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()]
+        return Tool("org.apache.kafka.tools.ProducerPerformance", args, workdir / folder)
+
     create_topics(SOURCE.bootstrap, [read_topic, write_topic], partitions)
+    create_topics(TARGET.bootstrap, [write_topic], partitions)
     try:
         preload(SOURCE.bootstrap, read_topic, records, value_bytes, partitions)
-        consumed = run_tool(
-            "org.apache.kafka.tools.ConsumerPerformance",
-            [
-                "--bootstrap-server",
-                SOURCE.bootstrap,
-                "--topic",
-                read_topic,
-                "--messages",
-                str(records),
-                "--group",
-                f"limit-{uuid.uuid4().hex}",
-            ],
-            workdir / "consumer",
+        (consumed,) = run_tools(consume("consumer"))
+        (produced,) = run_tools(produce(SOURCE, "producer"))
+        copy_consumed, copy_produced = run_tools(
+            consume("copy-consumer"), produce(TARGET, "copy-producer")
         )
-        consume_rate = consumer_performance_rate(consumed, records)
-        payloads = workdir / "payloads.txt"
-        write_payload_file(payloads, record_bytes)
-        produced = run_tool(
-            "org.apache.kafka.tools.ProducerPerformance",
-            [
-                "--topic",
-                write_topic,
-                "--num-records",
-                str(records),
-                "--throughput",
-                "-1",
-                "--payload-file",
-                str(payloads.resolve()),
-                "--producer-props",
-                f"bootstrap.servers={SOURCE.bootstrap}",
-                *(f"{key}={value}" for key, value in PRODUCER_SETTINGS.items()),
-            ],
-            workdir / "producer",
-        )
-        produce_rate = producer_performance_rate(produced, records)
     finally:
         delete_topics(SOURCE.bootstrap, [read_topic, write_topic])
+        delete_topics(TARGET.bootstrap, [write_topic])
+    produce_rate = producer_performance_rate(produced, records)
+    consume_rate = consumer_performance_rate(consumed, records)
     return RawLimits(
         produce_records_per_s=produce_rate,
         produce_mb_per_s=produce_rate * record_bytes / 1e6,
         consume_records_per_s=consume_rate,
         consume_mb_per_s=consume_rate * record_bytes / 1e6,
+        copy_consume_records_per_s=consumer_performance_rate(copy_consumed, records),
+        copy_produce_records_per_s=producer_performance_rate(copy_produced, records),
     )
 
 
@@ -672,12 +696,17 @@ class Settings:
     #: CPUs the replicator (either system) and the brokers are pinned to; None: anywhere.
     replicator_cpus: frozenset[int] | None = None
     broker_cpus: frozenset[int] | None = None
+    #: Our source consumer's group protocol: classic (cooperative-sticky, the
+    #: default) or consumer (KIP-848, the broker's range assignor).
+    group_protocol: str = "classic"
 
 
-def make_replicator(system: str, topics: list[str], run_id: str, tasks: int) -> Replicator:
+def make_replicator(system: str, topics: list[str], run_id: str, settings: Settings) -> Replicator:
+    tasks = settings.tasks
     if system == "ours":
-        flow = with_statistics(flow_config(SOURCE, TARGET, topics, tasks), STATS_DIR / run_id)
-        return OurReplicator(flow, tasks)
+        consumer = {"group.protocol": settings.group_protocol}
+        flow = flow_config(SOURCE, TARGET, topics, tasks, source_consumer=consumer)
+        return OurReplicator(with_statistics(flow, STATS_DIR / run_id), tasks)
     return MirrorMaker2(mm2_properties(topics, tasks, run_id), JVM_DIR / f"mm2-{run_id}")
 
 
@@ -693,7 +722,7 @@ def one_run(
     print(f"{value_bytes} B, {system} run {run}/{settings.runs}: preloading {records:,} records")
     preload_s = preload(SOURCE.bootstrap, topic, records, value_bytes, settings.partitions)
     run_id = f"{value_bytes}b-{run}"
-    replicator = make_replicator(system, topics, run_id, settings.tasks)
+    replicator = make_replicator(system, topics, run_id, settings)
     latency = waits = workers = None
     threads = ThreadCpu()
     with replicator:
@@ -880,9 +909,14 @@ def table(result: SizeResult) -> str:
         ]
     )
     limits = result.limits
+    record_mb = (KEY_BYTES + result.value_bytes) / 1e6
     limit_rows = {
         "limit: produce": (limits.produce_records_per_s, limits.produce_mb_per_s),
         "limit: consume": (limits.consume_records_per_s, limits.consume_mb_per_s),
+        "limit: both at once": (
+            limits.copy_records_per_s,
+            limits.copy_records_per_s * record_mb,
+        ),
     }
     titles = [name for name, _, _ in COLUMNS]
     for label, (rate, mb) in limit_rows.items():
@@ -895,7 +929,7 @@ def table(result: SizeResult) -> str:
         floor[titles.index("p50_ms")] = fixed(0)(result.ours.latency.source_p50_ms)
         floor[titles.index("p99_ms")] = fixed(0)(result.ours.latency.source_p99_ms)
         body.append(["floor: on source", *floor, ""])
-    ceiling = min(limits.produce_records_per_s, limits.consume_records_per_s)
+    ceiling = limits.copy_records_per_s
     share = ", ".join(
         f"{s.system} {s.figures.steady_records_per_s / ceiling:.0%}"
         for s in (result.ours, result.mm2)
@@ -903,7 +937,7 @@ def table(result: SizeResult) -> str:
     title = (
         f"{result.value_bytes} B values, {KEY_BYTES} B keys, {result.records:,} records, "
         f"{result.partitions} partitions, {result.tasks} task(s); steady rate as a share of "
-        f"the lower raw limit: {share}"
+        f"the raw limit with both at once: {share}"
     )
     return f"{title}\n\n{markdown_table(header, body)}"
 
@@ -950,6 +984,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--broker-cpus", type=parse_cpus, help="pin the brokers to these CPUs; default: anywhere"
     )
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="our source consumer's group protocol; consumer (KIP-848) spreads every topic "
+        "over the tasks (classic)",
+    )
     return parser.parse_args(argv)
 
 
@@ -964,6 +1005,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=args.timeout,
         replicator_cpus=args.replicator_cpus,
         broker_cpus=args.broker_cpus,
+        group_protocol=args.group_protocol,
     )
     records = {100: args.records_100b, 1024: args.records_1k}
     stray = mirror_maker_pids(JVM_DIR)

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -267,13 +267,18 @@ def preload(bootstrap: str, topic: str, records: int, value_bytes: int, partitio
 
 
 def flow_config(
-    source: ClusterSpec, target: ClusterSpec, topics: Sequence[str], tasks: int = 1
+    source: ClusterSpec,
+    target: ClusterSpec,
+    topics: Sequence[str],
+    tasks: int = 1,
+    source_consumer: Mapping[str, str] | None = None,
 ) -> FlowConfig:
     """The `source->target` flow of exactly `topics`, as an MM2 user would write it.
 
     Everything else is left at MM2's defaults (heartbeats on, topic config
     sync on), so the benchmark measures the engine as it is deployed; only
     replication factors are 1 because each cluster has one broker.
+    `source_consumer`: settings of the source cluster's consumers (`A.consumer.*`).
     """
     flow = f"{source.name}->{target.name}"
     properties = {
@@ -288,6 +293,7 @@ def flow_config(
         "checkpoints.topic.replication.factor": "1",
         "offset-syncs.topic.replication.factor": "1",
         "status.topic.replication.factor": "1",
+        **{f"{source.name}.consumer.{k}": v for k, v in (source_consumer or {}).items()},
     }
     return load_config(properties).flow(flow)
 
