@@ -216,7 +216,7 @@ class Summary:
 class RawLimits:
     """The Kafka perf tools, with the same record sizes: each alone against the `src`
     cluster, then both at once as a replicator uses the brokers (reading `src` while
-    writing `dst`), the ceiling of any replicator on these brokers and cores."""
+    writing `dst`, on the same cores): a reference pace for either replicator."""
 
     #: ProducerPerformance with PRODUCER_SETTINGS (lz4 on near-incompressible payloads).
     produce_records_per_s: float

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,26 +61,49 @@ def _stop(process: subprocess.Popen[bytes], log: Path) -> None:
         assert process.wait(60) == 0, log.read_text()[-3000:]
 
 
-def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: str, dr: str) -> None:
-    flow = preloaded_flow(tmp_path, primary, dr, "shared", RECORDS, PARTITIONS)
-    topic, remote, wanted, config = flow.topic, flow.remote, flow.wanted, flow.config
+def _kill_one_of_two_workers(
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    config: Path,
+    topic: str,
+    wanted: list[int],
+    sharing: Callable[[], bool],
+    sharing_means: str,
+) -> None:
+    """Start two workers on `config`, wait until they share the flow (`sharing`,
+    which means `sharing_means`), kill one with -9 mid-stream: the survivor takes
+    every partition of `topic` and copies each record exactly once."""
+    remote = f"primary.{topic}"
     logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
     workers = [start_replicator(config, log) for log in logs]
     try:
-        wait_until(lambda: _both_own_some(primary, topic), 90, "both workers owning partitions")
+        wait_until(sharing, 90, sharing_means)
         wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress")
         workers[0].send_signal(signal.SIGKILL)
         workers[0].wait(10)
         assert sum(end_offsets(dr, remote, PARTITIONS) or [0]) < RECORDS, "killed mid-stream"
 
         wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
-        assert [a for a in _assignments(primary, topic) if a] == [PARTITIONS], "survivor owns all"
+        wait_until(
+            lambda: [a for a in _assignments(primary, topic) if a] == [PARTITIONS],
+            30,
+            "the survivor owning every partition",
+        )
         _stop(workers[1], logs[1])
     finally:
         for worker in workers:
             if worker.poll() is None:
                 worker.kill()
     _exactly_once(dr, remote, wanted)
+
+
+def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: str, dr: str) -> None:
+    flow = preloaded_flow(tmp_path, primary, dr, "shared", RECORDS, PARTITIONS)
+    _kill_one_of_two_workers(
+        tmp_path, primary, dr, flow.config, flow.topic, flow.wanted,
+        lambda: _both_own_some(primary, flow.topic), "both workers owning partitions",
+    )  # fmt: skip
 
 
 def test_consumer_group_protocol_spreads_every_topic_and_survives_kill_9(
@@ -94,36 +118,12 @@ def test_consumer_group_protocol_spreads_every_topic_and_survives_kill_9(
     wanted = preload(primary, busy, RECORDS, PARTITIONS)
     extra = ("primary.consumer.group.protocol = consumer",)
     config = write_config(tmp_path, primary, dr, f"{busy}, {idle}", extra=extra)
-    remote = f"primary.{busy}"
-    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
-    workers = [start_replicator(config, log) for log in logs]
-    half = PARTITIONS // 2
-    try:
-        wait_until(
-            lambda: (
-                _assignments(primary, busy) == [half, half]
-                and _assignments(primary, idle) == [half, half]
-            ),
-            90,
-            "each worker owning half of each topic",
-        )
-        wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress")
-        workers[0].send_signal(signal.SIGKILL)
-        workers[0].wait(10)
-        assert sum(end_offsets(dr, remote, PARTITIONS) or [0]) < RECORDS, "killed mid-stream"
-
-        wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
-        wait_until(
-            lambda: [a for a in _assignments(primary, busy) if a] == [PARTITIONS],
-            30,
-            "the survivor owning every partition",
-        )
-        _stop(workers[1], logs[1])
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-    _exactly_once(dr, remote, wanted)
+    half = [PARTITIONS // 2] * 2
+    _kill_one_of_two_workers(
+        tmp_path, primary, dr, config, busy, wanted,
+        lambda: _assignments(primary, busy) == half and _assignments(primary, idle) == half,
+        "each worker owning half of each topic",
+    )  # fmt: skip
 
 
 def _children(pid: int) -> list[int]:
