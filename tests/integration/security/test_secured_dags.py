@@ -37,6 +37,8 @@ from helpers.secured import SecuredPair
 from helpers.spark import standalone_spark
 
 _TIMEOUT_S = 120.0
+#: Records/s the demo producer writes while the DAGs run.
+_RATE = 50
 
 
 @pytest.mark.timeout(900)
@@ -77,7 +79,7 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
     runs: list[Any] = []
     try:
         with demo_apps(tmp_path) as start:
-            producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
+            producer = start("producer", *common, "--ledger", str(produced), "--rate", str(_RATE))
             consumer = start("consumer", *common, "--ledger", str(consumed))
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
             wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "apps")
@@ -103,7 +105,11 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
             runs.append(bag.get_dag("dr_drill").test(run_conf=conf))
             assert runs[-1].state == "success", task_states(runs[-1])
             [drill] = store.runs("drill")
-            assert (drill.outcome, drill.rpo_records) == ("succeeded", 0)
+            assert drill.outcome == "succeeded"
+            # The producer keeps writing: the drill's RPO is what was on its way when it
+            # took the positions, and a running copy is well under a second behind. (A
+            # fresh-clone run under load had 1 record in flight; 0 is not guaranteed.)
+            assert drill.rpo_records is not None and drill.rpo_records < _RATE
             # The producer flushes and stops; the consumer processes everything acknowledged.
             producer.send_signal(signal.SIGTERM)
             assert producer.wait(60) == 0
