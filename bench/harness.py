@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from thread_cpu import ThreadCpu, read_stat
 
 from replicator.config import FlowConfig, load_config
+from replicator.engine.collector import pace_for_replication
 from replicator.engine.task import ReplicationTask
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.jvm import find_java
@@ -308,6 +309,7 @@ def replicator_main(flow: FlowConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_event.set())
     logging.basicConfig(level=logging.WARNING, format="replicator: %(levelname)s %(message)s")
+    pace_for_replication()  # as `replicator run` and its worker processes do
     ReplicationTask(flow, stop_event=stop_event).run()
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from replicator.config import load_config
+from replicator.engine.collector import pace_for_replication
 from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
 from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
@@ -50,6 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     # A wrong password or certificate stops here, in one line, instead of workers
     # retrying for ever; a cluster that is away does not (the workers wait for it).
     check_access({c.alias: c for f in flows for c in (f.source, f.target)}.values())
+    pace_for_replication()  # this process replicates (a single worker runs in a thread)
     run_flows(flows, store=StateStore(args.state_url))
     return 0
 

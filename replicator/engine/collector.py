@@ -8,6 +8,10 @@ the batch's records still alive each time: a third of the loop's time at 100 B
 values (200,000 -> 304,000 records/s, 5.8 -> 3.8 CPU s per million records;
 bench/README.md). Collecting less often frees the same garbage: what is cyclic waits
 a little longer, and at most this many containers of it.
+
+The entry points of a replicating process set it (`replicator run`, its worker
+processes), never the task itself: a process that only hosts a task (a test, an
+application embedding the engine) keeps its own pace.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ YOUNG_COLLECTION_EVERY = 50_000
 def pace_for_replication() -> None:
     """Collect young objects every `YOUNG_COLLECTION_EVERY` new containers, unless the
     process already collects less often; the older generations keep their pace
-    relative to it. Process-wide, so called once per task is enough."""
+    relative to it. Process-wide: the entry point calls it once."""
     young, middle, old = gc.get_threshold()
     if 0 < young < YOUNG_COLLECTION_EVERY:
         gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)

@@ -32,7 +32,6 @@ from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
 from replicator.config.policies import ReplicationPolicy
 from replicator.engine.assignment import Assignment
-from replicator.engine.collector import pace_for_replication
 from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.kafka_errors import AUTH_ERRORS, REJECTED, AccessDenied, missing_on_source
@@ -115,7 +114,6 @@ class ReplicationTask(TaskSetup, Assignment):
         flow = self.flow
         self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
-        pace_for_replication()
         next_housekeeping = next_refresh = next_config_sync = time.monotonic()
         next_heartbeat = next_status = time.monotonic()
         try:

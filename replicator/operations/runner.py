@@ -36,6 +36,7 @@ from replicator import metrics
 from replicator.acls.loop import AclSyncLoop
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.engine.collector import pace_for_replication
 from replicator.engine.kafka_errors import AccessDenied
 from replicator.engine.task import ReplicationTask
 from replicator.errors import ReplicatorError
@@ -368,6 +369,7 @@ def _note_end(worker: _Worker, restart: Backoff, ran_s: float, now: float) -> No
 def _worker_main(flow: FlowConfig, index: int, level: int) -> None:
     """Entry point of one worker process."""
     _die_with_parent()
+    pace_for_replication()
     logging.basicConfig(
         level=level, format=f"%(asctime)s %(levelname)s [{flow.name}#{index}] %(name)s: %(message)s"
     )
