@@ -8,13 +8,23 @@ API server: the one `airflow.AirflowStandalone` starts, or a compose stack's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from replicator.localstack.errors import StackError
+
+log = logging.getLogger(__name__)
 
 #: Terminal states of a DAG run.
 FINISHED = frozenset({"success", "failed"})
@@ -26,6 +36,11 @@ _LOG_CONTEXT_KEYS = frozenset(
     | {"map_index", "try_number", "task_id", "dag_id", "ti_id", "run_id"}
 )
 _HTTP_TIMEOUT_S = 30.0
+#: Calls that do the same however often they are sent, so a call that timed out or
+#: lost its connection is sent again (`POST /auth/token` only hands out a token). A
+#: new DAG run (`POST .../dagRuns`) is not: sent twice, it would start two runs.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
+_ATTEMPTS = 3
 
 
 class AirflowClient:
@@ -52,7 +67,7 @@ class AirflowClient:
     def token(self) -> str:
         """A JWT from `POST /auth/token` (kept until the API refuses it)."""
         if self._token is None:
-            response = self._http.post("/auth/token", json=self._credentials)
+            response = self._send("POST", "/auth/token", retry=True, json=self._credentials)
             _check(response, "POST /auth/token")
             self._token = str(response.json()["access_token"])
         return self._token
@@ -61,13 +76,31 @@ class AirflowClient:
         """`method path` with the token; the decoded JSON, or StackError naming the call."""
         for attempt in range(2):
             headers = {"Authorization": f"Bearer {self.token()}", "Accept": "application/json"}
-            response = self._http.request(method, path, headers=headers, **kwargs)
+            response = self._send(
+                method, path, retry=method in _IDEMPOTENT, headers=headers, **kwargs
+            )
             if response.status_code == httpx.codes.UNAUTHORIZED and attempt == 0:
                 self._token = None  # expired: one new token, then give up
                 continue
             break
         _check(response, f"{method} {path}")
         return response.json() if response.content else None
+
+    def _send(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> httpx.Response:
+        """One call; an idempotent one is sent again when the API server did not answer
+        in time or dropped the connection (an API server with one worker, on a loaded
+        host, can stall for longer than one timeout). Answers, errors included, are the
+        caller's to judge."""
+        if not retry:
+            return self._http.request(method, path, **kwargs)
+        retrying = Retrying(
+            retry=retry_if_exception_type(httpx.TransportError),
+            stop=stop_after_attempt(_ATTEMPTS),
+            wait=wait_exponential(multiplier=1.0, max=5.0),
+            before_sleep=lambda state: _log_retry(method, path, state),
+            reraise=True,
+        )
+        return retrying(self._http.request, method, path, **kwargs)
 
     def dag_ids(self) -> set[str]:
         """Every DAG the API server knows (parsed and serialized)."""
@@ -159,6 +192,14 @@ def _check(response: httpx.Response, call: str) -> None:
         raise StackError(
             f"Airflow API {call} answered HTTP {response.status_code}: {response.text}"
         )
+
+
+def _log_retry(method: str, path: str, state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    log.warning(
+        "Airflow API %s %s: %s (attempt %d of %d); sending it again",
+        method, path, type(error).__name__, state.attempt_number, _ATTEMPTS,
+    )  # fmt: skip
 
 
 def _task_state(task: Mapping[str, Any]) -> str:
