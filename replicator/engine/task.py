@@ -240,8 +240,8 @@ class ReplicationTask(TaskSetup, Assignment):
     # -- the hot path --------------------------------------------------------------------
 
     def _replicate(self, messages: list[Message]) -> None:
-        """Split the batch into runs of one partition (librdkafka hands records over
-        partition by partition, so runs are long) and replicate each run."""
+        """Replicate a batch run by run: a run is consecutive records of one partition,
+        and runs are long, as librdkafka hands records over partition by partition."""
         start, count = 0, len(messages)
         while start < count:
             first = messages[start]
@@ -250,101 +250,110 @@ class ReplicationTask(TaskSetup, Assignment):
                 self._on_consume_error(first, error)
                 start += 1
                 continue
-            topic, partition = first.topic(), first.partition()
-            end = start + 1
-            while end < count:
-                message = messages[end]
-                if message.partition() != partition or message.topic() != topic:
-                    break
-                end += 1
-            tracker = self._enter((topic, partition))
-            if tracker is not None:
-                self._replicate_run(tracker, messages[start:end])
-            start = end
+            key = (first.topic(), first.partition())
+            tracker = self._enter(key)
+            if tracker is None:
+                start = _run_end(messages, start + 1, key)
+            else:
+                start = self._replicate_run(tracker, messages, start)
         if self._exactly_once is not None:
             self._exactly_once.commit(self._trackers)
 
     def _enter(self, key: tuple[str, int]) -> PartitionTracker | None:
         """The tracker of the partition the next records belong to; in exactly-once
         mode its transaction is open from here on. None for records to drop: the
-        partition is not ours, or waits to resume (they were fetched before it
-        paused)."""
+        partition is not ours, waits to resume, or a policy stopped it or holds it at an
+        oversized record (they were fetched before it paused)."""
         tracker = self._trackers.get(key)
-        if tracker is None or tracker.resuming:
+        if tracker is None or tracker.resuming or tracker.stopped or tracker.size.held:
             return None
         if self._exactly_once is not None and not self._exactly_once.begin(tracker):
             return None
         return tracker
 
-    def _replicate_run(self, tracker: PartitionTracker, messages: list[Message]) -> None:
-        """Rewrite a run of one partition's records and produce the replicas, up to a
-        record a policy holds or stops the partition at."""
+    def _replicate_run(self, tracker: PartitionTracker, messages: list[Message], start: int) -> int:
+        """Rewrite and produce the run of `tracker`'s records that starts at
+        `messages[start]`, up to a record a policy holds or stops the partition at;
+        returns the index of the next run's first record.
+
+        Only the run's last replica carries a delivery report: the producer is
+        idempotent with the gapless guarantee, so its success means every earlier
+        record of the run was written, in order, and any failure fails the rest of the
+        run too. So each replica is produced when the next one is made (or the run
+        ends), once it is known whether it is the last. One pass over the run, with
+        the partition's state in locals: the loop runs for every record."""
+        topic, partition = key = tracker.key
         replica_of = self._rewrite.replica
-        size = tracker.size
-        out: list[TargetRecord] = []
+        produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
+        pending: TargetRecord | None = None  # made, not yet produced
         first_offset = last_offset = -1
-        size_total = 0
-        for message in messages:
-            if tracker.stopped or size.held:
+        produced = size_total = 0
+        next_offset = tracker.next_offset
+        index, count = start, len(messages)
+        while index < count:
+            message = messages[index]
+            if message.partition() != partition or message.topic() != topic:
                 break
+            index += 1
             error = message.error()
-            if error is not None:
-                self._on_consume_error(message, error)
+            replica = None if error is not None else replica_of(message)
+            if replica is None or replica[SIZE] > limit:
+                tracker.next_offset = next_offset
+                self._not_replicated(tracker, message, error, replica)
+                next_offset = tracker.next_offset
+                if tracker.stopped or tracker.size.held:
+                    index = _run_end(messages, index, key)  # the rest waits, or is dropped
+                    break
                 continue
+            if pending is not None:
+                p_partition, p_key, p_value, p_timestamp, p_headers, _ = pending
+                try:
+                    # By position (see the order at the top): keywords cost 0.6 us more.
+                    produce(remote, p_value, p_key, p_partition, None, None, p_timestamp, p_headers)
+                except BufferError:
+                    if not self._produce(tracker, pending, None):
+                        return _run_end(messages, index, key)
+            pending = replica
             offset = message.offset()
-            replica = replica_of(message)
-            if replica is None:
-                tracker.counters.skipped += 1  # it came from the target: replicating it would loop
-                tracker.next_offset = offset + 1
-                continue
-            record_size = replica[SIZE]
-            if record_size > size.limit:
-                self._on_oversized(tracker, offset, record_size)
-                continue
-            out.append(replica)
             if first_offset < 0:
                 first_offset = offset
-            last_offset = offset
-            size_total += record_size
-            tracker.next_offset = offset + 1
-        if not out:
-            return
-        report = _RunReport(self, tracker, first_offset, last_offset, len(out))
-        if self._produce_run(tracker, out, report):
-            tracker.counters.replicated_bytes += size_total
+            last_offset, next_offset = offset, offset + 1
+            produced += 1
+            size_total += replica[SIZE]
+        tracker.next_offset = next_offset
+        if pending is not None:
+            report = _RunReport(self, tracker, first_offset, last_offset, produced)
+            if self._produce(tracker, pending, report):
+                tracker.counters.replicated_bytes += size_total
+        return index
 
-    def _produce_run(
-        self, tracker: PartitionTracker, out: list[TargetRecord], report: _RunReport
-    ) -> bool:
-        """Hand a run's replicas to the producer. Only the last has a delivery report:
-        the producer is idempotent with the gapless guarantee, so its success means
-        every earlier record of the run was written, in order, and any failure fails
-        the rest of the run too. False if it stopped short (see `_produce_when_room`)."""
-        produce = tracker.producer.produce
-        remote, last = tracker.remote, len(out) - 1
-        for index, replica in enumerate(out):
-            partition, record_key, value, timestamp, headers, _ = replica
-            on_delivery = report if index == last else None
-            try:
-                # By position (see the order at the top): keywords cost 0.6 us more.
-                produce(remote, value, record_key, partition, on_delivery, None, timestamp, headers)
-            except BufferError:
-                if not self._produce_when_room(tracker, replica, on_delivery):
-                    return False
-        return True
+    def _not_replicated(
+        self,
+        tracker: PartitionTracker,
+        message: Message,
+        error: KafkaError | None,
+        replica: TargetRecord | None,
+    ) -> None:
+        """A record of the run that is not produced: a consume error, a record that
+        came from the target (replicating it would loop), or one too large for the
+        remote topic. Its handler reads and moves the partition's position."""
+        if error is not None:
+            self._on_consume_error(message, error)
+        elif replica is None:
+            tracker.counters.skipped += 1
+            tracker.next_offset = message.offset() + 1
+        else:
+            self._on_oversized(tracker, message.offset(), replica[SIZE])
 
-    def _produce_when_room(
+    def _produce(
         self, tracker: PartitionTracker, replica: TargetRecord, on_delivery: _RunReport | None
     ) -> bool:
-        """The producer's queue is full: serve delivery reports until it takes the
-        record. False if the partition rewound meanwhile (records did not reach the
-        target) or the task stops: the rest of the run is not produced."""
+        """Produce `replica`; while the producer's queue is full, serve delivery reports
+        until it takes it. False if the partition rewound meanwhile (records did not
+        reach the target) or the task stops: the rest of the run is not produced."""
         partition, record_key, value, timestamp, headers, _ = replica
         epoch = tracker.epoch
         while True:
-            tracker.producer.poll(0.05)
-            if tracker.epoch != epoch or self.stop_event.is_set():
-                return False
             try:
                 tracker.producer.produce(
                     tracker.remote, value, record_key, partition, on_delivery, None, timestamp,
@@ -352,7 +361,9 @@ class ReplicationTask(TaskSetup, Assignment):
                 )  # fmt: skip
                 return True
             except BufferError:
-                continue
+                tracker.producer.poll(0.05)
+            if tracker.epoch != epoch or self.stop_event.is_set():
+                return False
 
     def _on_run_delivered(
         self, run: _RunReport, error: KafkaError | None, message: Message
@@ -472,9 +483,21 @@ class ReplicationTask(TaskSetup, Assignment):
         self._reporter.worker(state, self._trackers.values(), self._topics, self._fatal)
 
 
+def _run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
+    """The index of the first record at or after `start` that is not of partition `key`."""
+    topic, partition = key
+    end = len(messages)
+    while start < end:
+        message = messages[start]
+        if message.partition() != partition or message.topic() != topic:
+            return start
+        start += 1
+    return end
+
+
 @dataclass(slots=True)
 class _RunReport:
-    """The delivery report of a run of records of one partition (see _produce_run)."""
+    """The delivery report of a run of records of one partition (see _replicate_run)."""
 
     task: ReplicationTask
     tracker: PartitionTracker
