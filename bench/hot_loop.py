@@ -1,0 +1,166 @@
+"""The replication loop's own cost per record, with no broker: what one Python
+thread spends to rewrite and hand over each record.
+
+With one task, that thread is the limit at 100 B (a full core while brokers and
+librdkafka's threads have room), so its cost per record is the figure to lower;
+`compare_mm2.py` then says what a change is worth end to end. Here the loop
+(`ReplicationTask._replicate`) gets batches of real `confluent_kafka.Message`
+objects, 12 partitions in runs of 500 records as fetch responses deliver them, and
+its producer is a real `confluent_kafka.Producer` whose broker never answers, so
+`produce()` does all its work (headers, queueing) but nothing is sent. For
+reference, the same `produce()` calls alone, with the replicas' two headers.
+
+Run: `.venv/bin/python bench/hot_loop.py [--records N] [--sizes 100,1024] [--repeats 7]`.
+Prints nanoseconds per record (median and best of the repeats) and writes
+`bench/results/hot_loop-<UTC timestamp>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from confluent_kafka import Message, Producer
+from harness import KEY_BYTES, Machine, flow_config, markdown_table, write_report
+
+from replicator.engine.collector import pace_for_replication
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.engine.partition import PartitionTracker
+from replicator.engine.size_limits import SizeHold
+from replicator.engine.task import ReplicationTask
+from replicator.localstack import ClusterSpec
+
+PARTITIONS = 12
+RUN_LENGTH = 500  # records of one partition in a row, as a fetch response holds them
+BATCH = 10_000  # what one consume() returns at most (the task's batch)
+REMOTE = "src.bench"
+
+
+@dataclass(frozen=True)
+class LoopCost:
+    """Nanoseconds per record at one value size."""
+
+    value_bytes: int
+    records: int
+    loop_ns_median: float
+    loop_ns_best: float
+    produce_ns_median: float  # produce() alone, with the two headers
+    produce_ns_best: float
+
+
+def _producer() -> Producer:
+    """Queues everything, sends nothing: no broker listens on port 1."""
+    return Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 4_000_000,
+            "log_level": 0,
+        }
+    )
+
+
+def _batches(records: int, value_bytes: int) -> list[list[Message]]:
+    offsets = [0] * PARTITIONS
+    messages = []
+    for index in range(records):
+        partition = (index // RUN_LENGTH) % PARTITIONS
+        messages.append(
+            Message(
+                topic="bench",
+                partition=partition,
+                offset=offsets[partition],
+                key=b"%0*d" % (KEY_BYTES, index),
+                value=b"v" * value_bytes,
+                headers=None,
+                timestamp=(1, 1_700_000_000_000 + index),
+            )
+        )
+        offsets[partition] += 1
+    return [messages[i : i + BATCH] for i in range(0, records, BATCH)]
+
+
+def _timed(
+    work: Callable[[], None], reset: Callable[[], None], records: int, repeats: int
+) -> list[float]:
+    """Nanoseconds per record of each repeat of `work`."""
+    costs = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        work()
+        costs.append((time.perf_counter() - started) / records * 1e9)
+        reset()
+    return costs
+
+
+def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
+    producer = _producer()
+    task = ReplicationTask(flow_config(ClusterSpec("src", 17092), ClusterSpec("dst", 27092), ["bench"]))
+    for partition in range(PARTITIONS):
+        tracker = PartitionTracker(
+            task.flow.name, "bench", partition, REMOTE, SizeHold(limit=1 << 30),
+            next_offset=0, resuming=False, producer=producer,
+        )  # fmt: skip
+        task._trackers[tracker.key] = tracker
+    batches = _batches(records, value_bytes)
+
+    def replicate() -> None:
+        for batch in batches:
+            task._replicate(batch)
+
+    def produce_only() -> None:
+        produce, source = producer.produce, (SOURCE_HEADER, b"src")
+        for batch in batches:
+            for m in batch:
+                headers = [source, (OFFSET_HEADER, encode_offset(m.offset()))]
+                produce(REMOTE, m.value(), m.key(), m.partition(), None, None, 0, headers)
+
+    def reset() -> None:
+        """Drop what was queued; the purged runs' reports are stale (epoch moved on)."""
+        producer.purge(in_queue=True, in_flight=True)
+        for tracker in task._trackers.values():
+            tracker.epoch += 1
+        producer.poll(0)
+
+    loop = _timed(replicate, reset, records, repeats)
+    alone = _timed(produce_only, reset, records, repeats)
+    return LoopCost(
+        value_bytes, records, statistics.median(loop), min(loop),
+        statistics.median(alone), min(alone),
+    )  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000, help="per size (200000)")
+    parser.add_argument("--sizes", default="100,1024", help="value bytes (100,1024)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed passes per size (7)")
+    args = parser.parse_args(argv)
+    pace_for_replication()  # as in a replicating process
+    started, machine = datetime.now(UTC), Machine.describe()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    results = [measure(args.records, size, args.repeats) for size in sizes]
+    header = ["value B", "loop ns/record (median, best)", "produce() alone", "loop - produce"]
+    rows = [
+        [
+            str(r.value_bytes),
+            f"{r.loop_ns_median:,.0f}, {r.loop_ns_best:,.0f}",
+            f"{r.produce_ns_median:,.0f}, {r.produce_ns_best:,.0f}",
+            f"{r.loop_ns_median - r.produce_ns_median:,.0f}",
+        ]
+        for r in results
+    ]
+    print(markdown_table(header, rows))
+    setup = {"partitions": PARTITIONS, "run_length": RUN_LENGTH, "batch": BATCH}
+    path = write_report("hot_loop", started, machine, setup, [asdict(r) for r in results])
+    print(f"\nwritten to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
