@@ -100,7 +100,9 @@ def _timed(
 
 def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
     producer = _producer()
-    task = ReplicationTask(flow_config(ClusterSpec("src", 17092), ClusterSpec("dst", 27092), ["bench"]))
+    # A flow as users write it; nothing connects to its clusters here.
+    flow = flow_config(ClusterSpec("src", 17092), ClusterSpec("dst", 27092), ["bench"])
+    task = ReplicationTask(flow)
     for partition in range(PARTITIONS):
         tracker = PartitionTracker(
             task.flow.name, "bench", partition, REMOTE, SizeHold(limit=1 << 30),
