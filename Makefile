@@ -98,7 +98,7 @@ run: setup
 	$(BIN)/replicator stack run $(if $(SECURITY),--security $(SECURITY),--replicate include/config/local.properties) --demo-app demo --airflow
 
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -12,7 +12,9 @@ Starts its own two single-node clusters (`src` on 15092, `dst` on 25092) and, fo
    then reads the replicator's CPU time and peak RSS from /proc;
 3. in 1 KB runs, with the replicator still running and idle, offers a fixed load
    below saturation to the latency topic and measures, per record, the time it
-   became visible on the target minus its CreateTime;
+   became visible on the target minus its CreateTime, and the same on the source:
+   their difference is what the replicator adds (`+p50`, `+p99`), without the
+   source broker's own stalls;
 4. stops the replicator with SIGTERM and deletes every topic on both clusters, so
    the next run starts from the same empty state.
 
@@ -172,6 +174,11 @@ class Latency:
     #: overhead. The part of the target's figures that is not the replicator's.
     source_p50_ms: float
     source_p99_ms: float
+    #: Per record, target latency minus source latency: what the replicator adds
+    #: (consume, batch, produce, target append). A stall of the source broker delays
+    #: a record on both probes, so it does not count here; it does in `p99_ms`.
+    added_p50_ms: float
+    added_p99_ms: float
 
     @classmethod
     def median(cls, runs: Sequence[Latency]) -> Latency:
@@ -493,8 +500,8 @@ def probe_main(
     results: Connection,
 ) -> None:
     """Entry of a spawned latency probe: read `topic` from its beginning and record, per
-    record, the time it was received minus its CreateTime (ms), until `expected`
-    records are in or `stop` is set; send back (latencies, error).
+    record (by key), the time it was received minus its CreateTime (ms), until
+    `expected` records are in or `stop` is set; send back (latencies, error).
 
     read_uncommitted and a 5 ms fetch.wait.max.ms, so a record is fetched as soon
     as the broker has it; poll() returns each record as soon as it is there (a
@@ -512,7 +519,7 @@ def probe_main(
     )
     assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
     consumer.assign(assigned)
-    latencies: list[float] = []
+    latencies: dict[bytes, float] = {}
     error = None
     try:
         while not stop.is_set() and not 0 <= expected.value <= len(latencies):
@@ -529,7 +536,7 @@ def probe_main(
             if kind != TIMESTAMP_CREATE_TIME:
                 error = f"record {message.offset()} has no CreateTime"
                 break
-            latencies.append(received_ms - timestamp_ms)
+            latencies[message.key()] = received_ms - timestamp_ms
     finally:
         consumer.close()
         results.send((latencies, error))
@@ -589,9 +596,9 @@ class LatencyProbe:
         if not self._ready.wait(60):
             raise RuntimeError(f"{self._process.name} did not start within 60 s")
 
-    def collect(self, expected: int, timeout: float) -> list[float]:
+    def collect(self, expected: int, timeout: float) -> dict[bytes, float]:
         """The latencies of the first `expected` records, or of those received within
-        `timeout`."""
+        `timeout`, by record key."""
         self._expected.value = expected
         if not self._results.poll(timeout):
             self._stop.set()
@@ -668,9 +675,13 @@ def measure_latency(
             f"latency: {sent} records offered to {topic}, {len(source)} read on the source "
             f"and {len(target)} on the target within {LATENCY_WAIT_S} s"
         )
-    p50, p99 = percentiles(target)
-    source_p50, source_p99 = percentiles(source)
-    return Latency(sent, offered_per_s, p50, p99, max(target), source_p50, source_p99)
+    p50, p99 = percentiles(list(target.values()))
+    source_p50, source_p99 = percentiles(list(source.values()))
+    added_p50, added_p99 = percentiles([target[key] - source[key] for key in target])
+    return Latency(
+        sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
+        added_p50, added_p99,
+    )  # fmt: skip
 
 
 # -- runs --------------------------------------------------------------------------------------
@@ -879,6 +890,8 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("peak_rss_mib", "RSS MiB", fixed(0)),
     ("p50_ms", "p50 ms", fixed(0)),
     ("p99_ms", "p99 ms", fixed(0)),
+    ("added_p50_ms", "+p50 ms", fixed(0)),
+    ("added_p99_ms", "+p99 ms", fixed(0)),
 )
 
 

@@ -96,6 +96,19 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int] | None
         consumer.close()
 
 
+def settled_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float) -> list[int]:
+    """`end_offsets` once the cluster answers for every partition: right after a broker
+    restart it is still recovering its logs and electing leaders."""
+    found: list[int] = []
+
+    def answered() -> bool:
+        found[:] = end_offsets(bootstrap, topic, partitions) or []
+        return bool(found)
+
+    wait_until(answered, timeout, f"{bootstrap} to answer for {topic}'s end offsets")
+    return found
+
+
 def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
     """Poll `condition` until true; on timeout say what was awaited and what was last seen."""
     deadline = time.monotonic() + timeout

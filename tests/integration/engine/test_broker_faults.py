@@ -40,6 +40,7 @@ from helpers.kafka import create_topic, free_port_pair, own_cluster_pair, unique
 from helpers.replication import (
     end_offsets,
     preload,
+    settled_end_offsets,
     source_offsets_on_target,
     start_replicator,
     wait_until,
@@ -60,6 +61,8 @@ MODES = {
     "exactly_once": ("exactly.once = true",),
 }
 _CATCH_UP_S = 150.0
+#: A restarted broker recovers its logs (unclean shutdown) before it answers for them.
+_ANSWER_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -273,16 +276,14 @@ def fault_run(
             rebalance = partial(_rebalance, primary, topic, log)
             for cluster, meanwhile in (("dr", rebalance), ("primary", None)):
                 outages.append(_kill_and_restart(fault_clusters, cluster, log, meanwhile))
-                backlog = end_offsets(primary, topic, PARTITIONS)
-                assert backlog is not None, "the source answers again"
+                backlog = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
                 wait_until(
                     lambda b=backlog: replicated(b),
                     _CATCH_UP_S,
                     f"the target caught up after the {cluster} outage",
                 )
         assert not producer.failed, producer.failed[:5]
-        source_ends = end_offsets(primary, topic, PARTITIONS)
-        assert source_ends is not None
+        source_ends = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
         wait_until(lambda: replicated(source_ends), _CATCH_UP_S, "every record")
         alive = process.poll() is None
         flow = load_config(config).flow("primary->dr")
