@@ -85,17 +85,10 @@ def _batches(records: int, value_bytes: int) -> list[list[Message]]:
     return [messages[i : i + BATCH] for i in range(0, records, BATCH)]
 
 
-def _timed(
-    work: Callable[[], None], reset: Callable[[], None], records: int, repeats: int
-) -> list[float]:
-    """Nanoseconds per record of each repeat of `work`."""
-    costs = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        costs.append((time.perf_counter() - started) / records * 1e9)
-        reset()
-    return costs
+def _per_record_ns(work: Callable[[], None], records: int) -> float:
+    started = time.perf_counter()
+    work()
+    return (time.perf_counter() - started) / records * 1e9
 
 
 def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
@@ -129,8 +122,13 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
             tracker.epoch += 1
         producer.poll(0)
 
-    loop = _timed(replicate, reset, records, repeats)
-    alone = _timed(produce_only, reset, records, repeats)
+    # Alternated, so that both see the same heap and producer state.
+    loop, alone = [], []
+    for _ in range(repeats):
+        loop.append(_per_record_ns(replicate, records))
+        reset()
+        alone.append(_per_record_ns(produce_only, records))
+        reset()
     return LoopCost(
         value_bytes, records, statistics.median(loop), min(loop),
         statistics.median(alone), min(alone),
