@@ -33,13 +33,14 @@ from replicator.config.model import FlowConfig
 from replicator.config.policies import ReplicationPolicy
 from replicator.engine.assignment import Assignment
 from replicator.engine.exactly_once import ExactlyOnce
+from replicator.engine.headers import OFFSET_HEADER, Headers, encode_offset
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.kafka_errors import AUTH_ERRORS, REJECTED, AccessDenied, missing_on_source
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
-from replicator.engine.rewrite import SIZE, RecordRewrite, TargetRecord
+from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import OversizedRecords, SizeLimits
 from replicator.engine.task_setup import TaskSetup
 from replicator.engine.topic_sync import TopicSync
@@ -281,49 +282,59 @@ class ReplicationTask(TaskSetup, Assignment):
         record of the run was written, in order, and any failure fails the rest of the
         run too. So each replica is produced when the next one is made (or the run
         ends), once it is known whether it is the last. One pass over the run, with
-        the partition's state in locals: the loop runs for every record."""
+        the partition's state in locals and a record without headers rewritten here,
+        not by a call: the loop runs for every record, and with one task it is what
+        limits the rate (bench/hot_loop.py measures it)."""
         topic, partition = key = tracker.key
-        replica_of = self._rewrite.replica
+        rewrite_headers, source_entry = self._rewrite.headers, self._rewrite.source_entry
         produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
-        pending: TargetRecord | None = None  # made, not yet produced
+        # The replica made, not yet produced (none while p_headers is None).
+        p_key = p_value = p_headers = p_timestamp = None
         first_offset = last_offset = -1
         produced = size_total = 0
         next_offset = tracker.next_offset
         index, count = start, len(messages)
         while index < count:
             message = messages[index]
-            if message.partition() != partition or message.topic() != topic:
-                break
+            if (
+                message.partition() != partition
+                or message.topic() != topic
+                or message.error() is not None
+            ):
+                break  # a consume error starts a run of its own, in `_replicate`
             index += 1
-            error = message.error()
-            replica = None if error is not None else replica_of(message)
-            if replica is None or replica[SIZE] > limit:
+            offset, own = message.offset(), message.headers()
+            if own is None:  # the common case
+                headers, size = [source_entry, (OFFSET_HEADER, encode_offset(offset))], 0
+            else:
+                headers, size = rewrite_headers(own, offset)
+            value, record_key = message.value(), message.key()
+            size += (len(value) if value else 0) + (len(record_key) if record_key else 0)
+            if headers is None or size > limit:
                 tracker.next_offset = next_offset
-                self._not_replicated(tracker, message, error, replica)
-                next_offset = tracker.next_offset
-                if tracker.stopped or tracker.size.held:
+                if not self._not_replicated(tracker, message, headers, size):
                     index = _run_end(messages, index, key)  # the rest waits, or is dropped
                     break
+                next_offset = tracker.next_offset
                 continue
-            if pending is not None:
-                p_partition, p_key, p_value, p_timestamp, p_headers, _ = pending
+            if p_headers is not None:
                 try:
                     # By position (see the order at the top): keywords cost 0.6 us more.
-                    produce(remote, p_value, p_key, p_partition, None, None, p_timestamp, p_headers)
+                    produce(remote, p_value, p_key, partition, None, None, p_timestamp, p_headers)
                 except BufferError:
-                    if not self._produce(tracker, pending, None):
+                    if not self._produce(tracker, p_key, p_value, p_timestamp, p_headers):
                         return _run_end(messages, index, key)
-            pending = replica
-            offset = message.offset()
+            p_key, p_value, p_headers = record_key, value, headers
+            p_timestamp = message.timestamp()[1]
             if first_offset < 0:
                 first_offset = offset
             last_offset, next_offset = offset, offset + 1
             produced += 1
-            size_total += replica[SIZE]
+            size_total += size
         tracker.next_offset = next_offset
-        if pending is not None:
+        if p_headers is not None:
             report = _RunReport(self, tracker, first_offset, last_offset, produced)
-            if self._produce(tracker, pending, report):
+            if self._produce(tracker, p_key, p_value, p_timestamp, p_headers, on_delivery=report):
                 tracker.counters.replicated_bytes += size_total
         return index
 
@@ -331,33 +342,41 @@ class ReplicationTask(TaskSetup, Assignment):
         self,
         tracker: PartitionTracker,
         message: Message,
-        error: KafkaError | None,
-        replica: TargetRecord | None,
-    ) -> None:
-        """A record of the run that is not produced: a consume error, a record that
-        came from the target (replicating it would loop), or one too large for the
-        remote topic. Its handler reads and moves the partition's position."""
-        if error is not None:
-            self._on_consume_error(message, error)
-        elif replica is None:
+        headers: Headers | None,
+        size: int,
+    ) -> bool:
+        """A record of the run that is not produced: one that came from the target
+        (no headers: replicating it would loop) or one too large for the remote topic.
+        Its handler reads and moves the partition's position. False when a policy
+        holds the partition here or stopped it: the rest of the run waits, or is
+        dropped."""
+        if headers is None:
             tracker.counters.skipped += 1
             tracker.next_offset = message.offset() + 1
         else:
-            self._on_oversized(tracker, message.offset(), replica[SIZE])
+            self._on_oversized(tracker, message.offset(), size)
+        return not (tracker.stopped or tracker.size.held)
 
     def _produce(
-        self, tracker: PartitionTracker, replica: TargetRecord, on_delivery: _RunReport | None
+        self,
+        tracker: PartitionTracker,
+        record_key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        *,
+        on_delivery: _RunReport | None = None,
     ) -> bool:
-        """Produce `replica`; while the producer's queue is full, serve delivery reports
-        until it takes it. False if the partition rewound meanwhile (records did not
-        reach the target) or the task stops: the rest of the run is not produced."""
-        partition, record_key, value, timestamp, headers, _ = replica
+        """Produce a replica to the partition of `tracker`'s remote topic; while the
+        producer's queue is full, serve delivery reports until it takes it. False if
+        the partition rewound meanwhile (records did not reach the target) or the task
+        stops: the rest of the run is not produced."""
         epoch = tracker.epoch
         while True:
             try:
                 tracker.producer.produce(
-                    tracker.remote, value, record_key, partition, on_delivery, None, timestamp,
-                    headers,
+                    tracker.remote, value, record_key, tracker.partition, on_delivery, None,
+                    timestamp, headers,
                 )  # fmt: skip
                 return True
             except BufferError:

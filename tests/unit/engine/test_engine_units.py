@@ -8,11 +8,10 @@ test_failure_policies.py."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Message
 
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import OffsetSync
-from replicator.engine.headers import OFFSET_HEADER, ORIGIN_HEADER, SOURCE_HEADER, decode_offset
+from replicator.engine.headers import OFFSET_HEADER, ORIGIN_HEADER, SOURCE_HEADER, encode_offset
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.retention import outside_log
 from replicator.engine.rewrite import RecordRewrite
@@ -185,64 +184,39 @@ def test_exactly_once_the_timer_never_points_at_a_rolled_back_record() -> None:
 # -- the record rewrite ---------------------------------------------------------------------
 
 
-def _message(headers=None, key=b"k", value=b"value", offset=42) -> Message:
-    return Message(
-        topic="orders",
-        partition=3,
-        offset=offset,
-        key=key,
-        value=value,
-        headers=headers,
-        timestamp=(1, 1_700_000_000_123),
-    )
+HEADERS = RecordRewrite("primary", "dr").headers
 
 
-REWRITE = RecordRewrite("primary", "dr").replica
-
-
-def test_a_replica_keeps_the_record_and_names_its_source_and_offset() -> None:
-    partition, key, value, timestamp, headers, size = REWRITE(_message())
-    assert (partition, key, value, timestamp) == (3, b"k", b"value", 1_700_000_000_123)
-    assert headers == [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, headers[1][1])]
-    assert decode_offset(headers[1][1]) == 42
-    assert size == len(b"k") + len(b"value")
-
-
-def test_null_key_and_value_stay_null() -> None:
-    _, key, value, _, _, size = REWRITE(_message(key=None, value=None))
-    assert (key, value, size) == (None, None, 0)
-
-
-def test_the_records_own_headers_are_kept_in_order_and_counted() -> None:
+def test_the_records_own_headers_are_kept_in_order_counted_and_ours_follow() -> None:
     own = [("trace", b"abc"), ("empty", None), ("trace", b"d")]
-    *_, headers, size = REWRITE(_message(headers=own))
+    headers, own_bytes = HEADERS(own, 42)
     assert headers[:3] == own
-    assert [name for name, _ in headers[3:]] == [SOURCE_HEADER, OFFSET_HEADER]
-    own_bytes = (5 + 3 + 10) + (5 + 0 + 10) + (5 + 1 + 10)
-    assert size == len(b"k") + len(b"value") + own_bytes
+    assert headers[3:] == [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(42))]
+    assert own_bytes == (5 + 3 + 10) + (5 + 0 + 10) + (5 + 1 + 10)
 
 
 def test_a_replica_of_a_replica_names_the_cluster_it_originated_on() -> None:
     # Read on `primary`, where it was replicated from `east`: the earlier hop's
     # headers go, ours come, and `east` is kept as the origin.
     headers = [(SOURCE_HEADER, b"east"), (OFFSET_HEADER, b"\0" * 8), ("app", b"1")]
-    *_, out, size = REWRITE(_message(headers=headers))
-    assert out[0] == ("app", b"1")
-    assert out[1] == (SOURCE_HEADER, b"primary")
-    assert out[2][0] == OFFSET_HEADER
-    assert out[3] == (ORIGIN_HEADER, b"east")
-    assert size == len(b"k") + len(b"value") + len("app") + 1 + 10
+    out, own_bytes = HEADERS(headers, 42)
+    assert out == [
+        ("app", b"1"),
+        (SOURCE_HEADER, b"primary"),
+        (OFFSET_HEADER, encode_offset(42)),
+        (ORIGIN_HEADER, b"east"),
+    ]
+    assert own_bytes == len("app") + 1 + 10
 
 
 def test_the_origin_header_wins_over_the_source_header() -> None:
-    headers = [(SOURCE_HEADER, b"west"), (ORIGIN_HEADER, b"east")]
-    *_, out, _ = REWRITE(_message(headers=headers))
+    out, _ = HEADERS([(SOURCE_HEADER, b"west"), (ORIGIN_HEADER, b"east")], 42)
     assert out[-1] == (ORIGIN_HEADER, b"east")
 
 
 @pytest.mark.parametrize("header", [SOURCE_HEADER, ORIGIN_HEADER])
 def test_a_record_that_originated_on_the_target_is_not_replicated_back(header: str) -> None:
-    assert REWRITE(_message(headers=[(header, b"dr"), (OFFSET_HEADER, b"\0" * 8)])) is None
+    assert HEADERS([(header, b"dr"), (OFFSET_HEADER, b"\0" * 8)], 42) == (None, 0)
 
 
 # -- retention and oversized-record policies ------------------------------------------------
