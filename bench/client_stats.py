@@ -146,9 +146,11 @@ def worker_shares(folder: Path, topic: str, until: float) -> list[WorkerShare]:
     return shares
 
 
-def client_waits(folder: Path, until: float) -> ClientWaits | None:
+def client_waits(folder: Path, until: float, remote: str) -> ClientWaits | None:
     """The medians of the samples in `folder` taken up to `until` (wall clock, s: the
-    end of the backlog, before the latency phase); None without samples."""
+    end of the backlog, before the latency phase); None without samples. Batch sizes
+    are those of the `remote` topic's: the heartbeats' and status' one-record batches
+    would otherwise weigh as much."""
     consumed = _per_client(folder, "consumer", "rxmsgs", until)
     produced = _per_client(folder, "producer", "txmsgs", until)
     if not consumed or not produced:
@@ -156,7 +158,8 @@ def client_waits(folder: Path, until: float) -> ClientWaits | None:
     ms = 1 / 1000  # librdkafka's window statistics are in microseconds
 
     def topic_avg(sample: dict[str, Any], window: str) -> list[float]:
-        return [t[window]["avg"] for t in sample["topics"].values() if t[window]["cnt"]]
+        stats = sample["topics"].get(remote)
+        return [stats[window]["avg"]] if stats and stats[window]["cnt"] else []
 
     def broker_window(samples: list[dict[str, Any]], window: str, stat: str) -> float:
         return _median(

@@ -72,6 +72,7 @@ from harness import (
     STOP_TIMEOUT_S,
     VALUE_POOL,
     Figures,
+    GcPauses,
     Machine,
     OurReplicator,
     Replicator,
@@ -179,6 +180,8 @@ class Latency:
     #: a record on both probes, so it does not count here; it does in `p99_ms`.
     added_p50_ms: float
     added_p99_ms: float
+    #: The longest GC pause of either broker while the load was offered.
+    broker_gc_max_ms: float
 
     @classmethod
     def median(cls, runs: Sequence[Latency]) -> Latency:
@@ -656,7 +659,7 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
 
 
 def measure_latency(
-    topic: str, *, rate: int, seconds: float, value_bytes: int, partitions: int
+    stack: LocalStack, topic: str, *, rate: int, seconds: float, value_bytes: int, partitions: int
 ) -> Latency:
     """Offer the load to `topic` while probes read it on both clusters."""
     remote = remote_topic(SOURCE.name, topic)
@@ -667,6 +670,7 @@ def measure_latency(
     ):
         source_probe.wait_ready()
         target_probe.wait_ready()
+        gc_pauses = GcPauses(stack)
         sent, offered_per_s = offer_load(topic, rate, seconds, value_bytes, partitions)
         source = source_probe.collect(sent, LATENCY_WAIT_S)
         target = target_probe.collect(sent, LATENCY_WAIT_S)
@@ -680,7 +684,7 @@ def measure_latency(
     added_p50, added_p99 = percentiles([target[key] - source[key] for key in target])
     return Latency(
         sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
-        added_p50, added_p99,
+        added_p50, added_p99, gc_pauses.longest_ms(),
     )  # fmt: skip
 
 
@@ -756,7 +760,7 @@ def one_run(
         )
         if system == "ours":
             copied_at = time.time()
-            waits = client_waits(STATS_DIR / run_id, copied_at)
+            waits = client_waits(STATS_DIR / run_id, copied_at, remote_topic(SOURCE.name, topic))
             workers = worker_shares(STATS_DIR / run_id, topic, copied_at)
             print(f"  {describe_waits(waits, workers)}")
         busiest = ", ".join(f"{t.name} {t.cores:.2f}" for t in threads.busiest)
@@ -766,6 +770,7 @@ def one_run(
             # stall the brokers' appends in the middle of the latency phase.
             os.sync()
             latency = measure_latency(
+                stack,
                 latency_topic,
                 rate=settings.latency_rate,
                 seconds=settings.latency_seconds,
@@ -775,7 +780,9 @@ def one_run(
             print(
                 f"  latency at {latency.offered_per_s:,.0f} records/s: p50 "
                 f"{latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms "
-                f"(source alone: p50 {latency.source_p50_ms:.0f} ms)"
+                f"(source alone: p50 {latency.source_p50_ms:.0f} ms, p99 "
+                f"{latency.source_p99_ms:.0f} ms; longest broker GC pause "
+                f"{latency.broker_gc_max_ms:.0f} ms)"
             )
     log_errors = None
     clean_exit = 0
@@ -892,6 +899,8 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("p99_ms", "p99 ms", fixed(0)),
     ("added_p50_ms", "+p50 ms", fixed(0)),
     ("added_p99_ms", "+p99 ms", fixed(0)),
+    ("source_p99_ms", "src p99 ms", fixed(0)),
+    ("broker_gc_max_ms", "GC max ms", fixed(0)),
 )
 
 

@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -192,6 +193,30 @@ def bench_stack(source: ClusterSpec, target: ClusterSpec, data_dir: Path) -> Ite
 
 def broker_pids(stack: LocalStack) -> list[int]:
     return [pid for broker in stack.brokers.values() for pid in broker.pids()]
+
+
+#: A pause line of the brokers' GC log (`-Xlog:gc`): "... Pause Young (Normal) ... 3.456ms".
+_GC_PAUSE = re.compile(r"Pause .* (\d+(?:\.\d+)?)ms$")
+
+
+class GcPauses:
+    """The brokers' garbage-collection pauses logged from the moment it is made on: a
+    stall that both brokers' clients see may be the JVM's, not a replicator's."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        logs = [broker.gc_log for broker in stack.brokers.values()]
+        self._start = {log: log.stat().st_size if log.exists() else 0 for log in logs}
+
+    def longest_ms(self) -> float:
+        """The longest pause of either broker since, in milliseconds (0 if none)."""
+        pauses = [0.0]
+        for log, start in self._start.items():
+            with log.open("rb") as lines:
+                lines.seek(start)
+                for line in lines.read().decode(errors="replace").splitlines():
+                    if found := _GC_PAUSE.search(line):
+                        pauses.append(float(found.group(1)))
+        return max(pauses)
 
 
 def parse_cpus(text: str) -> frozenset[int]:

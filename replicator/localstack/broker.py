@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -258,7 +259,15 @@ class LocalBroker:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         certificates.write_private(self.config_file, rendered.encode())
 
-    def _java_command(self, main_class: str, *args: str, heap: str) -> list[str]:
+    @property
+    def gc_log(self) -> Path:
+        """The broker's garbage-collection pauses, one line each (as Kafka's own start
+        scripts keep them), to tell a broker's pause from a replicator's delay."""
+        return self.logs_dir / "gc.log"
+
+    def _java_command(
+        self, main_class: str, *args: str, heap: str, options: Sequence[str] = ()
+    ) -> list[str]:
         log4j = resources.files("replicator.localstack").joinpath("templates/log4j2.properties")
         return [
             str(find_java()),
@@ -266,6 +275,7 @@ class LocalBroker:
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
+            *options,
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self.logs_dir}",
             f"-Dlog4j2.configurationFile={log4j}",
@@ -274,6 +284,13 @@ class LocalBroker:
             main_class,
             *args,
         ]
+
+    def broker_command(self) -> list[str]:
+        """The broker's JVM, with its GC pauses logged to `gc_log`."""
+        gc_log = f"-Xlog:gc:file={self.gc_log}:time,uptime:filecount=5,filesize=20M"
+        return self._java_command(
+            "kafka.Kafka", str(self.config_file), heap=self.heap, options=[gc_log]
+        )
 
     def start_format(self) -> subprocess.Popen[bytes]:
         """Format storage with a fresh cluster id (once per data dir)."""
@@ -299,7 +316,7 @@ class LocalBroker:
     def start(self) -> subprocess.Popen[bytes]:
         """Start the JVM in its own session, so a Ctrl-C in the terminal reaches
         only the supervising command, which then stops the broker cleanly."""
-        command = self._java_command("kafka.Kafka", str(self.config_file), heap=self.heap)
+        command = self.broker_command()
         with (self.logs_dir / "console.log").open("ab") as out:
             return subprocess.Popen(
                 command,

@@ -91,7 +91,7 @@ class ContainerBroker(LocalBroker):
         self.write_config()
         if self.needs_format():
             self.check_formatted(self.start_format())
-        command = self._java_command("kafka.Kafka", str(self.config_file), heap=self.heap)
+        command = self.broker_command()
         log.info(
             "cluster %r: serving on %s (log %s)",
             self.spec.name,

@@ -46,6 +46,13 @@ def test_clusters_are_distinct(kafka_stack: LocalStack) -> None:
     assert topic not in statuses["dr"].topics
 
 
+def test_each_broker_logs_its_gc_pauses(kafka_stack: LocalStack) -> None:
+    # A stall both probes see may be a broker's pause; its GC log tells.
+    for broker in kafka_stack.brokers.values():
+        first = broker.gc_log.read_text(encoding="utf-8").splitlines()[0]
+        assert first.endswith("Using G1"), first
+
+
 def test_status_json_for_scripts(kafka_stack: LocalStack) -> None:
     topic = unique_topic("status")
     create_topic(kafka_stack.bootstrap("dr"), topic)
