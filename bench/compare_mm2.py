@@ -763,8 +763,10 @@ def one_run(
             waits = client_waits(STATS_DIR / run_id, copied_at, remote_topic(SOURCE.name, topic))
             workers = worker_shares(STATS_DIR / run_id, topic, copied_at)
             print(f"  {describe_waits(waits, workers)}")
-        busiest = ", ".join(f"{t.name} {t.cores:.2f}" for t in threads.busiest)
-        print(f"  busiest threads (cores, first record to last): {busiest}")
+        busiest = ", ".join(f"{t.name} {t.cores:.2f} (+{t.waiting:.2f})" for t in threads.busiest)
+        print(
+            f"  busiest threads (cores used, +waiting for a CPU; first record to last): {busiest}"
+        )
         if with_latency:
             # The backlog's writes still sit in the page cache; their writeback would
             # stall the brokers' appends in the middle of the latency phase.

@@ -3,7 +3,9 @@
 A replicator that uses less than a core in all may still be limited by one thread
 that uses a whole one: our Python loop, a librdkafka broker thread (the producer's
 compresses and builds the requests, one per broker), or one of MM2's JVM threads.
-The busiest threads over the backlog's copy say which.
+The busiest threads over the backlog's copy say which, and how long each waited for
+a CPU while it could run: a thread at 0.9 of a core that waited the other 0.1 is
+CPU-bound on a machine whose cores are all taken, not waiting on Kafka.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class ThreadLoad:
     pid: int
     name: str  # the thread's name (comm): MainThread is the process's own name
     cores: float
+    #: Time it was ready to run but waited for a CPU (run queue), in cores.
+    waiting: float = 0.0
 
 
 def read_stat(path: Path) -> tuple[str, float]:
@@ -34,13 +38,19 @@ def read_stat(path: Path) -> tuple[str, float]:
     return name, (int(after_name[11]) + int(after_name[12])) / CLOCK_TICKS
 
 
-def _threads(pids: Sequence[int]) -> dict[tuple[int, int], tuple[str, float]]:
-    """(pid, tid) -> (name, CPU seconds so far) of every live thread of `pids`."""
+def run_queue_seconds(task: Path) -> float:
+    """Seconds a thread has waited on a run queue (`schedstat`'s second field, ns)."""
+    return int((task / "schedstat").read_text(encoding="utf-8").split()[1]) / 1e9
+
+
+def _threads(pids: Sequence[int]) -> dict[tuple[int, int], tuple[str, float, float]]:
+    """(pid, tid) -> (name, CPU seconds, run-queue seconds so far) of every live
+    thread of `pids`."""
     found = {}
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):
             try:
-                found[(pid, int(task.name))] = read_stat(task / "stat")
+                found[(pid, int(task.name))] = (*read_stat(task / "stat"), run_queue_seconds(task))
             except (FileNotFoundError, ProcessLookupError):
                 continue  # the thread ended
     return found
@@ -52,7 +62,7 @@ class ThreadCpu:
 
     def __init__(self, top: int = 5) -> None:
         self._top = top
-        self._before: dict[tuple[int, int], tuple[str, float]] = {}
+        self._before: dict[tuple[int, int], tuple[str, float, float]] = {}
         self.busiest: list[ThreadLoad] = []
 
     def start(self, pids: Sequence[int]) -> None:
@@ -61,7 +71,12 @@ class ThreadCpu:
     def finish(self, pids: Sequence[int], seconds: float) -> None:
         """The threads by CPU used since `start`, as cores over `seconds`."""
         loads = []
-        for key, (name, cpu) in _threads(pids).items():
-            used = cpu - self._before.get(key, (name, 0.0))[1]
-            loads.append(ThreadLoad(key[0], name, used / seconds if seconds else 0.0))
+        for key, (name, cpu, queued) in _threads(pids).items():
+            _, cpu_before, queued_before = self._before.get(key, (name, 0.0, 0.0))
+            per_s = 1 / seconds if seconds else 0.0
+            loads.append(
+                ThreadLoad(
+                    key[0], name, (cpu - cpu_before) * per_s, (queued - queued_before) * per_s
+                )
+            )
         self.busiest = sorted(loads, key=lambda load: load.cores, reverse=True)[: self._top]
