@@ -18,9 +18,11 @@ Starts its own two single-node clusters (`src` on 15092, `dst` on 25092) and, fo
 4. stops the replicator with SIGTERM and deletes every topic on both clusters, so
    the next run starts from the same empty state.
 
-After the runs of a size, the Kafka perf tools (ProducerPerformance,
+After the runs of both sizes, the Kafka perf tools (ProducerPerformance,
 ConsumerPerformance) from the same jars measure what the broker and a Java client
-do alone on this machine: the ceiling both replicators work under.
+do alone on this machine: the ceiling both replicators work under. They go last, so
+that what they leave behind (GBs written and deleted, three JVMs exiting) falls in no
+replicator's run.
 
 Run: `.venv/bin/python bench/compare_mm2.py [--records-100b N] [--records-1k N]
 [--runs 3] [--tasks 1] [--group-protocol classic] [--partitions 12]`. One table per
@@ -858,12 +860,15 @@ def ratios(ours: Summary, mm2: Summary) -> dict[str, float]:
     }
 
 
-def bench_size(stack: LocalStack, value_bytes: int, records: int, settings: Settings) -> SizeResult:
-    done = [
+def size_runs(stack: LocalStack, value_bytes: int, records: int, settings: Settings) -> list[Run]:
+    return [
         one_run(stack, system, run, value_bytes=value_bytes, records=records, settings=settings)
         for run in range(1, settings.runs + 1)
         for system in SYSTEMS
     ]
+
+
+def size_result(value_bytes: int, records: int, settings: Settings, done: list[Run]) -> SizeResult:
     print(f"{value_bytes} B: raw limits with the Kafka perf tools")
     limits = raw_limits(records, value_bytes, settings.partitions)
     ours, mm2 = summarize("ours", done), summarize("MM2", done)
@@ -1046,7 +1051,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
         pin(broker_pids(stack), settings.broker_cpus)
         JVM_DIR.mkdir(parents=True)
-        results = [bench_size(stack, size, records[size], settings) for size in SIZES]
+        runs = {size: size_runs(stack, size, records[size], settings) for size in SIZES}
+        results = [size_result(size, records[size], settings, runs[size]) for size in SIZES]
     left = mirror_maker_pids(JVM_DIR)
     if left:
         print(f"WARNING: MM2 JVMs still running after the benchmark: pids {left}")
