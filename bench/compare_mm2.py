@@ -81,6 +81,7 @@ from harness import (
     TargetWatermarks,
     bench_stack,
     broker_pids,
+    cpu_seconds,
     create_topics,
     default_records,
     delete_topics,
@@ -95,7 +96,7 @@ from harness import (
     remote_topic,
     write_report,
 )
-from thread_cpu import ThreadCpu, ThreadLoad
+from thread_cpu import ThreadCpu, ThreadLoad, run_queue_seconds
 
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.mirrormaker import (
@@ -184,6 +185,11 @@ class Latency:
     added_p99_ms: float
     #: The longest GC pause of either broker while the load was offered.
     broker_gc_max_ms: float
+    #: While the load was offered: how long the probes' threads waited for a CPU (the
+    #: longer of the two; a starved probe inflates its own latencies) and how much CPU
+    #: the replicator, idle but for this load, used.
+    probe_cpu_wait_ms: float
+    replicator_cores: float
 
     @classmethod
     def median(cls, runs: Sequence[Latency]) -> Latency:
@@ -597,6 +603,11 @@ class LatencyProbe:
             self._process.kill()
             self._process.join()
 
+    @property
+    def pid(self) -> int:
+        assert self._process.pid is not None, "started by __enter__"
+        return self._process.pid
+
     def wait_ready(self) -> None:
         if not self._ready.wait(60):
             raise RuntimeError(f"{self._process.name} did not start within 60 s")
@@ -661,7 +672,14 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
 
 
 def measure_latency(
-    stack: LocalStack, topic: str, *, rate: int, seconds: float, value_bytes: int, partitions: int
+    stack: LocalStack,
+    replicator: Replicator,
+    topic: str,
+    *,
+    rate: int,
+    seconds: float,
+    value_bytes: int,
+    partitions: int,
 ) -> Latency:
     """Offer the load to `topic` while probes read it on both clusters."""
     remote = remote_topic(SOURCE.name, topic)
@@ -673,9 +691,16 @@ def measure_latency(
         source_probe.wait_ready()
         target_probe.wait_ready()
         gc_pauses = GcPauses(stack)
+        probes = [Path(f"/proc/{probe.pid}") for probe in (source_probe, target_probe)]
+        waited = [run_queue_seconds(probe) for probe in probes]
+        replicator_cpu = sum(map(cpu_seconds, replicator.pids()))
+        started = time.monotonic()
         sent, offered_per_s = offer_load(topic, rate, seconds, value_bytes, partitions)
         source = source_probe.collect(sent, LATENCY_WAIT_S)
         target = target_probe.collect(sent, LATENCY_WAIT_S)
+        elapsed = time.monotonic() - started
+        replicator_cores = (sum(map(cpu_seconds, replicator.pids())) - replicator_cpu) / elapsed
+        waited = [run_queue_seconds(probe) - was for probe, was in zip(probes, waited, strict=True)]
     if len(target) != sent or len(source) != sent:
         raise RuntimeError(
             f"latency: {sent} records offered to {topic}, {len(source)} read on the source "
@@ -686,7 +711,7 @@ def measure_latency(
     added_p50, added_p99 = percentiles([target[key] - source[key] for key in target])
     return Latency(
         sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
-        added_p50, added_p99, gc_pauses.longest_ms(),
+        added_p50, added_p99, gc_pauses.longest_ms(), max(waited) * 1000, replicator_cores,
     )  # fmt: skip
 
 
@@ -775,6 +800,7 @@ def one_run(
             os.sync()
             latency = measure_latency(
                 stack,
+                replicator,
                 latency_topic,
                 rate=settings.latency_rate,
                 seconds=settings.latency_seconds,
@@ -786,7 +812,9 @@ def one_run(
                 f"{latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms "
                 f"(source alone: p50 {latency.source_p50_ms:.0f} ms, p99 "
                 f"{latency.source_p99_ms:.0f} ms; longest broker GC pause "
-                f"{latency.broker_gc_max_ms:.0f} ms)"
+                f"{latency.broker_gc_max_ms:.0f} ms; probes waited up to "
+                f"{latency.probe_cpu_wait_ms:.0f} ms for a CPU; replicator used "
+                f"{latency.replicator_cores:.2f} cores)"
             )
     log_errors = None
     clean_exit = 0
