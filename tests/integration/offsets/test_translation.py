@@ -117,7 +117,11 @@ def test_a_group_1600_behind_resumes_at_exactly_its_next_record(
     assert translate_offsets(dr, "primary", group) == {
         (remote, c.partition): c.downstream for c in report.emitted
     }
-    mm2 = mirror_maker_translation(primary, dr, topic, group, workdir=tmp_path / "mm2")
+    # Partition 0 is the comparison; MM2 may never checkpoint partition 1's offset 0
+    # (see mirror_maker_translation), so waiting for it could only time out.
+    mm2 = mirror_maker_translation(
+        primary, dr, topic, group, workdir=tmp_path / "mm2", partitions=[0]
+    )
     mm2_offset = mm2[f"mm2src.{topic}", 0]
     print(  # noqa: T201 (the acceptance asks for the comparison to be printed)
         f"group 1,600 records behind at source offset 3,400: ours resumes at source offset "
