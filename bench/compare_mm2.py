@@ -178,6 +178,11 @@ class Latency:
     #: overhead. The part of the target's figures that is not the replicator's.
     source_p50_ms: float
     source_p99_ms: float
+    #: When, in seconds from the start of the load, the record slowest on the source
+    #: was offered, and its latency there: tells a stall at the start of the phase
+    #: (warm-up) from one in its middle (something periodic).
+    source_worst_at_s: float
+    source_max_ms: float
     #: Per record, target latency minus source latency: what the replicator adds
     #: (consume, batch, produce, target append). A stall of the source broker delays
     #: a record on both probes, so it does not count here; it does in `p99_ms`.
@@ -708,10 +713,13 @@ def measure_latency(
         )
     p50, p99 = percentiles(list(target.values()))
     source_p50, source_p99 = percentiles(list(source.values()))
+    worst = max(source, key=source.__getitem__)
+    worst_at_s = int(worst.removeprefix(b"k")) / offered_per_s  # keys count the records
     added_p50, added_p99 = percentiles([target[key] - source[key] for key in target])
     return Latency(
         sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
-        added_p50, added_p99, gc_pauses.longest_ms(), max(waited) * 1000, replicator_cores,
+        worst_at_s, source[worst], added_p50, added_p99, gc_pauses.longest_ms(),
+        max(waited) * 1000, replicator_cores,
     )  # fmt: skip
 
 
@@ -811,7 +819,8 @@ def one_run(
                 f"  latency at {latency.offered_per_s:,.0f} records/s: p50 "
                 f"{latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms "
                 f"(source alone: p50 {latency.source_p50_ms:.0f} ms, p99 "
-                f"{latency.source_p99_ms:.0f} ms; longest broker GC pause "
+                f"{latency.source_p99_ms:.0f} ms, slowest {latency.source_max_ms:.0f} ms "
+                f"{latency.source_worst_at_s:.1f} s into the load; longest broker GC pause "
                 f"{latency.broker_gc_max_ms:.0f} ms; probes waited up to "
                 f"{latency.probe_cpu_wait_ms:.0f} ms for a CPU; replicator used "
                 f"{latency.replicator_cores:.2f} cores)"
