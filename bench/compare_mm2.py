@@ -156,12 +156,25 @@ EXPECTED_MM2_ERRORS = ("Failed to configure MirrorCheckpointConnector",)
 PAYLOAD_FILE_BYTES = 8_000_000
 SYSTEMS = ("ours", "MM2")
 LATENCY_WAIT_S = 60.0
+#: The discarded latency phase before the first measured one (see `warm_up`).
+WARM_UP_S = 10.0
 #: The latency phase runs in the runs of this value size (1 KB, as the issue asks):
 #: once per run rather than once per size keeps the default run under 25 minutes.
 LATENCY_VALUE_BYTES = 1024
 
 
 # -- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """The discarded latency phase: the source probe alone, no replicator running."""
+
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    #: When, in seconds from the start of the load, the slowest record was offered.
+    worst_at_s: float
 
 
 @dataclass(frozen=True)
@@ -272,6 +285,8 @@ class SizeResult:
     #: ours / MM2 of each median (Figures and Latency fields): above 1 is more of it.
     ratios: dict[str, float]
     limits: RawLimits
+    #: The source alone at the latency phase's load, before the first measured phase.
+    warm_up: WarmUp | None
 
 
 # -- the JVM side: MirrorMaker 2 and the perf tools ---------------------------------------
@@ -676,6 +691,43 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
+def slowest(latencies: dict[bytes, float], offered_per_s: float) -> tuple[float, float]:
+    """When the slowest record was offered (seconds into the load: keys count the
+    records) and its latency."""
+    worst = max(latencies, key=latencies.__getitem__)
+    return int(worst.removeprefix(b"k")) / offered_per_s, latencies[worst]
+
+
+def warm_up(settings: Settings) -> WarmUp:
+    """A latency phase on the source alone, before the first measured one, not counted.
+
+    The first latency phase of a benchmark had the worst source p99 in almost every
+    result file (102 to 2,254 ms, the other phases' median 49 ms), a figure no
+    replicator is part of. Whatever warms up there (the brokers' code paths for small
+    acks=all batches of 1 KB, page cache, the probes), it should not fall on the
+    system that happens to run first.
+    """
+    topic = "latency-warm-up"
+    create_topics(SOURCE.bootstrap, [topic], settings.partitions)
+    with LatencyProbe(SOURCE.bootstrap, topic, settings.partitions) as probe:
+        probe.wait_ready()
+        sent, offered_per_s = offer_load(
+            topic, settings.latency_rate, WARM_UP_S, LATENCY_VALUE_BYTES, settings.partitions
+        )
+        source = probe.collect(sent, LATENCY_WAIT_S)
+    if len(source) != sent:
+        raise RuntimeError(f"warm-up: {sent} records offered to {topic}, {len(source)} read")
+    wipe_topics(SOURCE.bootstrap)
+    p50, p99 = percentiles(list(source.values()))
+    worst_at_s, worst_ms = slowest(source, offered_per_s)
+    print(
+        f"warm-up, {WARM_UP_S:.0f} s at {offered_per_s:,.0f} records/s on the source alone "
+        f"(not counted): p50 {p50:.0f} ms, p99 {p99:.0f} ms, slowest {worst_ms:.0f} ms "
+        f"{worst_at_s:.1f} s into the load"
+    )
+    return WarmUp(p50, p99, worst_ms, worst_at_s)
+
+
 def measure_latency(
     stack: LocalStack,
     replicator: Replicator,
@@ -713,12 +765,11 @@ def measure_latency(
         )
     p50, p99 = percentiles(list(target.values()))
     source_p50, source_p99 = percentiles(list(source.values()))
-    worst = max(source, key=source.__getitem__)
-    worst_at_s = int(worst.removeprefix(b"k")) / offered_per_s  # keys count the records
+    worst_at_s, source_max = slowest(source, offered_per_s)
     added_p50, added_p99 = percentiles([target[key] - source[key] for key in target])
     return Latency(
         sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
-        worst_at_s, source[worst], added_p50, added_p99, gc_pauses.longest_ms(),
+        worst_at_s, source_max, added_p50, added_p99, gc_pauses.longest_ms(),
         max(waited) * 1000, replicator_cores,
     )  # fmt: skip
 
@@ -766,7 +817,7 @@ def one_run(
     key = system.lower()
     topic = f"bench-{value_bytes}b-{key}-{run}"
     latency_topic = f"latency-{value_bytes}b-{key}-{run}"
-    with_latency = settings.latency_seconds > 0 and value_bytes == LATENCY_VALUE_BYTES
+    with_latency = measures_latency(value_bytes, settings)
     topics = [topic, latency_topic] if with_latency else [topic]
     create_topics(SOURCE.bootstrap, topics, settings.partitions)
     print(f"{value_bytes} B, {system} run {run}/{settings.runs}: preloading {records:,} records")
@@ -897,6 +948,10 @@ def ratios(ours: Summary, mm2: Summary) -> dict[str, float]:
     }
 
 
+def measures_latency(value_bytes: int, settings: Settings) -> bool:
+    return settings.latency_seconds > 0 and value_bytes == LATENCY_VALUE_BYTES
+
+
 def size_runs(stack: LocalStack, value_bytes: int, records: int, settings: Settings) -> list[Run]:
     return [
         one_run(stack, system, run, value_bytes=value_bytes, records=records, settings=settings)
@@ -905,7 +960,13 @@ def size_runs(stack: LocalStack, value_bytes: int, records: int, settings: Setti
     ]
 
 
-def size_result(value_bytes: int, records: int, settings: Settings, done: list[Run]) -> SizeResult:
+def size_result(
+    value_bytes: int,
+    records: int,
+    settings: Settings,
+    done: list[Run],
+    warmed_up: WarmUp | None,
+) -> SizeResult:
     print(f"{value_bytes} B: raw limits with the Kafka perf tools")
     limits = raw_limits(records, value_bytes, settings.partitions)
     ours, mm2 = summarize("ours", done), summarize("MM2", done)
@@ -919,6 +980,7 @@ def size_result(value_bytes: int, records: int, settings: Settings, done: list[R
         mm2,
         ratios(ours, mm2),
         limits,
+        warmed_up,
     )
 
 
@@ -1088,8 +1150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
         pin(broker_pids(stack), settings.broker_cpus)
         JVM_DIR.mkdir(parents=True)
-        runs = {size: size_runs(stack, size, records[size], settings) for size in SIZES}
-        results = [size_result(size, records[size], settings, runs[size]) for size in SIZES]
+        runs, warm_ups = {}, {}
+        for size in SIZES:
+            warm_ups[size] = warm_up(settings) if measures_latency(size, settings) else None
+            runs[size] = size_runs(stack, size, records[size], settings)
+        results = [
+            size_result(size, records[size], settings, runs[size], warm_ups[size]) for size in SIZES
+        ]
     left = mirror_maker_pids(JVM_DIR)
     if left:
         print(f"WARNING: MM2 JVMs still running after the benchmark: pids {left}")
