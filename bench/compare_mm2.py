@@ -208,6 +208,9 @@ class Latency:
     #: the replicator, idle but for this load, used.
     probe_cpu_wait_ms: float
     replicator_cores: float
+    #: While the load was offered: how long every runnable task of the machine was
+    #: stalled on I/O at once (the kernel's pressure stall information, "full").
+    io_stall_ms: float
 
     @classmethod
     def median(cls, runs: Sequence[Latency]) -> Latency:
@@ -691,6 +694,12 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
+def io_stall_seconds() -> float:
+    """Seconds so far that all non-idle tasks of the machine were stalled on I/O."""
+    full = Path("/proc/pressure/io").read_text(encoding="utf-8").splitlines()[1]
+    return int(full.rsplit("total=", 1)[1]) / 1e6
+
+
 def slowest(latencies: dict[bytes, float], offered_per_s: float) -> tuple[float, float]:
     """When the slowest record was offered (seconds into the load: keys count the
     records) and its latency."""
@@ -751,6 +760,7 @@ def measure_latency(
         probes = [Path(f"/proc/{probe.pid}") for probe in (source_probe, target_probe)]
         waited = [run_queue_seconds(probe) for probe in probes]
         replicator_cpu = sum(map(cpu_seconds, replicator.pids()))
+        io_stalled = io_stall_seconds()
         started = time.monotonic()
         sent, offered_per_s = offer_load(topic, rate, seconds, value_bytes, partitions)
         source = source_probe.collect(sent, LATENCY_WAIT_S)
@@ -770,7 +780,7 @@ def measure_latency(
     return Latency(
         sent, offered_per_s, p50, p99, max(target.values()), source_p50, source_p99,
         worst_at_s, source_max, added_p50, added_p99, gc_pauses.longest_ms(),
-        max(waited) * 1000, replicator_cores,
+        max(waited) * 1000, replicator_cores, (io_stall_seconds() - io_stalled) * 1000,
     )  # fmt: skip
 
 
@@ -874,7 +884,8 @@ def one_run(
                 f"{latency.source_worst_at_s:.1f} s into the load; longest broker GC pause "
                 f"{latency.broker_gc_max_ms:.0f} ms; probes waited up to "
                 f"{latency.probe_cpu_wait_ms:.0f} ms for a CPU; replicator used "
-                f"{latency.replicator_cores:.2f} cores)"
+                f"{latency.replicator_cores:.2f} cores; all tasks stalled on I/O for "
+                f"{latency.io_stall_ms:.0f} ms)"
             )
     log_errors = None
     clean_exit = 0
