@@ -19,16 +19,13 @@ its wait for a CPU), the medians and ours as a share of each forwarder, and writ
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import signal
 import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 from confluent_kafka import Consumer, Producer
 from harness import (
@@ -37,6 +34,7 @@ from harness import (
     Machine,
     OurReplicator,
     Replicator,
+    SpawnedReplicator,
     TargetWatermarks,
     bench_stack,
     broker_pids,
@@ -56,9 +54,9 @@ from replicator.engine.collector import pace_for_replication
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
 from replicator.localstack import ClusterSpec, LocalStack
 
-SOURCE = ClusterSpec("src", 17092)
-TARGET = ClusterSpec("dst", 27092)
-DATA_DIR = Path(".data/bench-stack")
+SOURCE = ClusterSpec("src", 38092)
+TARGET = ClusterSpec("dst", 48092)
+DATA_DIR = Path(".data/bench-floor")
 PARTITIONS = 12
 SYSTEMS = ("ours", "forwarder, two headers", "forwarder, no headers")
 
@@ -106,41 +104,6 @@ def forward(topic: str, with_headers: bool) -> None:
     consumer.close()
 
 
-class Forwarder:
-    """The bare forwarder as a `Replicator` the harness measures."""
-
-    def __init__(self, topic: str, *, with_headers: bool) -> None:
-        self.label = "forwarder"
-        self._process = multiprocessing.get_context("spawn").Process(
-            target=forward, args=(topic, with_headers), name="forwarder"
-        )
-        self.started_at = 0.0
-        self.exit_codes: list[int | None] = []
-
-    def __enter__(self) -> Forwarder:
-        self.started_at = time.monotonic()
-        self._process.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._process.terminate()
-        self._process.join()
-        self.exit_codes = [self._process.exitcode]
-
-    def pids(self) -> list[int]:
-        return [self._process.pid] if self._process.pid is not None else []
-
-    def failure(self) -> str | None:
-        if self._process.is_alive():
-            return None
-        return f"the forwarder exited with code {self._process.exitcode}; its traceback is above"
-
-
 @dataclass(frozen=True)
 class Run:
     system: str
@@ -155,7 +118,7 @@ class Run:
 def make(system: str, topic: str) -> Replicator:
     if system == "ours":
         return OurReplicator(flow_config(SOURCE, TARGET, [topic]))
-    return Forwarder(topic, with_headers=system == "forwarder, two headers")
+    return SpawnedReplicator("forwarder", forward, (topic, system == "forwarder, two headers"))
 
 
 def one_run(stack: LocalStack, system: str, run: int, *, value_bytes: int, records: int) -> Run:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -379,23 +379,23 @@ class Replicator(Protocol):
         ...
 
 
-class OurReplicator:
-    """`ReplicationTask` in `tasks` spawned processes that share the flow's partitions
-    through its consumer group, as `replicator run` processes on several machines
-    would; each process is its own, so its CPU time and memory are not the benchmark's."""
+class SpawnedReplicator:
+    """A replicator in `processes` spawned processes, each running `main(*args)` until
+    SIGTERM; each process is its own, so its CPU time and memory are not the
+    benchmark's."""
 
-    label = "ours"
-
-    def __init__(self, flow: FlowConfig, tasks: int = 1) -> None:
+    def __init__(
+        self, label: str, main: Callable[..., None], args: tuple[object, ...], processes: int = 1
+    ) -> None:
+        self.label = label
         context = multiprocessing.get_context("spawn")
         self._processes = [
-            context.Process(target=replicator_main, args=(flow,), name=f"replicator-{i}")
-            for i in range(tasks)
+            context.Process(target=main, args=args, name=f"{label}-{i}") for i in range(processes)
         ]
         self.started_at = 0.0
         self.exit_codes: list[int | None] = []
 
-    def __enter__(self) -> OurReplicator:
+    def __enter__(self) -> SpawnedReplicator:
         self.started_at = time.monotonic()
         for process in self._processes:
             process.start()
@@ -429,6 +429,14 @@ class OurReplicator:
             if not process.is_alive():
                 return f"{process.name} exited with code {process.exitcode}; its traceback is above"
         return None
+
+
+class OurReplicator(SpawnedReplicator):
+    """`ReplicationTask` in `tasks` processes that share the flow's partitions through
+    its consumer group, as `replicator run` processes on several machines would."""
+
+    def __init__(self, flow: FlowConfig, tasks: int = 1) -> None:
+        super().__init__("ours", replicator_main, (flow,), tasks)
 
 
 # -- measuring ---------------------------------------------------------------------------------
