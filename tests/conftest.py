@@ -10,6 +10,7 @@ test sessions can run side by side.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,11 @@ from helpers.kafka import free_port_pair
 #: Helper modules whose fixtures every test may take (`procedure_scene`): a test
 #: module that imported a fixture would shadow it with its parameter.
 pytest_plugins = ("helpers.procedures", "helpers.postgres", "helpers.secured")
+
+# py4j's gateway logs "Closing down clientserver connection" at INFO from a finalizer at
+# interpreter exit, after pytest closed the stream a test's logging handler writes to;
+# the "--- Logging error ---" traceback it prints then sits among real failures.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 #: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,
