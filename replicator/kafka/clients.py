@@ -58,6 +58,8 @@ _DIGITS = re.compile(r"\d+")
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")
 #: How many distinct lines are remembered before old ones are forgotten.
 _MAX_REMEMBERED = 1_000
+#: The longest one poll of `Producer.flush` waits (it returns at the first report).
+_FLUSH_POLL_S = 0.1
 
 ErrorCallback = Callable[[KafkaError], None]
 
@@ -166,10 +168,28 @@ class Consumer(confluent_kafka.Consumer):
 
 
 class Producer(confluent_kafka.Producer):
-    """confluent-kafka's Producer, its logs and errors routed (see the module)."""
+    """confluent-kafka's Producer, its logs and errors routed (see the module), and a
+    `flush` that lets a fatal error through."""
 
     def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
         super().__init__(routed(config, cluster))
+
+    def flush(self, timeout: float = -1) -> int:
+        """Serve delivery reports until none is left or `timeout` seconds have passed
+        (negative: no limit); return how many are left, as confluent-kafka's does.
+
+        confluent-kafka's own `flush()` (2.16) goes on serving delivery reports after
+        a fatal error (the gapless guarantee tripped by a batch the target refused)
+        has set its exception: the next report's callback then fails with a
+        SystemError that hides the fatal error, and the caller cannot tell the
+        refusal. `poll()` returns as soon as the fatal error is served, which then
+        raises as the KafkaException callers handle."""
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        while True:
+            left = _FLUSH_POLL_S if deadline is None else deadline - time.monotonic()
+            self.poll(max(0.0, min(left, _FLUSH_POLL_S)))
+            if not len(self) or (deadline is not None and time.monotonic() >= deadline):
+                return len(self)
 
 
 class AdminClient(confluent_admin.AdminClient):
