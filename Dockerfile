@@ -26,15 +26,16 @@ COPY include/jvm include/jvm
 RUN make .cache/jvm/kafka/.resolved .cache/jvm/spark-kafka/.resolved \
  && rm -rf /root/.m2
 
-# --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations.
+# --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations;
+#     gcc and Python's headers compile the replication loop's C part (setup.py).
 FROM ${BASE_IMAGE} AS wheel
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      python3 python3-pip python3-venv \
+      python3 python3-pip python3-venv python3-dev gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY replicator replicator
 COPY plugins/replicator_airflow plugins/replicator_airflow
 COPY spark/replicator_spark spark/replicator_spark

@@ -34,7 +34,8 @@ help:
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
 	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(DATA_DOCS_ASSETS)/.installed
 
-$(VENV)/.installed: requirements.lock pyproject.toml
+# setup.py and the C source: the replication loop's compiled part, built in place.
+$(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock

@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
@@ -42,6 +43,7 @@ from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import OversizedRecords, SizeLimits
+from replicator.engine.spans import span_producer
 from replicator.engine.task_setup import TaskSetup
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
@@ -84,6 +86,8 @@ class ReplicationTask(TaskSetup, Assignment):
         self._reporter = TaskReporter(flow.name, self.worker_id, self.started_ms)
         self.policy: ReplicationPolicy = flow.policy
         self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias)
+        #: Produces the plain records of a run in C; None: the loop does it all.
+        self._spans = span_producer(flow.source.alias)
         self.topic_sync = TopicSync(flow)
         self._trackers: dict[tuple[str, int], PartitionTracker] = {}
         #: Partitions waiting to be resumed from the target, tried with `_backoff`.
@@ -281,19 +285,57 @@ class ReplicationTask(TaskSetup, Assignment):
         idempotent with the gapless guarantee, so its success means every earlier
         record of the run was written, in order, and any failure fails the rest of the
         run too. So each replica is produced when the next one is made (or the run
-        ends), once it is known whether it is the last. One pass over the run, with
-        the partition's state in locals and a record without headers rewritten here,
-        not by a call: the loop runs for every record, and with one task it is what
-        limits the rate (bench/hot_loop.py measures it)."""
+        ends), once it is known whether it is the last.
+
+        With one task the loop is what limits the rate (bench/hot_loop.py measures
+        it). So the C span producer (see `spans`) takes the run's plain records first:
+        no headers of their own, not too large. It leaves the last of them, and any
+        record after it, to the Python loop, which handles every case."""
+        if self._spans is None:
+            return self._replicate_records(tracker, messages, _Span(start, 0, 0, -1, -1))
+        span = self._produce_span(tracker, messages, start)
+        if span is None:
+            return _run_end(messages, start, tracker.key)
+        return self._replicate_records(tracker, messages, span)
+
+    def _produce_span(
+        self, tracker: PartitionTracker, messages: list[Message], index: int
+    ) -> _Span | None:
+        """Produce the plain records from `messages[index]` on in C, all but the last
+        (see native_spans.c); while the producer's queue is full, serve delivery
+        reports until it takes them. None if the partition rewound meanwhile
+        (records did not reach the target) or the task stops."""
+        produced = size_total = 0
+        first_offset = last_offset = -1
+        epoch = tracker.epoch
+        while True:
+            index, n, size, first, last, refused = self._spans.produce(
+                tracker.producer, tracker.remote, messages, index, tracker.size.limit
+            )
+            produced += n
+            size_total += size
+            first_offset = first if first_offset < 0 else first_offset
+            last_offset = max(last_offset, last)
+            if refused != KafkaError._QUEUE_FULL:
+                return _Span(index, produced, size_total, first_offset, last_offset)
+            if not self._await_room(tracker, epoch):
+                return None
+
+    def _replicate_records(
+        self, tracker: PartitionTracker, messages: list[Message], span: _Span
+    ) -> int:
+        """The Python loop of `_replicate_run`, from `span.index` on, after the span
+        the C producer produced. One pass, with the partition's state in locals and a
+        record without headers rewritten here, not by a call: without the C producer
+        it runs for every record."""
         topic, partition = key = tracker.key
         rewrite_headers, source_entry = self._rewrite.headers, self._rewrite.source_entry
         produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
         # The replica made, not yet produced (none while p_headers is None).
         p_key = p_value = p_headers = p_timestamp = None
-        first_offset = last_offset = -1
-        produced = size_total = 0
-        next_offset = tracker.next_offset
-        index, count = start, len(messages)
+        index, produced, size_total, first_offset, last_offset = span
+        next_offset = last_offset + 1 if produced else tracker.next_offset
+        count = len(messages)
         while index < count:
             message = messages[index]
             if (
@@ -338,6 +380,30 @@ class ReplicationTask(TaskSetup, Assignment):
                 tracker.counters.replicated_bytes += size_total
         return index
 
+    def _produce_span(
+        self, tracker: PartitionTracker, messages: list[Message], index: int
+    ) -> tuple[int, int, int, int, int] | None:
+        """Produce the plain records from `messages[index]` on in C, all but the last
+        (see native_spans.c); while the producer's queue is full, serve delivery
+        reports until it takes them. Returns the index of the first record left to
+        the loop, and the count, bytes, first and last offset of those produced (-1
+        when none); None if the partition rewound meanwhile or the task stops."""
+        produced = size_total = 0
+        first_offset = last_offset = -1
+        epoch = tracker.epoch
+        while True:
+            index, n, size, first, last, refused = self._spans.produce(
+                tracker.producer, tracker.remote, messages, index, tracker.size.limit
+            )
+            produced += n
+            size_total += size
+            first_offset = first if first_offset < 0 else first_offset
+            last_offset = max(last_offset, last)
+            if refused != KafkaError._QUEUE_FULL:
+                return index, produced, size_total, first_offset, last_offset
+            if not self._await_room(tracker, epoch):
+                return None
+
     def _not_replicated(
         self,
         tracker: PartitionTracker,
@@ -380,9 +446,15 @@ class ReplicationTask(TaskSetup, Assignment):
                 )  # fmt: skip
                 return True
             except BufferError:
-                tracker.producer.poll(0.05)
-            if tracker.epoch != epoch or self.stop_event.is_set():
-                return False
+                if not self._await_room(tracker, epoch):
+                    return False
+
+    def _await_room(self, tracker: PartitionTracker, epoch: int) -> bool:
+        """Serve delivery reports for a while: the producer's queue is full. False if
+        the partition rewound meanwhile (records did not reach the target) or the task
+        stops: the rest of the run is not produced."""
+        tracker.producer.poll(0.05)
+        return tracker.epoch == epoch and not self.stop_event.is_set()
 
     def _on_run_delivered(
         self, run: _RunReport, error: KafkaError | None, message: Message
@@ -500,6 +572,16 @@ class ReplicationTask(TaskSetup, Assignment):
 
     def _publish_status(self, state: str) -> None:
         self._reporter.worker(state, self._trackers.values(), self._topics, self._fatal)
+
+
+class _Span(NamedTuple):
+    """What the C span producer produced of a run: `messages[:index]` are done."""
+
+    index: int
+    produced: int
+    size: int
+    first_offset: int
+    last_offset: int
 
 
 def _run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
