@@ -130,18 +130,65 @@ def preload(
     (a secured cluster's credentials)."""
     settings = {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000}
     producer = Producer({**settings, **(client or {})})
-    value = b"x" * 100
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=b"%d" % i, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        _produce_small(producer, topic, i, partitions)
     assert producer.flush(60) == 0
+    return _round_robin(records, partitions)
+
+
+def _produce_small(producer: Producer, topic: str, i: int, partitions: int) -> None:
+    """Record `i` of a round-robin series: key `i`, 100 bytes of value."""
+    while True:
+        try:
+            producer.produce(topic, value=b"x" * 100, key=b"%d" % i, partition=i % partitions)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def _round_robin(records: int, partitions: int) -> list[int]:
+    """Records per partition of a round-robin series."""
     return [
         records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)
     ]
+
+
+class PacedProduction:
+    """`records` small records round-robin over `partitions`, produced from a thread at
+    about `rate` per second: a source that is still being written while a test acts
+    (the engine copies a preloaded backlog faster than a test can act mid-stream)."""
+
+    def __init__(self, bootstrap: str, topic: str, records: int, partitions: int, rate: int):
+        self.wanted = _round_robin(records, partitions)
+        self._args = (bootstrap, topic, records, partitions, rate)
+        self._thread = threading.Thread(target=self._produce, name="paced-producer")
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> PacedProduction:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._thread.join()
+        assert self.error is None, f"producing failed: {self.error!r}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _produce(self) -> None:
+        bootstrap, topic, records, partitions, rate = self._args
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        slice_records, started = max(rate // 20, 1), time.monotonic()
+        try:
+            for i in range(records):
+                if i % slice_records == 0:  # each 1/20 s holds rate/20 records
+                    time.sleep(max(0.0, started + i / rate - time.monotonic()))
+                    producer.poll(0)
+                _produce_small(producer, topic, i, partitions)
+            assert producer.flush(60) == 0
+        except BaseException as exc:  # reported by __exit__
+            self.error = exc
 
 
 def write_config(

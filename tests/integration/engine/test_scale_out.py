@@ -15,8 +15,8 @@ from confluent_kafka.admin import AdminClient
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.replication import (
+    PacedProduction,
     end_offsets,
-    preload,
     preloaded_flow,
     source_offsets_on_target,
     start_replicator,
@@ -29,6 +29,9 @@ pytestmark = pytest.mark.integration
 GROUP = "replicator-primary-dr"
 PARTITIONS = 12
 RECORDS = 600_000
+#: Records per second written while two workers share the flow: about 10 s of
+#: traffic, so the kill lands mid-stream however fast the engine copies.
+RATE = 60_000
 
 
 def _assignments(primary: str, topic: str) -> list[int]:
@@ -67,23 +70,26 @@ def _kill_one_of_two_workers(
     dr: str,
     config: Path,
     topic: str,
-    wanted: list[int],
     sharing: Callable[[], bool],
     sharing_means: str,
 ) -> None:
     """Start two workers on `config`, wait until they share the flow (`sharing`,
-    which means `sharing_means`), kill one with -9 mid-stream: the survivor takes
-    every partition of `topic` and copies each record exactly once."""
+    which means `sharing_means`), then write `RECORDS` to `topic` at a pace and kill
+    one worker with -9 mid-stream: the survivor takes every partition of `topic` and
+    copies each record exactly once."""
     remote = f"primary.{topic}"
     logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
     workers = [start_replicator(config, log) for log in logs]
     try:
         wait_until(sharing, 90, sharing_means)
-        wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress")
-        workers[0].send_signal(signal.SIGKILL)
-        workers[0].wait(10)
-        assert sum(end_offsets(dr, remote, PARTITIONS) or [0]) < RECORDS, "killed mid-stream"
-
+        with PacedProduction(primary, topic, RECORDS, PARTITIONS, RATE) as source:
+            wait_until(
+                lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) > 50_000, 60, "progress"
+            )
+            workers[0].send_signal(signal.SIGKILL)
+            workers[0].wait(10)
+            assert source.running, "killed mid-stream: the source is still being written"
+        wanted = source.wanted
         wait_until(lambda: end_offsets(dr, remote, PARTITIONS) == wanted, 120, "all records")
         wait_until(
             lambda: [a for a in _assignments(primary, topic) if a] == [PARTITIONS],
@@ -99,10 +105,12 @@ def _kill_one_of_two_workers(
 
 
 def test_two_workers_share_a_flow_and_survive_kill_9(tmp_path: Path, primary: str, dr: str) -> None:
-    flow = preloaded_flow(tmp_path, primary, dr, "shared", RECORDS, PARTITIONS)
+    topic = unique_topic("shared")
+    create_topic(primary, topic, partitions=PARTITIONS)
+    config = write_config(tmp_path, primary, dr, topic)
     _kill_one_of_two_workers(
-        tmp_path, primary, dr, flow.config, flow.topic, flow.wanted,
-        lambda: _both_own_some(primary, flow.topic), "both workers owning partitions",
+        tmp_path, primary, dr, config, topic,
+        lambda: _both_own_some(primary, topic), "both workers owning partitions",
     )  # fmt: skip
 
 
@@ -115,12 +123,11 @@ def test_consumer_group_protocol_spreads_every_topic_and_survives_kill_9(
     busy, idle = unique_topic("kip848-busy"), unique_topic("kip848-idle")
     for topic in (busy, idle):
         create_topic(primary, topic, partitions=PARTITIONS)
-    wanted = preload(primary, busy, RECORDS, PARTITIONS)
     extra = ("primary.consumer.group.protocol = consumer",)
     config = write_config(tmp_path, primary, dr, f"{busy}, {idle}", extra=extra)
     half = [PARTITIONS // 2] * 2
     _kill_one_of_two_workers(
-        tmp_path, primary, dr, config, busy, wanted,
+        tmp_path, primary, dr, config, busy,
         lambda: _assignments(primary, busy) == half and _assignments(primary, idle) == half,
         "each worker owning half of each topic",
     )  # fmt: skip
