@@ -380,30 +380,6 @@ class ReplicationTask(TaskSetup, Assignment):
                 tracker.counters.replicated_bytes += size_total
         return index
 
-    def _produce_span(
-        self, tracker: PartitionTracker, messages: list[Message], index: int
-    ) -> tuple[int, int, int, int, int] | None:
-        """Produce the plain records from `messages[index]` on in C, all but the last
-        (see native_spans.c); while the producer's queue is full, serve delivery
-        reports until it takes them. Returns the index of the first record left to
-        the loop, and the count, bytes, first and last offset of those produced (-1
-        when none); None if the partition rewound meanwhile or the task stops."""
-        produced = size_total = 0
-        first_offset = last_offset = -1
-        epoch = tracker.epoch
-        while True:
-            index, n, size, first, last, refused = self._spans.produce(
-                tracker.producer, tracker.remote, messages, index, tracker.size.limit
-            )
-            produced += n
-            size_total += size
-            first_offset = first if first_offset < 0 else first_offset
-            last_offset = max(last_offset, last)
-            if refused != KafkaError._QUEUE_FULL:
-                return index, produced, size_total, first_offset, last_offset
-            if not self._await_room(tracker, epoch):
-                return None
-
     def _not_replicated(
         self,
         tracker: PartitionTracker,
