@@ -77,6 +77,7 @@ def _native() -> ModuleType | None:
     except OSError as exc:
         log.warning("the replication loop runs in Python alone: %s", exc)
         return None
+    log.info("the replication loop produces plain records in C (%s)", native.__file__)
     return native
 
 

@@ -205,6 +205,13 @@ def test_the_whole_system_in_docker_compose(
     # A broker's log reaches `docker logs` (its console), not only server.log.
     broker = project.containers("kafka-primary")[0]
     assert "Kafka Server started" in _run("docker", "logs", broker)
+    # The image's engine uses the replication loop's C part (built in its wheel stage);
+    # it logs to stderr, which `docker logs` replays there.
+    engine = project.containers("replicator")[0]
+    engine_log = subprocess.run(
+        ["docker", "logs", engine], capture_output=True, text=True, timeout=60, check=True
+    ).stderr
+    assert "the replication loop produces plain records in C" in engine_log, engine_log[-3000:]
 
     with project.airflow() as api:
         assert api.import_errors() == []
