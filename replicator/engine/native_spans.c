@@ -21,8 +21,9 @@
  * not a public API: `replicator.engine.spans` uses this module only with the
  * confluent-kafka version it was written for, and only after reading a
  * Message built from Python through the layout gave back what was put in.
- * librdkafka's functions are looked up in the copy confluent-kafka loaded
- * (`bind`), so records go to the very handle the Python Producer owns.
+ * librdkafka's functions are looked up through confluent-kafka's own module
+ * (`bind`): the copy it links, so records go to the very handle the Python
+ * Producer owns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -85,6 +86,8 @@ static PyTypeObject *producer_type; /* confluent_kafka.cimpl.Producer */
 
 /* -- bind --------------------------------------------------------------------- */
 
+/* bind(cimpl_path): dlsym on confluent-kafka's loaded module finds each symbol
+ * in that module's own dependencies, i.e. in the librdkafka it links. */
 static PyObject *bind(PyObject *module, PyObject *arg) {
         const char *path = PyUnicode_AsUTF8(arg);
         void *lib;
@@ -285,7 +288,7 @@ static PyTypeObject SpanProducerType = {
 /* -- module --------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
-    {"bind", bind, METH_O, "bind(librdkafka_path): use the librdkafka loaded from there"},
+    {"bind", bind, METH_O, "bind(cimpl_path): use the librdkafka confluent-kafka links"},
     {"message_fields", message_fields, METH_O,
      "message_fields(message) -> what the layout reads: (topic, partition, offset, "
      "timestamp, key, value, has_headers)"},

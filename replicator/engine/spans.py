@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
@@ -73,20 +72,9 @@ def _native() -> ModuleType | None:
         )  # fmt: skip
         return None
     try:
-        native.bind(_loaded_librdkafka())
+        native.bind(confluent_kafka.cimpl.__file__)
     except OSError as exc:
         log.warning("the replication loop runs in Python alone: %s", exc)
         return None
     log.info("the replication loop produces plain records in C (%s)", native.__file__)
     return native
-
-
-def _loaded_librdkafka() -> str:
-    """The file of the librdkafka that confluent-kafka loaded into this process (its
-    wheel bundles one): the C part must call that copy, which owns the handles."""
-    with Path("/proc/self/maps").open() as maps:
-        for line in maps:
-            path = line.rstrip("\n").split(maxsplit=5)[-1]
-            if Path(path).name.startswith("librdkafka"):
-                return path
-    raise OSError("confluent-kafka is imported but no librdkafka is mapped")
