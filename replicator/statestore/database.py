@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, create_engine, event, insert, update
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from replicator.config.redact import redact, redact_url
 from replicator.statestore import migrate
@@ -48,6 +50,10 @@ DEFAULT_STATE_PATH = Path(".data/state/replicator.db")
 
 _SQLITE_BUSY_TIMEOUT_S = 30.0
 _WRITE = "replicator_write"  # execution option: this transaction writes
+
+
+def _locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "database is locked" in str(exc)
 
 
 def default_state_url() -> str:
@@ -126,7 +132,18 @@ class Database:
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # Switching a new file to WAL answers "database is locked" at once while
+            # another connection switches it (SQLite's busy timeout does not cover
+            # it): engines opening a new store together retry, for as long as the
+            # busy timeout would have waited. Once in WAL mode it is a no-op.
+            for attempt in Retrying(
+                retry=retry_if_exception(_locked),
+                wait=wait_exponential(multiplier=0.01, max=0.5),
+                stop=stop_after_delay(_SQLITE_BUSY_TIMEOUT_S),
+                reraise=True,
+            ):
+                with attempt:
+                    cursor.execute("PRAGMA journal_mode=WAL")
             cursor.close()
 
         @event.listens_for(engine, "begin")
