@@ -9,17 +9,24 @@ Route lease: a client acts on its route for at most `ROUTE_LEASE_S` after it
 last confirmed it (read it here and reported itself), so a client cut off from
 the store stops on its own; a fence waits that long for a client gone silent
 instead of taking silence for obedience.
+
+Clocks: a client's `last_seen` is stamped by the database server's clock when its
+report is written, and a fence compares it with the server's clock read in the
+same query (`replicator.statestore.clock`), never with a process's own: a client
+host whose clock is behind would otherwise look silent for longer than it is, and
+be counted as stopped while it still acts on its route.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select, update
 
-from replicator.statestore import database, schema
+from replicator.statestore import clock, database, schema
 from replicator.statestore.database import Database
 from replicator.statestore.errors import FenceNotAcknowledged, NotFoundError, StateStoreError
 from replicator.statestore.records import Application, ClientState, ClientStatus
@@ -28,8 +35,9 @@ from replicator.statestore.records import Application, ClientState, ClientStatus
 #: (read it and reported itself to the store); see include/demo/fenced_client.py.
 #: A fence waits this long for a client that went silent.
 ROUTE_LEASE_S = 5.0
-#: Added to the route lease when waiting out a silent client: the client's and the
-#: procedure's clocks (each stamps its own times) and the client's last unit of work.
+#: Added to the route lease when waiting out a silent client: the time between the
+#: client's confirmation of its route and the store's stamp of its report, and the
+#: client's last unit of work.
 ROUTE_LEASE_GRACE_S = 1.0
 
 _CLIENT_STATES = ("running", "fenced")
@@ -130,7 +138,8 @@ class ApplicationStore(Database):
                     "cluster": cluster,
                     "epoch": epoch,
                     "state": state,
-                    "last_seen": database.now(),
+                    # The server's clock, not this process's: see the module docstring.
+                    "last_seen": clock.server_now(),
                 },
             )
 
@@ -145,25 +154,40 @@ class ApplicationStore(Database):
             )
 
     def clients(self, application: str, seen_within_s: float | None = None) -> list[ClientState]:
-        """The clients of `application`, only those seen in the last `seen_within_s` if given."""
+        """The clients of `application`, only those seen in the last `seen_within_s` if
+        given (by the server's clock, which stamped them)."""
+        return self.clients_at(application, seen_within_s)[0]
+
+    def clients_at(
+        self, application: str, seen_within_s: float | None = None
+    ) -> tuple[list[ClientState], datetime]:
+        """The clients of `application` (those seen in the last `seen_within_s` if given)
+        and the server's time they were read at, to compare their `last_seen` with."""
         clients = schema.clients
         with self._read() as conn:
             self._application(conn, application)
+            now = clock.server_time(conn)
             query = select(clients).where(clients.c.application == application)
             if seen_within_s is not None:
-                query = query.where(
-                    clients.c.last_seen >= database.now() - timedelta(seconds=seen_within_s)
-                )
+                query = query.where(clients.c.last_seen >= now - timedelta(seconds=seen_within_s))
             rows = conn.execute(query.order_by(clients.c.role, clients.c.client_id))
-            return [ClientState(**row._mapping) for row in rows]
+            return [ClientState(**row._mapping) for row in rows], now
 
     def wait_fenced(
-        self, application: str, epoch: int, timeout_s: float, lease_s: float = ROUTE_LEASE_S
+        self,
+        application: str,
+        epoch: int,
+        timeout_s: float,
+        lease_s: float = ROUTE_LEASE_S,
+        check: Callable[[], None] | None = None,
     ) -> list[ClientState]:
         """Wait until every client of `application` reports "fenced" at `epoch`, or has
         been silent for its route lease `lease_s` (plus ROUTE_LEASE_GRACE_S): a client
         that cannot confirm its route stops on its own within the lease, so silence
         counts as fenced only once the lease has passed since it was last seen.
+
+        Every time is the server's (`clients_at`). `check` is called before every
+        look (a step's lease check: it raises to stop the wait).
 
         Returns the clients that were within their lease when the wait began: those
         that acknowledged, and those waited out (still not "fenced" at `epoch`). Raises
@@ -171,8 +195,10 @@ class ApplicationStore(Database):
         StateStoreError if the application left that fence meanwhile."""
         deadline = time.monotonic() + timeout_s
         lease = timedelta(seconds=lease_s + ROUTE_LEASE_GRACE_S)
-        began = database.now()
+        began: datetime | None = None
         while True:
+            if check is not None:
+                check()
             app = self.application(application)
             if not app.fenced or app.epoch != epoch:
                 raise StateStoreError(
@@ -181,9 +207,10 @@ class ApplicationStore(Database):
                     f"active on {app.active_cluster!r}): another procedure changed it; "
                     "check `replicator history` before fencing again"
                 )
-            now = database.now()
+            seen, now = self.clients_at(application)
+            began = began or now
             # A client silent for a lease before the wait began had stopped already.
-            current = [c for c in self.clients(application) if c.last_seen + lease > began]
+            current = [c for c in seen if c.last_seen + lease > began]
             pending = [
                 c
                 for c in current

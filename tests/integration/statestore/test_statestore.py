@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import literal
 
 from replicator.cli import main
 from replicator.config import load_config
@@ -26,12 +27,14 @@ from replicator.statestore import (
     StateStoreError,
     UnknownClusterError,
     check_ledgers,
+    clock,
     database,
     read_ledger,
     where,
 )
 from replicator.statestore.http import create_app
 from replicator.statestore.ledger import LedgerError, LedgerWriter
+from replicator.statestore.schema import UTCDateTime
 
 PRIMARY = "127.0.0.1:19092"
 DR = "127.0.0.1:29092"
@@ -73,11 +76,13 @@ def config_file(tmp_path: Path) -> Path:
 
 
 class Clock:
-    """Replaces the store's clock, so "seen within" windows need no sleeping."""
+    """Replaces the store's clocks (the process's, and the server's that stamps the
+    clients' reports), so "seen within" windows need no sleeping."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = datetime(2030, 1, 1, tzinfo=UTC)
         monkeypatch.setattr(database, "now", lambda: self.now)
+        monkeypatch.setattr(clock, "server_now", lambda: literal(self.now, UTCDateTime()))
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
