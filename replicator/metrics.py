@@ -60,6 +60,24 @@ CLUSTER_OUTAGES = Counter(
     ("cluster", "bootstrap"),
 )
 
+BACKGROUND_ERRORS = Counter(
+    "replicator_background_errors",
+    "Failed attempts of the work of a background thread of `replicator run` (flow states "
+    "from the DR state store, checkpoints, ACL sync, thread status), by thread and work; "
+    "an outage is logged once, each attempt is counted here (see replicator.flow_timer).",
+    ("thread", "what"),
+)
+BACKGROUND_FAILING = Gauge(
+    "replicator_background_failing",
+    "1 while the last attempt of some work of the background thread failed, else 0.",
+    ("thread",),
+)
+BACKGROUND_THREAD_ALIVE = Gauge(
+    "replicator_background_thread_alive",
+    "1 while the background thread runs, 0 when it ended unasked (it is started again).",
+    ("thread",),
+)
+
 
 def serve(port: int) -> None:
     """Expose /metrics on `port` (all interfaces, as Prometheus scrapes remotely)."""

@@ -14,6 +14,7 @@ from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, re
 from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
 from replicator.operations.runner import run_flows, select_flows
+from replicator.operations.thread_status import RunnerThreads, read_thread_status
 from replicator.statestore import STATE_URL_ENV, StateStore
 
 
@@ -60,17 +61,23 @@ def _status(args: argparse.Namespace) -> int:
     """Every status row of the selected flows; exit 1 when a flow has none (nothing
     to show is not "all is well": no replicator has run for it on its target)."""
     rows: list[StatusRecord] = []
+    runners: list[RunnerThreads] = []
     missing: list[str] = []
     for flow in select_flows(load_config(args.config), args.flow):
         try:
             rows += read_status(flow.target, flow.name, required=True)
         except NoStatus as exc:
             missing.append(f"flow {flow.name}: {exc}")
+            continue
+        runners += read_thread_status(flow)
     if args.json:
-        json.dump([asdict(row) for row in rows], sys.stdout, indent=2)
+        threads = [{**asdict(r), "state": r.state} for r in runners]
+        json.dump([asdict(row) for row in rows] + threads, sys.stdout, indent=2)
         print()
     else:
         _print_status(rows)
+        for r in runners:  # `replicator run`'s background threads (checkpoints, ...)
+            print(f"{r.flow:<16} {'threads of ' + r.runner:<48} {r.state:<12} {r.summary()}")
     for problem in missing:
         print(f"replicator: error: {problem}", file=sys.stderr)
     return 1 if missing else 0

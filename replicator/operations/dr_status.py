@@ -44,6 +44,7 @@ from replicator.errors import ReplicatorError
 from replicator.kafka.clients import quiet_admin
 from replicator.kafka.errors import error_text
 from replicator.offsets.translation import PartitionReader
+from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING, STOPPED
 
@@ -125,6 +126,16 @@ class AclSyncInfo:
 
 
 @dataclass(frozen=True)
+class BackgroundInfo:
+    """The background threads of one `replicator run` of the flow (flow states,
+    checkpoints, ACL sync), as it last published them (`thread_status`)."""
+
+    runner: str
+    state: str  # "ok", "failing" (a thread fails or died) or "silent" (runner gone?)
+    summary: str  # each thread's state, and why the failing ones fail
+
+
+@dataclass(frozen=True)
 class FlowStatus:
     name: str
     source: str
@@ -138,6 +149,7 @@ class FlowStatus:
     partitions: list[PartitionLag] = field(default_factory=list)
     checkpoint: CheckpointInfo | None = None
     acl_sync: AclSyncInfo | None = None
+    background: list[BackgroundInfo] = field(default_factory=list)
     #: Why the figures are missing or incomplete (target unreachable, a read failed).
     error: str | None = None
 
@@ -298,6 +310,9 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
         rows = read_status(flow.target, flow.name)
         checkpoint = checkpoint_info(flow)
         acl_sync = acl_sync_info(flow)
+        background = [
+            BackgroundInfo(r.runner, r.state, r.summary()) for r in read_thread_status(flow)
+        ]
     except (ReplicatorError, KafkaException) as exc:
         return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
     workers = [_worker(row) for row in flow_workers(flow, rows)]
@@ -316,6 +331,7 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
         ),
         checkpoint=checkpoint,
         acl_sync=acl_sync,
+        background=background,
     )
 
 

@@ -9,12 +9,18 @@ A flow also runs only while the DR state store wants it to: a failover
 procedure sets it to "stopped" (`StateStore.set_flow_state`) and its tasks
 stop exactly as on SIGTERM (flush, then publish "stopped" status), so the
 target tail holds everything replicated; set back to "running" (or with no
-row at all) they start again and resume from that tail. The store is polled
-about once a second by the supervising loop, never on the hot path.
+row at all) they start again and resume from that tail. The store is read about
+once a second by a thread of its own (`DesiredStates`), never by the supervising
+loop nor on the hot path: a store that is away or failing (down, damaged, refusing
+the store's user) leaves every flow as it was, is said once and once more when it
+is back, and never ends `replicator run`.
 
 Checkpoints of the running flows are emitted on their schedule meanwhile
 (`replicator.offsets.checkpoint_loop`), and their ACLs synced where enabled
-(`replicator.acls.loop`).
+(`replicator.acls.loop`). These background threads all follow one rule
+(`replicator.flow_timer`); the supervising loop watches that each is alive (one
+that died is started again, logged and counted), and their health is published
+for `replicator status` and the DR status page (`thread_status`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from replicator import metrics
@@ -40,8 +46,10 @@ from replicator.engine.collector import pace_for_replication
 from replicator.engine.kafka_errors import AccessDenied
 from replicator.engine.task import ReplicationTask
 from replicator.errors import ReplicatorError
+from replicator.flow_timer import BackgroundLoop
 from replicator.offsets.checkpoint_loop import CheckpointLoop
-from replicator.statestore import StateStore, StateStoreError
+from replicator.operations.thread_status import ThreadStatusLoop
+from replicator.statestore import StateStore
 from replicator.statestore.flow_states import RUNNING, STOPPED
 
 log = logging.getLogger(__name__)
@@ -96,11 +104,15 @@ def run_flows(
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         _stop_on_signals(stop)
-    desired = DesiredStates(store or StateStore(), [flow.name for flow in flows])
+    desired = DesiredStates(store or StateStore(), [flow.name for flow in flows], stop)
+    desired.start()
     checkpoints = CheckpointLoop(flows, stop, desired.running)
     checkpoints.start()
     acl_sync = AclSyncLoop(flows, stop, desired.running)
     acl_sync.start()
+    thread_status = ThreadStatusLoop(flows, stop, [desired, checkpoints, acl_sync])
+    thread_status.start()
+    loops = [desired, checkpoints, acl_sync, thread_status]
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
     try:
         if len(slots) == 1:
@@ -108,7 +120,7 @@ def run_flows(
             if flow.metrics_port:
                 metrics.serve(flow.metrics_port)
                 log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
-            _supervise(slots, _ThreadWorker, stop, desired)
+            _supervise(slots, _ThreadWorker, stop, desired, loops)
         else:
             context = multiprocessing.get_context("spawn")
             level = logging.getLogger().getEffectiveLevel()
@@ -117,50 +129,61 @@ def run_flows(
                 lambda flow, index: _ProcessWorker(context, flow, index, level),
                 stop,
                 desired,
+                loops,
             )
     finally:
         stop.set()  # the run is over, also when a worker failed: so is checkpointing
-        checkpoints.join(_STOP_TIMEOUT_S)
-        acl_sync.join(_STOP_TIMEOUT_S)
+        for loop in loops:
+            loop.join(_STOP_TIMEOUT_S)
+        thread_status.remove()
 
 
-class DesiredStates:
-    """What the state store wants of each flow, read at most once a second.
+class DesiredStates(BackgroundLoop):
+    """What the state store wants of each flow, read about once a second by a thread
+    of its own; `running()` answers from the last read and never waits for the store.
 
     A store that cannot be read leaves every flow as it was: an outage of the
-    store must never stop (or start) replication.
+    store must never stop (or start) replication. The outage is logged once when it
+    begins and once when it ends, each failed read counted, and reads back off (see
+    `replicator.flow_timer`).
     """
 
-    def __init__(self, store: StateStore, flows: list[str]) -> None:
+    thread_name = "flow-states"
+    tick_s = _DESIRED_EVERY_S
+    while_failing = (
+        "every flow stays as it is (replication and checkpoints go on; a flow the store "
+        "stops or starts meanwhile follows once it is read again)"
+    )
+
+    def __init__(
+        self, store: StateStore, flows: list[str], stop: threading.Event | None = None
+    ) -> None:
+        super().__init__(stop or threading.Event())
         self._store = store
         self._running = dict.fromkeys(flows, True)
-        self._next_read = 0.0
-        self._lock = threading.Lock()  # the supervisor and the checkpoint loop ask
+
+    def start(self) -> None:
+        """Read once now (a flow the store has stopped must not start), then in the thread."""
+        self.guarded(self.thread_name, self.tick)
+        super().start()
 
     def running(self) -> dict[str, bool]:
-        with self._lock:
-            now = time.monotonic()
-            if now >= self._next_read:
-                self._next_read = now + _DESIRED_EVERY_S
-                self._read()
-            return dict(self._running)
+        return dict(self._running)
 
-    def _read(self) -> None:
-        for flow, was_running in self._running.items():
-            try:
-                state = self._store.flow_state(flow)
-            except StateStoreError as exc:
-                log.warning("flow %s: desired state unknown, staying as it is: %s", flow, exc)
-                return
-            running = state is None or state.state != STOPPED
-            if running != was_running:
+    def tick(self) -> None:
+        read = {}
+        for flow in self._running:
+            state = self._store.flow_state(flow)  # StateStoreError: the loop's rule
+            read[flow] = state is None or state.state != STOPPED
+        for flow, running in read.items():
+            if running != self._running[flow]:
                 log.info(
                     "flow %s: the state store says %s; %s",
                     flow,
                     RUNNING if running else STOPPED,
                     "starting it" if running else "stopping it (flushing first)",
                 )
-            self._running[flow] = running
+        self._running = read
 
 
 class _Worker(ABC):
@@ -281,8 +304,10 @@ def _supervise(
     start: Callable[[FlowConfig, int], _Worker],
     stop: threading.Event,
     desired: DesiredStates,
+    loops: Sequence[BackgroundLoop] = (),
 ) -> None:
-    """Keep one worker per slot alive while its flow should run, until stopped.
+    """Keep one worker per slot alive while its flow should run, until stopped, and
+    each of the background `loops` alive (one that died is started again).
 
     A worker killed by a signal (OOM killer, `kill -9`) is started again at once;
     its partitions meanwhile move to the others. A worker that fails by itself
@@ -321,10 +346,17 @@ def _supervise(
                 log.info("started %s", workers[position].name)
             elif worker is not None and not wanted[flow.name]:
                 worker.stop()
+        for loop in loops:
+            loop.revive()
         stop.wait(_SUPERVISE_EVERY_S)
-    running = [worker for worker in workers if worker is not None]
+    _stop_all([worker for worker in workers if worker is not None])
+
+
+def _stop_all(running: list[_Worker]) -> None:
+    """Stop the running workers (each flushes what is in flight, then exits);
+    ReplicatorError naming those that failed."""
     for worker in running:
-        worker.stop()  # the worker flushes what is in flight, then exits
+        worker.stop()
     failed = []
     for worker in running:
         worker.join(_STOP_TIMEOUT_S)

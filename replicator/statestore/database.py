@@ -34,7 +34,17 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, create_engine, event, insert, update
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from replicator.config.redact import redact, redact_url
@@ -49,6 +59,11 @@ STATE_URL_ENV = "REPLICATOR_STATE_URL"
 DEFAULT_STATE_PATH = Path(".data/state/replicator.db")
 
 _SQLITE_BUSY_TIMEOUT_S = 30.0
+#: A PostgreSQL server that does not answer (host down, packets dropped) fails a
+#: connection after this long instead of the operating system's minutes.
+_CONNECT_TIMEOUT_S = 10
+#: Errors that say the database cannot be reached now (it may be back later).
+_UNREACHABLE = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 _WRITE = "replicator_write"  # execution option: this transaction writes
 
 
@@ -122,7 +137,13 @@ class Database:
 
     def _create_engine(self) -> Engine:
         if not self._sqlite:
-            return create_engine(self.url, pool_pre_ping=True)
+            connect_args = {}
+            if (
+                self.url.get_backend_name() == "postgresql"
+                and "connect_timeout" not in self.url.query
+            ):
+                connect_args["connect_timeout"] = _CONNECT_TIMEOUT_S
+            return create_engine(self.url, pool_pre_ping=True, connect_args=connect_args)
         engine = create_engine(self.url, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S})
 
         # SQLAlchemy's documented recipe for real SQLite transactions, plus WAL
@@ -189,11 +210,32 @@ class Database:
                 conn.execution_options(**{_WRITE: write})
                 with conn.begin():
                     yield conn
-        except OperationalError as exc:
-            raise StoreUnavailable(
-                f"state store {self} is unavailable: {exc.orig}; check --state-url or "
+        except SQLAlchemyError as exc:
+            # Every database failure is the store's: callers catch StateStoreError, and
+            # a driver's error never escapes to end a thread or `replicator run`.
+            raise self._store_error(exc) from None
+
+    def _store_error(self, exc: SQLAlchemyError) -> StateStoreError:
+        """`exc` as the store's error: names the store (password hidden) and what to do.
+
+        Only the driver's own message is kept (SQLAlchemy's adds the statement and its
+        parameters), and the URL's password is masked in it should a driver quote it."""
+        why = str(exc.orig) if isinstance(exc, DBAPIError) and exc.orig is not None else str(exc)
+        why = " ".join(why.split()) or "no message"
+        password = self.url.password
+        if password:
+            why = why.replace(str(password), "******")
+        kind = type(exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc).__name__
+        if isinstance(exc, _UNREACHABLE):
+            return StoreUnavailable(
+                f"state store {self} is unavailable: {kind}: {why}; check --state-url or "
                 f"${STATE_URL_ENV}, and that the database is reachable and not locked"
-            ) from None
+            )
+        return StateStoreError(
+            f"state store {self} failed: {kind}: {why}; check that the database is intact "
+            "(a damaged SQLite file: restore it from a backup) and that the store's user "
+            "may read and write its tables"
+        )
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

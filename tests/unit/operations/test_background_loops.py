@@ -1,0 +1,146 @@
+"""A state store that fails in a way other than "unreachable" (a damaged SQLite file,
+a refused user) is the store's error, and never ends a background thread of
+`replicator run`: the failure is logged once, counted, retried with backoff, and its
+end logged once (issue 26, point 7). Real SQLite stores, real threads; no Kafka."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import REGISTRY
+
+from replicator import flow_timer
+from replicator.flow_timer import FlowTimer
+from replicator.operations.runner import DesiredStates
+from replicator.statestore import StateStore, StateStoreError, StoreUnavailable
+from replicator.statestore.flow_states import STOPPED
+
+from helpers.replication import wait_until
+
+FLOW = "primary->dr"
+
+
+def _damaged_store(tmp_path: Path) -> tuple[StateStore, Path, bytes]:
+    """A store whose file was written, then damaged (its header overwritten), with
+    the good bytes to repair it."""
+    path = tmp_path / "state.db"
+    store = StateStore(f"sqlite:///{path}")
+    store.set_flow_state(FLOW, "running")
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    good = path.read_bytes()
+    path.write_bytes(b"this is no SQLite file at all " * 4 + good[120:])
+    return store, path, good
+
+
+def _errors(thread: str) -> float:
+    total = 0.0
+    for metric in REGISTRY.collect():
+        if metric.name == "replicator_background_errors":
+            for sample in metric.samples:
+                if sample.name.endswith("_total") and sample.labels["thread"] == thread:
+                    total += sample.value
+    return total
+
+
+def test_a_damaged_sqlite_file_is_a_store_error_naming_the_store(tmp_path: Path) -> None:
+    store, path, _ = _damaged_store(tmp_path)
+    with pytest.raises(StateStoreError) as raised:
+        store.flow_state(FLOW)
+    message = str(raised.value)
+    assert str(path) in message and "DatabaseError" in message
+    assert "file is not a database" in message and "backup" in message
+
+
+def test_the_password_never_appears_in_a_store_error() -> None:
+    store = StateStore("postgresql+psycopg://replicator:s3cr3t-pw@127.0.0.1:1/state")
+    with pytest.raises(StoreUnavailable) as raised:
+        store.flow_state(FLOW)
+    assert "s3cr3t-pw" not in str(raised.value)
+    assert "replicator:***@127.0.0.1:1/state" in str(raised.value)
+
+
+class _StoreReader(FlowTimer[SimpleNamespace]):
+    """A timer loop whose round reads the store, as the loops of `replicator run` do."""
+
+    thread_name = "store-reader"
+
+    def __init__(self, store: StateStore, stop: threading.Event) -> None:
+        super().__init__([SimpleNamespace(name=FLOW)], stop, lambda: {FLOW: True})
+        self.store = store
+        self.rounds = 0
+
+    def enabled(self, flow: SimpleNamespace) -> bool:
+        return True
+
+    def interval(self, flow: SimpleNamespace) -> float:
+        return 0.0
+
+    def round(self, flow: SimpleNamespace) -> None:
+        self.store.flow_state(flow.name)
+        self.rounds += 1
+
+
+def test_a_database_error_does_not_end_a_timer_loop_and_is_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(flow_timer, "_TICK_S", 0.05)
+    monkeypatch.setattr(flow_timer, "FIRST_ROUND_S", 0.0)
+    monkeypatch.setattr(flow_timer, "RETRY_FIRST_S", 0.05, raising=False)
+    monkeypatch.setattr(flow_timer, "RETRY_MAX_S", 0.2, raising=False)
+    monkeypatch.setattr(_StoreReader, "tick_s", 0.05, raising=False)
+    store, path, good = _damaged_store(tmp_path)
+    stop = threading.Event()
+    loop = _StoreReader(store, stop)
+    errors_before = _errors("store-reader")
+    with caplog.at_level(logging.INFO, logger=flow_timer.__name__):
+        loop.start()
+        wait_until(lambda: _errors("store-reader") >= errors_before + 5, 20, "5 failed rounds")
+        assert loop.alive(), "the DatabaseError ended the thread"
+        health = loop.health()
+        assert health.state == "failing" and "file is not a database" in (health.error or "")
+        store.close()
+        path.write_bytes(good)
+        wait_until(lambda: loop.rounds >= 3, 20, "rounds after the repair")
+        stop.set()
+        loop.join(5)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    recoveries = [r for r in caplog.records if "works again" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "file is not a database" in warnings[0].getMessage()
+    assert str(path) in warnings[0].getMessage()
+    assert len(recoveries) == 1
+    assert loop.health().state == "stopped" and loop.health().error is None
+
+
+def test_flow_states_stay_as_they_were_while_the_store_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The supervising loop and the timers read the last desired states; a store that
+    fails in between changes nothing, and a stop written once it is back is followed."""
+    monkeypatch.setattr(flow_timer, "RETRY_FIRST_S", 0.05, raising=False)
+    monkeypatch.setattr(flow_timer, "RETRY_MAX_S", 0.2, raising=False)
+    monkeypatch.setattr(DesiredStates, "tick_s", 0.05)
+    store, path, good = _damaged_store(tmp_path)
+    stop = threading.Event()
+    desired = DesiredStates(store, [FLOW], stop)
+    with caplog.at_level(logging.INFO):
+        desired.start()
+        time.sleep(1.0)
+        assert desired.alive() and desired.running() == {FLOW: True}
+        assert desired.health().state == "failing"
+        store.close()
+        path.write_bytes(good)
+        StateStore(f"sqlite:///{path}").set_flow_state(FLOW, STOPPED)
+        wait_until(lambda: desired.running() == {FLOW: False}, 20, "the stop read")
+        stop.set()
+        desired.join(5)
+    lines = [r.getMessage() for r in caplog.records if r.name == flow_timer.__name__]
+    assert len([line for line in lines if "flow-states: flow-states failed" in line]) == 1
+    assert len([line for line in lines if "works again" in line]) == 1
