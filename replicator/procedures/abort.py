@@ -16,6 +16,14 @@ configuration nor a cluster:
   and the applications' downtime, its leases are released, and no step of it
   runs again (`ProcedureEnded`).
 
+An abort never races a running step: it takes the run's own lease
+(`steps.running_lease`) that a running step holds, and is refused, naming the
+step, while one runs (a fence still waiting for its clients: undoing the fence
+under it would let the step go on, and its end would record "failed" over
+"aborted"); a step that starts meanwhile is refused in turn, and once the run is
+aborted none starts again. The record of what the abort undid is kept: a second
+abort, or the end of a step, never overwrites it.
+
 A run that switched the applications is not undone: moving them back is a
 failback, with its own fence, drain and offset translation, so `abort` refuses
 and says so. Flows the run started (a failback's reverse flow, or its forward
@@ -37,13 +45,15 @@ from replicator.procedures.flows import start_flow
 from replicator.procedures.steps import (
     ENDED_OUTCOMES,
     FENCE_STEP,
+    RUNNING_LEASE_TTL_S,
     SWITCH_STEP,
     fence_started_at,
     history_run,
+    running_lease,
     saved_steps,
     seconds_between,
 )
-from replicator.statestore import RunRecord, StateStore
+from replicator.statestore import LeaseHeld, RunRecord, StateStore
 from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
@@ -74,18 +84,49 @@ def abort(
 ) -> AbortReport:
     """Undo what run `procedure_id` did before its switch, and end it as `outcome`.
 
-    Raises ReplicatorError when there is no such run, when it succeeded, or when
-    it switched the applications already (fail back instead). Aborting again is
-    harmless: it finds nothing left to undo."""
-    run = history_run(store, procedure_id)
-    if run is None:
+    Raises ReplicatorError when there is no such run, when a step of it is running
+    (wait for it to end, or stop its task), when it succeeded, or when it switched
+    the applications already (fail back instead). Aborting again is harmless: it
+    finds nothing left to undo, and keeps the first abort's record."""
+    if history_run(store, procedure_id) is None:
         raise ReplicatorError(
             f"no procedure {procedure_id!r} in the state store {store}: no step of it ever "
             "ran; `replicator history` lists the runs and their procedure ids"
         )
+    owner = f"abort of {procedure_id}"
+    _hold_runs(store, procedure_id, owner)
+    try:
+        return _abort(store, procedure_id, outcome, reason)
+    finally:
+        store.release_leases(owner)
+
+
+def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> None:
+    """Take the lease a running step holds on the run (and, for a half of a full
+    drill, on the drill), so no step runs while the abort does; refuse, naming the
+    step, while one runs."""
+    resources = [running_lease(run) for run in _lease_owners(procedure_id)]
+    try:
+        store.acquire_leases(resources, owner, RUNNING_LEASE_TTL_S)
+    except LeaseHeld as exc:
+        holder = exc.holder
+        raise ReplicatorError(
+            f"cannot abort {procedure_id} now: {holder.owner} is running (it holds "
+            f"{holder.resource!r} until {holder.expires_at:%Y-%m-%d %H:%M:%S} UTC, renewed "
+            "while it runs). Undoing the run under a running step would let that step go on "
+            "acting and overwrite the abort's record when it ends. Wait for the step to end "
+            "(it fails or completes within the procedure's timeout), or stop its task, then "
+            "abort again"
+        ) from None
+
+
+def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -> AbortReport:
+    run = history_run(store, procedure_id)  # read again, now that no step runs
+    assert run is not None  # it existed, and runs are never deleted
     _refuse_switched(store, run, procedure_id)
-    # A second abort keeps the first verdict ("rejected" stays rejected).
-    ending = run.outcome if run.outcome in ENDED_OUTCOMES else outcome
+    # A second abort keeps the first verdict ("rejected" stays rejected) and its record.
+    ended_before = run.outcome in ENDED_OUTCOMES
+    ending = run.outcome if ended_before else outcome
     fenced_at = fence_started_at(store, procedure_id)
     unfenced = _unfence(store, run, procedure_id) if fenced_at is not None else {}
     restarted = _restart_flows(store, procedure_id)
@@ -109,7 +150,17 @@ def abort(
         "duration_seconds": report.duration_seconds,
         "downtime_seconds": report.downtime_seconds,
     }
-    store.finish_run(run.run_id, ending, None, None, details)
+    if ended_before:
+        log.info(
+            "%s %s was %s before; its record is kept (undone now: unfenced %s, restarted flows %s)",
+            run.kind,
+            procedure_id,
+            ending,
+            unfenced or "none",
+            restarted or "none",
+        )
+    else:
+        store.finish_run(run.run_id, ending, None, None, details)
     for owner in _lease_owners(procedure_id):
         store.release_leases(owner)
     log.info(

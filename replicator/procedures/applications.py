@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from replicator.procedures.renewal import ensure_held
 from replicator.statestore import ROUTE_LEASE_S, StateStore
 
 
@@ -12,11 +13,12 @@ def fence(store: StateStore, applications: list[str], timeout_s: float) -> dict[
     """Fence each application and wait until each of its clients acknowledges, or
     was silent for its route lease (a client that cannot confirm its route stops
     on its own by then): `silent` lists those, waited out rather than trusted.
-    Every application is fenced before the first wait, so their clients stop together."""
+    Every application is fenced before the first wait, so their clients stop together.
+    Run as a step, the waits stop as soon as the step lost its lease (`ensure_held`)."""
     epochs = {name: store.fence(name) for name in applications}
     fenced = {}
     for name, epoch in epochs.items():
-        clients = store.wait_fenced(name, epoch, timeout_s)
+        clients = store.wait_fenced(name, epoch, timeout_s, check=ensure_held)
         fenced[name] = {
             "epoch": epoch,
             "clients": [c.client_id for c in clients],

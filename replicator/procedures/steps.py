@@ -28,7 +28,18 @@ the procedure's flow and applications (`leases`), and the run releases them
 when it finishes, whatever its outcome; so a second procedure on the same flow
 or application is refused, naming the holder, instead of interleaving its steps.
 A lease lapses after `lease_ttl_s` without a step, so a dead orchestrator does
-not hold it forever.
+not hold it forever. While a step runs, a renewer (`replicator.procedures.renewal`)
+keeps its leases, so a step may run longer than a lease lasts; a step that lost
+one anyway stops acting (`LeaseLost`) and is not saved as done. A step's waits
+are bounded by the procedure's `timeout_s`, which must be below `lease_ttl_s`
+(`check_timeouts`).
+
+A running step also holds its run's own lease (`running_lease`, a short one,
+renewed the same way, released when the step ends), which is how an abort
+(`replicator.procedures.abort`) and a second task of the same run see that a step
+is running: the abort is refused instead of undoing a fence under a step that
+goes on. A step checks that its run has not ended once it holds that lease, and
+`finish_run` never overwrites an aborted or rejected run.
 
 For the run's report (`replicator.reports`): each step's start is saved too, as
 a bookkeeping entry once its leases are held (`started_entry`; the step's own
@@ -40,6 +51,8 @@ entry is saved when it ends), who started the run goes with its params
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -48,7 +61,9 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, cast
 
 from replicator.errors import ReplicatorError
-from replicator.statestore import DEFAULT_LEASE_TTL_S, RunRecord, StateStore
+from replicator.procedures.renewal import Hold, LeaseRenewer, renewing
+from replicator.statestore import DEFAULT_LEASE_TTL_S, LeaseHeld, RunRecord, StateStore
+from replicator.statestore.runs import FINAL_OUTCOMES, RunEnded
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +77,11 @@ _DECISION_ENTRY = "_decision"
 #: again on the other cluster.
 FENCE_STEP, SWITCH_STEP = "fence", "switch"
 #: Outcomes after which a procedure id runs no further step.
-ENDED_OUTCOMES = ("rejected", "aborted")
+ENDED_OUTCOMES = FINAL_OUTCOMES
+#: How long the lease of a running step on its run lasts unless renewed (it is,
+#: while the step runs): an abort of a run whose orchestrator died mid-step waits
+#: at most this long.
+RUNNING_LEASE_TTL_S = 60.0
 Outcome = Literal["succeeded", "failed", "planned", "incomplete", "rejected", "aborted"]
 
 
@@ -74,6 +93,16 @@ class StepFailed(ReplicatorError):
 class ProcedureEnded(ReplicatorError):
     """The run was rejected or aborted: none of its steps runs again (a rejected
     failover must never fence or switch when a task of it is cleared)."""
+
+
+class StepRunning(ReplicatorError):
+    """A step of the run is running elsewhere (another task, or an abort holds the
+    run): this one does nothing and records nothing."""
+
+
+def running_lease(procedure_id: str) -> str:
+    """The lease a running step of `procedure_id` (or an abort of it) holds on the run."""
+    return f"run {procedure_id}"
 
 
 def history_run(store: StateStore, procedure_id: str) -> RunRecord | None:
@@ -241,6 +270,8 @@ class Procedure(ABC):
         #: under its id, and it releases them.
         self.lease_owner: str | None = None
         self.lease_ttl_s = DEFAULT_LEASE_TTL_S
+        #: The bound of each wait of a step (subclasses set it); below `lease_ttl_s`.
+        self.timeout_s: float | None = None
         #: Who started the run (an Airflow user, a CLI user), recorded with its params.
         self.started_by: str | None = None
 
@@ -332,7 +363,22 @@ class Procedure(ABC):
         saved = self.store.step(self.procedure_id, step)
         return saved is not None and saved.state == "done"
 
+    def check_timeouts(self) -> None:
+        """Refuse a step timeout at or above the lease: a step waits up to `timeout_s`
+        between two looks at its lease, so with a longer one a step whose lease
+        lapsed (the store unreachable, no renewal getting through) could go on
+        acting after another procedure took the lease over."""
+        if self.timeout_s is not None and self.timeout_s >= self.lease_ttl_s:
+            raise ReplicatorError(
+                f"{self.kind}: the steps' timeout ({self.timeout_s:g}s, timeout_s) must be "
+                f"below the procedure's lease ({self.lease_ttl_s:g}s, lease_ttl_s): a step "
+                "waits that long between two looks at its lease, and must notice a lost "
+                "lease before another procedure could take it over; lower timeout_s (or "
+                "raise lease_ttl_s)"
+            )
+
     def _run(self, step: Step) -> StepOutcome:
+        self.check_timeouts()
         if self.dry_run:
             action = step.preview or step.action
             self._planned[step.name] = self._attempt(step, action)
@@ -342,22 +388,29 @@ class Procedure(ABC):
             log.info("%s %s: step %s done before; skipped", self.kind, self.procedure_id, step.name)
             return StepOutcome(step.name, "skipped", saved.result)
         run_id = self._run_id()
-        ended = self.store.run(run_id).outcome
-        if ended in ENDED_OUTCOMES:
-            raise ProcedureEnded(
-                f"{self.kind} {self.procedure_id} was {ended}, so its step {step.name!r} does "
-                "not run; start a new run (a new id) to try again"
-            )
+        running = self._hold_run(step)
         try:
-            result = self._attempt(step, step.action)
-        except StepFailed as exc:
-            self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
-            self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
-            raise
-        self.store.save_step(self.procedure_id, step.name, "done", result)
-        log.info("%s %s: step %s done: %s", self.kind, self.procedure_id, step.name, result)
-        if all(self.done(s.name) for s in self.steps()):
-            self._finish(run_id, "succeeded", {})
+            ended = self.store.run(run_id).outcome  # read while no abort can end it
+            if ended in ENDED_OUTCOMES:
+                raise ProcedureEnded(
+                    f"{self.kind} {self.procedure_id} was {ended}, so its step {step.name!r} "
+                    "does not run; start a new run (a new id) to try again"
+                )
+            saved = self.store.step(self.procedure_id, step.name)
+            if saved is not None and saved.state == "done":  # by a task that held the run
+                return StepOutcome(step.name, "skipped", saved.result)
+            try:
+                result = self._attempt(step, step.action, running)
+            except StepFailed as exc:
+                self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
+                self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
+                raise
+            self.store.save_step(self.procedure_id, step.name, "done", result)
+            log.info("%s %s: step %s done: %s", self.kind, self.procedure_id, step.name, result)
+            if all(self.done(s.name) for s in self.steps()):
+                self._finish(run_id, "succeeded", {})
+        finally:
+            self.store.release_leases(running.owner)
         return StepOutcome(step.name, "done", result)
 
     def leases(self) -> list[str]:
@@ -367,13 +420,43 @@ class Procedure(ABC):
         applications = [f"application {a}" for a in self.applications]
         return [f"flow {flow}", *applications] if flow else applications
 
-    def _attempt(self, step: Step, action: Callable[[], StepReport]) -> StepReport:
+    def _hold_run(self, step: Step) -> Hold:
+        """Take the run's lease for `step` (`running_lease`), under an owner of this
+        attempt's own; StepRunning if a step of the run (or an abort) holds it."""
+        owner = (
+            f"{self.procedure_id} step {step.name} "
+            f"({socket.gethostname()} pid {os.getpid()}, {uuid.uuid4().hex[:8]})"
+        )
+        ttl = min(RUNNING_LEASE_TTL_S, self.lease_ttl_s)
+        resource = running_lease(self.procedure_id)
         try:
-            if not self.dry_run:  # take the leases, or renew them: each step extends them
-                owner = self.lease_owner or self.procedure_id
-                self.store.acquire_leases(self.leases(), owner, self.lease_ttl_s)
-                self.store.save_step(self.procedure_id, started_entry(step.name), "done", {})
-            return action()
+            self.store.acquire_leases([resource], owner, ttl)
+        except LeaseHeld as exc:
+            raise StepRunning(
+                f"{self.kind} {self.procedure_id}: step {step.name!r} does not run now, "
+                f"because {exc.holder.owner} holds the run (lease {resource!r} until "
+                f"{exc.holder.expires_at:%Y-%m-%d %H:%M:%S} UTC): a step of it is running "
+                "elsewhere, or it is being aborted. Wait for that to end, then run the step "
+                "again with the same id"
+            ) from exc
+        return Hold((resource,), owner, ttl)
+
+    def _attempt(
+        self, step: Step, action: Callable[[], StepReport], running: Hold | None = None
+    ) -> StepReport:
+        try:
+            if self.dry_run or running is None:
+                return action()
+            # Take the leases, or renew them; the renewer keeps them while the step runs.
+            owner = self.lease_owner or self.procedure_id
+            leases = Hold(tuple(self.leases()), owner, self.lease_ttl_s)
+            self.store.acquire_leases(leases.resources, owner, leases.ttl_s)
+            self.store.save_step(self.procedure_id, started_entry(step.name), "done", {})
+            what = f"{self.kind} {self.procedure_id}, step {step.name!r},"
+            with renewing(LeaseRenewer(self.store, [running, leases], what)) as renewer:
+                result = action()
+                renewer.check()  # a step that lost its lease is not done: nothing acts on it
+            return result
         except Exception as exc:  # any failure of a step is saved and reported the same way
             raise StepFailed(
                 f"{self.kind} {self.procedure_id}, step {step.name!r}: {exc}; after fixing "
@@ -407,7 +490,13 @@ class Procedure(ABC):
             "downtime_seconds": self.downtime(),
             **extra,
         }
-        self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
+        try:
+            self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
+        except RunEnded as exc:  # its record (what an abort undid) is kept as it is
+            raise ProcedureEnded(
+                f"{self.kind} {self.procedure_id} ended while its step ran, so it is not "
+                f"recorded as {outcome}: {exc}"
+            ) from exc
         if self.lease_owner is None:  # a finished run, whatever its outcome, holds nothing
             self.store.release_leases(self.procedure_id)
 

@@ -1,6 +1,11 @@
 """The runs table group: the DR history (one row per failover, failback, drill or
 verification) and the saved results of each procedure's steps, which let a
-retried procedure skip the steps it finished."""
+retried procedure skip the steps it finished.
+
+A run that ended "aborted" or "rejected" (`FINAL_OUTCOMES`) keeps that record:
+`finish_run` refuses to overwrite it (`RunEnded`), so what the abort undid stays in
+the history even when a step that was still running ends after it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, insert, or_, select, update
 
 from replicator.statestore import database, schema
 from replicator.statestore.database import Database, json_field
@@ -16,6 +21,16 @@ from replicator.statestore.errors import NotFoundError, StateStoreError
 from replicator.statestore.records import RunRecord, StepRecord, StepStatus
 
 _STEP_STATES = ("done", "failed")
+#: Outcomes no later `finish_run` overwrites: the run was aborted, or a person said no.
+FINAL_OUTCOMES = ("rejected", "aborted")
+
+
+class RunEnded(StateStoreError):
+    """`finish_run` of a run that ended "aborted" or "rejected": its record is kept."""
+
+    def __init__(self, message: str, outcome: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 class RunStore(Database):
@@ -51,11 +66,17 @@ class RunStore(Database):
         rto_seconds: float | None,
         details: Mapping[str, Any],
     ) -> RunRecord:
-        """Record how a run ended; finishing it again (a retry) overwrites the result."""
+        """Record how a run ended; finishing it again (a retry) overwrites the result,
+        except that of a run that ended "aborted" or "rejected": RunEnded, and the
+        record stays as it is (checked in the same statement, so no race)."""
+        runs = schema.runs
         with self._write() as conn:
             done = conn.execute(
-                update(schema.runs)
-                .where(schema.runs.c.run_id == run_id)
+                update(runs)
+                .where(
+                    runs.c.run_id == run_id,
+                    or_(runs.c.outcome.is_(None), runs.c.outcome.not_in(FINAL_OUTCOMES)),
+                )
                 .values(
                     finished_at=database.now(),
                     outcome=outcome,
@@ -65,7 +86,18 @@ class RunStore(Database):
                 )
             )
             if not done.rowcount:
-                raise self._unknown_run(run_id)
+                ended = conn.execute(
+                    select(runs.c.outcome, runs.c.finished_at).where(runs.c.run_id == run_id)
+                ).first()
+                if ended is None:
+                    raise self._unknown_run(run_id)
+                raise RunEnded(
+                    f"run {run_id} ended {ended.outcome} at "
+                    f"{ended.finished_at:%Y-%m-%d %H:%M:%S} UTC; its record is kept, not "
+                    f"overwritten with {outcome!r}: an aborted or rejected run runs no "
+                    "further step (`replicator history` shows what its end undid)",
+                    ended.outcome,
+                )
         return self.run(run_id)
 
     def run(self, run_id: str) -> RunRecord:
