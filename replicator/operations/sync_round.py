@@ -33,7 +33,7 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.runner import select_flows
-from replicator.statestore import StateStore
+from replicator.statestore import StateStore, StateStoreError
 from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,13 @@ def sync_round(
         raise ReplicatorError(f"unknown sync concerns {unknown}; choose from {list(CONCERNS)}")
     results, failures = [], []
     for flow in select_flows(config, flows):
-        state = store.flow_state(flow.name)
+        try:
+            state = store.flow_state(flow.name)
+        except StateStoreError as exc:  # any database error: nothing ran, the task retries
+            raise ReplicatorError(
+                f"sync round not run: the DR state store cannot say whether flow {flow.name} "
+                f"is stopped (a procedure owns a stopped flow): {exc}"
+            ) from None
         if state is not None and state.state == STOPPED:
             results.append(FlowSync(flow.name, skipped="stopped in the DR state store"))
             continue

@@ -15,8 +15,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from replicator import flow_timer
+from replicator.config import load_config
+from replicator.errors import ReplicatorError
 from replicator.flow_timer import FlowTimer
 from replicator.operations.runner import DesiredStates
+from replicator.operations.sync_round import sync_round
 from replicator.statestore import StateStore, StateStoreError, StoreUnavailable
 from replicator.statestore.flow_states import STOPPED
 
@@ -144,3 +147,20 @@ def test_flow_states_stay_as_they_were_while_the_store_fails(
     lines = [r.getMessage() for r in caplog.records if r.name == flow_timer.__name__]
     assert len([line for line in lines if "flow-states: flow-states failed" in line]) == 1
     assert len([line for line in lines if "works again" in line]) == 1
+
+
+def test_a_sync_round_on_a_failing_store_says_so_and_runs_nothing(tmp_path: Path) -> None:
+    store, path, _ = _damaged_store(tmp_path)
+    config = load_config(
+        {
+            "clusters": "primary, dr",
+            "primary.bootstrap.servers": "127.0.0.1:1",
+            "dr.bootstrap.servers": "127.0.0.1:2",
+            "primary->dr.enabled": "true",
+        }
+    )
+    with pytest.raises(ReplicatorError) as raised:
+        sync_round(config, store)
+    message = str(raised.value)
+    assert message.startswith("sync round not run: the DR state store cannot say whether flow")
+    assert str(path) in message and "file is not a database" in message
