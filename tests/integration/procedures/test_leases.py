@@ -187,7 +187,9 @@ def test_the_lease_of_a_dead_orchestrator_lapses(primary: str, dr: str, store: S
     config, _, app = _setup(primary, dr, store)
 
     def failover(ttl_s: float | None = None) -> Failover:
-        procedure = Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S)
+        # A step's timeout is below its lease (a longer one is refused).
+        timeout_s = _TIMEOUT_S if ttl_s is None else ttl_s / 2
+        procedure = Failover(config, "primary->dr", [app], store, timeout_s=timeout_s)
         if ttl_s is not None:
             procedure.lease_ttl_s = ttl_s
         return procedure
