@@ -1,0 +1,59 @@
+"""The step runner's lease renewer on a real SQLite store (no Kafka): it keeps a
+lease past its length while it runs, stops for good when stopped, and a lease taken
+by another owner is noticed within one renewal and stops the step (`ensure_held`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from replicator.procedures.renewal import Hold, LeaseLost, LeaseRenewer, ensure_held, renewing
+from replicator.statestore import LeaseHeld, StateStore
+
+_TTL_S = 1.5  # renewed every 0.5 s
+
+
+def _renewer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("lease ")]
+
+
+def test_a_lease_is_kept_past_its_length_while_renewed_and_no_longer_once_stopped(
+    store: StateStore,
+) -> None:
+    store.acquire_leases(["flow a->b"], "fo-1", _TTL_S)
+    [first] = store.leases()
+    renewer = LeaseRenewer(store, [Hold(("flow a->b",), "fo-1", _TTL_S)], "fo-1 step fence")
+    with renewing(renewer):
+        time.sleep(3 * _TTL_S)  # three times the lease
+        with pytest.raises(LeaseHeld, match="flow a->b is leased to fo-1"):
+            store.acquire_leases(["flow a->b"], "fo-2")
+        ensure_held()  # held: nothing raised
+    assert renewer.renewals >= 5
+    [renewed] = store.leases()
+    assert renewed.expires_at > first.expires_at
+    assert _renewer_threads() == [], "the renewer thread did not stop"
+    time.sleep(2 * _TTL_S)  # stopped: the lease lapses, another owner takes it
+    [taken] = store.acquire_leases(["flow a->b"], "fo-2")
+    assert taken.owner == "fo-2"
+    ensure_held()  # outside a step: nothing to check
+
+
+def test_a_lease_taken_by_another_owner_stops_the_step(store: StateStore) -> None:
+    store.acquire_leases(["application orders"], "fo-1", _TTL_S)
+    renewer = LeaseRenewer(store, [Hold(("application orders",), "fo-1", _TTL_S)], "fo-1 fence")
+    with pytest.raises(LeaseLost) as lost, renewing(renewer):
+        store.release_leases("fo-1")  # freed by hand, and taken
+        store.acquire_leases(["application orders"], "fo-2", 60)
+        deadline = time.monotonic() + 10 * _TTL_S
+        while time.monotonic() < deadline:
+            ensure_held()  # the step's look at its lease, as the fence's wait does
+            time.sleep(0.05)
+    message = str(lost.value)
+    assert message.startswith("fo-1 fence lost its lease: application orders is leased to fo-2")
+    assert "it stopped so as not to act beside another procedure" in message
+    assert isinstance(lost.value.__cause__, LeaseHeld)
+    assert _renewer_threads() == []
+    [lease] = store.leases()
+    assert lease.owner == "fo-2", "the lost lease was taken back"
