@@ -120,6 +120,8 @@ class BackgroundLoop(ABC):
     rule of this module (see its docstring)."""
 
     thread_name: ClassVar[str]
+    #: What one pass does, as the log and the status name it ("reading ... failed").
+    work: ClassVar[str] = "its round"
     tick_s: ClassVar[float] = _TICK_S
     #: What the process still does while a tick fails (said in the warning).
     while_failing: ClassVar[str] = "the previous results stay"
@@ -221,7 +223,7 @@ class BackgroundLoop(ABC):
             self._beat_ms = _now_ms()
             while not self._stop.wait(self.tick_s):
                 self._beat_ms = _now_ms()
-                self.guarded(self.thread_name, self.tick)
+                self.guarded(self.work, self.tick)
         finally:
             if not self._stop.is_set():
                 metrics.BACKGROUND_THREAD_ALIVE.labels(self.thread_name).set(0)
@@ -277,5 +279,5 @@ class FlowTimer(BackgroundLoop, Generic[F]):
         for flow in self._flows:
             if time.monotonic() < self._due[flow.name] or not wanted.get(flow.name, True):
                 continue
-            if self.guarded(f"flow {flow.name}", lambda flow=flow: self.round(flow)):
+            if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):
                 self._due[flow.name] = time.monotonic() + self.interval(flow)

@@ -149,6 +149,7 @@ class DesiredStates(BackgroundLoop):
     """
 
     thread_name = "flow-states"
+    work = "reading the flows' desired states"
     tick_s = _DESIRED_EVERY_S
     while_failing = (
         "every flow stays as it is (replication and checkpoints go on; a flow the store "
@@ -164,7 +165,7 @@ class DesiredStates(BackgroundLoop):
 
     def start(self) -> None:
         """Read once now (a flow the store has stopped must not start), then in the thread."""
-        self.guarded(self.thread_name, self.tick)
+        self.guarded(self.work, self.tick)
         super().start()
 
     def running(self) -> dict[str, bool]:

@@ -88,6 +88,7 @@ class ThreadStatusLoop(BackgroundLoop):
     """Publishes the health of `loops` (and its own) for each of `flows` every 10 s."""
 
     thread_name = "thread-status"
+    work = "publishing the threads' health"
     tick_s = PUBLISH_EVERY_S
     while_failing = "replication goes on; the status page shows this runner as silent"
 

@@ -125,7 +125,11 @@ def test_a_store_outage_of_60_s_stops_nothing_and_is_said_once(
         if r.levelno >= logging.WARNING and "state store" in r.getMessage()
     ]
     assert len(said) == 1, [r.getMessage() for r in said]
-    assert said[0].getMessage().startswith("flow-states: flow-states failed: state store ")
+    assert (
+        said[0]
+        .getMessage()
+        .startswith("flow-states: reading the flows' desired states failed: state store ")
+    )
     back = [r.getMessage() for r in caplog.records if "works again" in r.getMessage()]
     assert len(back) == 1 and back[0].startswith("flow-states: "), back
     assert "outage-pw-8d1f" not in caplog.text

@@ -145,7 +145,16 @@ def test_flow_states_stay_as_they_were_while_the_store_fails(
         stop.set()
         desired.join(5)
     lines = [r.getMessage() for r in caplog.records if r.name == flow_timer.__name__]
-    assert len([line for line in lines if "flow-states: flow-states failed" in line]) == 1
+    assert (
+        len(
+            [
+                line
+                for line in lines
+                if "flow-states: reading the flows' desired states failed" in line
+            ]
+        )
+        == 1
+    )
     assert len([line for line in lines if "works again" in line]) == 1
 
 
@@ -164,3 +173,43 @@ def test_a_sync_round_on_a_failing_store_says_so_and_runs_nothing(tmp_path: Path
     message = str(raised.value)
     assert message.startswith("sync round not run: the DR state store cannot say whether flow")
     assert str(path) in message and "file is not a database" in message
+
+
+class _Fatal(BaseException):
+    """Not an Exception: nothing in a loop catches it, so its thread ends."""
+
+
+class _Dying(flow_timer.BackgroundLoop):
+    thread_name = "dying"
+    tick_s = 0.01
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__(stop)
+        self.ticks = 0
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if self.ticks == 1:
+            raise _Fatal("gone")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_thread_that_died_anyway_is_shown_dead_then_started_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stop = threading.Event()
+    loop = _Dying(stop)
+    with caplog.at_level(logging.INFO, logger=flow_timer.__name__):
+        loop.start()
+        wait_until(lambda: not loop.alive(), 5, "the thread's end")
+        assert loop.health().state == "dead"
+        errors = _errors("dying")
+        assert loop.revive() and loop.alive()
+        wait_until(lambda: loop.ticks >= 3, 5, "ticks after the restart")
+        assert loop.health().state == "ok" and loop.health().restarts == 1
+        assert _errors("dying") == errors + 1
+        assert not loop.revive(), "a live thread is not started again"
+        stop.set()
+        loop.join(5)
+    assert "background thread dying ended (see the error above); starting it again" in caplog.text
+    assert not loop.revive(), "a thread stopped with the run is not started again"
