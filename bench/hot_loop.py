@@ -10,8 +10,9 @@ its producer is a real `confluent_kafka.Producer` whose broker never answers, so
 `produce()` does all its work (headers, queueing) but nothing is sent. The loop runs
 as the engine does, with the C span producer (`replicator/engine/native_spans.c`),
 and with the Python loop alone (what an install without a C compiler runs). For
-reference, the same `produce()` calls alone from Python, with the replicas' two
-headers: the floor of any loop that hands each record to confluent-kafka.
+reference, the same `produce()` calls alone from Python, with the replicas' three
+headers (source cluster, offset and topic): the floor of any loop that hands each
+record to confluent-kafka.
 
 Run: `.venv/bin/python bench/hot_loop.py [--records N] [--sizes 100,1024] [--repeats 7]`.
 Prints nanoseconds per record (median and best of the repeats) and writes
@@ -31,7 +32,7 @@ from confluent_kafka import Message, Producer
 from harness import KEY_BYTES, Machine, flow_config, markdown_table, write_report
 
 from replicator.engine.collector import pace_for_replication
-from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, encode_offset
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.size_limits import SizeHold
 from replicator.engine.task import ReplicationTask
@@ -53,7 +54,7 @@ class LoopCost:
     loop_ns_best: float
     python_loop_ns_median: float  # the Python loop alone
     python_loop_ns_best: float
-    produce_ns_median: float  # produce() alone, with the two headers
+    produce_ns_median: float  # produce() alone, with the replicas' headers
     produce_ns_best: float
 
 
@@ -127,9 +128,10 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
 
     def produce_only() -> None:
         produce, source = producer.produce, (SOURCE_HEADER, b"src")
+        topic = (TOPIC_HEADER, b"bench")
         for batch in batches:
             for m in batch:
-                headers = [source, (OFFSET_HEADER, encode_offset(m.offset()))]
+                headers = [source, (OFFSET_HEADER, encode_offset(m.offset())), topic]
                 produce(REMOTE, m.value(), m.key(), m.partition(), None, None, 0, headers)
 
     def reset() -> None:

@@ -45,6 +45,13 @@ PARTITION_STATE = Gauge(
     "replicates; only the worker owning the partition reports it.",
     _LABELS,
 )
+C_SPANS_DISABLED = Gauge(
+    "replicator_c_span_producer_disabled",
+    "1 when the replication loop runs in Python alone because its C part cannot be used in "
+    "this process (reason: not_built, version, layout, bind, self_test, handle); the log and "
+    "`replicator status` say why.",
+    ("reason",),
+)
 
 CLUSTER_REACHABLE = Gauge(
     "replicator_cluster_reachable",

@@ -90,8 +90,12 @@ def _print_status(rows: list[StatusRecord]) -> None:
             figures = (
                 f"next={row.next_offset} lag={row.lag} replicated={row.replicated} lost={row.lost}"
             )
+            if row.skip_note:
+                figures += f" ({row.skip_note})"
         else:
             kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
+            if row.python_reason:
+                figures += f" loop in Python alone: {row.python_reason}"
         error = f"  ERROR: {row.error}" if row.error else ""
         print(f"{row.flow:<16} {kind:<48} {row.state:<12} {figures}{error}")
 

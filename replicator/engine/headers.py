@@ -1,10 +1,18 @@
-"""The two headers every replicated record carries.
+"""The headers every replicated record carries.
 
-`__dr_src` names the cluster the record was read from (provenance) and
-`__dr_off` holds its offset there (8 bytes, big-endian). They make resume,
-offset translation and failback exact. A record that has travelled more than
-one hop also carries `__dr_origin`, the cluster it was first produced to, so
-loops are caught even in rings and under the Identity policy.
+`__dr_src` names the cluster the record was read from (provenance), `__dr_off`
+holds its offset there (8 bytes, big-endian) and `__dr_topic` the topic it was
+read from there (UTF-8). Source cluster and offset make resume, offset
+translation and failback exact. A record that has travelled more than one hop
+also carries `__dr_origin`, the cluster it was first produced to.
+
+Loops (`replicator.engine.rewrite`): a record is one only when it is itself our
+copy, on the topic being replicated now, of a record that came from the target.
+Cluster and topic together say that: we wrote it into this topic only if the
+policy names this topic after `__dr_topic` on `__dr_src`. A record that carries
+someone else's provenance (an application forwarding its input's headers) is
+the application's own. Records written before `__dr_topic` existed carry no
+topic: see `RecordRewrite` for how they are told.
 """
 
 from __future__ import annotations
@@ -14,10 +22,11 @@ import struct
 SOURCE_HEADER = "__dr_src"
 OFFSET_HEADER = "__dr_off"
 ORIGIN_HEADER = "__dr_origin"
+TOPIC_HEADER = "__dr_topic"
 _OFFSET = struct.Struct(">q")
 
 Headers = list[tuple[str, bytes | None]]
-OURS = frozenset({SOURCE_HEADER, OFFSET_HEADER, ORIGIN_HEADER})
+OURS = frozenset({SOURCE_HEADER, OFFSET_HEADER, ORIGIN_HEADER, TOPIC_HEADER})
 
 
 #: The value of an offset header: the struct's own method, with no Python function

@@ -1,6 +1,6 @@
 /*
  * The replication loop's hot path in C: produce a span of one partition's
- * records, each with the replica's two headers, straight from the consumed
+ * records, each with the replica's three headers, straight from the consumed
  * `confluent_kafka.Message` objects into the target producer's librdkafka
  * handle.
  *
@@ -18,9 +18,16 @@
  * it ends the run (see ReplicationTask._replicate_run).
  *
  * It reads confluent-kafka's objects through their C layout (below), which is
- * not a public API: `replicator.engine.spans` uses this module only with the
- * confluent-kafka version it was written for, and only after reading a
- * Message built from Python through the layout gave back what was put in.
+ * not a public API. So nothing here reads that layout unless it was checked:
+ * `bind` refuses (Unusable) unless the sizes of confluent-kafka's Message and
+ * Producer are those declared here, and `produce` refuses before it reads a
+ * record unless bind succeeded, the SpanProducer was initialised, and the
+ * handle read from the Producer is that Producer's (librdkafka's opaque of the
+ * handle is the Python object, as confluent-kafka sets it). Misuse raises a
+ * Python exception, never reads at an unchecked offset. On top of this,
+ * `replicator.engine.spans` uses the module only with the confluent-kafka
+ * version it was written for, and only after records a consumer read from
+ * librdkafka's mock cluster read back through the layout as they were made.
  * librdkafka's functions are looked up through confluent-kafka's own module
  * (`bind`): the copy it links, so records go to the very handle the Python
  * Producer owns.
@@ -58,15 +65,30 @@ static struct {
         void (*headers_destroy)(rd_kafka_headers_t *);
         rd_kafka_resp_err_t (*header_add)(rd_kafka_headers_t *, const char *,
                                           Py_ssize_t, const void *, Py_ssize_t);
+        void *(*opaque)(const rd_kafka_t *);
 } rk;
+/* Set by a successful bind(): librdkafka's functions are found and the layout
+ * below is the installed confluent-kafka's. produce() refuses until then. */
+static int bound;
 
 /* -- confluent-kafka 2.16.1: src/confluent_kafka/src/confluent_kafka.h -------- */
 
-/* The head of `Handle` (Producer, Consumer): only `rk` is read. */
+#ifndef NATIVE_SPANS_SOURCE_SHA256 /* setup.py defines it: the sha256 of this file */
+#define NATIVE_SPANS_SOURCE_SHA256 "unknown"
+#endif
+
+/* The confluent-kafka version whose layout is declared here. */
+#define CONFLUENT_KAFKA_LAYOUT "2.16.1"
+
+/* The head of `Handle` (Producer, Consumer): only `rk` is read. The whole
+ * struct is HANDLE_SIZE bytes in 2.16.1 (`cimpl.Producer.__basicsize__`); a
+ * version that changes it changes this layout, and bind() refuses it. */
 typedef struct {
         PyObject_HEAD rd_kafka_t *rk;
 } HandleHead;
+#define HANDLE_SIZE 176
 
+/* `Message`, whole: its size is checked against `Message.__basicsize__`. */
 typedef struct {
         PyObject_HEAD PyObject *topic;
         PyObject *value;
@@ -79,6 +101,8 @@ typedef struct {
         int32_t leader_epoch;
         int64_t timestamp;
         int tstype;
+        int64_t latency;
+        int16_t delivery_count;
 } CMessage;
 
 static PyTypeObject *message_type;  /* confluent_kafka.cimpl.Message */
@@ -88,11 +112,37 @@ static PyTypeObject *producer_type; /* confluent_kafka.cimpl.Producer */
 
 /* bind(cimpl_path): dlsym on confluent-kafka's loaded module finds each symbol
  * in that module's own dependencies, i.e. in the librdkafka it links. */
+static PyObject *Unusable; /* the layout or the handle is not what is declared */
+
+/* layout() -> {"Message": (declared, actual), "Producer": (declared, actual)}:
+ * the struct sizes this module declares and the installed confluent-kafka's. */
+static PyObject *layout(PyObject *module, PyObject *unused) {
+        return Py_BuildValue("{s(nn)s(nn)}", "Message", (Py_ssize_t)sizeof(CMessage),
+                             message_type->tp_basicsize, "Producer",
+                             (Py_ssize_t)HANDLE_SIZE, producer_type->tp_basicsize);
+}
+
+static int layout_matches(void) {
+        return message_type->tp_basicsize == (Py_ssize_t)sizeof(CMessage) &&
+               producer_type->tp_basicsize == HANDLE_SIZE;
+}
+
+static PyObject *layout_refused(void) {
+        return PyErr_Format(Unusable,
+                            "confluent-kafka's Message is %zd bytes and its Producer %zd; "
+                            "the C part declares %zd and %d (confluent-kafka %s)",
+                            message_type->tp_basicsize, producer_type->tp_basicsize,
+                            (Py_ssize_t)sizeof(CMessage), HANDLE_SIZE,
+                            CONFLUENT_KAFKA_LAYOUT);
+}
+
 static PyObject *bind(PyObject *module, PyObject *arg) {
         const char *path = PyUnicode_AsUTF8(arg);
         void *lib;
         if (!path)
                 return NULL;
+        if (!layout_matches())
+                return layout_refused();
         /* RTLD_NOLOAD: the copy already in the process, never a second one. */
         lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
         if (!lib)
@@ -107,13 +157,17 @@ static PyObject *bind(PyObject *module, PyObject *arg) {
         BIND(headers_new, "rd_kafka_headers_new");
         BIND(headers_destroy, "rd_kafka_headers_destroy");
         BIND(header_add, "rd_kafka_header_add");
+        BIND(opaque, "rd_kafka_opaque");
 #undef BIND
+        bound = 1;
         Py_RETURN_NONE;
 }
 
 /* What the layout reads from a Message, for the check before first use. */
 static PyObject *message_fields(PyObject *module, PyObject *arg) {
         CMessage *m = (CMessage *)arg;
+        if (!layout_matches())
+                return layout_refused();
         if (!PyObject_TypeCheck(arg, message_type))
                 return PyErr_Format(PyExc_TypeError, "expected a Message");
         return Py_BuildValue(
@@ -130,28 +184,38 @@ typedef struct {
         PyObject_HEAD PyObject *source_name;  /* str: the source header's name */
         PyObject *source_value;               /* bytes: the source cluster */
         PyObject *offset_name;                /* str: the offset header's name */
-        const char *source_name_utf8;         /* their UTF-8, owned by the str */
-        const char *offset_name_utf8;
+        PyObject *topic_name;                 /* str: the topic header's name */
+        const char *source_name_utf8;         /* their UTF-8, owned by the str; */
+        const char *offset_name_utf8;         /* NULL until __init__ succeeded */
+        const char *topic_name_utf8;
 } SpanProducer;
 
 static int SpanProducer_init(SpanProducer *self, PyObject *args, PyObject *kw) {
-        static char *kws[] = {"source_name", "source_value", "offset_name", NULL};
-        PyObject *source_name, *source_value, *offset_name;
-        if (!PyArg_ParseTupleAndKeywords(args, kw, "USU", kws, &source_name,
-                                         &source_value, &offset_name))
+        static char *kws[] = {"source_name", "source_value", "offset_name", "topic_name",
+                              NULL};
+        PyObject *source_name, *source_value, *offset_name, *topic_name;
+        self->source_name_utf8 = self->offset_name_utf8 = self->topic_name_utf8 = NULL;
+        if (!PyArg_ParseTupleAndKeywords(args, kw, "USUU", kws, &source_name,
+                                         &source_value, &offset_name, &topic_name))
                 return -1;
         Py_XSETREF(self->source_name, Py_NewRef(source_name));
         Py_XSETREF(self->source_value, Py_NewRef(source_value));
         Py_XSETREF(self->offset_name, Py_NewRef(offset_name));
+        Py_XSETREF(self->topic_name, Py_NewRef(topic_name));
+        if (!PyUnicode_AsUTF8(source_name) || !PyUnicode_AsUTF8(offset_name) ||
+            !PyUnicode_AsUTF8(topic_name))
+                return -1;
         self->source_name_utf8 = PyUnicode_AsUTF8(source_name);
         self->offset_name_utf8 = PyUnicode_AsUTF8(offset_name);
-        return self->source_name_utf8 && self->offset_name_utf8 ? 0 : -1;
+        self->topic_name_utf8  = PyUnicode_AsUTF8(topic_name);
+        return 0;
 }
 
 static void SpanProducer_dealloc(SpanProducer *self) {
         Py_XDECREF(self->source_name);
         Py_XDECREF(self->source_value);
         Py_XDECREF(self->offset_name);
+        Py_XDECREF(self->topic_name);
         Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -175,10 +239,11 @@ static int plain(CMessage *m, PyObject *topic, int32_t partition, Py_ssize_t lim
 }
 
 static rd_kafka_resp_err_t produce_one(SpanProducer *self, rd_kafka_t *h,
-                                       rd_kafka_topic_t *rkt, CMessage *m) {
+                                       rd_kafka_topic_t *rkt, CMessage *m,
+                                       const char *topic, Py_ssize_t topic_len) {
         unsigned char offset[8];
         uint64_t o = (uint64_t)m->offset;
-        rd_kafka_headers_t *headers = rk.headers_new(2);
+        rd_kafka_headers_t *headers = rk.headers_new(3);
         rd_kafka_resp_err_t err;
         for (int i = 7; i >= 0; i--, o >>= 8)
                 offset[i] = (unsigned char)(o & 0xff); /* big-endian, as ">q" */
@@ -186,6 +251,7 @@ static rd_kafka_resp_err_t produce_one(SpanProducer *self, rd_kafka_t *h,
                       PyBytes_AS_STRING(self->source_value),
                       PyBytes_GET_SIZE(self->source_value));
         rk.header_add(headers, self->offset_name_utf8, -1, offset, 8);
+        rk.header_add(headers, self->topic_name_utf8, -1, topic, topic_len);
         err = rk.producev(
             h, VTYPE_RKT, rkt, VTYPE_PARTITION, (int32_t)m->partition,
             VTYPE_MSGFLAGS, MSG_F_COPY, VTYPE_VALUE,
@@ -202,7 +268,8 @@ static rd_kafka_resp_err_t produce_one(SpanProducer *self, rd_kafka_t *h,
  *   -> (index, produced, bytes, first_offset, last_offset, refused)
  *
  * Produces the plain records from messages[start] on, all but the last, to the
- * same partition of `remote`. `index` is the first record not produced: the
+ * same partition of `remote`, each with the replica's three headers (source
+ * cluster, source offset, source topic). `index` is the first record not produced: the
  * span's last plain record (the caller's to produce), or the first record that
  * is not plain when there was none. `refused` is librdkafka's error for
  * messages[index] when it refused it (QUEUE_FULL, or an error the caller's
@@ -217,8 +284,16 @@ static PyObject *SpanProducer_produce(SpanProducer *self, PyObject *const *args,
         rd_kafka_resp_err_t refused = 0;
         rd_kafka_t *h;
         rd_kafka_topic_t *rkt;
-        const char *remote_name;
+        const char *remote_name, *topic_utf8;
+        Py_ssize_t topic_len;
 
+        if (!bound)
+                return PyErr_Format(PyExc_RuntimeError,
+                                    "produce() before bind(): librdkafka's functions are "
+                                    "not looked up and the layout is not checked");
+        if (!self->source_name_utf8 || !self->offset_name_utf8 || !self->topic_name_utf8)
+                return PyErr_Format(PyExc_RuntimeError,
+                                    "this SpanProducer was not initialised (__init__)");
         if (nargs != 5)
                 return PyErr_Format(PyExc_TypeError, "produce() takes 5 arguments");
         producer = args[0], remote = args[1], messages = args[2];
@@ -233,6 +308,12 @@ static PyObject *SpanProducer_produce(SpanProducer *self, PyObject *const *args,
                 return NULL;
         if (!(h = ((HandleHead *)producer)->rk))
                 return PyErr_Format(PyExc_RuntimeError, "Producer has been closed");
+        /* confluent-kafka makes the Producer object the handle's opaque: anything
+         * else means `rk` was not read from where the handle is. */
+        if (rk.opaque(h) != (void *)producer)
+                return PyErr_Format(Unusable,
+                                    "the librdkafka handle read from this Producer is not "
+                                    "its own (its opaque is not the Producer)");
         count = PyList_GET_SIZE(messages);
         if (start < 0 || start >= count)
                 return PyErr_Format(PyExc_IndexError, "start %zd of %zd messages", start, count);
@@ -242,6 +323,8 @@ static PyObject *SpanProducer_produce(SpanProducer *self, PyObject *const *args,
                 return Py_BuildValue("(nnnLLi)", start, 0, 0, first, last, 0);
         topic = head->topic;
         partition = head->partition;
+        if (!(topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len)))
+                return NULL;
         if (!(rkt = rk.topic_new(h, remote_name, NULL)))
                 return PyErr_Format(PyExc_RuntimeError, "no topic handle for %s", remote_name);
 
@@ -251,7 +334,7 @@ static PyObject *SpanProducer_produce(SpanProducer *self, PyObject *const *args,
                         break;
                 if (held >= 0) {
                         CMessage *p = (CMessage *)PyList_GET_ITEM(messages, held);
-                        if ((refused = produce_one(self, h, rkt, p)))
+                        if ((refused = produce_one(self, h, rkt, p, topic_utf8, topic_len)))
                                 break;
                         if (first < 0)
                                 first = p->offset;
@@ -282,13 +365,16 @@ static PyTypeObject SpanProducerType = {
     .tp_init      = (initproc)SpanProducer_init,
     .tp_dealloc   = (destructor)SpanProducer_dealloc,
     .tp_methods   = SpanProducer_methods,
-    .tp_doc       = "Produces spans of plain records with the replica's two headers.",
+    .tp_doc       = "Produces spans of plain records with the replica's three headers.",
 };
 
 /* -- module --------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_O, "bind(cimpl_path): use the librdkafka confluent-kafka links"},
+    {"layout", layout, METH_NOARGS,
+     "layout() -> {'Message': (declared, actual), 'Producer': (declared, actual)}: "
+     "struct sizes"},
     {"message_fields", message_fields, METH_O,
      "message_fields(message) -> what the layout reads: (topic, partition, offset, "
      "timestamp, key, value, has_headers)"},
@@ -297,8 +383,6 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native_spans",
                                         NULL, -1, module_methods};
 
-/* The confluent-kafka version whose layout is declared above. */
-#define CONFLUENT_KAFKA_LAYOUT "2.16.1"
 
 PyMODINIT_FUNC PyInit__native_spans(void) {
         PyObject *module, *cimpl;
@@ -313,9 +397,17 @@ PyMODINIT_FUNC PyInit__native_spans(void) {
                 return NULL;
         if (!(module = PyModule_Create(&module_def)))
                 return NULL;
+        if (!Unusable &&
+            !(Unusable = PyErr_NewException("replicator.engine._native_spans.Unusable",
+                                            PyExc_RuntimeError, NULL))) {
+                Py_DECREF(module);
+                return NULL;
+        }
         if (PyModule_AddObjectRef(module, "SpanProducer", (PyObject *)&SpanProducerType) < 0 ||
+            PyModule_AddObjectRef(module, "Unusable", Unusable) < 0 ||
             PyModule_AddStringConstant(module, "CONFLUENT_KAFKA_LAYOUT",
-                                       CONFLUENT_KAFKA_LAYOUT) < 0) {
+                                       CONFLUENT_KAFKA_LAYOUT) < 0 ||
+            PyModule_AddStringConstant(module, "SOURCE_SHA256", NATIVE_SPANS_SOURCE_SHA256) < 0) {
                 Py_DECREF(module);
                 return NULL;
         }

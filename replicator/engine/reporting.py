@@ -4,6 +4,7 @@ fires, so a stopped partition shows without waiting), and per-second metrics."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -13,8 +14,23 @@ from confluent_kafka import TopicPartition
 
 from replicator import metrics
 from replicator.engine.partition import PartitionTracker
-from replicator.engine.status import StatusWriter, WorkerStatus
+from replicator.engine.rewrite import LOOP
+from replicator.engine.spans import python_reason
+from replicator.engine.status import PartitionStatus, StatusWriter, WorkerStatus
 from replicator.kafka.clients import Consumer, Producer
+
+log = logging.getLogger(__name__)
+
+#: What a skipped record is, by reason, for the log line that names the first one.
+_SKIP_WHY = {
+    LOOP: "it is our copy of a record that came from the target, on this topic "
+    "(its __dr_src/__dr_topic headers): replicating it back would loop",
+    "loop_legacy": "its headers, written by a replicator older than __dr_topic, say it "
+    "came from the target, and under this replication policy the topic's name cannot "
+    "tell whether it is our copy or an application's record that forwarded them; it is "
+    "treated as a loop, as before. If an application wrote it, produce it again (the "
+    "replicator now writes __dr_topic, and such records are copied)",
+}
 
 
 class TaskReporter:
@@ -27,6 +43,8 @@ class TaskReporter:
         self._producer: Producer | None = None
         self._status: StatusWriter | None = None
         self._consumer: Consumer | None = None
+        #: Skipped records per partition: reason -> [count, first source offset].
+        self._skips: dict[tuple[str, int], dict[str, list[int]]] = {}
 
     @property
     def ready(self) -> bool:
@@ -50,16 +68,40 @@ class TaskReporter:
             return None
         return max(0, high - tracker.next_offset)
 
+    def skipped(self, tracker: PartitionTracker, offset: int, reason: str) -> None:
+        """The record at `offset` of `tracker`'s partition is not replicated, for
+        `reason`: counted in the metric and the partition's status, and the first of
+        each reason on the partition logged (never silent, never a line per record)."""
+        metrics.SKIPPED.labels(*tracker.labels, reason).inc()
+        skips = self._skips.setdefault(tracker.key, {})
+        seen = skips.get(reason)
+        if seen is not None:
+            seen[0] += 1
+            return
+        skips[reason] = [1, offset]
+        log.warning(
+            "flow %s: %s[%d] offset %d is not replicated: %s. Further ones on this "
+            "partition are counted in replicator_records_skipped_total{reason=%r} and "
+            "shown by `replicator status`",
+            self.flow, tracker.topic, tracker.partition, offset,
+            _SKIP_WHY.get(reason, reason), reason,
+        )  # fmt: skip
+
+    def _partition_status(self, tracker: PartitionTracker, lag: int | None) -> PartitionStatus:
+        status = tracker.status(lag)
+        status.skipped_by = self._skips.get(tracker.key, {})
+        return status
+
     def partition(self, tracker: PartitionTracker, lag: int | None) -> None:
         """Publish one partition's status now (a policy fired: operators see it at once)."""
-        self._status.publish(tracker.status(lag))
+        self._status.publish(self._partition_status(tracker, lag))
         self._producer.poll(0)
 
     def revoked(self, tracker: PartitionTracker) -> None:
         """The partition was taken from this worker: its last status says so (unless
         it is stopped, which still needs an operator), and its next owner reports on
         it from now on, so its state metric goes (a stale 1 would alert forever)."""
-        status = tracker.status(lag=None)
+        status = self._partition_status(tracker, lag=None)
         if not tracker.stopped:
             status.state = "revoked"
         self._status.publish(status)
@@ -83,7 +125,7 @@ class TaskReporter:
         stopped or failed, with the `error` that failed it)."""
         count = 0
         for tracker in trackers:
-            self._status.publish(tracker.status(self.lag(tracker)))
+            self._status.publish(self._partition_status(tracker, self.lag(tracker)))
             count += 1
         self._status.publish(
             WorkerStatus(
@@ -96,6 +138,7 @@ class TaskReporter:
                 topics=sorted(topics),
                 error=error,
                 started_ms=self.started_ms,
+                python_reason=python_reason(),
             )
         )
         self._producer.poll(0)

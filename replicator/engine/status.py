@@ -43,10 +43,23 @@ class PartitionStatus:
     lost: int = 0
     error: str | None = None
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: Records this worker did not replicate, by reason (`loop`, `loop_legacy`; see
+    #: `replicator.engine.rewrite`): [count, first source offset].
+    skipped_by: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.flow}|partition|{self.topic}|{self.partition}"
+
+    @property
+    def skip_note(self) -> str | None:
+        """`skipped_by` in words, for status lines; None when nothing was skipped."""
+        if not self.skipped_by:
+            return None
+        return "; ".join(
+            f"{count} skipped as {reason.replace('_', ' ')} from offset {first}"
+            for reason, (count, first) in sorted(self.skipped_by.items())
+        )
 
     @property
     def where(self) -> str:
@@ -66,6 +79,9 @@ class WorkerStatus:
     #: deployments of the same flow name writing to the same target.
     topics: list[str] = field(default_factory=list)
     error: str | None = None
+    #: Why this worker's replication loop runs in Python alone (its C part could not
+    #: be used; see `replicator.engine.spans`), or None when it uses the C part.
+    python_reason: str | None = None
     #: When this worker started the flow: staleness bounds (checkpoints, heartbeats)
     #: count from it, since a flow that just started has written nothing yet.
     started_ms: int | None = None

@@ -34,7 +34,7 @@ from replicator.config.model import FlowConfig
 from replicator.config.policies import ReplicationPolicy
 from replicator.engine.assignment import Assignment
 from replicator.engine.exactly_once import ExactlyOnce
-from replicator.engine.headers import OFFSET_HEADER, Headers, encode_offset
+from replicator.engine.headers import OFFSET_HEADER, TOPIC_HEADER, Headers, encode_offset
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.kafka_errors import AUTH_ERRORS, REJECTED, AccessDenied, missing_on_source
 from replicator.engine.offset_syncs import OffsetSyncWriter
@@ -43,7 +43,7 @@ from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import OversizedRecords, SizeLimits
-from replicator.engine.spans import span_producer
+from replicator.engine.spans import refuse, span_producer, unusable_error
 from replicator.engine.task_setup import TaskSetup
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
@@ -85,7 +85,7 @@ class ReplicationTask(TaskSetup, Assignment):
         self.started_ms = int(time.time() * 1000)
         self._reporter = TaskReporter(flow.name, self.worker_id, self.started_ms)
         self.policy: ReplicationPolicy = flow.policy
-        self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias)
+        self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias, flow.policy)
         #: Produces the plain records of a run in C; None: the loop does it all.
         self._spans = span_producer(flow.source.alias)
         self.topic_sync = TopicSync(flow)
@@ -309,9 +309,18 @@ class ReplicationTask(TaskSetup, Assignment):
         first_offset = last_offset = -1
         epoch = tracker.epoch
         while True:
-            index, n, size, first, last, refused = self._spans.produce(
-                tracker.producer, tracker.remote, messages, index, tracker.size.limit
-            )
+            try:
+                index, n, size, first, last, refused = self._spans.produce(
+                    tracker.producer, tracker.remote, messages, index, tracker.size.limit
+                )
+            except unusable_error() as exc:
+                if produced:  # it checks before it produces: the same producer passed
+                    raise
+                # The handle read from the producer is not its own: the C part must
+                # not touch it. The loop goes on in Python (said once, see spans).
+                refuse("handle", f"flow {self.flow.name}: {exc}")
+                self._spans = None
+                return _Span(index, 0, 0, -1, -1)
             produced += n
             size_total += size
             first_offset = first if first_offset < 0 else first_offset
@@ -330,6 +339,7 @@ class ReplicationTask(TaskSetup, Assignment):
         it runs for every record."""
         topic, partition = key = tracker.key
         rewrite_headers, source_entry = self._rewrite.headers, self._rewrite.source_entry
+        topic_entry = (TOPIC_HEADER, topic.encode())
         produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
         # The replica made, not yet produced (none while p_headers is None).
         p_key = p_value = p_headers = p_timestamp = None
@@ -347,9 +357,10 @@ class ReplicationTask(TaskSetup, Assignment):
             index += 1
             offset, own = message.offset(), message.headers()
             if own is None:  # the common case
-                headers, size = [source_entry, (OFFSET_HEADER, encode_offset(offset))], 0
+                headers = [source_entry, (OFFSET_HEADER, encode_offset(offset)), topic_entry]
+                size = 0
             else:
-                headers, size = rewrite_headers(own, offset)
+                headers, size = rewrite_headers(own, offset, topic)
             value, record_key = message.value(), message.key()
             size += (len(value) if value else 0) + (len(record_key) if record_key else 0)
             if headers is None or size > limit:
@@ -387,14 +398,15 @@ class ReplicationTask(TaskSetup, Assignment):
         headers: Headers | None,
         size: int,
     ) -> bool:
-        """A record of the run that is not produced: one that came from the target
-        (no headers: replicating it would loop) or one too large for the remote topic.
-        Its handler reads and moves the partition's position. False when a policy
+        """A record of the run that is not produced: a loop (no headers: our copy of a
+        record that came from the target, see `rewrite`) or one too large for the remote
+        topic. Its handler reads and moves the partition's position. False when a policy
         holds the partition here or stopped it: the rest of the run waits, or is
         dropped."""
         if headers is None:
             tracker.counters.skipped += 1
             tracker.next_offset = message.offset() + 1
+            self._reporter.skipped(tracker, message.offset(), self._rewrite.skip)
         else:
             self._on_oversized(tracker, message.offset(), size)
         return not (tracker.stopped or tracker.size.held)

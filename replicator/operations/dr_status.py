@@ -99,6 +99,8 @@ class PartitionLag:
     #: "replicating" but not reported for longer than a live worker stays silent: its
     #: worker is gone, and its lag is the last one it saw, not today's.
     stale: bool
+    #: Records its worker did not replicate (loops), in words; None when none.
+    skipped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -438,6 +440,7 @@ def _partition(row: PartitionStatus) -> PartitionLag:
         error=row.error,
         updated_at=updated_at,
         stale=row.state == "replicating" and silent_s > STALE_AFTER_S,
+        skipped=row.skip_note,
     )
 
 

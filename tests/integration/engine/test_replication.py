@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
+from replicator.engine.headers import OFFSET_HEADER, OURS, SOURCE_HEADER, decode_offset
 
 from helpers.kafka import Record, create_topic, produce_records, read_partition, unique_topic
 from helpers.replication import end_offsets, flow_config, running, wait_until
@@ -32,8 +32,8 @@ def _records(count: int) -> list[Record]:
 
 
 def _own(record: Record) -> Record:
-    """A target record with our two headers removed."""
-    headers = tuple((k, v) for k, v in record.headers if k not in (SOURCE_HEADER, OFFSET_HEADER))
+    """A target record with our headers removed."""
+    headers = tuple((k, v) for k, v in record.headers if k not in OURS)
     return Record(record.key, record.value, headers, record.timestamp)
 
 

@@ -7,14 +7,10 @@ test_failure_policies.py."""
 
 from __future__ import annotations
 
-import pytest
-
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import OffsetSync
-from replicator.engine.headers import OFFSET_HEADER, ORIGIN_HEADER, SOURCE_HEADER, encode_offset
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.retention import outside_log
-from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import (
     RECORD_OVERHEAD,
     RESYNC_EVERY_S,
@@ -179,44 +175,6 @@ def test_exactly_once_the_timer_never_points_at_a_rolled_back_record() -> None:
     writer.rolled_back(KEY)  # records 10..19 are aborted on the target
     writer.emit_due(force=True)
     assert producer.syncs() == [(9, 9)]
-
-
-# -- the record rewrite ---------------------------------------------------------------------
-
-
-HEADERS = RecordRewrite("primary", "dr").headers
-
-
-def test_the_records_own_headers_are_kept_in_order_counted_and_ours_follow() -> None:
-    own = [("trace", b"abc"), ("empty", None), ("trace", b"d")]
-    headers, own_bytes = HEADERS(own, 42)
-    assert headers[:3] == own
-    assert headers[3:] == [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(42))]
-    assert own_bytes == (5 + 3 + 10) + (5 + 0 + 10) + (5 + 1 + 10)
-
-
-def test_a_replica_of_a_replica_names_the_cluster_it_originated_on() -> None:
-    # Read on `primary`, where it was replicated from `east`: the earlier hop's
-    # headers go, ours come, and `east` is kept as the origin.
-    headers = [(SOURCE_HEADER, b"east"), (OFFSET_HEADER, b"\0" * 8), ("app", b"1")]
-    out, own_bytes = HEADERS(headers, 42)
-    assert out == [
-        ("app", b"1"),
-        (SOURCE_HEADER, b"primary"),
-        (OFFSET_HEADER, encode_offset(42)),
-        (ORIGIN_HEADER, b"east"),
-    ]
-    assert own_bytes == len("app") + 1 + 10
-
-
-def test_the_origin_header_wins_over_the_source_header() -> None:
-    out, _ = HEADERS([(SOURCE_HEADER, b"west"), (ORIGIN_HEADER, b"east")], 42)
-    assert out[-1] == (ORIGIN_HEADER, b"east")
-
-
-@pytest.mark.parametrize("header", [SOURCE_HEADER, ORIGIN_HEADER])
-def test_a_record_that_originated_on_the_target_is_not_replicated_back(header: str) -> None:
-    assert HEADERS([(header, b"dr"), (OFFSET_HEADER, b"\0" * 8)], 42) == (None, 0)
 
 
 # -- retention and oversized-record policies ------------------------------------------------
