@@ -1,14 +1,25 @@
 """Quarterly DR drill. Non-disruptive by default: the real groups' positions are
 translated into shadow groups on the DR side and checked record by record; with
-`mode` "full" the drill applications fail over and back for real. RPO, RTO and
-the per-partition results are stored in the DR state store (history), with the
-drill's duration and how long applications were down (none unless "full")."""
+`mode` "full" the drill applications fail over and back for real, so a person is
+asked first (`approval`), as for a failover: only the deployment's approvers may
+answer, the drill checks the recorded answer before it moves anything, and
+`skip_approval` is honoured only where the deployment's approval policy lets full
+drills skip (docs/failover-approval.md). RPO, RTO and the per-partition results are
+stored in the DR state store (history), with the drill's duration and how long
+applications were down (none unless "full")."""
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, chain
 from replicator_airflow.dag_defaults import DAG_DEFAULTS
-from replicator_airflow.operators import ProcedureRunOperator
+from replicator_airflow.notifiers import ApprovalNotifier
+from replicator_airflow.operators import (
+    ApprovalBranchOperator,
+    ProcedureApprovalOperator,
+    ProcedureRunOperator,
+)
+
+from replicator.statestore import DEFAULT_LEASE_TTL_S
 
 with DAG(
     dag_id="dr_drill",
@@ -25,7 +36,34 @@ with DAG(
             "full: the drill applications to move",
         ),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
+        "skip_approval": Param(
+            False,
+            type="boolean",
+            description="full: ask nobody; refused unless the deployment's approval policy "
+            "lets full drills skip",
+        ),
+        "approval_timeout_minutes": Param(
+            30,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=DEFAULT_LEASE_TTL_S / 60,
+            description="full: no answer by then counts as Reject; at most the lease",
+        ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },
 ):
-    ProcedureRunOperator(task_id="drill", kind="drill")
+    drill = ProcedureRunOperator(task_id="drill", kind="drill")
+    approval = ProcedureApprovalOperator(
+        task_id="approval",
+        kind="drill",
+        findings=(),
+        subject="Run a full DR drill of {{ params.applications }} over {{ params.flow }}?",
+        body="Approve to fail {{ params.applications }} over to {{ params.flow }}'s target "
+        "and back, for real (they stop twice). Reject to leave everything as it is.",
+        notifiers=[ApprovalNotifier()],
+    )
+    gate = ApprovalBranchOperator(
+        task_id="needs_approval", kind="drill", approval="approval", then=drill.task_id
+    )
+    chain(gate, approval, drill)
+    gate >> drill

@@ -2,16 +2,20 @@
 (the steps from `fence` to `switch`, while the applications are stopped, in one
 task, `cutover`, so Airflow's start-up between tasks does not lengthen it).
 
-Trigger with the form (flow, mode, applications, reverse, grant_write, dry run). A planned
-failover asks a person first, before anything is fenced: the `approval` question
-holds the preflight findings and the plan (what every step would do). Approve:
-the cutover (fence, drain, ..., switch), then the reverse flow. Reject, or no
-answer within `approval_timeout_minutes`: nothing changes, the run is recorded as
-"rejected". Unplanned failovers, dry runs and `skip_approval` (drills) ask
-nobody. A failed task can be cleared and retried alone (completed steps are never
-applied twice; a retried `cutover` resumes at the step that failed), or the run
-aborted with the `abort_procedure` DAG. The `report` task reads the outcome: RPO,
-RTO, duration and the applications' downtime.
+Trigger with the form (flow, mode, applications, reverse, grant_write, dry run). A
+failover, planned or unplanned, asks a person first, before anything is fenced: the
+`approval` question holds the preflight findings and the plan (what every step
+would do), and only the approvers of the deployment's approval policy may answer it
+(the `replicator_default` connection's extra "approval"; see docs/failover-approval.md).
+Approve: the cutover (fence, drain, ..., switch), then the reverse flow; the cutover
+itself checks the recorded answer, so marking `approval` successful by hand lets
+nothing through. Reject, or no answer within `approval_timeout_minutes` (at most the
+procedure's 1 h lease): nothing changes, the run is recorded as "rejected". Dry runs
+ask nobody; `skip_approval` is honoured only where the deployment's policy lets that
+kind of failover skip, and refused otherwise. A failed task can be cleared and retried
+alone (completed steps are never applied twice; a retried `cutover` resumes at the
+step that failed), or the run aborted with the `abort_procedure` DAG. The `report`
+task reads the outcome: RPO, RTO, duration and the applications' downtime.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from replicator_airflow.operators import (
 )
 
 from replicator.procedures import dag_tasks
+from replicator.statestore import DEFAULT_LEASE_TTL_S
 
 with DAG(
     dag_id="failover",
@@ -46,9 +51,18 @@ with DAG(
             description="before the switch, give the applications' producers WRITE on the "
             "target's topics (applications.<name>.producer.principals); failback removes it",
         ),
-        "skip_approval": Param(False, type="boolean", description="no human step (drills)"),
+        "skip_approval": Param(
+            False,
+            type="boolean",
+            description="ask nobody: refused unless the deployment's approval policy lets "
+            "this kind of failover skip",
+        ),
         "approval_timeout_minutes": Param(
-            30, type="number", exclusiveMinimum=0, description="no answer by then counts as Reject"
+            30,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=DEFAULT_LEASE_TTL_S / 60,
+            description="no answer by then counts as Reject; at most the procedure's lease",
         ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },
@@ -66,7 +80,9 @@ with DAG(
         "and switch them to its target. Reject to leave everything as it is.",
         notifiers=[ApprovalNotifier()],
     )
-    gate = ApprovalBranchOperator(task_id="needs_approval", approval="approval", then=first.task_id)
+    gate = ApprovalBranchOperator(
+        task_id="needs_approval", kind="failover", approval="approval", then=first.task_id
+    )
     chain(
         preflight,
         ProcedurePlanOperator(task_id="plan", kind="failover", for_approval=True),

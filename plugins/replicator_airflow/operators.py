@@ -9,27 +9,38 @@ Where the configuration and the state store are comes from the Airflow
 connection (or the environment, see `hooks`), never from a run's conf, and a
 conf may set only the params its DAG declares: whoever may trigger a DAG
 cannot point a failover at another file or database.
+
+So does the approval policy (`approval_policy`): the same connection's extra
+`"approval"` object, else `$REPLICATOR_APPROVAL` (the same object as JSON); see
+`replicator.procedures.approval` for its keys. Every task of a run that changes
+production puts it in its request, so a run that asks to skip the question where
+the deployment does not allow it fails at its first task, and the run's first
+changing step acts only on the answer the approval task recorded.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf as airflow_conf
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk import BaseBranchOperator, BaseOperator, Context, TriggerRule
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk import BaseBranchOperator, BaseHook, BaseOperator, Context, TriggerRule
+from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSkipException
 
 from replicator.errors import ReplicatorError
 from replicator.procedures import (
+    ApprovalPolicy,
     Kind,
     ProcedureReport,
     ProcedureRequest,
     abort,
-    decide,
+    answer,
+    approval_needed,
     plan,
     reject,
     report,
@@ -62,9 +73,11 @@ def settings(context: Context, conn_id: str) -> ReplicatorSettings:
 
 
 def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
-    """The run's params, with where the configuration and the state store are and
-    the secrets the configuration may reference taken from the connection (they win
-    over any param), and who triggered the run."""
+    """The run's params, with where the configuration and the state store are, the
+    secrets the configuration may reference and the approval policy taken from the
+    connection (they win over any param), and who triggered the run. Raises
+    ApprovalRefused when the run asks to skip its approval where the deployment
+    does not allow that, or would wait for it longer than the procedure's lease."""
     where = settings(context, conn_id)
     params = {
         **context["params"],
@@ -72,7 +85,82 @@ def request(kind: Kind, context: Context, conn_id: str) -> ProcedureRequest:
         "state_url": where.state_url,
         "started_by": started_by(context),
     }
-    return replace(ProcedureRequest.from_params(kind, params), connection=where.secrets)
+    wanted = replace(
+        ProcedureRequest.from_params(kind, params),
+        connection=where.secrets,
+        approval=approval_policy(conn_id),
+    )
+    approval_needed(wanted)  # refuses a skip or a timeout the deployment does not allow
+    return wanted
+
+
+#: Without the connection: the approval policy as JSON (the connection's extra
+#: "approval" object otherwise).
+APPROVAL_ENV = "REPLICATOR_APPROVAL"
+
+
+def approval_policy(conn_id: str) -> ApprovalPolicy:
+    """The deployment's approval policy: the extra's "approval" object of connection
+    `conn_id`, or without that connection `$REPLICATOR_APPROVAL`; the default (ask
+    for every change, anyone Airflow lets answer) when neither sets one."""
+    try:
+        extra = BaseHook.get_connection(conn_id).extra_dejson
+    except AirflowNotFoundException:
+        raw = os.environ.get(APPROVAL_ENV)
+        where = f"${APPROVAL_ENV}"
+        try:
+            given = json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise ReplicatorError(f"{where} is not JSON ({exc}); see the approval policy") from exc
+        return ApprovalPolicy.from_settings(given, where)
+    return ApprovalPolicy.from_settings(
+        extra.get("approval"), f'Airflow connection {conn_id!r}, extra "approval"'
+    )
+
+
+def airflow_roles() -> dict[str, str] | None:
+    """Each Airflow user's role (lower case) where the auth manager is Airflow's
+    simple one (`[core] simple_auth_manager_users`, "user:role"); None with any other
+    auth manager, whose roles this plugin cannot read."""
+    manager = airflow_conf.get("core", "auth_manager", fallback="") or ""
+    if manager and not manager.endswith("SimpleAuthManager"):
+        return None
+    users = airflow_conf.get("core", "simple_auth_manager_users", fallback="admin:admin")
+    roles = {}
+    for entry in (u.strip() for u in users.split(",")):
+        if entry:
+            user, _, role = entry.partition(":")
+            roles[user.strip()] = role.strip().lower()
+    return roles
+
+
+def assigned_approvers(policy: ApprovalPolicy, triggered_by: str | None) -> list[dict[str, str]]:
+    """Who may answer the question (the HITL assigned users; [] when the policy names
+    nobody: then whoever Airflow lets answer may). The run's own triggerer is left
+    out under the two-person rule. ReplicatorError when that leaves nobody, or the
+    policy names roles the auth manager's users cannot be read for."""
+    if not policy.restricted:
+        return []
+    users = list(policy.users)
+    if policy.roles:
+        roles = airflow_roles()
+        if roles is None:
+            raise ReplicatorError(
+                f"{policy.where} names roles ({', '.join(policy.roles)}), which this plugin can "
+                "resolve only with Airflow's simple auth manager; list the approvers' user ids"
+            )
+        wanted = {r.lower() for r in policy.roles}
+        users += sorted(user for user, role in roles.items() if role in wanted)
+    if policy.two_person and triggered_by:
+        users = [u for u in users if u != triggered_by]
+    if not users:
+        raise ReplicatorError(
+            f"nobody may answer this approval: {policy.where} allows "
+            f"{policy.describe_approvers()}"
+            + (f", and {triggered_by} triggered the run (two-person rule)" if triggered_by else "")
+            + "; add approvers to the policy, or have someone else trigger the run"
+        )
+    return [{"id": user, "name": user} for user in dict.fromkeys(users)]
 
 
 def started_by(context: Context) -> str:
@@ -81,17 +169,6 @@ def started_by(context: Context) -> str:
     run = context["dag_run"]
     user = run.triggering_user_name
     return f"{user} (Airflow user)" if user else f"Airflow ({run.run_type} run)"
-
-
-def approval_needed(params: dict[str, Any]) -> bool:
-    """A planned failover asks a person, unless it is a dry run, or its
-    `skip_approval` param says so (drills); an unplanned one does not: nobody waits
-    at 3 a.m. for a dead primary."""
-    return (
-        params.get("mode", "planned") == "planned"
-        and not params.get("skip_approval")
-        and not params.get("dry_run")
-    )
 
 
 def summary(outcome: ProcedureReport) -> dict[str, Any]:
@@ -178,10 +255,10 @@ class ProcedurePlanOperator(_ProcedureOperator):
         self.for_approval = for_approval
 
     def execute(self, context: Context) -> dict[str, Any]:
-        params = context["params"]
-        if not (params.get("dry_run") or (self.for_approval and approval_needed(params))):
+        wanted = self.request(context)
+        if not (wanted.dry_run or (self.for_approval and approval_needed(wanted))):
             raise AirflowSkipException("not a dry run, and nobody to ask: no plan needed")
-        planned = plan(self.request(context))
+        planned = plan(wanted)
         for step in planned.steps:
             self.log.info("%s %s would: %s", self.kind, step.name, step.report)
         return {step.name: step.report for step in planned.steps}
@@ -212,18 +289,31 @@ class ProcedureRunOperator(_ProcedureOperator):
 
 
 class ApprovalBranchOperator(BaseBranchOperator):
-    """Before anything is changed: ask a person (task `approval`) when
-    `approval_needed`, then go on with task `then`, which waits for the answer."""
+    """Before anything is changed: ask a person (task `approval`) when the run of
+    procedure `kind` must (`replicator.procedures.approval_needed`: the deployment's
+    policy decides, never the run), then go on with task `then`, which waits for the
+    answer. Skipping the question here lets nothing through: the run's first
+    changing step checks the recorded answer itself."""
 
-    def __init__(self, *, approval: str, then: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        kind: Kind,
+        approval: str,
+        then: str,
+        replicator_conn_id: str = ReplicatorHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED)
         super().__init__(**kwargs)
+        self.kind = kind
         self.approval = approval
         self.then = then
+        self.replicator_conn_id = replicator_conn_id
 
     def choose_branch(self, context: Context) -> list[str]:
         # Both stay in the run when approval is needed: `then` waits for the human.
-        needed = approval_needed(context["params"])
+        needed = approval_needed(request(self.kind, context, self.replicator_conn_id))
         return [self.approval, self.then] if needed else [self.then]
 
 
@@ -231,12 +321,20 @@ class ProcedureApprovalOperator(ApprovalOperator):
     """Ask a person whether procedure `kind` may go on, with the findings of the
     tasks `findings` (their XCom) in the question.
 
-    Approve: the tasks after it run. Reject, or no answer within the run's
-    `approval_timeout_minutes` param: the run is recorded as "rejected" in the
-    history (whatever it fenced or stopped would run again; asked before the fence,
-    that is nothing), and every task after it is skipped, whatever its trigger
-    rule, `report` included; no step of the run can run afterwards, not even
-    cleared (`replicator.procedures.steps.ProcedureEnded`)."""
+    Who may answer is the deployment's approval policy (`approval_policy`): its
+    users and the users of its roles are the question's assigned users (Airflow
+    refuses anyone else), less the run's triggerer under the two-person rule. The
+    question waits at most `approval_timeout_minutes`, which may not exceed the
+    procedure's lease.
+
+    The answer is recorded in the state store (`replicator.procedures.answer`),
+    where the run's first changing step checks it: Approve by an allowed approver,
+    the tasks after it run. Reject, no answer within the timeout, or an answer the
+    policy refuses (the triggerer under the two-person rule, someone not allowed):
+    the run is recorded as "rejected" in the history (whatever it fenced or stopped
+    would run again; asked before the fence, that is nothing), and every task after
+    it is skipped, whatever its trigger rule, `report` included; no step of the run
+    can run afterwards, not even cleared (`replicator.procedures.steps.ProcedureEnded`)."""
 
     def __init__(
         self,
@@ -254,42 +352,66 @@ class ProcedureApprovalOperator(ApprovalOperator):
         self.replicator_conn_id = replicator_conn_id
 
     def execute(self, context: Context) -> Any:
+        wanted = request(self.kind, context, self.replicator_conn_id)  # checks the timeout
         minutes = float(context["params"]["approval_timeout_minutes"])
         self.response_timeout = timedelta(minutes=minutes)
+        assert wanted.approval is not None  # `request` always sets the policy
+        self.assigned_users = assigned_approvers(wanted.approval, triggered_by(context)) or None
         found = {task: context["ti"].xcom_pull(task_ids=task) for task in self.findings}
-        self.body = question(self.body or "", found, minutes)
+        self.body = question(self.body or "", found, minutes, wanted.approval)
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        if "error" not in event:
-            self._record(context, event)
+        if "error" not in event and not self._record(context, event):
+            event = {**event, "chosen_options": [self.REJECT]}  # skip every task after it
         return super().execute_complete(context, event)
 
-    def _record(self, context: Context, event: dict[str, Any]) -> None:
-        """Record the answer and who gave it, for the run's report; anything but
-        Approve ends the run as rejected."""
+    def _record(self, context: Context, event: dict[str, Any]) -> bool:
+        """Record the answer, who gave it and who triggered the run, where the run's
+        first changing step checks it; anything but an approval the policy accepts
+        ends the run as rejected (False)."""
         wanted = request(self.kind, context, self.replicator_conn_id)
-        who = (event.get("responded_by_user") or {}).get("name")
-        approved = event.get("chosen_options") == [self.APPROVE]
-        timed_out = bool(event.get("timedout")) or not who
-        answer = "approved" if approved else "no answer" if timed_out else "rejected"
-        at = event.get("responded_at") or datetime.now(UTC)
-        decide(wanted, procedure_id(context), answer, who, at)
-        approval_answered(context, procedure_id(context), f"{answer} by {who}" if who else answer)
-        if not approved:
-            minutes = float(context["params"]["approval_timeout_minutes"])
-            reason = (
-                f"no answer to the approval within {minutes:g} min"
-                if timed_out
-                else f"rejected by {who}"
-            )
-            rejected = reject(wanted, procedure_id(context), reason)
-            self.log.warning("%s rejected (%s): %s", self.kind, reason, rejected.as_dict())
+        person = event.get("responded_by_user") or {}
+        who, name = person.get("id"), person.get("name")
+        roles = airflow_roles() or {}
+        recorded = answer(
+            wanted,
+            procedure_id(context),
+            chosen=list(event.get("chosen_options") or []),
+            approver=str(who) if who is not None else None,
+            approver_name=name,
+            approver_roles=[roles[str(who)]] if str(who) in roles else [],
+            triggered_by=triggered_by(context),
+            answered_at=event.get("responded_at") or datetime.now(UTC),
+            timed_out=bool(event.get("timedout")) or not who,
+        )
+        by = recorded.approver_name or recorded.approver
+        said = f"{recorded.decision} by {by}" if by else recorded.decision
+        approval_answered(context, procedure_id(context), said)
+        if recorded.decision == "approved":
+            return True
+        minutes = float(context["params"]["approval_timeout_minutes"])
+        reason = {
+            "no answer": f"no answer to the approval within {minutes:g} min",
+            "rejected": f"rejected by {by}",
+        }.get(recorded.decision, f"approval refused: {recorded.details.get('reason')}")
+        rejected = reject(wanted, procedure_id(context), reason)
+        self.log.warning("%s rejected (%s): %s", self.kind, reason, rejected.as_dict())
+        return False
 
 
-def question(intro: str, findings: dict[str, Any], minutes: float) -> str:
-    """The approval's body: the question, then each finding as JSON (Markdown)."""
-    parts = [intro.strip(), f"No answer within {minutes:g} min counts as Reject."]
+def triggered_by(context: Context) -> str | None:
+    """The Airflow user who triggered the run (None: a schedule or an event)."""
+    return context["dag_run"].triggering_user_name or None
+
+
+def question(intro: str, findings: dict[str, Any], minutes: float, policy: ApprovalPolicy) -> str:
+    """The approval's body: the question, who may answer, then each finding as JSON
+    (Markdown)."""
+    who = f"May answer: {policy.describe_approvers()}"
+    if policy.two_person:
+        who += ", not whoever triggered the run"
+    parts = [intro.strip(), f"No answer within {minutes:g} min counts as Reject. {who}."]
     for task, found in findings.items():
         if found is not None:
             shown = json.dumps(found, indent=1, sort_keys=True, default=str)

@@ -8,6 +8,7 @@ the names below."""
 
 from replicator.engine.status import live_workers
 from replicator.procedures.abort import AbortReport, abort
+from replicator.procedures.approval import ApprovalPolicy, ApprovalRefused
 from replicator.procedures.drill import Drill
 from replicator.procedures.drill_check import DrillPosition, PartitionCheck
 from replicator.procedures.failback import Failback
@@ -19,6 +20,8 @@ from replicator.procedures.offset_reset import OffsetReset
 from replicator.procedures.orchestration import (
     Kind,
     ProcedureRequest,
+    answer,
+    approval_needed,
     dag_tasks,
     decide,
     plan,
@@ -37,6 +40,8 @@ from replicator.procedures.steps import (
 
 __all__ = [
     "AbortReport",
+    "ApprovalPolicy",
+    "ApprovalRefused",
     "Drill",
     "DrillPosition",
     "Failback",
@@ -53,6 +58,8 @@ __all__ = [
     "StepFailed",
     "StepOutcome",
     "abort",
+    "answer",
+    "approval_needed",
     "dag_tasks",
     "decide",
     "live_workers",

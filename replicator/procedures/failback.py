@@ -35,6 +35,7 @@ from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications, write_grants
+from replicator.procedures.approval import ApprovalGate, guarded
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -65,6 +66,9 @@ class Failback(Procedure):
 
     kind = "failback"
     recovery_step = "switch"
+    #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
+    #: every step that changes something first checks the run's recorded answer.
+    approval_gate: ApprovalGate | None = None
 
     def __init__(
         self,
@@ -100,6 +104,9 @@ class Failback(Procedure):
     # -- Procedure -----------------------------------------------------------------
 
     def steps(self) -> list[Step]:
+        return guarded(self, self._steps())
+
+    def _steps(self) -> list[Step]:
         return [
             Step("preflight", self._preflight),
             Step("reconcile", self._reconcile),

@@ -32,6 +32,7 @@ from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications, write_grants
+from replicator.procedures.approval import ApprovalGate, guarded
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     GroupMove,
@@ -60,6 +61,9 @@ class Failover(Procedure):
 
     kind = "failover"
     recovery_step = "switch"
+    #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
+    #: every step that changes something first checks the run's recorded answer.
+    approval_gate: ApprovalGate | None = None
 
     def __init__(
         self,
@@ -121,7 +125,7 @@ class Failover(Procedure):
         ]
         if self.reverse_flow:
             last.append(Step("start_reverse", self._start_reverse, self._preview_start_reverse))
-        return [*first, *last, Step("verify", self._verify)]
+        return guarded(self, [*first, *last, Step("verify", self._verify)])
 
     def params(self) -> dict[str, Any]:
         return {

@@ -19,6 +19,7 @@ from typing import Any
 
 from replicator.config.model import ReplicatorConfig
 from replicator.errors import ReplicatorError
+from replicator.procedures.approval import ApprovalGate, guarded
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
 from replicator.procedures.steps import Procedure, ProcedureReport, Step, StepReport
@@ -30,6 +31,10 @@ class FullDrill(Procedure):
 
     kind = "drill"
     recovery_step = "failover"
+    #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
+    #: both halves first check the run's recorded answer (the halves themselves run
+    #: under the drill's approval, so they carry no gate of their own).
+    approval_gate: ApprovalGate | None = None
 
     def __init__(
         self,
@@ -50,7 +55,8 @@ class FullDrill(Procedure):
         self.timeout_s = timeout_s
 
     def steps(self) -> list[Step]:
-        return [Step("failover", self._failover), Step("failback", self._failback)]
+        steps = [Step("failover", self._failover), Step("failback", self._failback)]
+        return guarded(self, steps, names=("failover", "failback"))
 
     def params(self) -> dict[str, Any]:
         return {"flow": self.flow.name, "applications": self.applications, "max_lag": self.max_lag}

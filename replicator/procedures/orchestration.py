@@ -18,9 +18,15 @@ a DAG runs them as one task, `cutover` (`dag_tasks`); each step is still saved
 on its own, and a retried `cutover` resumes at the first step not done.
 
 Around the steps: `plan` says what every step would do (a dry run, for the
-approval question and dry-run DAG runs), `decide` records who answered it,
-`reject` ends a run a person refused before anything was fenced, and `report`
-reads what a run did, running nothing.
+approval question and dry-run DAG runs), `approval_needed` whether the run must
+ask a person (and refuses a `skip_approval` the deployment does not allow),
+`answer` records who answered it and how (`replicator.procedures.approval`: the
+run's first changing step acts only on a recorded Approve), `reject` ends a run a
+person refused before anything was fenced, and `report` reads what a run did,
+running nothing.
+
+The approval policy is the deployment's: the orchestrator puts it in the request
+(`ProcedureRequest.approval`) from its own settings, never from a run's params.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from typing import Any, Literal
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
+from replicator.procedures import approval
 from replicator.procedures.abort import AbortReport, abort
+from replicator.procedures.approval import ApprovalGate, ApprovalPolicy
 from replicator.procedures.drill import Drill
 from replicator.procedures.failback import Failback
 from replicator.procedures.failover import Failover
@@ -42,9 +50,10 @@ from replicator.procedures.steps import (
     Procedure,
     ProcedureReport,
     StepReport,
+    history_run,
     record_decision,
 )
-from replicator.statestore import StateStore
+from replicator.statestore import ApprovalRecord, StateStore
 
 Kind = Literal["failover", "failback", "drill"]
 
@@ -102,6 +111,13 @@ class ProcedureRequest:
     grant_write: bool = False
     #: Failback: remove the WRITE the failover's `grant_write` gave them.
     revoke_write: bool = True
+    #: The run asks to go without an approval (refused unless `approval.skip` allows it).
+    skip_approval: bool = False
+    #: How long the run's approval question waits (at most the procedure's lease).
+    approval_timeout_minutes: float | None = None
+    #: The deployment's approval policy (from the orchestrator's settings, never from
+    #: params); None: nobody is asked (the CLI, run by an operator at the console).
+    approval: ApprovalPolicy | None = field(default=None, compare=False)
     #: The secrets `config`'s `${conn:NAME}` references resolve to (the Airflow
     #: connection's); never shown, never taken from params.
     connection: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -109,15 +125,46 @@ class ProcedureRequest:
     @classmethod
     def from_params(cls, kind: Kind, params: dict[str, Any]) -> ProcedureRequest:
         """From a DAG run's params (unknown keys are ignored: a DAG may hold others)."""
-        known = {name for name in cls.__dataclass_fields__ if name not in ("kind", "connection")}
+        known = {
+            name
+            for name in cls.__dataclass_fields__
+            if name not in ("kind", "connection", "approval")
+        }
         return cls(kind=kind, **{k: v for k, v in params.items() if k in known})
 
 
 def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedure:
-    """The procedure a request describes, bound to the state store it names."""
+    """The procedure a request describes, bound to the state store it names. With
+    the deployment's approval policy, its changing steps check the run's recorded
+    answer first (a run that may not skip the question is refused here)."""
+    approval_needed(request)
     procedure = _build(request, store)
     procedure.started_by = request.started_by
+    if request.approval is not None and hasattr(procedure, "approval_gate"):
+        gate = ApprovalGate(
+            request.approval,
+            approval.change_of(request.kind, request.mode),
+            request.skip_approval,
+        )
+        procedure.approval_gate = gate  # type: ignore[attr-defined]
     return procedure
+
+
+def approval_needed(request: ProcedureRequest) -> bool:
+    """Whether the run must ask a person before it changes anything (never without
+    the deployment's policy, i.e. from the CLI). Raises ApprovalRefused when it asks
+    to skip the question where the deployment does not allow that, or would wait
+    for the answer longer than the procedure's lease."""
+    if request.approval is None:
+        return False
+    return approval.check_request(
+        request.approval,
+        request.kind,
+        request.mode,
+        dry_run=request.dry_run,
+        skip_requested=request.skip_approval,
+        timeout_minutes=request.approval_timeout_minutes,
+    )
 
 
 def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
@@ -195,8 +242,54 @@ def plan(request: ProcedureRequest) -> ProcedureReport:
 
 def reject(request: ProcedureRequest, procedure_id: str, reason: str) -> AbortReport:
     """End run `procedure_id` as "rejected" (a person said no, or nobody answered):
-    whatever it fenced or stopped runs again, and none of its steps ever runs."""
-    return abort(StateStore(request.state_url), procedure_id, outcome="rejected", reason=reason)
+    whatever it fenced or stopped runs again, and none of its steps ever runs. A run
+    asked before any step of it ran (a full drill) is entered in the history first."""
+    store = StateStore(request.state_url)
+    if history_run(store, procedure_id) is None:
+        procedure = build(request, store)
+        procedure.procedure_id = procedure_id
+        procedure._run_id()  # the history run its first step would start
+    return abort(store, procedure_id, outcome="rejected", reason=reason)
+
+
+def answer(
+    request: ProcedureRequest,
+    procedure_id: str,
+    *,
+    chosen: list[str],
+    approver: str | None,
+    approver_name: str | None,
+    approver_roles: list[str],
+    triggered_by: str | None,
+    answered_at: datetime,
+    timed_out: bool,
+) -> ApprovalRecord:
+    """Record the answer to run `procedure_id`'s approval question, judged by the
+    deployment's policy (`replicator.procedures.approval.answer_of`), where the run's
+    first changing step reads it, and for the run's report (`decide`). The first
+    recorded answer stays."""
+    if request.approval is None:
+        raise ReplicatorError(
+            f"{request.kind} {procedure_id}: an approval answered without the deployment's "
+            "approval policy in the request"
+        )
+    store = StateStore(request.state_url)
+    judged = approval.answer_of(
+        request.approval,
+        procedure_id=procedure_id,
+        kind=request.kind,
+        chosen=chosen,
+        approver=approver,
+        approver_name=approver_name,
+        approver_roles=approver_roles,
+        triggered_by=triggered_by,
+        answered_at=answered_at,
+        timed_out=timed_out,
+    )
+    recorded = approval.record(store, judged)
+    by = recorded.approver_name or recorded.approver
+    record_decision(store, procedure_id, recorded.decision, by, recorded.answered_at)
+    return recorded
 
 
 def decide(

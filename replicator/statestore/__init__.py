@@ -25,6 +25,7 @@ from replicator.statestore.leases import DEFAULT_LEASE_TTL_S
 from replicator.statestore.ledger import LedgerCheck, LedgerEntry, check_ledgers, read_ledger
 from replicator.statestore.records import (
     Application,
+    ApprovalRecord,
     ClientState,
     ClientStatus,
     FlowSample,
@@ -40,6 +41,7 @@ __all__ = [
     "ROUTE_LEASE_S",
     "STATE_URL_ENV",
     "Application",
+    "ApprovalRecord",
     "ClientState",
     "ClientStatus",
     "FenceNotAcknowledged",

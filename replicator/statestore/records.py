@@ -144,3 +144,26 @@ class FlowSample:
     problems: tuple[dict[str, str], ...] = ()
     #: The bounds it judged by (`replicator.operations.health.Bounds`).
     bounds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """The answer to one procedure run's approval question, as the approval task
+    recorded it (`replicator.procedures.approval`): `decision` "approved",
+    "rejected", "no answer" or "refused" (an answer the deployment's policy does not
+    accept, e.g. the run's own triggerer under the two-person rule); `approver` the
+    Airflow user id who answered (None: nobody), with the name and roles Airflow
+    gave; `triggered_by` who triggered the run; `details` what the policy said
+    (allowed approvers, two-person rule, the reason of a refusal)."""
+
+    procedure_id: str
+    kind: str
+    decision: str
+    approver: str | None
+    approver_name: str | None
+    approver_roles: tuple[str, ...]
+    triggered_by: str | None
+    answered_at: datetime
+    recorded_at: datetime
+    preflight_rechecked_at: datetime | None = None
+    details: dict[str, Any] = field(default_factory=dict)

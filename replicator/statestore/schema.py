@@ -159,3 +159,21 @@ flow_samples = Table(
     Column("problems", JSON, nullable=False),
     Column("bounds", JSON, nullable=False),
 )
+
+# One row per procedure run that asked a person: the answer, written once by the
+# approval task and read by the run's first changing step (`approvals`).
+approvals = Table(
+    "dr_approvals",
+    metadata,
+    Column("procedure_id", String(_NAME), primary_key=True),
+    Column("kind", String(64), nullable=False),
+    Column("decision", String(32), nullable=False),
+    Column("approver", String(_NAME)),
+    Column("approver_name", String(_NAME)),
+    Column("approver_roles", JSON, nullable=False),
+    Column("triggered_by", String(_NAME)),
+    Column("answered_at", UTCDateTime, nullable=False),
+    Column("recorded_at", UTCDateTime, nullable=False),
+    Column("preflight_rechecked_at", UTCDateTime),
+    Column("details", JSON, nullable=False),
+)

@@ -11,7 +11,8 @@ together from one class per table group, each in its own module:
 - `flow_states`: dr_flows; the desired state of each flow;
 - `runs`: dr_runs and dr_steps; the DR history and each procedure step's result;
 - `incidents`: dr_incidents; what people were told about each problem, and when;
-- `samples`: dr_flow_samples; what each supervisor run measured of each flow.
+- `samples`: dr_flow_samples; what each supervisor run measured of each flow;
+- `approvals`: dr_approvals; the answer to each procedure run's approval question.
 
 They share `database.Database` (the engine, schema upgrade on first use,
 read/write transactions, upsert, the clock), the tables of `schema` and the
@@ -24,6 +25,7 @@ to the bases of `StateStore` below.
 from __future__ import annotations
 
 from replicator.statestore.applications import ApplicationStore
+from replicator.statestore.approvals import ApprovalStore
 from replicator.statestore.flow_states import FlowStateStore
 from replicator.statestore.incidents import IncidentStore
 from replicator.statestore.leases import LeaseStore
@@ -32,7 +34,13 @@ from replicator.statestore.samples import SampleStore
 
 
 class StateStore(
-    ApplicationStore, LeaseStore, FlowStateStore, RunStore, IncidentStore, SampleStore
+    ApplicationStore,
+    LeaseStore,
+    FlowStateStore,
+    RunStore,
+    IncidentStore,
+    SampleStore,
+    ApprovalStore,
 ):
     """The DR state store at a SQLAlchemy URL; its schema is created, or upgraded to
     this code's newest revision, on first use (replicator.statestore.migrate).

@@ -3,9 +3,11 @@ Airflow metadata DB (the `airflow_home` fixture in conftest.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,25 @@ class _Person:
         return self.name
 
 
+@dataclass
+class Attempt:
+    """One person's try at answering a question: `status` as the REST API answered
+    it (200, or the HTTPException's code, e.g. 403 for someone not assigned)."""
+
+    by: str
+    status: int
+    detail: str = ""
+
+
 @contextmanager
-def answering(dag_id: str, task_id: str, option: str | None, by: str = "ops") -> Iterator[None]:
+def answering(
+    dag_id: str, task_id: str, option: str | None, by: str | list[str] = "ops"
+) -> Iterator[list[Attempt]]:
     """While `dag.test()` runs in the calling thread, a thread answers the question of
     task `task_id` once it waits (state awaiting_input): with `option`, through the
-    REST API's own response handler, as a person in the Required Actions page would;
-    or with None not at all, running the scheduler's timeout sweep until the
+    REST API's own response handler, as a person in the Required Actions page would
+    (`by` a list: each person in turn tries until one is accepted; the attempts are
+    yielded); or with None not at all, running the scheduler's timeout sweep until the
     question's `response_timeout` passes and its defaults are taken."""
     from airflow.api_fastapi.core_api.datamodels.hitl import (  # noqa: PLC0415
         UpdateHITLDetailPayload,
@@ -55,10 +70,13 @@ def answering(dag_id: str, task_id: str, option: str | None, by: str = "ops") ->
     from airflow.models.taskinstance import TaskInstance  # noqa: PLC0415
     from airflow.utils.session import create_session  # noqa: PLC0415
     from airflow.utils.state import TaskInstanceState  # noqa: PLC0415
+    from fastapi import HTTPException  # noqa: PLC0415
     from sqlalchemy import select  # noqa: PLC0415
 
     done = threading.Event()
     failure: list[BaseException] = []
+    attempts: list[Attempt] = []
+    people = [by] if isinstance(by, str) else list(by)
     sweeper = SchedulerJobRunner(job=Job()) if option is None else None
 
     def waiting() -> TaskInstance | None:
@@ -78,17 +96,24 @@ def answering(dag_id: str, task_id: str, option: str | None, by: str = "ops") ->
                 if ti is not None and sweeper is not None:
                     sweeper.check_awaiting_input_timeouts()
                 elif ti is not None:
-                    with create_session() as session:
-                        update_hitl_detail(
-                            dag_id=dag_id,
-                            dag_run_id=ti.run_id,
-                            task_id=task_id,
-                            update_hitl_detail_payload=UpdateHITLDetailPayload(
-                                chosen_options=[option]
-                            ),
-                            user=_Person(by),  # type: ignore[arg-type]
-                            session=session,
-                        )
+                    for person in people:
+                        try:
+                            with create_session() as session:
+                                update_hitl_detail(
+                                    dag_id=dag_id,
+                                    dag_run_id=ti.run_id,
+                                    task_id=task_id,
+                                    update_hitl_detail_payload=UpdateHITLDetailPayload(
+                                        chosen_options=[option]
+                                    ),
+                                    user=_Person(person),  # type: ignore[arg-type]
+                                    session=session,
+                                )
+                        except HTTPException as refused:
+                            attempts.append(Attempt(person, refused.status_code, refused.detail))
+                            continue
+                        attempts.append(Attempt(person, 200))
+                        return
                     return
                 done.wait(0.2)
         except BaseException as exc:
@@ -97,7 +122,7 @@ def answering(dag_id: str, task_id: str, option: str | None, by: str = "ops") ->
     thread = threading.Thread(target=answer, name=f"answer {task_id}", daemon=True)
     thread.start()
     try:
-        yield
+        yield attempts
     finally:
         done.set()
         thread.join(timeout=30)
@@ -122,6 +147,14 @@ def xcom(run: Any, task_id: str) -> Any:
 def task_states(run: Any) -> dict[str, str]:
     """The state of each task of the DAG run `run`."""
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def approval_policy(monkeypatch: Any, **policy: Any) -> None:
+    """Set the deployment's approval policy (`replicator_airflow.operators.approval_policy`)
+    where the DAGs' tasks read it without a `replicator_default` connection, as they
+    read the scene's configuration and store; e.g. `skip=["planned_failover"]` lets a
+    run with `skip_approval` go without asking."""
+    monkeypatch.setenv("REPLICATOR_APPROVAL", json.dumps(policy))
 
 
 def failover_conf(scene: ProcedureScene, **more: Any) -> dict[str, Any]:

@@ -19,15 +19,16 @@ from replicator.procedures.orchestration import run_steps
 from replicator.procedures.steps import ProcedureEnded, StepReport
 from replicator.statestore import StateStore
 
-from helpers.airflow import dagbag, failover_conf, task_request, task_states
+from helpers.airflow import approval_policy, dagbag, failover_conf, task_request, task_states
 from helpers.procedures import SceneMaker
 from helpers.replication import wait_until
 
 
 @pytest.mark.integration
 def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
-    airflow_home: Path, procedure_scene: SceneMaker
+    airflow_home: Path, procedure_scene: SceneMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    approval_policy(monkeypatch, skip=["planned_failover"])  # this deployment lets it skip
     scene = procedure_scene("abort", records=200, offsets={0: 50, 1: 60})
     app, store, [flow] = scene.app, scene.store, scene.flows
     bag = dagbag()

@@ -16,7 +16,15 @@ from replicator.procedures.orchestration import STEPS, run_steps
 from replicator.statestore import STATE_URL_ENV
 from replicator.verification.plan import plan_verification
 
-from helpers.airflow import DAGS, dagbag, failover_conf, task_request, task_states, xcom
+from helpers.airflow import (
+    DAGS,
+    approval_policy,
+    dagbag,
+    failover_conf,
+    task_request,
+    task_states,
+    xcom,
+)
 from helpers.procedures import SceneMaker, committed_offsets
 from helpers.replication import wait_until
 
@@ -40,8 +48,11 @@ def _dagbag_file(path: Path) -> None:
 
 
 def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_twice(
-    airflow_home: Path, procedure_scene: SceneMaker
+    airflow_home: Path, procedure_scene: SceneMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # This deployment lets both go without asking when a run says so (the approval:
+    # test_failover_approval.py).
+    approval_policy(monkeypatch, skip=["planned_failover", "failback"])
     original = {0: 100, 1: 150}
     scene = procedure_scene("dag.failover", records=400, offsets=original, reverse=True)
     app, store = scene.app, scene.store
@@ -53,7 +64,12 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
         failed_over = store.application(app)
         on_dr = committed_offsets("dr", scene.dr, app)
         back = bag.get_dag("failback").test(
-            run_conf={"flow": "primary->dr", "applications": [app], "timeout_s": 90}
+            run_conf={
+                "flow": "primary->dr",
+                "applications": [app],
+                "timeout_s": 90,
+                "skip_approval": True,
+            }
         )
 
     assert run.state == "success"
@@ -90,7 +106,8 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
 
     # The failback DAG returned everything to where it was.
     assert back.state == "success"
-    assert {task for task, state in task_states(back).items() if state != "success"} == {"plan"}
+    skipped = {"plan", "approval"}  # nobody to ask
+    assert {task for task, state in task_states(back).items() if state != "success"} == skipped
     assert store.application(app).active_cluster == "primary"
     assert committed_offsets("primary", scene.primary, app) == {
         (scene.topic, p): o for p, o in original.items()
