@@ -150,7 +150,6 @@ class DesiredStates(BackgroundLoop):
 
     thread_name = "flow-states"
     work = "reading the flows' desired states"
-    tick_s = _DESIRED_EVERY_S
     while_failing = (
         "every flow stays as it is (replication and checkpoints go on; a flow the store "
         "stops or starts meanwhile follows once it is read again)"
@@ -162,6 +161,10 @@ class DesiredStates(BackgroundLoop):
         super().__init__(stop or threading.Event())
         self._store = store
         self._running = dict.fromkeys(flows, True)
+
+    @property
+    def tick_s(self) -> float:  # the module constant, read at each wait (tests shorten it)
+        return _DESIRED_EVERY_S
 
     def start(self) -> None:
         """Read once now (a flow the store has stopped must not start), then in the thread."""

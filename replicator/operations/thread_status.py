@@ -30,6 +30,7 @@ from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import BackgroundLoop, ThreadHealth
 from replicator.kafka.clients import Producer
+from replicator.kafka.errors import error_text
 
 #: Seconds between two publications (a record older than STALE_AFTER_S is silent).
 PUBLISH_EVERY_S = 10.0
@@ -104,7 +105,13 @@ class ThreadStatusLoop(BackgroundLoop):
     def tick(self) -> None:
         threads = [loop.health() for loop in self._loops]
         for flow in self._flows:
-            self._publish(flow, RunnerThreads(flow.name, self._runner, threads))
+            try:
+                self._publish(flow, RunnerThreads(flow.name, self._runner, threads))
+            except KafkaException as exc:  # a cluster away: said once by the loop's rule
+                raise ReplicatorError(
+                    f"the thread status of flow {flow.name} was not written to {STATUS_TOPIC} "
+                    f"on {flow.target.alias!r}: {error_text(exc)}"
+                ) from None
 
     def remove(self) -> None:
         """Delete this runner's records (a clean stop); one left behind goes silent."""

@@ -18,6 +18,7 @@ from replicator import flow_timer
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import FlowTimer
+from replicator.operations import runner
 from replicator.operations.runner import DesiredStates
 from replicator.operations.sync_round import sync_round
 from replicator.statestore import StateStore, StateStoreError, StoreUnavailable
@@ -129,7 +130,7 @@ def test_flow_states_stay_as_they_were_while_the_store_fails(
     fails in between changes nothing, and a stop written once it is back is followed."""
     monkeypatch.setattr(flow_timer, "RETRY_FIRST_S", 0.05, raising=False)
     monkeypatch.setattr(flow_timer, "RETRY_MAX_S", 0.2, raising=False)
-    monkeypatch.setattr(DesiredStates, "tick_s", 0.05)
+    monkeypatch.setattr(runner, "_DESIRED_EVERY_S", 0.05)
     store, path, good = _damaged_store(tmp_path)
     stop = threading.Event()
     desired = DesiredStates(store, [FLOW], stop)
