@@ -4,6 +4,10 @@ A DR procedure holds a lease on its flow and on each application it moves
 (`acquire_leases`), so two procedures never interleave their steps on the same
 thing; a lease lapses unless renewed, so an orchestrator that died does not lock
 a flow forever.
+
+Leases are stamped and compared with the database server's clock
+(`replicator.statestore.clock`), read in the transaction that takes them: two
+orchestrators on hosts whose clocks disagree still agree on when a lease lapses.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, select, update
 
-from replicator.statestore import database, schema
+from replicator.statestore import clock, schema
 from replicator.statestore.database import Database
 from replicator.statestore.errors import LeaseHeld
 from replicator.statestore.records import Lease
@@ -36,9 +40,9 @@ class LeaseStore(Database):
         over, `owner`'s own lease is renewed. Raises LeaseHeld naming the holder and
         its expiry when another owner holds one of them."""
         wanted = sorted(set(resources))  # one lock order for everyone: no deadlock
-        now = database.now()
-        expires = now + timedelta(seconds=ttl_s)
         with self._write() as conn:
+            now = clock.server_time(conn)
+            expires = now + timedelta(seconds=ttl_s)
             for resource in wanted:
                 held = self._lease(conn, resource)
                 if held is None:

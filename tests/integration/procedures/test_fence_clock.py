@@ -1,8 +1,10 @@
 """The fence decides on the database server's clock, never on a process's: a client
 whose host clock is 5 s behind the procedure's is still seen as live right after
 its report, and when it goes silent the fence waits out its whole route lease (it
-may act on its route that long) instead of counting it stopped 5 s early. Real
-state stores (SQLite, PostgreSQL), a real client process; no Kafka needed."""
+may act on its route that long) instead of counting it stopped 5 s early; and an
+orchestrator whose clock is 5 s ahead cannot take a procedure lease that has not
+lapsed. Real state stores (SQLite, PostgreSQL), a real client process; no Kafka
+needed."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from replicator.procedures import applications
-from replicator.statestore import ROUTE_LEASE_S, StateStore
+from replicator.statestore import ROUTE_LEASE_S, LeaseHeld, StateStore, database
 
 pytestmark = pytest.mark.integration
 
@@ -53,3 +56,20 @@ def test_a_client_with_a_clock_5s_behind_is_waited_out_for_its_whole_route_lease
         f"the fence counted the silent client stopped {fenced_at - reported_at:.1f}s after "
         f"its report, within its {ROUTE_LEASE_S:g}s route lease"
     )
+
+
+def test_an_orchestrator_with_a_clock_5s_ahead_cannot_take_a_lease_that_has_not_lapsed(
+    state_url: str, store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = StateStore(state_url)  # another orchestrator, on a host whose clock is ahead
+    try:
+        other.leases()  # connected, the schema read: the next call is quick
+        store.acquire_leases(["application orders"], "fo-1", ttl_s=_BEHIND_S - 1)
+        ahead = timedelta(seconds=_BEHIND_S)
+        monkeypatch.setattr(database, "now", lambda: datetime.now(UTC) + ahead)
+        with pytest.raises(LeaseHeld, match=r"application orders is leased to fo-1 until"):
+            other.acquire_leases(["application orders"], "fo-2")
+    finally:
+        other.close()
+    [lease] = store.leases()
+    assert lease.owner == "fo-1"
