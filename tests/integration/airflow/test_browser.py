@@ -38,6 +38,7 @@ from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemO
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, read_ledger
 
+from helpers.airflow import approval_policy
 from helpers.browser import (
     Screenshots,
     chromium,
@@ -98,7 +99,11 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
     state_url: str,
     store: StateStore,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # This deployment lets both procedures go without asking when a run says so (Airflow
+    # standalone inherits the environment; the approval: test_failover_approval.py).
+    approval_policy(monkeypatch, skip=["planned_failover", "failback"])
     primary, dr = kafka_stack.bootstrap("primary"), kafka_stack.bootstrap("dr")
     # What `make run` starts, on the test clusters: the replicator as a launched worker,
     # the demo application on demo.orders, Airflow standalone with our DAGs and plugin.
@@ -152,7 +157,7 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
             procedure_runs: dict[str, str] = {}
             for dag_id, params, now_active in (
                 ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
-                ("failback", {"mode": "replicate"}, "primary"),
+                ("failback", {"mode": "replicate", "skip_approval": True}, "primary"),
             ):
                 conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
                 run_id = _run_dag(api, dag_id, {**conf, **params})

@@ -21,9 +21,11 @@ from replicator.procedures import (
     StepFailed,
     answer,
     approval_needed,
+    reject,
     run_steps,
 )
 from replicator.procedures.approval import answer_of, check_timeout
+from replicator.procedures.steps import ProcedureEnded
 from replicator.statestore import ApprovalRecord, StateStore
 
 APP = "orders"
@@ -293,3 +295,22 @@ def test_the_first_answer_stays_and_the_policy_is_validated(state: StateStore) -
             ApprovalPolicy.from_settings(wrong, "the connection")
     policy = ApprovalPolicy.from_settings({"approvers": ["role:Op", "alice"]}, "x")
     assert (policy.users, policy.roles) == (("alice",), ("op",))
+
+
+def test_a_full_drill_rejected_before_any_step_is_in_the_history_and_never_runs(
+    failover: ProcedureRequest, state: StateStore
+) -> None:
+    drill = replace(failover, kind="drill", mode="full")
+    recorded = _answer(drill, "alice", "Reject", procedure_id="dr_drill/run")
+    assert recorded.decision == "rejected"
+    rejected = reject(drill, "dr_drill/run", "rejected by alice")
+    assert (rejected.kind, rejected.outcome) == ("drill", "rejected")
+    [history] = state.runs("drill")
+    assert (history.outcome, history.mode, history.details["reason"]) == (
+        "rejected",
+        "full",
+        "rejected by alice",
+    )
+    with pytest.raises(ProcedureEnded, match="was rejected"):
+        run_steps(drill, "dr_drill/run", ["failover"])
+    assert state.application(APP).active_cluster == "primary"
