@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from replicator.cli.replication import _print_status
 from replicator.config.policies import DefaultReplicationPolicy, IdentityReplicationPolicy
 from replicator.engine.headers import (
     OFFSET_HEADER,
@@ -21,6 +22,7 @@ from replicator.engine.headers import (
     encode_offset,
 )
 from replicator.engine.rewrite import LOOP, LOOP_LEGACY, RecordRewrite
+from replicator.engine.status import PartitionStatus, WorkerStatus
 
 
 def _rewrite(policy: str = "default", source: str = "primary", target: str = "dr") -> RecordRewrite:
@@ -108,3 +110,17 @@ def test_legacy_headers_under_identity_are_treated_as_before_and_counted_apart()
     # From another cluster: copied, that cluster kept as the origin, as before.
     out, _ = rewrite.headers([(SOURCE_HEADER, b"east")], 3, "orders")
     assert out == [*_ours(3, "orders"), (ORIGIN_HEADER, b"east")]
+
+
+def test_status_lines_say_what_was_skipped_and_why_the_loop_runs_in_python(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    partition = PartitionStatus(
+        "primary->dr", "orders", 3, "replicating", 20, 0, 15, skipped=5,
+        skipped_by={LOOP: [4, 11], LOOP_LEGACY: [1, 9]},
+    )  # fmt: skip
+    worker = WorkerStatus("primary->dr", "w1", "running", python_reason="its C part is not built")
+    _print_status([partition, worker])
+    out = capsys.readouterr().out
+    assert "(4 skipped as loop from offset 11; 1 skipped as loop legacy from offset 9)" in out
+    assert "loop in Python alone: its C part is not built" in out
