@@ -116,6 +116,54 @@ CLASSIC_GROUP_SETTINGS = (
     "group.protocol.type",
 )
 
+#: librdkafka's defaults of the group timeouts `check_consumer_timeouts` orders.
+_GROUP_TIMEOUT_DEFAULTS_MS = {
+    "heartbeat.interval.ms": 3_000,
+    "session.timeout.ms": 45_000,
+    "max.poll.interval.ms": 300_000,
+}
+
+
+def check_consumer_timeouts(config: Mapping[str, str], names: Mapping[str, str]) -> None:
+    """Refuse, at load time and naming the keys, group timeouts out of order:
+    heartbeat.interval.ms < session.timeout.ms <= max.poll.interval.ms (librdkafka's
+    defaults where unset). librdkafka would refuse such a consumer only when a
+    worker starts; and the replication loop bounds its waits for the target below
+    max.poll.interval.ms, so that a worker keeps its partitions while the target
+    is away. Under `group.protocol=consumer` the broker owns the session."""
+    if config.get("group.protocol") == "consumer":
+        return
+
+    def value(key: str) -> int:
+        return int(config.get(key, _GROUP_TIMEOUT_DEFAULTS_MS[key]))
+
+    def named(key: str) -> str:
+        given = names.get(key)
+        return f"{given}={config[key]}" if given else f"{key} ({value(key)}, librdkafka's default)"
+
+    # Where the user set one of them (e.g. `A.consumer.`), the fix is named there too.
+    prefix = next(
+        (names[k][: -len(k)] for k in _GROUP_TIMEOUT_DEFAULTS_MS if names.get(k, "").endswith(k)),
+        "",
+    )
+    heartbeat, session = value("heartbeat.interval.ms"), value("session.timeout.ms")
+    poll = value("max.poll.interval.ms")
+    if session > poll:
+        raise ConfigError(
+            f"{named('max.poll.interval.ms')} is below {named('session.timeout.ms')}: "
+            f"librdkafka refuses such a consumer. Set {prefix}session.timeout.ms at or "
+            f"below it (e.g. {min(10_000, poll)}), or {prefix}max.poll.interval.ms at or "
+            f"above {session}"
+        )
+    if heartbeat >= session:
+        raise ConfigError(
+            f"{named('heartbeat.interval.ms')} is not below {named('session.timeout.ms')}: "
+            f"a worker would miss its session between two heartbeats. Set "
+            f"{prefix}heartbeat.interval.ms to a third of the session timeout or less "
+            f"({session // 3})"
+        )
+
+
 # Java names that mean the same as a differently named librdkafka setting.
 # Kinds missing from an entry have no such Java setting.
 _RENAMED: dict[str, dict[ClientKind, str]] = {

@@ -46,6 +46,7 @@ from replicator.config.clients import (
     CLIENT_KINDS,
     ClientKind,
     Translation,
+    check_consumer_timeouts,
     is_connection_key,
     librdkafka_name,
     translate,
@@ -394,6 +395,7 @@ class _Loader:
             config["enable.auto.commit"] = "false"
             config.setdefault("auto.offset.reset", "earliest")
             _check_group_protocol(config, names)
+            check_consumer_timeouts(config, names)
         return config
 
     def _report(self, translation: Translation, names: Mapping[str, str], kind: str) -> None:

@@ -49,6 +49,7 @@ class Assignment:
     _topics: dict[str, int]
     _trackers: dict[tuple[str, int], PartitionTracker]
     _waiting: dict[tuple[str, int], PartitionTracker]
+    _target_next: dict[tuple[str, int], int]
     _backoff: Backoff
     _draining: bool
     _size_limits: SizeLimits
@@ -91,17 +92,22 @@ class Assignment:
             self.flow.name,
             _describe(partitions),
         )
-        self._on_revoke(consumer, partitions)
+        self._give_up(consumer, partitions, lost=True)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("flow %s: revoking assignment %s", self.flow.name, _describe(partitions))
-        # Finish what is in flight so the next owner resumes exactly after it.
-        self._flush_in_flight()
+        self._give_up(consumer, partitions, lost=False)
+
+    def _give_up(self, consumer: Consumer, partitions: list[TopicPartition], lost: bool) -> None:
+        """Let `partitions` go. What is in flight is finished (or dropped: see
+        `_release_records`) first, so the next owner resumes exactly after it."""
+        self._release_records(lost)
         self._syncs.emit_due(force=True)
         for tp in partitions:
             key = (tp.topic, tp.partition)
             tracker = self._trackers.pop(key, None)
             self._waiting.pop(key, None)
+            self._target_next.pop(key, None)
             self._syncs.forget(key)
             if self._exactly_once is not None:
                 self._exactly_once.close(key)
@@ -204,6 +210,7 @@ class Assignment:
         )
         tracker.next_offset = point.offset
         tracker.counters.skipped += point.skipped
+        self._resumed_at_target(tracker, point.target_end)
         self._syncs.restart(key)
         tracker.resuming = False
         self._waiting.pop(key, None)

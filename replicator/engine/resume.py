@@ -31,6 +31,9 @@ class ResumePoint:
     #: The source partition's log start and high watermark when read.
     low: int
     high: int
+    #: The target partition's high watermark when read: its next replica lands there
+    #: or later (records of others, or transaction markers, may come first).
+    target_end: int
     #: The target holds a replica of the partition or a reset applies: `offset` was
     #: not read from the source log, so it may lie outside it (retention, recreation).
     outside_possible: bool
@@ -63,5 +66,8 @@ class ResumePoints:
         # read of the tail tells: no second one).
         reset = resets.honoured(topic, partition, tail, resume)
         if reset is None:
-            return ResumePoint(resume, 0, low, high, tail.next_source_offset is not None)
-        return ResumePoint(reset.offset, max(0, reset.offset - resume), low, high, True)
+            return ResumePoint(
+                resume, 0, low, high, tail.target_end, tail.next_source_offset is not None
+            )
+        skipped = max(0, reset.offset - resume)
+        return ResumePoint(reset.offset, skipped, low, high, tail.target_end, True)

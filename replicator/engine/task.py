@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -44,7 +45,7 @@ from replicator.engine.resume import ResumePoints
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import OversizedRecords, SizeLimits
 from replicator.engine.spans import refuse, span_producer, unusable_error
-from replicator.engine.task_setup import TaskSetup
+from replicator.engine.task_setup import DeliveryBounds, TaskSetup
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
@@ -111,6 +112,16 @@ class ReplicationTask(TaskSetup, Assignment):
         self._syncs: OffsetSyncWriter | None = None
         self._heartbeats: HeartbeatWriter | None = None
         self._exactly_once: ExactlyOnce | None = None
+        #: How long the target may hold records (see DeliveryBounds).
+        self._bounds = DeliveryBounds.of(flow)
+        #: When the consumer was last polled: the loop polls it again well within
+        #: max.poll.interval.ms, or the group would hand its partitions on.
+        self._polled_at = time.monotonic()
+        #: Default mode: the runs produced and not reported yet, oldest first.
+        self._unreported: deque[_RunReport] = deque()
+        #: Per partition: the target offset its next replica takes at the earliest
+        #: (what a run's report is checked against: `_on_run_delivered`).
+        self._target_next: dict[tuple[str, int], int] = {}
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -171,6 +182,7 @@ class ReplicationTask(TaskSetup, Assignment):
         the first record only. (`consume(n, timeout)` waits the whole timeout for `n`
         records, which at moderate rates adds the timeout to every record's latency.)"""
         consume = self._consumer.consume
+        self._polled_at = time.monotonic()
         messages = consume(_CONSUME_BATCH, 0)
         if not messages:
             messages = consume(1, _CONSUME_TIMEOUT_S)
@@ -191,11 +203,13 @@ class ReplicationTask(TaskSetup, Assignment):
         self._waiting[tracker.key] = tracker
         self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
 
-    def _rewind_all(self, why: str) -> None:
+    def _rewind_all(self, why: str, *, in_flight: bool = False) -> None:
         """Default mode: records did not reach the target (it is away). Records queued
         behind them must not land after that gap, so the producer's queue is dropped
         and every partition rewinds: it resumes from the target tail once the producer
-        has settled what it still had in flight and the target answers."""
+        has settled what it still had in flight and the target answers. `in_flight`:
+        records in flight are dropped too (partitions are given up: none of theirs
+        may land later)."""
         if not self._draining:
             metrics.ERRORS.labels(self.flow.name, "target_unavailable").inc()
             log.warning(
@@ -203,7 +217,8 @@ class ReplicationTask(TaskSetup, Assignment):
                 self.flow.name, why, self.flow.target.alias,
             )  # fmt: skip
         self._draining = True
-        self._producer.purge(in_queue=True, in_flight=False)
+        self._producer.purge(in_queue=True, in_flight=in_flight)
+        self._unreported.clear()
         for tracker in self._trackers.values():
             if not tracker.stopped:
                 self.rewind(tracker)
@@ -389,6 +404,7 @@ class ReplicationTask(TaskSetup, Assignment):
             report = _RunReport(self, tracker, first_offset, last_offset, produced)
             if self._produce(tracker, p_key, p_value, p_timestamp, p_headers, on_delivery=report):
                 tracker.counters.replicated_bytes += size_total
+                self._unreported.append(report)
         return index
 
     def _not_replicated(
@@ -440,13 +456,36 @@ class ReplicationTask(TaskSetup, Assignment):
     def _await_room(self, tracker: PartitionTracker, epoch: int) -> bool:
         """Serve delivery reports for a while: the producer's queue is full. False if
         the partition rewound meanwhile (records did not reach the target) or the task
-        stops: the rest of the run is not produced."""
+        stops: the rest of the run is not produced.
+
+        The wait is bounded (`DeliveryBounds.wait`, below max.poll.interval.ms since
+        the consumer was last polled): past it the partitions rewind (every one in
+        the default mode), so the loop polls the consumer again in time and the
+        worker keeps its partitions; records it produced then could not land after
+        the next owner resumed from the target tail."""
         tracker.producer.poll(0.05)
-        return tracker.epoch == epoch and not self.stop_event.is_set()
+        if tracker.epoch != epoch or self.stop_event.is_set():
+            return False
+        waited = time.monotonic() - self._polled_at
+        if waited < self._bounds.wait:
+            return True
+        why = (
+            f"{self.flow.target.alias!r} took no record of {tracker.topic}[{tracker.partition}] "
+            f"from offset {tracker.next_offset} for {waited:.0f} s (the producer's queue is full)"
+        )
+        if self._exactly_once is None:
+            self._rewind_all(why)
+        else:
+            log.warning(
+                "flow %s: %s; the partition resumes from the target tail", self.flow.name, why
+            )
+            self.rewind(tracker)
+        return False
 
     def _on_run_delivered(
         self, run: _RunReport, error: KafkaError | None, message: Message
     ) -> None:
+        run.reported = True
         tracker = run.tracker
         stale = run.epoch != tracker.epoch
         if stale or self._trackers.get(tracker.key) is not tracker:
@@ -454,6 +493,15 @@ class ReplicationTask(TaskSetup, Assignment):
         if error is not None:
             self._on_delivery_error(run, error)
             return
+        # The run's replicas take `count` offsets at least, up to its last one's
+        # (records of others and transaction markers may take more): fewer means
+        # some did not land, and the report must not acknowledge past them.
+        key, target_offset = tracker.key, message.offset()
+        expected = self._target_next.get(key)
+        if expected is not None and target_offset + 1 - expected < run.count:
+            self._on_gap(run, expected, target_offset)
+            return
+        self._target_next[key] = target_offset + 1
         counters = tracker.counters
         counters.replicated += run.count
         counters.acked_timestamp_ms = message.timestamp()[1]
@@ -462,8 +510,33 @@ class ReplicationTask(TaskSetup, Assignment):
             first_source=run.first_source,
             last_source=run.last_source,
             count=run.count,
-            target_offset=message.offset(),
+            target_offset=target_offset,
             timestamp_ms=counters.acked_timestamp_ms,
+        )
+
+    def _resumed_at_target(self, tracker: PartitionTracker, target_end: int) -> None:
+        """The partition resumes, its remote partition's high watermark `target_end`:
+        its next replica lands there or later."""
+        self._target_next[tracker.key] = target_end
+
+    def _on_gap(self, run: _RunReport, expected: int, target_offset: int) -> None:
+        """A run's last replica landed at `target_offset`, closer to the previous
+        acknowledged one than the run has records: some of them are not on the
+        target. Never acknowledged: the partition stops, naming what to copy again.
+        (Its status goes out with the next round: `halt` would poll the producer
+        whose report this is, inside its own poll.)"""
+        tracker = run.tracker
+        metrics.ERRORS.labels(tracker.flow, "delivery_gap").inc()
+        self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
+        self._stop_partition(
+            tracker,
+            f"{tracker.topic}[{tracker.partition}] offsets {run.first_source}..{run.last_source}: "
+            f"{run.count} replicas sent, but the last landed at offset {target_offset} of "
+            f"{tracker.remote}[{tracker.partition}] with the run starting at offset "
+            f"{expected} or later: {run.count - (target_offset + 1 - expected)} or more did "
+            "not land. The partition is stopped and the run not acknowledged; reset the "
+            f"flow's offset of the partition to {run.first_source} (or verify the copy) "
+            "and restart",
         )
 
     def _on_delivery_error(self, run: _RunReport, error: KafkaError) -> None:
@@ -555,8 +628,28 @@ class ReplicationTask(TaskSetup, Assignment):
     # -- periodic work -------------------------------------------------------------------
 
     def _housekeeping(self) -> None:
+        self._check_deadline()
         self._syncs.emit_due(force=False)
         self._reporter.publish_metrics(self._trackers.values())
+
+    def _check_deadline(self) -> None:
+        """Default mode: a run the target has not acknowledged within the user's
+        message timeout (the engine's deadline, as the producer never times a record
+        out: see DeliveryBounds) rewinds every partition, as a timed-out record did."""
+        runs = self._unreported
+        while runs and runs[0].reported:
+            runs.popleft()
+        deadline = self._bounds.deadline
+        if not runs or deadline is None or self._exactly_once is not None:
+            return
+        age = time.monotonic() - runs[0].produced_at
+        if age >= deadline:
+            oldest = runs[0]
+            self._rewind_all(
+                f"{oldest.tracker.topic}[{oldest.tracker.partition}] offsets "
+                f"{oldest.first_source}..{oldest.last_source} unacknowledged by "
+                f"{self.flow.target.alias!r} after {age:.0f} s (message.timeout.ms)"
+            )
 
     def _publish_status(self, state: str) -> None:
         self._reporter.worker(state, self._trackers.values(), self._topics, self._fatal)
@@ -595,9 +688,13 @@ class _RunReport:
     count: int
     #: The partition's delivery epoch when the run was produced (a rewind moves it on).
     epoch: int = field(init=False)
+    #: When the run was produced (time.monotonic), and whether its report came.
+    produced_at: float = field(init=False)
+    reported: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.epoch = self.tracker.epoch
+        self.produced_at = time.monotonic()
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         self.task._on_run_delivered(self, error, message)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -36,6 +37,47 @@ from replicator.kafka.clients import Consumer, Producer
 from replicator.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
+
+#: librdkafka's defaults of the timeouts the delivery bounds come from.
+_MESSAGE_TIMEOUT_MS = 300_000
+_MAX_POLL_INTERVAL_MS = 300_000
+#: The share of max.poll.interval.ms the loop may spend waiting for the target (for
+#: room in the producer's queue, or for a flush before partitions are given up):
+#: the rest is margin for the batch around it and the rebalance that may follow.
+_POLL_SHARE = 0.4
+#: A flush before partitions are given up (or the producer is made anew) waits at
+#: most this long, however long the poll interval.
+_FLUSH_MAX_S = 60.0
+
+
+@dataclass(frozen=True)
+class DeliveryBounds:
+    """How long the default mode's target producer may hold records, in seconds.
+
+    The producer itself never times a record out (`message.timeout.ms=0`): after a
+    timeout librdkafka's idempotent producer bumps its epoch and goes on, leaving a
+    gap that the gapless guarantee does not cover, and a run's one delivery report
+    would then acknowledge past it. The engine keeps the user's timeout instead."""
+
+    #: The user's `message.timeout.ms` (`delivery.timeout.ms`): a run unacknowledged
+    #: for longer rewinds every partition to the target tail. None: 0, no deadline.
+    deadline: float | None
+    #: The longest wait for the target between two polls of the consumer: below
+    #: `max.poll.interval.ms`, so the worker keeps its partitions while it waits.
+    wait: float
+
+    @classmethod
+    def of(cls, flow: FlowConfig) -> DeliveryBounds:
+        producer, consumer = flow.target.producer, flow.source.consumer
+        timeout_ms = int(
+            producer.get(
+                "message.timeout.ms", producer.get("delivery.timeout.ms", _MESSAGE_TIMEOUT_MS)
+            )
+        )
+        poll_ms = int(consumer.get("max.poll.interval.ms", _MAX_POLL_INTERVAL_MS))
+        deadline = timeout_ms / 1000 if timeout_ms > 0 else None
+        wait = poll_ms / 1000 * _POLL_SHARE
+        return cls(deadline, wait if deadline is None else min(deadline, wait))
 
 
 def group_membership(consumer: Mapping[str, str]) -> tuple[dict[str, object], dict[str, object]]:
@@ -80,6 +122,7 @@ class TaskSetup:
     _syncs: OffsetSyncWriter | None
     _heartbeats: HeartbeatWriter | None
     _exactly_once: ExactlyOnce | None
+    _bounds: DeliveryBounds
 
     def _prepare(self) -> None:
         flow = self.flow
@@ -94,6 +137,14 @@ class TaskSetup:
         report = self.topic_sync.sync(self._topics)
         self._size_limits.update(report.max_message_bytes)
         self._producer = self._make_target_producer()
+        deadline = self._bounds.deadline
+        log.info(
+            "flow %s: records unacknowledged after message.timeout.ms (%s) rewind the "
+            "partitions to the target tail (the engine keeps that timeout: its producer never "
+            "times a record out); a wait for the target lasts %.1f s at most, below "
+            "max.poll.interval.ms",
+            flow.name, "0: never" if deadline is None else f"{deadline:g} s", self._bounds.wait,
+        )  # fmt: skip
         self._source_producer = Producer(
             {**flow.source.producer, "enable.idempotence": True, "linger.ms": 50}
         )
@@ -139,10 +190,15 @@ class TaskSetup:
 
     def _make_target_producer(self) -> Producer:
         self._producer_limits = self._size_limits.producer_limits()
-        # A failed batch must stop the partition, never leave a hole behind it.
+        config = self._target_producer_config()
+        config.pop("delivery.timeout.ms", None)  # librdkafka's alias of message.timeout.ms
+        # A failed batch must stop the partition, never leave a hole behind it; and
+        # no record times out, which would leave one (the engine keeps the user's
+        # timeout as its own deadline: DeliveryBounds).
         return Producer(
             {
-                **self._target_producer_config(),
+                **config,
+                "message.timeout.ms": 0,
                 "enable.gapless.guarantee": True,
                 # Transactional producers are left out: being fenced is fatal for them
                 # and means "partition moved", which the transaction outcome handles.
@@ -255,19 +311,47 @@ class TaskSetup:
 
     def _flush_in_flight(self) -> bool:
         """Wait until the target acknowledged every record produced so far. False if
-        it did not within a minute (it is away): every partition then rewinds to the
-        target tail. In exactly-once mode records travel in transactions and this
-        producer carries status only, so there is nothing to wait for."""
+        it did not within the flush bound (it is away): every partition then rewinds
+        to the target tail. In exactly-once mode records travel in transactions and
+        this producer carries status only, so there is nothing to wait for."""
         if self._exactly_once is not None:
             return True
         if self._draining:
             return False  # rewinding already: what is in flight no longer counts
-        remaining = self._flush_target(60)
+        bound = min(_FLUSH_MAX_S, self._bounds.wait)
+        remaining = self._flush_target(bound)
         if remaining:
             target = self.flow.target.alias
-            self._rewind_all(f"{remaining} records still unacknowledged by {target!r} after 60 s")
+            self._rewind_all(
+                f"{remaining} records still unacknowledged by {target!r} after {bound:.0f} s"
+            )
             return False
         return True
+
+    def _release_records(self, lost: bool) -> None:
+        """Before partitions are given up, the target producer holds no record of
+        theirs: one landing after the next owner read the tail would be copied twice.
+        Revoked: flushed, for at most the flush bound (even while rewinding: records
+        in flight may still land), else purged. Lost: the group moved on and the next
+        owner may have read the tail already, so nothing is flushed; all is purged.
+        A purge drops records in flight too, and every partition rewinds. In
+        exactly-once mode the next owner fences our transactions instead."""
+        if self._exactly_once is not None or self._producer is None or not len(self._producer):
+            return
+        target = self.flow.target.alias
+        if lost:
+            why = f"the assignment was lost with {len(self._producer)} records not acknowledged"
+        else:
+            bound = min(_FLUSH_MAX_S, self._bounds.wait)
+            remaining = self._flush_target(bound)
+            if not remaining:
+                return
+            why = f"{remaining} records still unacknowledged by {target!r} after {bound:.0f} s"
+        self._rewind_all(
+            f"{why}; dropped, so none lands after the partitions' next owner started",
+            in_flight=True,
+        )
+        self._producer.poll(0)  # serve the purged records' reports
 
     def _flush_target(self, timeout: float) -> int:
         """`flush` of the target producer (the records it still holds); one that
