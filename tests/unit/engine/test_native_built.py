@@ -9,6 +9,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -41,3 +45,30 @@ def test_the_c_part_is_built_from_this_source_and_used(monkeypatch: pytest.Monke
         assert spans.span_producer("primary") is not None, spans.python_reason()
     finally:
         spans._native.cache_clear()
+
+
+@pytest.mark.skipif(_PURE, reason="REPLICATOR_PURE_PYTHON=1: the C part is meant to be absent")
+def test_a_compiler_warning_fails_the_build_loudly_and_leaves_no_stale_module(
+    tmp_path: Path,
+) -> None:
+    """setup.py compiles with -Werror: a warning (here an unused variable) fails the
+    optional build. The install goes on, but says so in a banner, records it for the
+    test above, and removes a module built from an earlier source."""
+    root = _ENGINE.parents[1]
+    engine = tmp_path / "replicator" / "engine"
+    engine.mkdir(parents=True)
+    shutil.copy(root / "setup.py", tmp_path)
+    source = (_ENGINE / "native_spans.c").read_text() + "\nstatic int unused_here;\n"
+    (engine / "native_spans.c").write_text(source)
+    stale = engine / f"_native_spans{sysconfig.get_config_var('EXT_SUFFIX')}"
+    stale.write_bytes(b"an earlier build")
+    build = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert "unused_here" in build.stderr, build.stderr  # the compiler's own words
+    assert "replicator.engine._native_spans (replicator/engine/native_spans.c) was NOT built" in (
+        build.stderr
+    )
+    assert "was NOT built" in (engine / "native_spans.build-error.txt").read_text()
+    assert not stale.exists(), "a module built from an earlier source was left to be imported"
