@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition
 
 from replicator import metrics
 from replicator.engine.partition import PartitionTracker
-from replicator.engine.rewrite import LOOP
+from replicator.engine.rewrite import LOOP, LOOP_LEGACY
 from replicator.engine.spans import python_reason
 from replicator.engine.status import PartitionStatus, StatusWriter, WorkerStatus
 from replicator.kafka.clients import Consumer, Producer
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 _SKIP_WHY = {
     LOOP: "it is our copy of a record that came from the target, on this topic "
     "(its __dr_src/__dr_topic headers): replicating it back would loop",
-    "loop_legacy": "its headers, written by a replicator older than __dr_topic, say it "
+    LOOP_LEGACY: "its headers, written by a replicator older than __dr_topic, say it "
     "came from the target, and under this replication policy the topic's name cannot "
     "tell whether it is our copy or an application's record that forwarded them; it is "
     "treated as a loop, as before. If an application wrote it, produce it again (the "
