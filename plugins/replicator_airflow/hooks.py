@@ -36,7 +36,8 @@ CONFIG_ENV = "REPLICATOR_CONFIG"
 @dataclass(frozen=True)
 class ReplicatorSettings:
     config: str
-    state_url: str | None
+    #: May hold the state store's password (the connection's): never in the repr.
+    state_url: str | None = field(repr=False)
     #: What the configuration's `${conn:NAME}` references resolve to: `password`, and
     #: the entries of the extra's "secrets". Never shown (no repr).
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

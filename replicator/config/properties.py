@@ -164,6 +164,17 @@ def connection_references(props: Mapping[str, str]) -> set[str]:
     }
 
 
+def environment_references(props: Mapping[str, str]) -> set[str]:
+    """The environment variables the values of `props` read (`${env:VAR}`): what a
+    process that loads the configuration itself must be handed."""
+    return {
+        match.group(2).rpartition(":")[2]
+        for value in props.values()
+        for match in _REFERENCE.finditer(value)
+        if match.group(1) == "env"
+    }
+
+
 def resolve_references(
     props: Mapping[str, str], connection: Mapping[str, str] | None = None
 ) -> dict[str, str]:

@@ -26,6 +26,9 @@ the REST API and stops the whole process tree. Settings, all through the environ
 - the user `admin` with a known password, kept in
   `$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated` (random on first start
   and the same afterwards, or the one given);
+- `AIRFLOW_HOME` made under umask 077 and standalone run under it: the password file
+  and `airflow.db` (which holds the connections' secrets) are 0600 from creation, and
+  tightened to 0600 if an earlier version left them readable;
 - `[core] parallelism` 4 and one API worker, to stay light on SQLite and 2 cores;
 - the connection `spark_local` (Spark `local[2]`, client mode) for the verification DAG,
   and `PYSPARK_PYTHON` set to this venv's interpreter.
@@ -66,6 +69,7 @@ from sqlalchemy import create_engine, inspect, text
 from replicator.localstack.airflow_client import POLL_S, AirflowClient
 from replicator.localstack.broker import _signal, port_in_use
 from replicator.localstack.errors import StackError
+from replicator.localstack.private import ensure_private_file, private_umask, write_private
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_HOME = Path(".data/airflow")
@@ -184,12 +188,12 @@ class AirflowStandalone:
                 f"port {self.port} needed by Airflow is already in use by another process; "
                 "free it or choose another port"
             )
-        self.home.mkdir(parents=True, exist_ok=True)
-        self._ensure_password()
+        self.prepare_home()
         to_unpause = self._pause_dags()
         self._log_ports = _free_ports()
         self._jwt_secret = secrets.token_urlsafe(64)
-        with self.log_file.open("ab") as log:
+        # Everything standalone writes (logs, airflow.cfg, task logs) is its owner's only.
+        with private_umask(), self.log_file.open("ab") as log:
             self._process = subprocess.Popen(
                 [str(airflow), "standalone"],
                 cwd=self.repo,
@@ -249,16 +253,26 @@ class AirflowStandalone:
 
     # -- internals -----------------------------------------------------------------------
 
+    def prepare_home(self) -> None:
+        """`AIRFLOW_HOME` (0700 when made here), the admin's password in the password
+        file and an `airflow.db`, both 0600: what `start` does before standalone runs."""
+        with private_umask():
+            self.home.mkdir(parents=True, exist_ok=True)
+        self._ensure_password()
+        ensure_private_file(self.home / "airflow.db")
+
     def _ensure_password(self) -> None:
         """Write the admin's password before the first start: the simple auth manager
-        generates one only for users missing from the file."""
+        generates one only for users missing from the file. The file is 0600 from
+        creation, and tightened if it exists."""
         path = self.home / PASSWORD_FILE
         passwords = _read_passwords(path)
         wanted = self._password or passwords.get(USERNAME) or secrets.token_urlsafe(16)
         if passwords.get(USERNAME) != wanted:
             passwords[USERNAME] = wanted
-            path.touch(mode=0o600)
-            path.write_text(json.dumps(passwords), encoding="utf-8")
+            write_private(path, json.dumps(passwords))
+        else:
+            path.chmod(0o600)
         self._password = wanted
 
     def _pause_dags(self) -> set[str]:

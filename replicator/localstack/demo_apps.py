@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from replicator.statestore import LedgerCheck, check_ledgers
@@ -28,7 +28,7 @@ class DemoApplication:
     name: str
     topic: str
     config: Path
-    state_url: str
+    state_url: str = field(repr=False)  # may hold the store's password
     data_dir: Path
     rate: float = 20.0
 

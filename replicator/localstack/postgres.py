@@ -33,7 +33,7 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Connection, create_engine, text
@@ -88,7 +88,7 @@ class LocalPostgres:
     port: int
     host: str = "127.0.0.1"
     user: str = "replicator"
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     durable: bool = True
 
     @property

@@ -17,6 +17,7 @@ from pathlib import Path
 from replicator.localstack.broker import ClusterSpec, LocalBroker
 from replicator.localstack.client_config import write_client_config
 from replicator.localstack.errors import StackError
+from replicator.localstack.private import private_umask
 from replicator.localstack.security import SecurityMode, StackSecurity
 
 DEFAULT_CLUSTERS = (ClusterSpec("primary", 19092), ClusterSpec("dr", 29092))
@@ -102,7 +103,13 @@ class LocalStack:
         With `keep_running`, clusters that already run are left alone instead of
         being an error. Returns the names this call started; if any cluster
         fails, the ones this call started are stopped again before raising.
+        The data folder is made, and the brokers run, under umask 077: their
+        storage, logs and credentials are their owner's only.
         """
+        with private_umask():
+            return self._up(timeout, keep_running)
+
+    def _up(self, timeout: float, keep_running: bool) -> list[str]:
         to_start = [
             broker for broker in self.brokers.values() if not (keep_running and broker.pids())
         ]

@@ -14,7 +14,7 @@ says otherwise, so a restart of `make run` resumes where the last one left off.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from replicator.config import ReplicatorConfig, load_config
@@ -22,6 +22,7 @@ from replicator.localstack.airflow import AirflowStandalone
 from replicator.localstack.client_config import DEMO_FILE
 from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
 from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
+from replicator.localstack.private import private_umask
 from replicator.localstack.security import DEMO_USER
 from replicator.localstack.stack import LocalStack
 from replicator.operations.launchers import (
@@ -43,7 +44,7 @@ class SystemOptions:
     """What to run besides the clusters (None: not that part), and where the worker
     records, demo ledgers and Airflow home go (`work_dir`)."""
 
-    state_url: str
+    state_url: str = field(repr=False)  # may hold the store's password
     work_dir: Path = Path(".data")
     replicate: Path | None = None
     demo_rate: int | None = 50
@@ -98,6 +99,12 @@ class EmbeddedSystem:
         return self.stack.clusters[0].name
 
     def start(self) -> None:
+        """Start every part; `.data` and whatever they write there (worker records and
+        logs, ledgers, Airflow's home) are made under umask 077, their owner's only."""
+        with private_umask():
+            self._start()
+
+    def _start(self) -> None:
         options = self.options
         self._started_clusters = self.stack.up(timeout=options.cluster_timeout_s, keep_running=True)
         if options.replicate is not None:

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from replicator.config.properties import environment_references, read_properties
 from replicator.errors import ReplicatorError
 from replicator.statestore import STATE_URL_ENV
 
@@ -45,6 +46,10 @@ _STOP_TIMEOUT_S = 60.0
 _POLL_S = 0.1
 _EXEC_TIMEOUT_S = 5.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: What a worker inherits from whoever starts it, besides `REPLICATOR_*` and the
+#: variables its configuration reads (`worker_environment`).
+INHERITED_VARIABLES = ("PATH", "HOME", "LANG")
+INHERITED_PREFIX = "REPLICATOR_"
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +168,9 @@ class LocalProcessLauncher(Launcher):
 
     `state_url` (default: none, the worker's own `$REPLICATOR_STATE_URL`) is
     handed to workers in their environment, never written to the record: it
-    may hold a password. Alive means the recorded pid exists and runs the
+    may hold a password. That environment is a minimal one (`worker_environment`),
+    not the starter's: a worker the supervisor restarts from an Airflow task gets
+    none of Airflow's settings and connections. Alive means the recorded pid exists and runs the
     recorded command line (/proc/<pid>/cmdline), so a pid reused by another
     process after a crash never passes for the worker.
     """
@@ -236,16 +243,14 @@ class LocalProcessLauncher(Launcher):
     def _locked(self, name: str) -> Iterator[None]:
         """One start or stop of a worker at a time, across processes (a supervisor
         run and `make run` may meet)."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # workers' logs
         with self._path(name, ".lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
     def _spawn(self, name: str, config: Path) -> _Record:
         command = [self.python, "-m", "replicator", "run", "--config", str(config)]
-        env: Mapping[str, str] = os.environ
-        if self.state_url:
-            env = {**os.environ, STATE_URL_ENV: self.state_url}
+        env = worker_environment(config, self.state_url)
         log_path = self._path(name, ".log").resolve()
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         with log_path.open("ab") as out:
@@ -270,6 +275,29 @@ class LocalProcessLauncher(Launcher):
         temporary.write_text(json.dumps(asdict(record), indent=2))
         temporary.replace(path)  # readers never see half a record
         return record
+
+
+def worker_environment(
+    config: Path, state_url: str | None = None, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The environment a worker runs with: `PATH`, `HOME`, `LANG`, every `REPLICATOR_*`
+    variable, the variables `config` reads (`${env:VAR}`), and `state_url` as
+    `$REPLICATOR_STATE_URL`; nothing else of its starter's. A supervisor runs as an
+    Airflow task, whose environment holds Airflow's settings and secrets (`AIRFLOW__*`:
+    the metadata DB's URL, the API's signing key; `AIRFLOW_CONN_*`: every connection)."""
+    try:
+        read = environment_references(read_properties(config))
+    except ReplicatorError as exc:
+        raise ReplicatorError(f"worker configuration {config}: {exc}") from exc
+    wanted = {*INHERITED_VARIABLES, *read}
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in wanted or name.startswith(INHERITED_PREFIX)
+    }
+    if state_url:
+        env[STATE_URL_ENV] = state_url
+    return env
 
 
 def _checked(name: str) -> str:
