@@ -103,7 +103,8 @@ class ProcedureRequest:
     mode: str | None = None
     reverse: bool = False
     dry_run: bool = False
-    state_url: str | None = None
+    #: May hold the state store's password: never in the repr.
+    state_url: str | None = field(default=None, repr=False)
     timeout_s: float = 120.0
     #: Who asked (the Airflow user who triggered the DAG run), for the run's report.
     started_by: str | None = None
