@@ -637,10 +637,13 @@ class ReplicationTask(TaskSetup, Assignment):
         message timeout (the engine's deadline, as the producer never times a record
         out: see DeliveryBounds) rewinds every partition, as a timed-out record did."""
         runs = self._unreported
+        if self._exactly_once is not None:
+            runs.clear()  # transactions time out (and rewind) on their own
+            return
         while runs and runs[0].reported:
             runs.popleft()
         deadline = self._bounds.deadline
-        if not runs or deadline is None or self._exactly_once is not None:
+        if not runs or deadline is None:
             return
         age = time.monotonic() - runs[0].produced_at
         if age >= deadline:

@@ -175,18 +175,26 @@ def _landed(target: MockCluster) -> list[tuple[int, int]]:
 
 
 def _replicate_through_outage(
-    task: ReplicationTask, tracker: PartitionTracker, target: MockCluster
+    task: ReplicationTask,
+    tracker: PartitionTracker,
+    target: MockCluster,
+    rest: range | None = None,
 ) -> None:
-    """Replicate the 1,000 records while the target's broker is down for 2.5 s, then
-    do what the loop does for a partition that rewound: once the producer settled
-    what it had in flight, resume from the target tail and copy the rest."""
-    target.broker_down()
-    back = threading.Timer(_OUTAGE_S, target.broker_up)
-    back.start()
-    try:
-        task._replicate(_source(range(_RECORDS)))
-    finally:
-        back.join()
+    """Replicate the 1,000 records while the target's broker is down for 2.5 s (or,
+    given `rest`, with the outage over: those records), then do what the loop does
+    for a partition that rewound: once the producer settled what it had in flight,
+    resume from the target tail and copy the rest."""
+    if rest is None:
+        target.broker_down()
+        back = threading.Timer(_OUTAGE_S, target.broker_up)
+        back.start()
+        try:
+            task._replicate(_source(range(_RECORDS)))
+        finally:
+            back.join()
+    else:
+        task._replicate(_source(rest))
+    end = _RECORDS if rest is None else rest.stop
     tail = TailReader({"bootstrap.servers": target.bootstrap_servers}, "primary")
     try:
         for _ in range(5):
@@ -200,7 +208,7 @@ def _replicate_through_outage(
             tracker.next_offset = resume
             task._resumed_at_target(tracker, position.target_end)
             task._polled_at = time.monotonic()  # as the loop's next consume does
-            task._replicate(_source(range(resume, _RECORDS)))
+            task._replicate(_source(range(resume, end)))
         assert not tracker.resuming, "the partition kept rewinding"
     finally:
         tail.close()
@@ -269,3 +277,24 @@ def _lose_records_inside_a_run(
     assert task._syncs.runs == []  # type: ignore[attr-defined]
     assert tracker.stopped is not None
     assert "orders[0]" in tracker.stopped and "0..999" in tracker.stopped
+
+
+def test_a_run_unacknowledged_past_the_message_timeout_rewinds_and_is_copied_once(
+    replication: tuple[ReplicationTask, PartitionTracker], target: MockCluster
+) -> None:
+    """The engine keeps the user's message timeout as its deadline (its producer
+    never times a record out): a run the target has not acknowledged after it
+    rewinds the partition, which resumes from the target tail once it answers."""
+    task, tracker = replication
+    target.broker_down()
+    try:
+        task._replicate(_source(range(10)))  # room enough: nothing waits
+        assert not tracker.resuming
+        time.sleep(1.2)  # past the flow's message.timeout.ms (1 s)
+        task._check_deadline()
+        assert tracker.resuming, "the run outlived the deadline and the partition went on"
+    finally:
+        target.broker_up()
+    _replicate_through_outage(task, tracker, target, rest=range(10, 20))
+
+    assert [source for _, source in _landed(target)] == list(range(20))
