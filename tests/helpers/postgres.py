@@ -6,7 +6,8 @@ runs a test once on SQLite and once on a fresh PostgreSQL database.
 The server starts when the first test that needs it runs, whatever else the machine
 is doing: under `make test` the other xdist worker may be building Docker images or
 running Spark, and `initdb` (hundreds of round trips between initdb and a single-user
-server) then takes 20-40 times as long as on an idle machine. So the start has a
+server) then takes many times as long as on an idle machine (1.6 s idle, 32-65 s with
+16 CPU-bound processes on 2 cores, measured on a machine like CI's). So the start has a
 budget of its own (`START_TIMEOUT_S`), not billed to the per-test timeout of the test
 that happens to ask first: pytest-timeout's 300 s would otherwise end the start with
 "Timeout (>300.0s)" and no reason, and pytest replays a session fixture's error to every
