@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -86,6 +86,12 @@ class _Acknowledged:
     def restart(self, key: tuple[str, int]) -> None:
         pass
 
+    def forget(self, key: tuple[str, int]) -> None:
+        pass
+
+    def emit_due(self, force: bool) -> None:
+        pass
+
 
 @pytest.fixture
 def replication(
@@ -100,9 +106,9 @@ def replication(
 
 @contextmanager
 def _replicating(
-    target: MockCluster, path: str, producer: Producer | None = None
+    target: MockCluster, path: str, producer: Producer | None = None, timeout_ms: int = 1000
 ) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
-    task, tracker = _task(target, path, producer)
+    task, tracker = _task(target, path, producer, timeout_ms)
     yield task, tracker
     task._producer.flush(10)
     del task, tracker
@@ -110,18 +116,18 @@ def _replicating(
 
 
 def _task(
-    target: MockCluster, path: str, producer: Producer | None
+    target: MockCluster, path: str, producer: Producer | None, timeout_ms: int
 ) -> tuple[ReplicationTask, PartitionTracker]:
     """A task writing one partition through the producer the engine makes (or
-    `producer`), with a user's producer settings: a queue of 100 records, a 1 s
-    message timeout."""
+    `producer`), with a user's producer settings: a queue of 100 records, a message
+    timeout of `timeout_ms`."""
     flow = flow_config(
         ("primary", "localhost:1"),
         ("dr", target.bootstrap_servers),
         "orders",
         {
             "dr.producer.queue.buffering.max.messages": "100",
-            "dr.producer.message.timeout.ms": "1000",
+            "dr.producer.message.timeout.ms": str(timeout_ms),
         },
     )
     task = ReplicationTask(flow)
@@ -298,3 +304,64 @@ def test_a_run_unacknowledged_past_the_message_timeout_rewinds_and_is_copied_onc
     _replicate_through_outage(task, tracker, target, rest=range(10, 20))
 
     assert [source for _, source in _landed(target)] == list(range(20))
+
+
+# -- partitions given up (issue 26, point 4) ---------------------------------------------
+
+
+class _Group(_Source):
+    """Stands in for the source consumer in a rebalance callback."""
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+
+def _given_up_while_the_target_is_away(
+    task: ReplicationTask, target: MockCluster, give_up: Callable[[], None]
+) -> list[tuple[int, int]]:
+    """Produce 50 records with the target away, `give_up` the partition, bring the
+    target back: what lands on it after the partition was given up."""
+    target.broker_down()
+    try:
+        task._replicate(_source(range(50)))  # the queue takes them: nothing waits
+        give_up()
+        assert task._trackers == {}
+    finally:
+        target.broker_up()
+    task._producer.flush(10)
+    return _landed(target)
+
+
+def test_a_lost_assignment_is_not_flushed_into_its_next_owners_partitions(
+    path: str, target: MockCluster
+) -> None:
+    """The group moved on without this worker: the next owner may already have read
+    the target tail. Records this worker still holds are dropped, never flushed,
+    even when the target answers again meanwhile (here 1 s into the callback)."""
+    back = threading.Timer(1.0, target.broker_up)
+    with _replicating(target, path, timeout_ms=300_000) as (task, _tracker):
+
+        def lose() -> None:
+            back.start()
+            task._on_lost(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+
+        try:
+            assert _given_up_while_the_target_is_away(task, target, lose) == []
+        finally:
+            back.join()
+
+
+def test_a_revoke_during_a_rewind_leaves_nothing_in_flight_to_land_later(
+    path: str, target: MockCluster
+) -> None:
+    """Revoked while the partitions rewind (records did not reach the target): the
+    flush is not skipped; records that do not land within its bound are dropped
+    before the partition goes, so none lands after its next owner read the tail."""
+    with _replicating(target, path, timeout_ms=300_000) as (task, _tracker):
+        task._bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
+
+        def revoke_while_rewinding() -> None:
+            task._draining = True
+            task._on_revoke(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+
+        assert _given_up_while_the_target_is_away(task, target, revoke_while_rewinding) == []
