@@ -319,8 +319,9 @@ class LocalPostgres:
             return ""
 
     def _let_server_user_in(self) -> None:
-        """As root, let the server's user pass through the folders above `root` (0700
-        when made under umask 077): execute permission only, nobody may list them."""
+        """As root, let the server's user pass through the folders above `root` that
+        the stack made 0700 (`.data` under umask 077): execute permission only, nobody
+        may list them."""
         if os.geteuid() != 0:
             return
         user = self._server_user()
@@ -333,7 +334,9 @@ class LocalPostgres:
             else:
                 needed = stat.S_IXOTH
             if not info.st_mode & needed:
-                if info.st_uid != 0:
+                # Only folders below the working directory (.data, made 0700), never
+                # others such as /root: those are the machine's owner's to open.
+                if info.st_uid != 0 or not folder.is_relative_to(Path.cwd()):
                     raise StackError(
                         f"PostgreSQL runs as {SERVER_USER!r}, which may not enter {folder}; "
                         f"put its folder {self.root} elsewhere"

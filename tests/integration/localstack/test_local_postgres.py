@@ -240,7 +240,7 @@ def test_the_session_server_start_is_not_billed_to_the_test_that_asks_first(
                 "-q",
                 str(tests),
             ],
-            cwd=tmp_path,
+            cwd=TESTS.parent,  # as make test runs: .data is below the working directory
             env=env,
             capture_output=True,
             text=True,

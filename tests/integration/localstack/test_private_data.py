@@ -4,6 +4,7 @@ password never stays in a file or shows in a repr."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.postgres import LocalPostgres
+from replicator.localstack.private import private_dir
 
 from conftest import TEST_DATA_DIR
 from helpers.kafka import free_port_pair
@@ -61,3 +63,20 @@ def test_a_server_with_a_password_keeps_it_out_of_files_and_reprs(root: Path) ->
     with pytest.raises(OperationalError, match="password authentication failed"):
         wrong.connect()
     wrong.dispose()
+
+
+def test_postgres_starts_below_folders_made_private(root: Path) -> None:
+    # .data made under umask 077 (0700): as root, the server runs as `postgres`, which
+    # must still reach its folder (it may pass through, not list).
+    private = private_dir(root / "made-private" / "stack")
+    server = LocalPostgres(private / "postgres", free_port_pair(), durable=False)
+    try:
+        server.up(timeout=300)
+        engine = create_engine(server.url())
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar() == 1
+        engine.dispose()
+        assert not _mode(private) & 0o066, "nobody else may list or write it"
+    finally:
+        server.down(wipe=True)
+        shutil.rmtree(root, ignore_errors=True)
