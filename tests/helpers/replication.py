@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -138,9 +138,14 @@ def preload(
 
 def _produce_small(producer: Producer, topic: str, i: int, partitions: int) -> None:
     """Record `i` of a round-robin series: key `i`, 100 bytes of value."""
+    _produce_to(producer, topic, i, i % partitions)
+
+
+def _produce_to(producer: Producer, topic: str, i: int, partition: int) -> None:
+    """Record `i` (key `i`, 100 bytes of value) to `partition`."""
     while True:
         try:
-            producer.produce(topic, value=b"x" * 100, key=b"%d" % i, partition=i % partitions)
+            producer.produce(topic, value=b"x" * 100, key=b"%d" % i, partition=partition)
             return
         except BufferError:
             producer.poll(0.1)
@@ -156,10 +161,23 @@ def _round_robin(records: int, partitions: int) -> list[int]:
 class PacedProduction:
     """`records` small records round-robin over `partitions`, produced from a thread at
     about `rate` per second: a source that is still being written while a test acts
-    (the engine copies a preloaded backlog faster than a test can act mid-stream)."""
+    (the engine copies a preloaded backlog faster than a test can act mid-stream).
+    `only`: round-robin over those partitions alone (the others get nothing)."""
 
-    def __init__(self, bootstrap: str, topic: str, records: int, partitions: int, rate: int):
-        self.wanted = _round_robin(records, partitions)
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: int,
+        partitions: int,
+        rate: int,
+        only: Sequence[int] | None = None,
+    ):
+        written = list(range(partitions) if only is None else only)
+        self.wanted = [0] * partitions
+        for partition, count in zip(written, _round_robin(records, len(written)), strict=True):
+            self.wanted[partition] = count
+        self._written = written
         self._args = (bootstrap, topic, records, partitions, rate)
         self._thread = threading.Thread(target=self._produce, name="paced-producer")
         self.error: BaseException | None = None
@@ -177,7 +195,8 @@ class PacedProduction:
         return self._thread.is_alive()
 
     def _produce(self) -> None:
-        bootstrap, topic, records, partitions, rate = self._args
+        bootstrap, topic, records, _partitions, rate = self._args
+        written = self._written
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         slice_records, started = max(rate // 20, 1), time.monotonic()
         try:
@@ -185,7 +204,7 @@ class PacedProduction:
                 if i % slice_records == 0:  # each 1/20 s holds rate/20 records
                     time.sleep(max(0.0, started + i / rate - time.monotonic()))
                     producer.poll(0)
-                _produce_small(producer, topic, i, partitions)
+                _produce_to(producer, topic, i, written[i % len(written)])
             assert producer.flush(60) == 0
         except BaseException as exc:  # reported by __exit__
             self.error = exc
