@@ -1,7 +1,8 @@
 """Failover and failback through the DAGs on a running `make run`: how long each
 procedure takes, how long the applications are down, and where the time goes.
 
-Triggers `failover` (skip_approval: nobody to ask) and then `failback` through
+Triggers `failover` and then `failback` (skip_approval: nobody to ask, as `make run`'s
+approval policy allows for planned failovers and failbacks) through
 Airflow's REST API, as an operator would, `--runs` times, and prints per run each
 task's start-up gap (from the end of the task before it: Airflow's scheduling)
 and duration, then the procedure's figures from the state store's history (what
@@ -29,7 +30,7 @@ from replicator.statestore import StateStore
 RESULTS = Path(__file__).parent / "results"
 PROCEDURES = {
     "failover": {"applications": ["demo"], "skip_approval": True},
-    "failback": {"applications": ["demo"]},
+    "failback": {"applications": ["demo"], "skip_approval": True},
 }
 _RUN_TIMEOUT_S = 300.0
 

@@ -1,6 +1,7 @@
 """The few calls of Airflow's REST API (v2) that the local stack, the Docker stack's
 test and the browser tests make: a token from the simple auth manager, DAGs,
-runs, task instances and their logs, and a failed run's report.
+runs, task instances and their logs, a task's human-in-the-loop question answered
+(as a person on the Required Actions page answers it), and a failed run's report.
 
 It speaks HTTP with httpx and never imports Airflow, so it drives any Airflow 3
 API server: the one `airflow.AirflowStandalone` starts, or a compose stack's.
@@ -41,6 +42,8 @@ _HTTP_TIMEOUT_S = 30.0
 #: new DAG run (`POST .../dagRuns`) is not: sent twice, it would start two runs.
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
 _ATTEMPTS = 3
+#: A task waiting for a person's answer: parked (Airflow 3.3), or deferred (3.1, 3.2).
+_ASKING = frozenset({"awaiting_input", "deferred"})
 
 
 class AirflowClient:
@@ -173,6 +176,46 @@ class AirflowClient:
                 )
             time.sleep(POLL_S)
         return state
+
+    def answer(
+        self, dag_id: str, run_id: str, task_id: str, option: str, timeout: float
+    ) -> dict[str, Any]:
+        """Answer the human-in-the-loop question of task `task_id` (e.g. a failover's
+        `approval`: "Approve" or "Reject") once the task waits for it, through the same
+        call as Airflow's Required Actions page (`PATCH .../hitlDetails`), as this
+        client's user; returns the recorded answer. StackError when the run finishes,
+        or `timeout` passes, before the task asks, or when Airflow refuses the answer
+        (HTTP 403: the user is not one of the question's assigned users)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = next(
+                (
+                    t["state"]
+                    for t in self.task_instances(dag_id, run_id)
+                    if t["task_id"] == task_id
+                ),
+                None,
+            )
+            if state in _ASKING:
+                break
+            run_state = self.run_state(dag_id, run_id)
+            if run_state in FINISHED or time.monotonic() >= deadline:
+                raise StackError(
+                    f"task {task_id} of DAG run {dag_id}/{run_id} never asked its question "
+                    f"(task {state}, run {run_state} after {timeout:.0f}s)"
+                )
+            time.sleep(POLL_S)
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        try:
+            return dict(self.request("PATCH", path, json={"chosen_options": [option]}))
+        except StackError as error:
+            # A PATCH sent again after a lost answer finds its own answer recorded (409).
+            if "HTTP 409" not in str(error):
+                raise
+            recorded = dict(self.request("GET", path))
+            if recorded.get("chosen_options") != [option]:
+                raise
+            return {**recorded, "responded_by": recorded.get("responded_by_user")}
 
     def failure_report(self, dag_id: str, run_id: str) -> str:
         """What went wrong in a run: every task's state, then each failed task's log."""

@@ -6,6 +6,13 @@ ledgers prove a failover lost and duplicated nothing, background demo traffic,
 and Airflow standalone with our DAGs and the DR status page. Everything shares
 one state store and finds each other through the environment Airflow is given.
 
+Airflow's approval policy (docs/failover-approval.md), unless `$REPLICATOR_APPROVAL`
+is set already (then that one): `LOCAL_APPROVAL_POLICY`. The local `admin` answers
+every failover, failback and full drill triggered in the UI (the form asks by
+default); a script may run a planned failover or a failback unattended with
+`skip_approval` (the README's curl example, bench/dr_downtime.py); an unplanned
+failover and a full drill always ask.
+
 The first cluster is where applications run at first: flows into it (the
 reverse flows a failover starts) begin stopped unless the state store already
 says otherwise, so a restart of `make run` resumes where the last one left off.
@@ -13,7 +20,9 @@ says otherwise, so a restart of `make run` resumes where the last one left off.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +45,12 @@ from replicator.statestore import STATE_URL_ENV, LedgerCheck, StateStore
 log = logging.getLogger(__name__)
 
 WORKER_NAME = "replicator"
+#: Where the DAGs read the approval policy without a `replicator_default` connection
+#: (replicator_airflow.operators.APPROVAL_ENV: the plugin, which this package never imports).
+APPROVAL_ENV = "REPLICATOR_APPROVAL"
+#: The demo's policy: the local admin approves; scripted planned failovers and
+#: failbacks may skip the question (only when they ask to, with `skip_approval`).
+LOCAL_APPROVAL_POLICY = {"approvers": ["admin"], "skip": ["planned_failover", "failback"]}
 DEMO_APP_TOPIC = "demo.orders"
 
 
@@ -194,6 +209,7 @@ class EmbeddedSystem:
     def _airflow_env(self) -> dict[str, str]:
         run_dir = self.launcher.run_dir.resolve()
         env = {STATE_URL_ENV: self.options.state_url, RUN_DIR_ENV: str(run_dir)}
+        env[APPROVAL_ENV] = os.environ.get(APPROVAL_ENV) or json.dumps(LOCAL_APPROVAL_POLICY)
         if self.options.replicate is not None:
             env["REPLICATOR_CONFIG"] = str(self.options.replicate.resolve())
         return env

@@ -1,0 +1,99 @@
+"""`AirflowClient.answer`: a task's human-in-the-loop question answered through the
+REST API once the task waits for it (an Airflow API answering from a script)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from replicator.localstack import airflow_client
+from replicator.localstack.airflow_client import AirflowClient
+from replicator.localstack.errors import StackError
+
+_RUN = "/api/v2/dags/failover/dagRuns/manual__1"
+_HITL = f"{_RUN}/taskInstances/approval/-1/hitlDetails"
+_ADMIN = {"id": "admin", "name": "admin"}
+
+
+def _client(
+    states: Iterator[tuple[str, str]], patch: Callable[[httpx.Request], httpx.Response]
+) -> tuple[AirflowClient, list[str]]:
+    """A client whose API reports (task state, run state) from `states` per poll."""
+    calls: list[str] = []
+    current = {"task": "queued", "run": "running"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(f"{request.method} {request.url.path}")
+        path = request.url.path
+        if path == "/auth/token":
+            return httpx.Response(200, json={"access_token": "t"})
+        if path == f"{_RUN}/taskInstances":
+            current["task"], current["run"] = next(states, (current["task"], current["run"]))
+            tasks = [{"task_id": "plan", "state": "success"}]
+            return httpx.Response(
+                200,
+                json={
+                    "task_instances": [*tasks, {"task_id": "approval", "state": current["task"]}]
+                },
+            )
+        if path == _RUN:
+            return httpx.Response(200, json={"state": current["run"]})
+        if path == _HITL and request.method == "PATCH":
+            return patch(request)
+        if path == _HITL:
+            return httpx.Response(
+                200, json={"chosen_options": ["Approve"], "responded_by_user": _ADMIN}
+            )
+        return httpx.Response(404, json={"detail": path})
+
+    client = AirflowClient("http://airflow", "admin", "pw")
+    client._http = httpx.Client(base_url=client.url, transport=httpx.MockTransport(handle))
+    return client, calls
+
+
+@pytest.fixture(autouse=True)
+def _no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(airflow_client, "POLL_S", 0.0)
+
+
+def test_answered_once_the_task_waits_for_it() -> None:
+    def patch(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content) == {"chosen_options": ["Approve"]}
+        return httpx.Response(200, json={"chosen_options": ["Approve"], "responded_by": _ADMIN})
+
+    states = iter([("queued", "running"), ("running", "running"), ("awaiting_input", "running")])
+    client, calls = _client(states, patch)
+    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+    assert answer["responded_by"] == _ADMIN
+    assert calls.count(f"PATCH {_HITL}") == 1
+    assert calls.count(f"GET {_RUN}/taskInstances") == 3
+
+
+def test_an_answer_sent_again_finds_itself_recorded() -> None:
+    client, _ = _client(
+        iter([("awaiting_input", "running")]),
+        lambda request: httpx.Response(409, json={"detail": "already updated"}),
+    )
+    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+    assert answer["responded_by"] == _ADMIN
+
+
+def test_someone_not_assigned_is_refused() -> None:
+    client, _ = _client(
+        iter([("awaiting_input", "running")]),
+        lambda request: httpx.Response(403, json={"detail": "not a respondent"}),
+    )
+    with pytest.raises(StackError, match="HTTP 403"):
+        client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+
+
+def test_a_run_that_ends_before_asking_is_reported() -> None:
+    client, _ = _client(
+        iter([("queued", "running"), ("upstream_failed", "failed")]),
+        lambda request: pytest.fail("answered a question never asked"),
+    )
+    with pytest.raises(StackError, match=r"never asked its question.*upstream_failed, run failed"):
+        client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
