@@ -44,6 +44,13 @@ _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
 _ATTEMPTS = 3
 #: A task waiting for a person's answer: parked (Airflow 3.3), or deferred (3.1, 3.2).
 _ASKING = frozenset({"awaiting_input", "deferred"})
+#: How long a question has been waiting before `AirflowClient.answer` answers it. Airflow
+#: 3.3 resumes a parked task the moment it is answered; when that is before the
+#: scheduler has taken the executor's "finished" event of the try that parked it (about
+#: 1.5 s after the question, on a loaded host), the scheduler finds the task queued,
+#: says its state "changed externally" and fails it (the browser test's first run of the
+#: approval did). A person never answers that fast; a script waits this long.
+ANSWER_SETTLE_S = 20.0
 
 
 class AirflowClient:
@@ -178,15 +185,24 @@ class AirflowClient:
         return state
 
     def answer(
-        self, dag_id: str, run_id: str, task_id: str, option: str, timeout: float
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        option: str,
+        *,
+        timeout: float,
+        settle_s: float = ANSWER_SETTLE_S,
     ) -> dict[str, Any]:
         """Answer the human-in-the-loop question of task `task_id` (e.g. a failover's
-        `approval`: "Approve" or "Reject") once the task waits for it, through the same
-        call as Airflow's Required Actions page (`PATCH .../hitlDetails`), as this
-        client's user; returns the recorded answer. StackError when the run finishes,
-        or `timeout` passes, before the task asks, or when Airflow refuses the answer
-        (HTTP 403: the user is not one of the question's assigned users)."""
+        `approval`: "Approve" or "Reject") once the task has waited for it `settle_s`,
+        through the same call as Airflow's Required Actions page (`PATCH
+        .../hitlDetails`), as this client's user; returns the recorded answer.
+        StackError when the run finishes, or `timeout` passes, before the task asks, or
+        when Airflow refuses the answer (HTTP 403: the user is not one of the question's
+        assigned users). `settle_s`: see ANSWER_SETTLE_S."""
         deadline = time.monotonic() + timeout
+        asking_since: float | None = None
         while True:
             state = next(
                 (
@@ -196,10 +212,15 @@ class AirflowClient:
                 ),
                 None,
             )
-            if state in _ASKING:
+            now = time.monotonic()
+            if state not in _ASKING:
+                asking_since = None
+            elif asking_since is None:
+                asking_since = now
+            if asking_since is not None and now - asking_since >= settle_s:
                 break
             run_state = self.run_state(dag_id, run_id)
-            if run_state in FINISHED or time.monotonic() >= deadline:
+            if run_state in FINISHED or now >= deadline:
                 raise StackError(
                     f"task {task_id} of DAG run {dag_id}/{run_id} never asked its question "
                     f"(task {state}, run {run_state} after {timeout:.0f}s)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -59,17 +60,27 @@ def _no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(airflow_client, "POLL_S", 0.0)
 
 
-def test_answered_once_the_task_waits_for_it() -> None:
+def test_answered_once_the_task_has_waited_for_it_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The client's clock moves one second per poll.
+    now = [0.0]
+    clock = SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 1)
+    )
+    monkeypatch.setattr(airflow_client, "time", clock)
+
     def patch(request: httpx.Request) -> httpx.Response:
         assert json.loads(request.content) == {"chosen_options": ["Approve"]}
         return httpx.Response(200, json={"chosen_options": ["Approve"], "responded_by": _ADMIN})
 
     states = iter([("queued", "running"), ("running", "running"), ("awaiting_input", "running")])
     client, calls = _client(states, patch)
-    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=100, settle_s=5)
     assert answer["responded_by"] == _ADMIN
     assert calls.count(f"PATCH {_HITL}") == 1
-    assert calls.count(f"GET {_RUN}/taskInstances") == 3
+    # Asked at the third poll (second 2); answered at second 7, the eighth poll.
+    assert calls.count(f"GET {_RUN}/taskInstances") == 8
 
 
 def test_an_answer_sent_again_finds_itself_recorded() -> None:
@@ -77,7 +88,7 @@ def test_an_answer_sent_again_finds_itself_recorded() -> None:
         iter([("awaiting_input", "running")]),
         lambda request: httpx.Response(409, json={"detail": "already updated"}),
     )
-    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
     assert answer["responded_by"] == _ADMIN
 
 
@@ -87,7 +98,7 @@ def test_someone_not_assigned_is_refused() -> None:
         lambda request: httpx.Response(403, json={"detail": "not a respondent"}),
     )
     with pytest.raises(StackError, match="HTTP 403"):
-        client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+        client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
 
 
 def test_a_run_that_ends_before_asking_is_reported() -> None:
@@ -96,4 +107,4 @@ def test_a_run_that_ends_before_asking_is_reported() -> None:
         lambda request: pytest.fail("answered a question never asked"),
     )
     with pytest.raises(StackError, match=r"never asked its question.*upstream_failed, run failed"):
-        client.answer("failover", "manual__1", "approval", "Approve", timeout=10)
+        client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
