@@ -34,11 +34,10 @@ from replicator.config import load_config
 from replicator.localstack import LocalStack
 from replicator.localstack.airflow import AirflowStandalone
 from replicator.localstack.airflow_client import FINISHED, AirflowClient
-from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
+from replicator.localstack.system import APPROVAL_ENV, DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, read_ledger
 
-from helpers.airflow import approval_policy
 from helpers.browser import (
     Screenshots,
     chromium,
@@ -60,9 +59,16 @@ _TIMEOUT_S = 120.0
 SUPERVISOR = "replicator_supervisor"
 
 
-def _run_dag(airflow: AirflowClient, dag_id: str, conf: dict[str, object]) -> str:
-    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs."""
+def _run_dag(
+    airflow: AirflowClient, dag_id: str, conf: dict[str, object], approve: bool = False
+) -> str:
+    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs.
+    `approve`: the run asks (its `approval` task) and `admin` answers Approve through
+    the REST API, as on the Required Actions page."""
     run_id = airflow.trigger(dag_id, conf)
+    if approve:
+        answer = airflow.answer(dag_id, run_id, "approval", "Approve", timeout=4 * _TIMEOUT_S)
+        assert answer["responded_by"]["name"] == "admin", answer
     state = airflow.wait_for_run(dag_id, run_id, timeout=4 * _TIMEOUT_S)
     if state != "success":
         pytest.fail(airflow.failure_report(dag_id, run_id), pytrace=False)
@@ -101,9 +107,10 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # This deployment lets both procedures go without asking when a run says so (Airflow
-    # standalone inherits the environment; the approval: test_failover_approval.py).
-    approval_policy(monkeypatch, skip=["planned_failover", "failback"])
+    # `make run`'s own approval policy (LOCAL_APPROVAL_POLICY, not one from the caller's
+    # environment): the admin approves the failover, as from the UI's form; the failback
+    # goes without asking, as a script's run with skip_approval may.
+    monkeypatch.delenv(APPROVAL_ENV, raising=False)
     primary, dr = kafka_stack.bootstrap("primary"), kafka_stack.bootstrap("dr")
     # What `make run` starts, on the test clusters: the replicator as a launched worker,
     # the demo application on demo.orders, Airflow standalone with our DAGs and plugin.
@@ -156,11 +163,12 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
             suites = ThreadPoolExecutor(max_workers=1)
             procedure_runs: dict[str, str] = {}
             for dag_id, params, now_active in (
-                ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
+                ("failover", {"mode": "planned", "reverse": True}, "dr"),
                 ("failback", {"mode": "replicate", "skip_approval": True}, "primary"),
             ):
                 conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
-                run_id = _run_dag(api, dag_id, {**conf, **params})
+                asks = "skip_approval" not in params
+                run_id = _run_dag(api, dag_id, {**conf, **params}, approve=asks)
                 if dag_id == "failover":  # a verification of the flow runs during the failback
                     verifying = suites.submit(
                         verification_with_data_docs, store, tmp_path, "primary->dr", DEMO_APP_TOPIC

@@ -3,7 +3,8 @@
 as a compose project of the test's own on ports of its own. On that stack:
 
 - the demo application's ledgers prove the demo traffic was replicated exactly;
-- the `failover` and `failback` DAGs, triggered through Airflow's REST API, move the
+- the `failover` and `failback` DAGs, triggered through Airflow's REST API and approved
+  there by the admin (the stack has no approval policy: every such run asks), move the
   demo application to `dr` and back with nothing lost and nothing processed twice;
 - `verify_replication` runs its Spark job on the standalone cluster (the master lists
   the finished application) and writes Data Docs on the shared volume;
@@ -32,6 +33,7 @@ import httpx
 import pytest
 
 from replicator.localstack.airflow_client import AirflowClient
+from replicator.localstack.errors import StackError
 from replicator.statestore import check_ledgers, read_ledger
 
 from helpers.kafka import free_port_pair
@@ -180,9 +182,19 @@ def project(
             project.compose("down", "-v", "--remove-orphans", timeout=300)
 
 
-def _run_dag(api: AirflowClient, dag_id: str, conf: dict[str, object]) -> str:
-    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs."""
+def _run_dag(
+    api: AirflowClient, dag_id: str, conf: dict[str, object], approve: bool = False
+) -> str:
+    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs.
+    `approve`: the run asks a person (its `approval` task), and the test's user (the
+    stack's admin) answers Approve through the REST API, as on the Required Actions page."""
     run_id = api.trigger(dag_id, conf)
+    if approve:
+        try:
+            answer = api.answer(dag_id, run_id, "approval", "Approve", timeout=4 * _TIMEOUT_S)
+        except StackError as error:
+            pytest.fail(f"{error}\n{api.failure_report(dag_id, run_id)}", pytrace=False)
+        assert answer["responded_by"]["name"] == "admin", answer
     if api.wait_for_run(dag_id, run_id, timeout=4 * _TIMEOUT_S) != "success":
         pytest.fail(api.failure_report(dag_id, run_id), pytrace=False)
     return run_id
@@ -224,14 +236,15 @@ def test_the_whole_system_in_docker_compose(
             f"{api.url}{asset}", headers={"Authorization": f"Bearer {api.token()}"}, timeout=300
         )
         assert served.status_code == 200 and b"jQuery" in served.content[:200], served
-        # Failover and failback, as an operator triggers them.
+        # Failover and failback, as an operator triggers them: the stack's connection
+        # has no approval policy, so each asks, and the admin approves it.
         for dag_id, params, now_active in (
-            ("failover", {"mode": "planned", "reverse": True, "skip_approval": True}, "dr"),
+            ("failover", {"mode": "planned", "reverse": True}, "dr"),
             ("failback", {"mode": "replicate"}, "primary"),
         ):
             started = time.monotonic()
             conf = {"flow": "primary->dr", "applications": ["demo"], "timeout_s": _TIMEOUT_S}
-            run_id = _run_dag(api, dag_id, {**conf, **params})
+            run_id = _run_dag(api, dag_id, {**conf, **params}, approve=True)
             figures.timed(f"{dag_id} DAG", started)
             assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
             wait_processed(consumed, now_active, 50, _TIMEOUT_S)
