@@ -11,15 +11,13 @@ applications were down (none unless "full")."""
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
-from replicator_airflow.dag_defaults import DAG_DEFAULTS
+from replicator_airflow.dag_defaults import DAG_DEFAULTS, approval_params
 from replicator_airflow.notifiers import ApprovalNotifier
 from replicator_airflow.operators import (
     ApprovalBranchOperator,
     ProcedureApprovalOperator,
     ProcedureRunOperator,
 )
-
-from replicator.statestore import DEFAULT_LEASE_TTL_S
 
 with DAG(
     dag_id="dr_drill",
@@ -36,18 +34,9 @@ with DAG(
             "full: the drill applications to move",
         ),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
-        "skip_approval": Param(
-            False,
-            type="boolean",
-            description="full: ask nobody; refused unless the deployment's approval policy "
-            "lets full drills skip",
-        ),
-        "approval_timeout_minutes": Param(
-            30,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=DEFAULT_LEASE_TTL_S / 60,
-            description="full: no answer by then counts as Reject; at most the lease",
+        **approval_params(
+            "full: ask nobody; refused unless the deployment's approval policy "
+            "lets full drills skip"
         ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },

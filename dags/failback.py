@@ -16,7 +16,7 @@ a failed step can be cleared and retried alone, or the run aborted with the
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
-from replicator_airflow.dag_defaults import DAG_DEFAULTS
+from replicator_airflow.dag_defaults import DAG_DEFAULTS, approval_params
 from replicator_airflow.notifiers import ApprovalNotifier
 from replicator_airflow.operators import (
     ApprovalBranchOperator,
@@ -27,7 +27,6 @@ from replicator_airflow.operators import (
 )
 
 from replicator.procedures import dag_tasks
-from replicator.statestore import DEFAULT_LEASE_TTL_S
 
 with DAG(
     dag_id="failback",
@@ -49,18 +48,8 @@ with DAG(
             "the applications' producers on the DR side (exactly what it created)",
         ),
         "dry_run": Param(False, type="boolean", description="only say what it would do"),
-        "skip_approval": Param(
-            False,
-            type="boolean",
-            description="ask nobody: refused unless the deployment's approval policy lets "
-            "failbacks skip",
-        ),
-        "approval_timeout_minutes": Param(
-            30,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=DEFAULT_LEASE_TTL_S / 60,
-            description="no answer by then counts as Reject; at most the procedure's lease",
+        **approval_params(
+            "ask nobody: refused unless the deployment's approval policy lets failbacks skip"
         ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },

@@ -21,7 +21,7 @@ task reads the outcome: RPO, RTO, duration and the applications' downtime.
 from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
-from replicator_airflow.dag_defaults import DAG_DEFAULTS
+from replicator_airflow.dag_defaults import DAG_DEFAULTS, approval_params
 from replicator_airflow.notifiers import ApprovalNotifier
 from replicator_airflow.operators import (
     ApprovalBranchOperator,
@@ -32,7 +32,6 @@ from replicator_airflow.operators import (
 )
 
 from replicator.procedures import dag_tasks
-from replicator.statestore import DEFAULT_LEASE_TTL_S
 
 with DAG(
     dag_id="failover",
@@ -51,18 +50,9 @@ with DAG(
             description="before the switch, give the applications' producers WRITE on the "
             "target's topics (applications.<name>.producer.principals); failback removes it",
         ),
-        "skip_approval": Param(
-            False,
-            type="boolean",
-            description="ask nobody: refused unless the deployment's approval policy lets "
-            "this kind of failover skip",
-        ),
-        "approval_timeout_minutes": Param(
-            30,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=DEFAULT_LEASE_TTL_S / 60,
-            description="no answer by then counts as Reject; at most the procedure's lease",
+        **approval_params(
+            "ask nobody: refused unless the deployment's approval policy lets "
+            "this kind of failover skip"
         ),
         "timeout_s": Param(120, type="number", description="seconds per wait"),
     },

@@ -14,12 +14,12 @@ import logging
 import time
 from dataclasses import asdict, dataclass, fields
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from replicator.acls.sync import AclSyncReport, sync_acls
 from replicator.config.model import FlowConfig
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.status import STATUS_TOPIC
+from replicator.engine.status import STATUS_TOPIC, deliver_status
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 from replicator.kafka.errors import error_text
@@ -75,20 +75,9 @@ def publish(flow: FlowConfig, status: AclSyncStatus) -> None:
         "status.topic.replication.factor",
     )
     producer = Producer(flow.target.producer, cluster=flow.target.alias)
-    errors: list[KafkaError] = []
-
-    def delivered(error: KafkaError | None, _message: object) -> None:
-        if error is not None:
-            errors.append(error)
-
-    value = json.dumps(asdict(status)).encode()
-    producer.produce(STATUS_TOPIC, key=status.key.encode(), value=value, on_delivery=delivered)
-    if producer.flush(_FLUSH_S) or errors:
-        why = errors[0].str() if errors else f"not delivered in {_FLUSH_S:.0f}s"
-        raise ReplicatorError(
-            f"the ACL sync status of flow {flow.name} was not written to {STATUS_TOPIC} on "
-            f"{flow.target.alias!r}: {why}"
-        )
+    deliver_status(
+        producer, flow, "ACL sync status", status.key, asdict(status), timeout_s=_FLUSH_S
+    )
 
 
 def sync_and_publish(flow: FlowConfig) -> AclSyncReport:

@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field, fields
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.internal_topics import MissingTopic, read_compacted
@@ -107,6 +107,29 @@ class StatusWriter:
     def publish(self, status: PartitionStatus | WorkerStatus) -> None:
         self._producer.produce(
             STATUS_TOPIC, key=status.key.encode(), value=json.dumps(asdict(status)).encode()
+        )
+
+
+def deliver_status(
+    producer: Producer, flow: FlowConfig, what: str, key: str, value: object, *, timeout_s: float
+) -> None:
+    """Write one status record (`value` as JSON) of `flow` and wait until the target
+    has it; ReplicatorError naming `what` and the reason when it does not within
+    `timeout_s`. For the rounds that publish beside the engine (ACL sync, thread
+    health), not for the task loop."""
+    errors: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
+    body = json.dumps(value).encode()
+    producer.produce(STATUS_TOPIC, key=key.encode(), value=body, on_delivery=delivered)
+    if producer.flush(timeout_s) or errors:
+        why = errors[0].str() if errors else f"not delivered in {timeout_s:.0f}s"
+        raise ReplicatorError(
+            f"the {what} of flow {flow.name} was not written to {STATUS_TOPIC} on "
+            f"{flow.target.alias!r}: {why}"
         )
 
 

@@ -22,11 +22,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from replicator.config.model import FlowConfig
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC
+from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC, deliver_status
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import BackgroundLoop, ThreadHealth
 from replicator.kafka.clients import Producer
@@ -148,21 +148,14 @@ class ThreadStatusLoop(BackgroundLoop):
         return producer
 
     def _publish(self, flow: FlowConfig, record: RunnerThreads) -> None:
-        producer = self._producer(flow)
-        errors: list[KafkaError] = []
-
-        def delivered(error: KafkaError | None, _message: object) -> None:
-            if error is not None:
-                errors.append(error)
-
-        value = json.dumps(asdict(record)).encode()
-        producer.produce(STATUS_TOPIC, key=record.key.encode(), value=value, on_delivery=delivered)
-        if producer.flush(_FLUSH_S) or errors:
-            why = errors[0].str() if errors else f"not delivered in {_FLUSH_S:.0f}s"
-            raise ReplicatorError(
-                f"the thread status of flow {flow.name} was not written to {STATUS_TOPIC} on "
-                f"{flow.target.alias!r}: {why}"
-            )
+        deliver_status(
+            self._producer(flow),
+            flow,
+            "thread status",
+            record.key,
+            asdict(record),
+            timeout_s=_FLUSH_S,
+        )
 
 
 def read_thread_status(flow: FlowConfig) -> list[RunnerThreads]:
