@@ -59,7 +59,13 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
         json.dumps(
             {
                 "conn_type": "replicator",
-                "extra": {"config": str(config_path), "state_url": state_url},
+                # This deployment lets both go without asking when a run says so (the
+                # approval itself: test_failover_approval.py).
+                "extra": {
+                    "config": str(config_path),
+                    "state_url": state_url,
+                    "approval": {"skip": ["planned_failover", "failback"]},
+                },
             }
         ),
     )
@@ -95,7 +101,7 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
             assert store.application(app).active_cluster == "dr"
             wait_processed(consumed, "dr", 100, _TIMEOUT_S)
 
-            runs.append(bag.get_dag("failback").test(run_conf=conf))
+            runs.append(bag.get_dag("failback").test(run_conf={**conf, "skip_approval": True}))
             assert runs[-1].state == "success", task_states(runs[-1])
             assert store.application(app).active_cluster == "primary"
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
