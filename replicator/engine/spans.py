@@ -29,10 +29,11 @@ from types import ModuleType
 from typing import Protocol
 
 import confluent_kafka
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Message, TopicPartition
 
 from replicator import metrics
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, encode_offset
+from replicator.kafka.clients import Consumer, Producer
 
 log = logging.getLogger(__name__)
 

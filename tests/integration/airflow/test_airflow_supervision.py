@@ -298,8 +298,12 @@ def test_supervisor_names_the_procedure_that_left_a_flow_stopped(
     assert supervise(config, store, None, Bounds()).problems == []  # it started just now
     # A procedure that succeeded stopped it for good (the forward flow after a failover),
     # and the standby direction `make run` stops names no procedure: both are fine.
-    store.set_flow_state(flow.name, "stopped", {"by": procedure})
-    [history] = [r for r in store.runs("failover") if r.params["procedure_id"] == procedure]
+    # (The aborted run's record stays aborted: a later failover stops it, and succeeds.)
+    done = f"failover-{uuid.uuid4().hex[:12]}"
+    failover.run_step(done, "stop_flow")
+    store.release_leases(done)
+    store.set_flow_state(flow.name, "stopped", {"by": done})
+    [history] = [r for r in store.runs("failover") if r.params["procedure_id"] == done]
     store.finish_run(history.run_id, "succeeded", 0, 1.0, {})
     assert supervise(config, store, None, Bounds()).problems == []
     store.set_flow_state(flow.name, "stopped")
