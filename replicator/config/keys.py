@@ -76,6 +76,7 @@ SETTINGS: dict[str, Setting] = {
     "topic.reset.policy": Setting(choice("fail", "skip"), "topic_reset_policy"),
     "oversized.record.policy": Setting(choice("fail", "skip"), "oversized_record_policy"),
     "metrics.port": Setting(port, "metrics_port"),
+    "replicator.takeover.uncertain": Setting(choice("refuse", "at-least-once"), "takeover_uncertain"),
     # Combined by the loader.
     "status.topic.replication.factor": Setting(replication_factor, None),  # ours
     "status.storage.replication.factor": Setting(replication_factor, None),

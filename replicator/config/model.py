@@ -120,6 +120,9 @@ class FlowConfig:
     #: (Connect's status topic, on the target as ours), else -1, the broker's default.
     status_topic_replication_factor: int = -1
     metrics_port: int | None = None
+    #: Taking over from MirrorMaker 2 where the exact point is not proven
+    #: (`replicator.engine.takeover`): refuse to start, or copy the uncertain records again.
+    takeover_uncertain: Literal["refuse", "at-least-once"] = "refuse"
 
     @property
     def name(self) -> str:
