@@ -1,5 +1,6 @@
 """Where an assigned (or rewound) partition continues: after its last replica on the
-target, or where an operator's offset reset says, and where the source log is now.
+target, after MirrorMaker 2's last copy when MM2 filled the target before us
+(`takeover`), or where an operator's offset reset says, and where the source log is now.
 
 The task reads the target tail and the pending resets only through this module: one
 read of the tail gives both the resume point and the reset decision. Fencing the
@@ -9,6 +10,7 @@ only then is the tail read here final.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -16,9 +18,12 @@ from confluent_kafka import TopicPartition
 
 from replicator.config.model import FlowConfig
 from replicator.engine.resets import PendingResets
-from replicator.engine.tail import TailReader
+from replicator.engine.tail import TailPosition, TailReader
+from replicator.engine.takeover import TakeoverPlanner, decide
 from replicator.kafka.clients import Consumer
 from replicator.kafka.watermarks import watermarks
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,12 @@ class ResumePoints:
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
         self._tail = TailReader(flow.target.consumer, flow.source.alias)
+        self._takeover: TakeoverPlanner | None = None
 
     def close(self) -> None:
         self._tail.close()
+        if self._takeover is not None:
+            self._takeover.close()
 
     def resets(self, partitions: Iterable[TopicPartition]) -> PendingResets:
         """The pending resets of `partitions` (one read of the resets topic)."""
@@ -61,13 +69,32 @@ class ResumePoints:
         the source watermarks."""
         tail = self._tail.position(remote, partition)
         low, high = watermarks(source, topic, partition)
-        resume = low if tail.next_source_offset is None else tail.next_source_offset
+        taken_over = self._taken_over(tail, topic, partition, remote)
+        if tail.next_source_offset is not None:
+            resume = tail.next_source_offset
+        else:
+            resume = low if taken_over is None else taken_over
         # An operator's offset reset applies while nothing was replicated since it (this
         # read of the tail tells: no second one).
         reset = resets.honoured(topic, partition, tail, resume)
         if reset is None:
-            return ResumePoint(
-                resume, 0, low, high, tail.target_end, tail.next_source_offset is not None
-            )
+            outside_possible = tail.next_source_offset is not None or taken_over is not None
+            return ResumePoint(resume, 0, low, high, tail.target_end, outside_possible)
         skipped = max(0, reset.offset - resume)
         return ResumePoint(reset.offset, skipped, low, high, tail.target_end, True)
+
+    def _taken_over(
+        self, tail: TailPosition, topic: str, partition: int, remote: str
+    ) -> int | None:
+        """Where the partition starts after MirrorMaker 2's copy (see `takeover`), when
+        the target holds records but no replica of ours and MM2 left its state; None
+        otherwise. The plan is logged, once per partition taken over."""
+        if tail.next_source_offset is not None or tail.target_end == 0:
+            return None
+        if self._takeover is None:
+            self._takeover = TakeoverPlanner(self.flow)
+        point = self._takeover.point(topic, partition, remote)
+        if point is None:
+            return None
+        log.info("taking over from MirrorMaker 2: %s", point.describe())
+        return decide(self.flow, point)
