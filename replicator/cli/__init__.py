@@ -17,6 +17,7 @@ from replicator.cli import (
     acls,
     clients,
     diagnose,
+    migrate,
     offset_reset,
     offsets,
     procedures,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.register(commands)
     acls.register(commands)
     reports.register(commands)
+    migrate.register(commands)
     return parser
 
 

@@ -61,6 +61,10 @@ class TailReader:
     def close(self) -> None:
         self._reader.close()
 
+    def exists(self, topic: str, partition: int) -> bool:
+        """Whether the target partition exists (reading its tail would wait for it)."""
+        return self._reader.exists(topic, partition)
+
     def position(self, topic: str, partition: int) -> TailPosition:
         """The last replica of `topic[partition]` (control records and records written
         by others may sit after it), or None when the log holds none."""

@@ -11,6 +11,14 @@ offset syncs, and may be the one that failed).
 
 The opposite direction (a position on the target, back to the source) reads
 the one record at that position: its header is the answer.
+
+A partition taken over from MirrorMaker 2 (`replicator.engine.takeover`) starts
+with MM2's copies, which carry no header: before our first replica, every
+committed source record was copied in order (the takeover proved the copy's end
+by content), so a position there lies as many records before our first replica
+as there are committed source records between the two. The record found there is
+compared with the source record by content; a mismatch holds the position back
+(`Translation.exact` is False) instead of guessing.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 from confluent_kafka import Message
 
 from replicator.config.model import ClusterConfig
+from replicator.engine.alignment import Content
 from replicator.engine.tail import Replica, replica_of
 from replicator.kafka.range_reads import RangeReader
 
@@ -51,12 +60,17 @@ class Translation:
     #: Committed source records before `source_offset` that are not on the target (a
     #: group that read them on the source and moves to the target loses them).
     unreplicated_before: int | None = None
+    #: The position lies in MirrorMaker 2's copies before our first replica, and the
+    #: record at `target_offset` is not the copy of the source record there: held back.
+    unproven: str | None = None
 
     @property
     def exact(self) -> bool:
         """True when every committed source record before `source_offset` is on the
         target, so a consumer at `target_offset` neither skips nor re-reads anything
         (past the last replicated record, the next one lands at `target_offset`)."""
+        if self.unproven is not None:
+            return False
         if self.unreplicated_before is not None:
             return self.unreplicated_before == 0
         return self.replicated_until is not None and self.source_offset <= self.replicated_until
@@ -148,6 +162,15 @@ class TargetIndex:
                 lo = found.target_offset + 1
         return answer
 
+    def record_at(self, topic: str, partition: int, offset: int) -> Message | None:
+        """The committed record at target `offset`, None if none is there."""
+        message = self._reader.first(topic, partition, offset, offset + 1)
+        return message if message is not None and message.offset() == offset else None
+
+    def before(self, topic: str, partition: int, low: int, offset: int) -> Message | None:
+        """The last committed record before target `offset`."""
+        return self._reader.last(topic, partition, low, offset, lambda message: message)
+
     def _replicas(self, topic: str, partition: int, start: int, end: int) -> Iterator[Replica]:
         for message in self._reader.messages(topic, partition, start, end):
             replica = self._replica(message)
@@ -156,6 +179,10 @@ class TargetIndex:
 
     def _replica(self, message: Message) -> Replica | None:
         return replica_of(message, self._alias)
+
+    def is_replica(self, message: Message) -> bool:
+        """Whether `message` is a replica of this flow (carries our source header)."""
+        return self._replica(message) is not None
 
 
 def translate(
@@ -177,7 +204,22 @@ def translate(
     found = index.find(remote_topic, partition, source_offset, low, end)
     last = index.last_replica(remote_topic, partition, end)
     replicated_until = None if last is None else last.source_offset + 1
-    if found is not None:
+    unproven = None
+    if found is not None and found.source_offset > source_offset:
+        reader = None if source is None else source[0]
+        earlier = _in_taken_over_copies(
+            index,
+            reader,
+            (topic, remote_topic, partition),
+            low=low,
+            first=found,
+            source_offset=source_offset,
+        )
+        if earlier is not None:
+            target_offset, unproven = earlier
+        else:
+            target_offset = found.target_offset
+    elif found is not None:
         target_offset = found.target_offset
     else:
         target_offset = end if last is None else last.target_offset + 1
@@ -198,4 +240,45 @@ def translate(
         replicated_until=replicated_until,
         missing=missing,
         unreplicated_before=unreplicated_before,
+        unproven=unproven,
     )
+
+
+def _in_taken_over_copies(
+    index: TargetIndex,
+    source: PartitionReader | None,
+    where: tuple[str, str, int],
+    *,
+    low: int,
+    first: Replica,
+    source_offset: int,
+) -> tuple[int, str | None] | None:
+    """(target offset, why unproven or None) of `source_offset` when it lies in
+    MirrorMaker 2's copies before `first`, our first replica of the partition; None
+    when the record before `first` is a replica of ours (then `source_offset` fell in
+    a gap of ours: `first` is the answer) or there is none."""
+    topic, remote, partition = where
+    previous = index.before(remote, partition, low, first.target_offset)
+    if previous is None or index.is_replica(previous):
+        return None
+    # MM2 copied every committed source record in order: no gaps first, checked below.
+    guess = first.target_offset - (first.source_offset - source_offset)
+    if source is None:  # the source is away: MM2 copies without gaps unless it has markers
+        return max(guess, low), None
+    source_end = first.source_offset
+    original = source.first(topic, partition, source_offset, source_end)
+    if original is None:
+        return first.target_offset, None  # only markers from `source_offset` on
+    if guess >= low and _same(index.record_at(remote, partition, guess), original):
+        return guess, None
+    counted = first.target_offset - source.count(topic, partition, source_offset, source_end)
+    if counted >= low and _same(index.record_at(remote, partition, counted), original):
+        return counted, None
+    return max(counted, low), (
+        f"{remote}[{partition}]@{counted} is not the copy of {topic}[{partition}]"
+        f"@{original.offset()}: MirrorMaker 2's copies there are not contiguous"
+    )
+
+
+def _same(copy: Message | None, original: Message) -> bool:
+    return copy is not None and Content.of(original).copied_as(Content.of(copy))
