@@ -1,37 +1,72 @@
 """Prometheus metrics of the replication engine.
 
-Tasks count in plain integers on the hot path and publish the deltas here
-about once a second, so a labelled counter is never touched per record.
+Names follow Prometheus' conventions: `replicator_` first, the unit last, `_total` on
+counters (prometheus_client adds it to a Counter's name), timestamps as
+`*_timestamp_seconds`. docs/monitoring.md lists every family; the shipped alert rules
+and dashboard (deploy/monitoring/) use only these names, and a test checks it.
+
+Labels stay bounded: the partition families below are labelled by flow and topic, and
+the `partition` label is empty (which Prometheus stores as absent: one series per
+topic) unless the flow sets `metrics.partition.labels = true` (`partition_label`).
+
+Tasks count in plain integers on the hot path and publish the deltas here about once
+a second, so a labelled counter is never touched per record.
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-_LABELS = ("flow", "topic", "partition")
+#: Labels of the partition families; `partition` is "" unless asked for.
+PARTITION_LABELS = ("flow", "topic", "partition")
 
-RECORDS = Counter("replicator_records_replicated", "Records written to the target.", _LABELS)
+RECORDS = Counter(
+    "replicator_replicated_records",
+    "Records the target acknowledged (written and, in exactly-once mode, committed).",
+    PARTITION_LABELS,
+)
 BYTES = Counter(
-    "replicator_bytes_replicated", "Key and value bytes written to the target.", _LABELS
+    "replicator_replicated_bytes",
+    "Key and value bytes of the records the target acknowledged.",
+    PARTITION_LABELS,
 )
 SKIPPED = Counter(
-    "replicator_records_skipped",
-    "Source records deliberately not written (cycle, or a `skip` policy).",
-    (*_LABELS, "reason"),
+    "replicator_skipped_records",
+    "Source records deliberately not written, by reason: loop, loop_legacy (our copy of "
+    "a record from the target), record_too_large (oversized.record.policy=skip), "
+    "offset_reset (an operator's reset skipped them).",
+    (*PARTITION_LABELS, "reason"),
 )
 LOST = Counter(
-    "replicator_records_lost",
+    "replicator_lost_records",
     "Source offsets that can never be replicated (deleted by retention before they were).",
-    (*_LABELS, "reason"),
+    (*PARTITION_LABELS, "reason"),
 )
 ERRORS = Counter("replicator_errors", "Errors by kind.", ("flow", "kind"))
 LAG = Gauge(
-    "replicator_lag_records", "Source records not yet replicated (high watermark - next).", _LABELS
+    "replicator_lag_records",
+    "Source records not yet replicated (source high watermark - next offset), summed "
+    "over the worker's partitions of the topic.",
+    PARTITION_LABELS,
 )
 RECORD_AGE = Gauge(
     "replicator_record_age_seconds",
-    "Age of the newest replicated record when it was acknowledged by the target.",
-    _LABELS,
+    "Age of the newest replicated record when the target acknowledged it (the oldest "
+    "over the worker's partitions of the topic).",
+    PARTITION_LABELS,
+)
+ACKED_TIMESTAMP = Gauge(
+    "replicator_acknowledged_record_timestamp_seconds",
+    "Timestamp of the newest record of the topic the target acknowledged; "
+    "time() minus it is how old the newest replica is (for `heartbeats`: the heartbeat "
+    "age the supervisor checks).",
+    PARTITION_LABELS,
+)
+STOPPED = Gauge(
+    "replicator_stopped_partitions",
+    "Partitions of the topic a failure policy stopped (they need an operator); only the "
+    "worker owning a partition counts it.",
+    PARTITION_LABELS,
 )
 LATENCY = Histogram(
     "replicator_replication_latency_seconds",
@@ -39,11 +74,46 @@ LATENCY = Histogram(
     ("flow",),
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
-PARTITION_STATE = Gauge(
-    "replicator_partition_stopped",
-    "1 when a partition is stopped by a failure policy and needs an operator, 0 while it "
-    "replicates; only the worker owning the partition reports it.",
-    _LABELS,
+OFFSET_SYNC_TIMESTAMP = Gauge(
+    "replicator_offset_sync_timestamp_seconds",
+    "When the worker last wrote an offset sync for the topic (the newest over its "
+    "partitions); time() minus it is the offset-sync age.",
+    PARTITION_LABELS,
+)
+CHECKPOINT_DURATION = Histogram(
+    "replicator_checkpoint_duration_seconds",
+    "How long a checkpoint round (translating the groups, writing checkpoints, group "
+    "offset sync) took, successful or not.",
+    ("flow",),
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+CHECKPOINT_TIMESTAMP = Gauge(
+    "replicator_checkpoint_success_timestamp_seconds",
+    "When the last checkpoint round of the flow succeeded; time() minus it is the checkpoint age.",
+    ("flow",),
+)
+HEARTBEAT_TIMESTAMP = Gauge(
+    "replicator_heartbeat_emitted_timestamp_seconds",
+    "When the worker last wrote a heartbeat to the source's heartbeats topic.",
+    ("flow",),
+)
+SOURCE_COMMITS = Counter(
+    "replicator_source_offset_commits",
+    "Commits of the workers' source positions under the flow's consumer group "
+    "(replicator.commit.source.offsets), by outcome (ok, failed).",
+    ("flow", "outcome"),
+)
+WORKER_RUNNING = Gauge(
+    "replicator_worker_running",
+    "1 while the worker's replication loop runs, 0 once it stopped or failed (the runner "
+    "starts it again with backoff).",
+    ("flow", "worker"),
+)
+WORKER_PATH = Gauge(
+    "replicator_worker_loop_path",
+    "1 for the path the worker's replication loop takes: path=c (plain records produced "
+    "by the compiled span producer) or path=python (the Python loop alone); 0 for the other.",
+    ("flow", "worker", "path"),
 )
 C_SPANS_DISABLED = Gauge(
     "replicator_c_span_producer_disabled",
@@ -84,6 +154,12 @@ BACKGROUND_THREAD_ALIVE = Gauge(
     "1 while the background thread runs, 0 when it ended unasked (it is started again).",
     ("thread",),
 )
+
+
+def partition_label(partition: int, per_partition: bool) -> str:
+    """The `partition` label value of a partition family: the number when the flow asks
+    for per-partition series (`metrics.partition.labels`), else "" (one series per topic)."""
+    return str(partition) if per_partition else ""
 
 
 def serve(port: int) -> None:

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.errors",
         "replicator.backoff",
         "replicator.metrics",
+        "replicator.logs",
         "replicator.flow_timer",
     ),
     ("replicator.config",),

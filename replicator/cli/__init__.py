@@ -13,6 +13,7 @@ import traceback
 
 from confluent_kafka import KafkaException
 
+from replicator import logs
 from replicator.cli import (
     acls,
     clients,
@@ -30,6 +31,12 @@ from replicator.cli.kafka_errors import kafka_error_line
 from replicator.errors import ReplicatorError
 from replicator.localstack import StackError
 
+_LOG_FORMAT = ("--log-format",)
+_LOG_FORMAT_OPTIONS: dict = {
+    "choices": logs.FORMATS,
+    "help": f"text (default) or json: one JSON object a line (also ${logs.ENV})",
+}
+
 #: Errors whose message is already a complete, actionable line for the user.
 _USER_ERRORS = (StackError, ReplicatorError)
 
@@ -40,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kafka disaster recovery: replication, offsets, failover and drills.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument(*_LOG_FORMAT, **_LOG_FORMAT_OPTIONS, default=None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack.register(commands)
     replication.register(commands)
@@ -52,15 +60,20 @@ def build_parser() -> argparse.ArgumentParser:
     acls.register(commands)
     reports.register(commands)
     migrate.register(commands)
+    # Also after the command (`replicator run --log-format json`); not given there, the
+    # value before it (or its default) stands.
+    for command in commands.choices.values():
+        command.add_argument(*_LOG_FORMAT, **_LOG_FORMAT_OPTIONS, default=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        logs.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
+    except ValueError as exc:  # $REPLICATOR_LOG_FORMAT names no format
+        parser.error(str(exc))
     # One INFO line per HTTP request (Airflow's REST API, polled) would drown the rest.
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:

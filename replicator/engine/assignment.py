@@ -28,6 +28,7 @@ from replicator.engine.resets import PendingResets
 from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
 from replicator.engine.size_limits import SizeHold, SizeLimits
+from replicator.engine.source_commits import SourceCommits
 from replicator.engine.topic_sync import TopicSync
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
@@ -59,6 +60,7 @@ class Assignment:
     _syncs: OffsetSyncWriter
     _exactly_once: ExactlyOnce | None
     _reporter: TaskReporter
+    _source_commits: SourceCommits
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Where each partition continues is read from the target. A target that does
@@ -103,6 +105,11 @@ class Assignment:
         `_release_records`) first, so the next owner resumes exactly after it."""
         self._release_records(lost)
         self._syncs.emit_due(force=True)
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        if not lost:  # a lost assignment's partitions are already another worker's
+            mine = [self._trackers[key] for key in keys if key in self._trackers]
+            self._source_commits.commit_due(consumer, mine, self._in_flight(), force=True)
+        self._source_commits.forget(keys)
         for tp in partitions:
             key = (tp.topic, tp.partition)
             tracker = self._trackers.pop(key, None)
@@ -124,6 +131,7 @@ class Assignment:
             partition=tp.partition,
             remote=remote,
             size=SizeHold(self._size_limits.record_limit(remote)),
+            partition_labels=self.flow.metrics_partition_labels,
         )
         key = tracker.key
         self._trackers[key] = self._waiting[key] = tracker
@@ -208,7 +216,7 @@ class Assignment:
         point = self._resume_points.point(
             resets, self._consumer, tracker.topic, tracker.partition, tracker.remote
         )
-        tracker.next_offset = point.offset
+        tracker.next_offset = tracker.acked_next = point.offset
         tracker.counters.skipped += point.skipped
         self._resumed_at_target(tracker, point.target_end)
         self._syncs.restart(key)
@@ -216,8 +224,6 @@ class Assignment:
         self._waiting.pop(key, None)
         if point.outside_possible:
             self._check_position(tracker, point.low, point.high)
-        if not tracker.stopped:
-            metrics.PARTITION_STATE.labels(*tracker.labels).set(0)
         return True
 
     def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:

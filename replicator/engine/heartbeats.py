@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from replicator import metrics
 from replicator.engine.formats import Heartbeat
 from replicator.engine.offset_syncs import SourceProducer
 
@@ -20,5 +21,7 @@ class HeartbeatWriter:
         self.target = target
 
     def emit(self) -> None:
-        beat = Heartbeat(self.source, self.target, int(time.time() * 1000))
+        now = time.time()
+        beat = Heartbeat(self.source, self.target, int(now * 1000))
         self._producer.produce(self.topic, key=beat.key(), value=beat.value())
+        metrics.HEARTBEAT_TIMESTAMP.labels(f"{self.source}->{self.target}").set(now)

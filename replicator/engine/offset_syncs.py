@@ -61,8 +61,10 @@ class OffsetSyncWriter:
         offset_lag_max: int,
         *,
         transactional: bool,
+        partition_labels: bool = False,
     ) -> None:
         self._producer = producer
+        self.partition_labels = partition_labels  # metrics.partition.labels
         self.topic = topic
         self.flow = flow
         self.offset_lag_max = offset_lag_max
@@ -148,6 +150,8 @@ class OffsetSyncWriter:
         sync = OffsetSync(key[0], key[1], source, target)
         self._producer.produce(self.topic, key=sync.key(), value=sync.value())
         state.synced_source = source
+        label = metrics.partition_label(key[1], self.partition_labels)
+        metrics.OFFSET_SYNC_TIMESTAMP.labels(self.flow, key[0], label).set(time.time())
         if state.acked_timestamp_ms:
             metrics.LATENCY.labels(self.flow).observe(
                 max(0.0, time.time() - state.acked_timestamp_ms / 1000)

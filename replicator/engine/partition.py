@@ -27,15 +27,16 @@ class Counters:
     published_records: int = 0
     published_bytes: int = 0
 
-    def publish(self, labels: tuple[str, str, int], now_ms: float) -> None:
-        """Add what was replicated since the last call to the metrics."""
+    def publish(self, labels: tuple[str, str, str]) -> bool:
+        """Add what was replicated since the last call to the metrics' counters; True
+        when there was something (the reporter then updates the age gauges)."""
         if self.replicated <= self.published_records:
-            return
+            return False
         metrics.RECORDS.labels(*labels).inc(self.replicated - self.published_records)
         metrics.BYTES.labels(*labels).inc(self.replicated_bytes - self.published_bytes)
         self.published_records = self.replicated
         self.published_bytes = self.replicated_bytes
-        metrics.RECORD_AGE.labels(*labels).set(max(0.0, (now_ms - self.acked_timestamp_ms) / 1000))
+        return True
 
 
 @dataclass
@@ -59,15 +60,20 @@ class PartitionTracker:
     #: The producer writing this partition: shared, or its own in exactly-once mode.
     producer: Producer | None = None
     counters: Counters = field(default_factory=Counters)
+    #: The source offset after the last record the target acknowledged (-1: none yet);
+    #: what `source_commits` commits while later runs are in flight.
+    acked_next: int = -1
+    #: Metrics get a series per partition (`metrics.partition.labels`), not per topic.
+    partition_labels: bool = False
 
     @property
     def key(self) -> tuple[str, int]:
         return self.topic, self.partition
 
     @property
-    def labels(self) -> tuple[str, str, int]:
-        """The partition's metric labels."""
-        return self.flow, self.topic, self.partition
+    def labels(self) -> tuple[str, str, str]:
+        """The partition's metric labels (see `metrics.partition_label`)."""
+        return self.flow, self.topic, metrics.partition_label(self.partition, self.partition_labels)
 
     def status(self, lag: int | None) -> PartitionStatus:
         counters = self.counters

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
@@ -33,6 +34,20 @@ _SKIP_WHY = {
 }
 
 
+_OTHER_PATH = {"c": "python", "python": "c"}
+_PARTITION_GAUGES = (metrics.LAG, metrics.STOPPED, metrics.RECORD_AGE, metrics.ACKED_TIMESTAMP)
+
+
+@dataclass
+class _Gauges:
+    """One series' gauges, summed or maxed over the partitions it covers."""
+
+    lag: int = 0
+    stopped: int = 0
+    acked_ms: int = 0
+    age: float | None = None  # None: nothing new acknowledged since the last publish
+
+
 class TaskReporter:
     """Publishes the status and metrics of one worker of a flow."""
 
@@ -45,6 +60,8 @@ class TaskReporter:
         self._consumer: Consumer | None = None
         #: Skipped records per partition: reason -> [count, first source offset].
         self._skips: dict[tuple[str, int], dict[str, list[int]]] = {}
+        #: The label sets of the gauges `publish_metrics` set last.
+        self._published: set[tuple[str, str, str]] = set()
 
     @property
     def ready(self) -> bool:
@@ -81,7 +98,7 @@ class TaskReporter:
         skips[reason] = [1, offset]
         log.warning(
             "flow %s: %s[%d] offset %d is not replicated: %s. Further ones on this "
-            "partition are counted in replicator_records_skipped_total{reason=%r} and "
+            "partition are counted in replicator_skipped_records_total{reason=%r} and "
             "shown by `replicator status`",
             self.flow, tracker.topic, tracker.partition, offset,
             _SKIP_WHY.get(reason, reason), reason,
@@ -105,14 +122,45 @@ class TaskReporter:
         if not tracker.stopped:
             status.state = "revoked"
         self._status.publish(status)
-        metrics.PARTITION_STATE.remove(*tracker.labels)
+        # Its gauges go with the next `publish_metrics` (its next owner reports on
+        # it from now on: a stale "stopped" would alert forever).
 
     def publish_metrics(self, trackers: Iterable[PartitionTracker]) -> None:
-        """Per-second metrics: what was replicated since the last call, and the lag."""
+        """Per-second metrics: what was replicated since the last call, and the gauges
+        of every series (a topic's, or a partition's with `metrics.partition.labels`):
+        lag summed, stopped partitions counted, ages of the newest acknowledged record.
+        Series of partitions no longer ours are removed."""
         now_ms = time.time() * 1000
+        gauges: dict[tuple[str, str, str], _Gauges] = {}
         for tracker in trackers:
-            tracker.counters.publish(tracker.labels, now_ms)
-            metrics.LAG.labels(*tracker.labels).set(self.lag(tracker) or 0)
+            labels = tracker.labels
+            counters = tracker.counters
+            series = gauges.setdefault(labels, _Gauges())
+            series.lag += self.lag(tracker) or 0
+            series.stopped += 1 if tracker.stopped else 0
+            series.acked_ms = max(series.acked_ms, counters.acked_timestamp_ms)
+            if counters.publish(labels):
+                age = max(0.0, (now_ms - counters.acked_timestamp_ms) / 1000)
+                series.age = age if series.age is None else max(series.age, age)
+        for labels, series in gauges.items():
+            metrics.LAG.labels(*labels).set(series.lag)
+            metrics.STOPPED.labels(*labels).set(series.stopped)
+            if series.age is not None:
+                metrics.RECORD_AGE.labels(*labels).set(series.age)
+            if series.acked_ms:
+                metrics.ACKED_TIMESTAMP.labels(*labels).set(series.acked_ms / 1000)
+        for labels in self._published - gauges.keys():
+            for family in _PARTITION_GAUGES:
+                family.remove(*labels)  # a series never set is no error
+        self._published = set(gauges)
+        reason = python_reason()
+        path = "python" if reason is not None else "c"
+        metrics.WORKER_PATH.labels(self.flow, self.worker_id, path).set(1)
+        metrics.WORKER_PATH.labels(self.flow, self.worker_id, _OTHER_PATH[path]).set(0)
+
+    def running(self, running: bool) -> None:
+        """The worker's loop started (True) or ended (False)."""
+        metrics.WORKER_RUNNING.labels(self.flow, self.worker_id).set(int(running))
 
     def worker(
         self,

@@ -197,9 +197,12 @@ class PendingResets:
         skipped = max(0, request.offset - resume)
         again = max(0, resume - request.offset)
         if skipped:
-            metrics.SKIPPED.labels(
-                self.flow.name, request.topic, request.partition, "offset_reset"
-            ).inc(skipped)
+            partition = metrics.partition_label(
+                request.partition, self.flow.metrics_partition_labels
+            )
+            metrics.SKIPPED.labels(self.flow.name, request.topic, partition, "offset_reset").inc(
+                skipped
+            )
             effect = f"source offsets {resume}..{request.offset - 1} ({skipped}) are skipped"
         elif again:
             effect = (

@@ -44,6 +44,7 @@ from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import OversizedRecords, SizeLimits
+from replicator.engine.source_commits import SourceCommits
 from replicator.engine.spans import refuse, span_producer, unusable_error
 from replicator.engine.task_setup import DeliveryBounds, TaskSetup
 from replicator.engine.topic_sync import TopicSync
@@ -110,6 +111,10 @@ class ReplicationTask(TaskSetup, Assignment):
         self._source_producer: Producer | None = None
         self._resume_points: ResumePoints | None = None
         self._syncs: OffsetSyncWriter | None = None
+        #: Source positions committed for consumer-group tools (never read back).
+        self._source_commits = SourceCommits(
+            flow.name, enabled=flow.commit_source_offsets, transactional=flow.exactly_once
+        )
         self._heartbeats: HeartbeatWriter | None = None
         self._exactly_once: ExactlyOnce | None = None
         #: How long the target may hold records (see DeliveryBounds).
@@ -130,6 +135,7 @@ class ReplicationTask(TaskSetup, Assignment):
         flow = self.flow
         self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
+        self._reporter.running(True)
         next_housekeeping = next_refresh = next_config_sync = time.monotonic()
         next_heartbeat = next_status = time.monotonic()
         try:
@@ -153,6 +159,7 @@ class ReplicationTask(TaskSetup, Assignment):
                     if sync_configs:
                         next_config_sync = now + flow.sync_topic_configs_interval_seconds
         finally:
+            self._reporter.running(False)
             self._shutdown()
         if self._fatal is not None:
             raise (AccessDenied if self._fatal_access else TaskFailed)(self._fatal)
@@ -240,7 +247,7 @@ class ReplicationTask(TaskSetup, Assignment):
 
     def _stop_partition(self, tracker: PartitionTracker, message: str) -> None:
         tracker.stopped = message
-        metrics.PARTITION_STATE.labels(*tracker.labels).set(1)
+        self._reporter.publish_metrics(self._trackers.values())  # counted in its gauge now
         log.error("flow %s: %s", self.flow.name, message)
 
     def _restart_fetch(self, tracker: PartitionTracker) -> None:
@@ -502,6 +509,7 @@ class ReplicationTask(TaskSetup, Assignment):
             self._on_gap(run, expected, target_offset)
             return
         self._target_next[key] = target_offset + 1
+        tracker.acked_next = run.last_source + 1
         counters = tracker.counters
         counters.replicated += run.count
         counters.acked_timestamp_ms = message.timestamp()[1]
@@ -631,6 +639,11 @@ class ReplicationTask(TaskSetup, Assignment):
         self._check_deadline()
         self._syncs.emit_due(force=False)
         self._reporter.publish_metrics(self._trackers.values())
+        self._source_commits.commit_due(self._consumer, self._trackers.values(), self._in_flight())
+
+    def _in_flight(self) -> set[tuple[str, int]]:
+        """The partitions with runs the target has not acknowledged yet (default mode)."""
+        return {run.tracker.key for run in self._unreported if not run.reported}
 
     def _check_deadline(self) -> None:
         """Default mode: a run the target has not acknowledged within the user's

@@ -30,6 +30,7 @@ from replicator.engine.partition import PartitionTracker
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
+from replicator.engine.source_commits import SourceCommits
 from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ConfigError, ReplicatorError
@@ -118,6 +119,7 @@ class TaskSetup:
     _producer: Producer | None
     _source_producer: Producer | None
     _reporter: TaskReporter
+    _source_commits: SourceCommits
     _resume_points: ResumePoints | None
     _syncs: OffsetSyncWriter | None
     _heartbeats: HeartbeatWriter | None
@@ -154,6 +156,7 @@ class TaskSetup:
             flow.name,
             flow.offset_lag_max,
             transactional=flow.exactly_once,
+            partition_labels=flow.metrics_partition_labels,
         )
         self._heartbeats = HeartbeatWriter(
             self._source_producer, self.policy.heartbeats_topic(), flow.source.alias,
@@ -164,27 +167,28 @@ class TaskSetup:
         self._reporter.write_with(self._producer)
         self._resume_points = ResumePoints(flow)
         group_defaults, group_fixed = group_membership(flow.source.consumer)
-        self._consumer = Consumer(
-            {
-                **group_defaults,
-                # librdkafka stops fetching a partition whose prefetch queue is full
-                # (queued.min.messages, queued.max.messages.kbytes) and, by default,
-                # tries again only 1 s later; the loop drains a full queue in well
-                # under that and then waited for fetches half the time (165,000 ->
-                # 310,000 records/s at 100 B, 86,000 -> 169,000 at 1 KB; bench/README.md).
-                "fetch.queue.backoff.ms": 10,
-                **flow.source.consumer,
-                "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                # Never jump silently: an out-of-range position is a retention gap
-                # or a recreated topic, and the failure policies decide.
-                "auto.offset.reset": "error",
-                "topic.metadata.refresh.interval.ms": 10_000,
-                **group_fixed,
-            }
-        )
+        consumer_config = {
+            **group_defaults,
+            # librdkafka stops fetching a partition whose prefetch queue is full
+            # (queued.min.messages, queued.max.messages.kbytes) and, by default,
+            # tries again only 1 s later; the loop drains a full queue in well
+            # under that and then waited for fetches half the time (165,000 ->
+            # 310,000 records/s at 100 B, 86,000 -> 169,000 at 1 KB; bench/README.md).
+            "fetch.queue.backoff.ms": 10,
+            **flow.source.consumer,
+            "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            # Never jump silently: an out-of-range position is a retention gap
+            # or a recreated topic, and the failure policies decide.
+            "auto.offset.reset": "error",
+            "topic.metadata.refresh.interval.ms": 10_000,
+            **group_fixed,
+        }
+        self._source_commits.group = str(consumer_config["group.id"])
+        consumer_config["on_commit"] = self._source_commits.on_commit
+        self._consumer = Consumer(consumer_config)
         self._reporter.read_lag_with(self._consumer)
         self._subscribe()
 

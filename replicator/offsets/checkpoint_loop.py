@@ -14,6 +14,7 @@ previous checkpoints stay valid meanwhile.
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -49,10 +50,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         return _interval(flow)
 
     def round(self, flow: FlowConfig) -> None:
+        started = time.monotonic()
         try:
             with Checkpointer(flow) as checkpointer:
                 report = checkpointer.emit()
         except (ReplicatorError, KafkaException) as exc:
+            metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
             metrics.ERRORS.labels(flow.name, "checkpoint").inc()
             log.error(
                 "flow %s: checkpoints not written this round (the previous ones stay): %s; "
@@ -62,6 +65,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 _interval(flow),
             )
             return
+        metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
+        metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
         log.info(
             "flow %s: checkpoints: %d written, %d unchanged, %d held (records before them "
             "not replicated yet), %d left for the next round (the group moved on); groups "

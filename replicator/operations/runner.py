@@ -38,7 +38,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from replicator import metrics
+from replicator import logs, metrics
 from replicator.acls.loop import AclSyncLoop
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig, ReplicatorConfig
@@ -406,9 +406,7 @@ def _worker_main(flow: FlowConfig, index: int, level: int) -> None:
     """Entry point of one worker process."""
     _die_with_parent()
     pace_for_replication()
-    logging.basicConfig(
-        level=level, format=f"%(asctime)s %(levelname)s [{flow.name}#{index}] %(name)s: %(message)s"
-    )
+    logs.configure(level, worker=f"{flow.name}#{index}")  # the runner's format (see logs)
     stop = threading.Event()
     _stop_on_signals(stop)
     if flow.metrics_port:

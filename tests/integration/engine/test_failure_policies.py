@@ -99,8 +99,10 @@ def _wait_for_state(
 
 
 def _metric(name: str, flow: FlowConfig, topic: str, partition: int, **labels: str) -> float:
+    """The series of `topic`, or of its `partition` when the flow asks for partition labels."""
+    label = str(partition) if flow.metrics_partition_labels else ""
     value = REGISTRY.get_sample_value(
-        name, {"flow": flow.name, "topic": topic, "partition": str(partition), **labels}
+        name, {"flow": flow.name, "topic": topic, "partition": label, **labels}
     )
     return value or 0.0
 
@@ -149,7 +151,7 @@ def test_oversized_record_replicates_intact_when_configs_sync(primary: str, dr: 
 
     assert _copied(dr, f"primary.{big_topic}", 0) == list(enumerate(values))
     assert int(_topic_config(dr, f"primary.{big_topic}", "max.message.bytes")) > SOURCE_LIMIT
-    assert _metric("replicator_partition_stopped", flow, big_topic, 0) == 0
+    assert _metric("replicator_stopped_partitions", flow, big_topic, 0) == 0
 
 
 def test_raised_source_limit_synced_before_applying_the_policy(primary: str, dr: str) -> None:
@@ -168,7 +170,7 @@ def test_raised_source_limit_synced_before_applying_the_policy(primary: str, dr:
         _set_topic_config(primary, topic, "max.message.bytes", str(SOURCE_LIMIT))
         _produce(primary, topic, 0, values[3:])
         wait_until(lambda: end_offsets(dr, remote, 1) == [7], 60, "the big record and after")
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 0
 
     assert _copied(dr, remote, 0) == list(enumerate(values))
 
@@ -183,15 +185,17 @@ def test_oversized_record_stops_its_partition_only(primary: str, dr: str) -> Non
     values = [*_small("before", 3), os.urandom(BIG), *_small("after", 3)]
     _produce(primary, topic, 0, values)
     _produce(primary, topic, 1, _small("other", 5))
-    flow = _flow(primary, dr, topic, **{"sync.topic.configs.enabled": "false"})
+    # A series per partition (metrics.partition.labels): partition 0's gauge says stopped.
+    settings = {"sync.topic.configs.enabled": "false", "metrics.partition.labels": "true"}
+    flow = _flow(primary, dr, topic, **settings)
 
     with running(flow):
         status = _wait_for_state(flow, topic, 0, "stopped")
         wait_until(lambda: end_offsets(dr, remote, 2) == [3, 5], 60, "records before the big one")
         _produce(primary, topic, 1, _small("more", 5))
         wait_until(lambda: end_offsets(dr, remote, 2) == [3, 10], 60, "partition 1 flowing")
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 1
-        assert _metric("replicator_partition_stopped", flow, topic, 1) == 0
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 1
+        assert _metric("replicator_stopped_partitions", flow, topic, 1) == 0
 
     assert _copied(dr, remote, 0) == list(enumerate(values[:3]))  # nothing after offset 3
     assert _topic_config(dr, remote, "max.message.bytes") == "1048588"
@@ -219,9 +223,9 @@ def test_oversized_record_skipped_and_counted_with_skip_policy(primary: str, dr:
         wait_until(lambda: end_offsets(dr, remote, 1) == [6], 60, "all but the big record")
 
     assert _copied(dr, remote, 0) == [(o, v) for o, v in enumerate(values) if o != 3]
-    skipped = "replicator_records_skipped_total"
+    skipped = "replicator_skipped_records_total"
     assert _metric(skipped, flow, topic, 0, reason="record_too_large") == 1
-    assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
+    assert _metric("replicator_stopped_partitions", flow, topic, 0) == 0
     status = _partition_status(flow, topic, 0)
     assert status is not None
     assert status.skipped == 1
@@ -248,13 +252,13 @@ def test_retention_gap_while_stopped_fails_then_skips(primary: str, dr: str) -> 
     _produce(primary, topic, 0, later)
     _produce(primary, topic, 1, _small("p1-later", 10))
     _delete_records_before(primary, topic, 0, 35)  # 20..34: 15 never replicated
-    lost_metric = "replicator_records_lost_total"
+    lost_metric = "replicator_lost_records_total"
     lost_before = _metric(lost_metric, flow, topic, 0, reason="retention")
 
     with running(flow):
         status = _wait_for_state(flow, topic, 0, "stopped")
         wait_until(lambda: end_offsets(dr, remote, 2) == [20, 30], 60, "partition 1 flowing")
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 1
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 1
     assert status.lost == 15
     assert status.next_offset == 20
     error = str(status.error)
@@ -269,7 +273,7 @@ def test_retention_gap_while_stopped_fails_then_skips(primary: str, dr: str) -> 
         wait_until(lambda: end_offsets(dr, remote, 2) == [35, 30], 60, "the survivors")
         status = _wait_for_state(skip, topic, 0, "replicating")
         assert status.lost == 15
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 0
 
     survivors = [(20 + i, v) for i, v in enumerate(later) if 20 + i >= 35]
     assert _copied(dr, remote, 0) == [*enumerate(_small("p0", 20)), *survivors]
@@ -286,7 +290,7 @@ def test_retention_gap_while_running(primary: str, dr: str, policy: str) -> None
     create_topic(primary, topic)
     _produce(primary, topic, 0, _small("first", 10))
     flow = _flow(primary, dr, topic, **{"retention.gap.policy": policy})
-    lost_metric = "replicator_records_lost_total"
+    lost_metric = "replicator_lost_records_total"
 
     with running(flow) as task:
         wait_until(lambda: end_offsets(dr, remote, 1) == [10], 60, "first records")
@@ -334,7 +338,7 @@ def test_recreated_topic_fails_then_skips(primary: str, dr: str) -> None:
 
     with running(flow):
         status = _wait_for_state(flow, topic, 0, "stopped")
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 1
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 1
     error = str(status.error)
     for part in (f"{topic}[0]", "resume offset 30", "log end 10", "topic.reset.policy=skip"):
         assert part in error, f"{part!r} not in status error: {error}"
@@ -343,6 +347,6 @@ def test_recreated_topic_fails_then_skips(primary: str, dr: str) -> None:
     skip = _flow(primary, dr, topic, **{"topic.reset.policy": "skip"})
     with running(skip):
         wait_until(lambda: end_offsets(dr, remote, 1) == [40], 60, "the new topic's records")
-        assert _metric("replicator_partition_stopped", flow, topic, 0) == 0
+        assert _metric("replicator_stopped_partitions", flow, topic, 0) == 0
 
     assert _copied(dr, remote, 0) == [*enumerate(first), *enumerate(second)]

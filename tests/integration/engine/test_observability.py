@@ -46,10 +46,12 @@ def test_metrics_status_and_topics(tmp_path: Path, primary: str, dr: str) -> Non
     runner = threading.Thread(target=run_flows, args=(list(config.flows), stop), daemon=True)
     runner.start()
     try:
-        labels = f'flow="primary->dr",partition="0",topic="{flow.topic}"'
-        series = f"replicator_records_replicated_total{{{labels}}}"
-        wait_until(lambda: f"{series} {float(flow.wanted[0])}" in _scrape(port), 60, series)
-        assert 'replicator_lag_records{flow="primary->dr",partition="0"' in _scrape(port)
+        # One series per topic (no partition label unless metrics.partition.labels).
+        labels = f'flow="primary->dr",partition="",topic="{flow.topic}"'
+        series = f"replicator_replicated_records_total{{{labels}}}"
+        wanted = float(sum(flow.wanted))
+        wait_until(lambda: f"{series} {wanted}" in _scrape(port), 60, series)
+        assert f"replicator_lag_records{{{labels}}}" in _scrape(port)
         # Both clusters answer (their outages are counted in tests that make them).
         scraped = _scrape(port)
         for cluster, bootstrap in (("primary", primary), ("dr", dr)):

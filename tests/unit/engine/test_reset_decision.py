@@ -49,8 +49,8 @@ def _tail(last: Replica | None, end: int) -> TailPosition:
 
 
 def _skipped(topic: str) -> float:
-    labels = {"flow": "primary->dr", "topic": topic, "partition": "0", "reason": "offset_reset"}
-    return REGISTRY.get_sample_value("replicator_records_skipped_total", labels) or 0.0
+    labels = {"flow": "primary->dr", "topic": topic, "partition": "", "reason": "offset_reset"}
+    return REGISTRY.get_sample_value("replicator_skipped_records_total", labels) or 0.0
 
 
 def test_a_request_applies_only_while_the_tail_is_the_one_it_recorded() -> None:

@@ -399,8 +399,8 @@ def test_own_headers_loops_and_forwarded_provenance_inside_one_span(
     # Not silent: a log line naming the partition and the first offset, the metric,
     # and the partition's status.
     assert "primary->dr: orders[0] offset 4 is not replicated: it is our copy" in caplog.text
-    labels = {"flow": "primary->dr", "topic": "orders", "partition": "0", "reason": "loop"}
-    assert REGISTRY.get_sample_value("replicator_records_skipped_total", labels) >= 1
+    labels = {"flow": "primary->dr", "topic": "orders", "partition": "", "reason": "loop"}
+    assert REGISTRY.get_sample_value("replicator_skipped_records_total", labels) >= 1
     status = task._reporter._partition_status(tracker, None)
     assert status.skip_note == "1 skipped as loop from offset 4"
 
