@@ -11,6 +11,7 @@ BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
 BROWSER_STAMP := .cache/browser/.installed
 POSTGRES_STAMP := .cache/postgres/.installed
+PROMETHEUS_STAMP := .cache/prometheus/.installed
 DATA_DOCS_ASSETS := .cache/vendor/data-docs
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
@@ -32,7 +33,7 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
-	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(DATA_DOCS_ASSETS)/.installed
+	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed
 
 # setup.py and the C source: the replication loop's compiled part, built in place.
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c
@@ -83,6 +84,22 @@ $(POSTGRES_STAMP):
 	fi
 	@mkdir -p $(dir $@)
 	$$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1) --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# Prometheus from Debian: `promtool` checks and tests the alert rules of deploy/monitoring/
+# (tests/unit/monitoring/), and the `prometheus` server scrapes the engine in the
+# monitoring screenshot (tests/integration/monitoring/). No service is enabled or
+# started. Same pattern as the browser: the stamp records the version.
+$(PROMETHEUS_STAMP):
+	@if ! { test -x /usr/bin/promtool && test -x /usr/bin/prometheus; }; then \
+		packages="prometheus"; \
+		apt="env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		if [ "$$(id -u)" != 0 ]; then apt="sudo $$apt"; fi; \
+		$$apt install -y -q --no-install-recommends $$packages \
+			|| { $$apt update -q && $$apt install -y -q --no-install-recommends $$packages; }; \
+	fi
+	@mkdir -p $(dir $@)
+	/usr/bin/promtool --version 2>&1 | head -1 | tee $@.tmp
 	test -s $@.tmp && mv $@.tmp $@
 
 # The scripts, styles and fonts Great Expectations' Data Docs load from CDNs, pinned in
