@@ -1,0 +1,80 @@
+"""`--log-format json`: one JSON object a line with timestamp, level, logger and event,
+for our loggers and every library's, a worker's name and a traceback included."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+
+from replicator import logs
+
+
+@pytest.fixture
+def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    monkeypatch.delenv(logs.ENV, raising=False)
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+
+
+def test_json_lines_carry_timestamp_level_logger_event(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert logs.configure(logging.INFO, "json", worker="primary->dr#1") == "json"
+    logging.getLogger("replicator.engine.task").info("flow %s: replicating %d topics", "a->b", 3)
+    logging.getLogger("some.library").debug("below the level")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("replicator.cli").exception("it failed")
+    first, second = _lines(capsys)
+    assert first["event"] == "flow a->b: replicating 3 topics"
+    assert (first["level"], first["logger"], first["worker"]) == (
+        "info", "replicator.engine.task", "primary->dr#1",
+    )  # fmt: skip
+    assert datetime.fromisoformat(str(first["timestamp"]).replace("Z", "+00:00")).tzinfo
+    assert second["level"] == "error"
+    assert "ValueError: boom" in str(second["exception"])
+
+
+def test_the_format_reaches_worker_processes_through_the_environment(
+    restore_logging: None,
+) -> None:
+    logs.configure(logging.INFO, "json")
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import logging; from replicator import logs; logs.configure(logging.INFO, worker='w#0');"
+         "logging.getLogger('x').warning('hello')"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    line = json.loads(child.stderr)
+    assert (line["event"], line["worker"], line["level"]) == ("hello", "w#0", "warning")
+
+
+def test_text_stays_the_default(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert logs.configure(logging.INFO) == "text"
+    logging.getLogger("replicator.x").info("plain")
+    assert capsys.readouterr().err.strip().endswith("INFO replicator.x: plain")
+
+
+def test_an_unknown_format_names_the_variable(
+    restore_logging: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(logs.ENV, "xml")
+    with pytest.raises(ValueError, match=r"REPLICATOR_LOG_FORMAT='xml'.*text, json"):
+        logs.configure(logging.INFO)
