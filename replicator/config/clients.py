@@ -170,6 +170,9 @@ _RENAMED: dict[str, dict[ClientKind, str]] = {
     "max.request.size": {"producer": "message.max.bytes"},
     "fetch.max.wait.ms": {"consumer": "fetch.wait.max.ms"},
     "buffer.memory": {"producer": "queue.buffering.max.kbytes"},
+    "sasl.oauthbearer.assertion.template.file": dict.fromkeys(
+        CLIENT_KINDS, "sasl.oauthbearer.assertion.jwt.template.file"
+    ),
     # Java's request timeout is the network timeout of every request; in
     # librdkafka that is socket.timeout.ms, except for the producer, whose
     # request.timeout.ms is the produce request timeout as in Java.
@@ -191,13 +194,16 @@ _IRRELEVANT = dict.fromkeys(
     partitioner.class partitioner.ignore.keys partitioner.adaptive.partitioning.enable
     partitioner.availability.timeout.ms metric.reporters metrics.num.samples
     metrics.sample.window.ms metrics.recording.level auto.include.jmx.reporter
-    exclude.internal.topics sasl.login.callback.handler.class sasl.client.callback.handler.class
-    sasl.login.class
+    exclude.internal.topics
     """
     ),
     "the replicator copies raw bytes to the same partition and filters topics itself",
 )
 
+_JAVA_CALLBACK = (
+    "Java login and callback classes cannot run in librdkafka; use its own SASL "
+    "mechanisms (e.g. OAUTHBEARER with sasl.oauthbearer.method = oidc)"
+)
 # Java settings with a meaning but no librdkafka equivalent: dropped with a warning.
 _UNSUPPORTED: dict[str, str] = {
     "max.poll.records": "no librdkafka equivalent; the replicator sizes its own batches",
@@ -226,6 +232,11 @@ _UNSUPPORTED: dict[str, str] = {
     "sasl.login.retry.backoff.ms": "no librdkafka equivalent",
     "sasl.login.retry.backoff.max.ms": "no librdkafka equivalent",
     "sasl.oauthbearer.scope.claim.name": "no librdkafka equivalent",
+    "sasl.login.callback.handler.class": _JAVA_CALLBACK,
+    "sasl.client.callback.handler.class": _JAVA_CALLBACK,
+    "sasl.login.class": _JAVA_CALLBACK,
+    "sasl.oauthbearer.jwt.retriever.class": _JAVA_CALLBACK,
+    "sasl.oauthbearer.jwt.validator.class": "a broker-side setting",
     "sasl.oauthbearer.jwks.endpoint.url": "a broker-side setting",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": "a broker-side setting",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "a broker-side setting",
@@ -238,6 +249,16 @@ _UNSUPPORTED: dict[str, str] = {
     "compression.lz4.level": "use compression.level",
     "compression.zstd.level": "use compression.level",
 }
+
+
+def renamed_settings() -> dict[str, dict[ClientKind, str]]:
+    """Java setting -> its librdkafka name, per client kind (for the reference page)."""
+    return {name: dict(kinds) for name, kinds in _RENAMED.items()}
+
+
+def unsupported_settings() -> dict[str, str]:
+    """Java settings with no librdkafka counterpart -> why (for the reference page)."""
+    return dict(_UNSUPPORTED)
 
 
 @dataclass(frozen=True)

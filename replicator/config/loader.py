@@ -16,14 +16,18 @@ Replication settings (`topics`, `tasks.max`, `emit.checkpoints.*`, ...) are
 flow-level over top-level, as in MM2's connectorBaseConfig. Client settings
 follow `_client_settings`, whose docstring gives the exact order.
 
-Connect worker and MM2 connector settings that the replicator has no use for
-(`offset.storage.replication.factor`, `key.converter`, ...) are accepted and
-logged at DEBUG. A key that is neither an MM2/Connect setting nor a Kafka
-client setting nor one of ours is an error, with the closest known key.
+Connect worker and MM2 connector settings that the replicator has no counterpart
+of (`offset.storage.replication.factor`, `listeners`, ...) are accepted, logged at
+INFO with the reason, and those whose value would change what MM2 does to records
+only with the values the replicator behaves as. Client settings the engine decides
+itself are honoured when they agree with it and refused otherwise, naming the key;
+every client is then built once (`client_check`), so that librdkafka's own checks
+fail the load rather than a worker. A key that is neither an MM2/Connect setting
+nor a Kafka client setting nor one of ours is an error, with the closest known key.
 
 This module indexes the keys by position and builds the FlowConfigs; which keys
-exist and how each is read are `replicator.config.keys`, the readers of the values
-`replicator.config.values`.
+exist, their defaults and how each is read are the table of `replicator.config.keys`,
+the readers of the values `replicator.config.values`.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from replicator.config.applications import (
     application_setting,
     read_applications,
 )
+from replicator.config.client_check import check_client
 from replicator.config.clients import (
     CLASSIC_GROUP_SETTINGS,
     CLIENT_KINDS,
@@ -52,17 +57,27 @@ from replicator.config.clients import (
     translate,
 )
 from replicator.config.keys import (
+    BY_KEY,
+    CLIENT_RULES,
     SETTINGS,
     TARGET_CLUSTER_SETTINGS,
     ClientKey,
     Role,
+    Setting,
+    accepted_setting,
     client_key,
     cluster_candidates,
     flow_candidates,
-    is_connect_setting,
     top_candidates,
 )
-from replicator.config.model import ClusterConfig, FlowConfig, NameFilter, ReplicatorConfig
+from replicator.config.model import (
+    ClusterConfig,
+    FlowConfig,
+    NameFilter,
+    PortedFilter,
+    ReplicatorConfig,
+)
+from replicator.config.ports import GROUP_FILTERS, TOPIC_FILTERS, not_ported, registered
 from replicator.config.properties import read_properties, resolve_references
 from replicator.config.values import boolean, cluster_aliases, pattern_list
 from replicator.errors import ConfigError
@@ -71,16 +86,14 @@ _log = logging.getLogger(__name__)
 
 Flow = tuple[str, str]
 
-# MM2's defaults (DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter).
-DEFAULT_TOPICS = ".*"
-DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
-DEFAULT_GROUPS = ".*"
-DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
-DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
-    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
-    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
-    r"unclean\.leader\.election\.enable, min\.insync\.replicas"
-)
+# MM2's defaults (DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter),
+# as the settings table declares them.
+DEFAULT_TOPICS = BY_KEY["topics"].default or ""
+DEFAULT_TOPICS_EXCLUDE = BY_KEY["topics.exclude"].default or ""
+DEFAULT_GROUPS = BY_KEY["groups"].default or ""
+DEFAULT_GROUPS_EXCLUDE = BY_KEY["groups.exclude"].default or ""
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = BY_KEY["config.properties.exclude"].default or ""
+_MM2_FILTERS = "org.apache.kafka.connect.mirror."
 
 
 class _Value(NamedTuple):
@@ -134,6 +147,8 @@ class _Loader:
             raise ConfigError("clusters: required: the comma-separated cluster aliases, e.g. A, B")
         self.aliases = cluster_aliases(props["clusters"])
         self.reported: set[tuple[int, str]] = set()
+        #: The client configurations built once already (`client_check`).
+        self.checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         self.top: dict[str, _Found] = {}
         self.flow_settings: dict[Flow, dict[str, _Found]] = defaultdict(dict)
         self.cluster_settings: dict[str, dict[str, _Found]] = defaultdict(dict)
@@ -182,8 +197,8 @@ class _Loader:
             self.applications[name][setting] = (key, value)
         elif key == "enabled":
             raise ConfigError("enabled: flows are enabled one by one, e.g. A->B.enabled = true")
-        elif is_connect_setting(key):
-            self._accepted(key)
+        elif (accepted := accepted_setting(key)) is not None:
+            self._accepted(key, value, accepted)
         elif (client := client_key(key, with_role=False)) is not None:
             self._client(("top", client.kind or ""), client, key, value)
         else:
@@ -197,8 +212,8 @@ class _Loader:
                 f"{key}: {rest} cannot be set per cluster (MM2 ignores it there too); "
                 f"set {rest} or <source>-><target>.{rest}"
             )
-        elif is_connect_setting(rest):
-            self._accepted(key)
+        elif (accepted := accepted_setting(rest)) is not None:
+            self._accepted(key, value, accepted)
         elif (client := client_key(rest, with_role=False)) is not None:
             self._client(("cluster", alias, client.kind or ""), client, key, value)
         else:
@@ -221,8 +236,8 @@ class _Loader:
             self.enabled[flow] = boolean(key, value)
         elif rest in SETTINGS:
             self.flow_settings[flow][rest] = _Found(key, SETTINGS[rest].parse(key, value))
-        elif is_connect_setting(rest):
-            self._accepted(key)
+        elif (accepted := accepted_setting(rest)) is not None:
+            self._accepted(key, value, accepted)
         elif (client := client_key(rest, with_role=True)) is None:
             raise self._unknown(key, prefix=prefix, candidates=flow_candidates())
         elif client.kind is None:
@@ -236,8 +251,10 @@ class _Loader:
     def _client(self, layer: tuple[str, ...], client: ClientKey, key: str, value: str) -> None:
         self.clients[layer][client.name] = _Value(value, key, client.name)
 
-    def _accepted(self, key: str) -> None:
-        self._debug(f"{key} is accepted for MM2 compatibility and not used by the replicator")
+    def _accepted(self, key: str, value: str, setting: Setting) -> None:
+        if setting.parse is not None:
+            setting.parse(key, value)  # refuses the values the replicator cannot behave as
+        self._info(f"{key} is accepted for MM2 compatibility and not read: {setting.reader}")
 
     def _unknown(
         self, key: str, *, prefix: str = "", candidates: frozenset[str] | None = None
@@ -387,16 +404,44 @@ class _Loader:
         translation = translate(settings, kind, names=names)
         self._report(translation, names, kind)
         config = translation.config
+        keys = {name: value.key for name, value in merged.items()}  # librdkafka name -> key
+        fixed = self._client_rules(config, keys, kind, role)
         if kind == "consumer":
             # As MM2's sourceConsumerConfig: offsets are the replicator's business,
             # and a partition never seen before is read from its beginning.
-            if config.get("enable.auto.commit", "false").lower() != "false":
-                self._warn(f"{names['enable.auto.commit']} is ignored: the replicator commits")
             config["enable.auto.commit"] = "false"
             config.setdefault("auto.offset.reset", "earliest")
             _check_group_protocol(config, names)
             check_consumer_timeouts(config, names)
+        probe = (kind, tuple(sorted({**config, **fixed}.items())))
+        if probe not in self.checked:
+            self.checked.add(probe)
+            what = f"the {kind} of cluster {alias}" + (
+                f" ({role} of flow {flow[0]}->{flow[1]})" if flow and role else ""
+            )
+            check_client(kind, {**config, **fixed}, keys, what)
         return config
+
+    def _client_rules(
+        self, config: dict[str, str], keys: Mapping[str, str], kind: str, role: Role | None
+    ) -> dict[str, str]:
+        """Refuse, naming the key, a client setting the engine decides for this client
+        unless it says what the engine does anyway; the engine's values of those it
+        decides (for the load-time build of the client)."""
+        fixed = {}
+        for rule in CLIENT_RULES:
+            if rule.kind != kind or rule.client not in ("all", role):
+                continue
+            if rule.name in CLASSIC_GROUP_SETTINGS and config.get("group.protocol") == "consumer":
+                continue  # the broker assigns (KIP-848): `_check_group_protocol` says so
+            if rule.accepts:
+                fixed[rule.name] = rule.accepts[0]
+            value = config.get(rule.name)
+            if value is None or value.lower() in rule.accepts:
+                continue
+            allowed = f" (accepted: {', '.join(rule.accepts)})" if rule.accepts else ""
+            raise ConfigError(f"{keys.get(rule.name, rule.name)}: refused{allowed}: {rule.reason}")
+        return fixed
 
     def _report(self, translation: Translation, names: Mapping[str, str], kind: str) -> None:
         for name, dropped in translation.dropped.items():
@@ -424,16 +469,21 @@ class _Loader:
                 f"{sync_offsets.key}=true contradicts {checkpoints.key}=false: group offsets "
                 "are synced from checkpoints"
             )
+        self._check_combinations(flow)
         topics_exclude = self._exclude(flow, "topics", DEFAULT_TOPICS_EXCLUDE)
         groups_exclude = self._exclude(flow, "groups", DEFAULT_GROUPS_EXCLUDE)
         topics = self._patterns(flow, "topics", DEFAULT_TOPICS)
-        if not topics:
+        topic_filter = self._ported(flow, "topic") or NameFilter(topics, topics_exclude)
+        group_filter = self._ported(flow, "group") or NameFilter(
+            self._patterns(flow, "groups", DEFAULT_GROUPS), groups_exclude
+        )
+        if not topics and not isinstance(topic_filter, PortedFilter):
             self._warn(f"{source}->{target}: topics is empty, so the flow replicates nothing")
         return FlowConfig(
             source=self._cluster(source, flow),
             target=self._cluster(target, flow),
-            topics=NameFilter(topics, topics_exclude),
-            groups=NameFilter(self._patterns(flow, "groups", DEFAULT_GROUPS), groups_exclude),
+            topics=topic_filter,
+            groups=group_filter,
             config_properties_exclude=self._exclude(
                 flow, "config.properties", DEFAULT_CONFIG_PROPERTIES_EXCLUDE
             ),
@@ -441,6 +491,57 @@ class _Loader:
             status_topic_replication_factor=self._status_replication_factor(flow),
             **fields,
         )
+
+    def _check_combinations(self, flow: Flow) -> None:
+        """Settings that contradict each other, as MM2 refuses them (or should)."""
+        offset_syncs = self._setting(flow, "emit.offset-syncs.enabled")
+        checkpoints = self._setting(flow, "emit.checkpoints.enabled")
+        if offset_syncs and not offset_syncs.value and (checkpoints is None or checkpoints.value):
+            shown = checkpoints.key if checkpoints else "emit.checkpoints.enabled (default true)"
+            raise ConfigError(
+                f"{offset_syncs.key}=false contradicts {shown}: checkpoints need offset "
+                "syncs, as in MM2; set emit.checkpoints.enabled = false too"
+            )
+
+    def _ported(self, flow: Flow, kind: str) -> PortedFilter | None:
+        """The Python port of a custom MM2 topic or group filter class, configured with
+        the flow's settings as MM2 configures it; None for MM2's default filter."""
+        found = self._setting(flow, f"{kind}.filter.class")
+        default = "DefaultTopicFilter" if kind == "topic" else "DefaultGroupFilter"
+        if found is None or found.value == _MM2_FILTERS + default:
+            return None
+        group = TOPIC_FILTERS if kind == "topic" else GROUP_FILTERS
+        method = f"should_replicate_{kind}"
+        port_class = registered(group, found.value)
+        if port_class is None:
+            raise not_ported(found.key, found.value, group, f"a class with {method}(name) -> bool")
+        try:
+            port = port_class()
+            if hasattr(port, "configure"):
+                port.configure(self._flow_props(flow))
+        except Exception as exc:  # a third-party port failing: name it, keep the cause
+            raise ConfigError(
+                f"{found.key} = {found.value}: its port failed to start: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(getattr(port, method, None)):
+            raise ConfigError(
+                f"{found.key} = {found.value}: the port registered in {group} has no {method}"
+            )
+        return PortedFilter((re.compile(".*"),), port=port, class_name=found.value, kind=kind)
+
+    def _flow_props(self, flow: Flow) -> dict[str, str]:
+        """The flow's settings, top level overridden by flow level (what MM2 passes to a
+        connector's classes in `configure`)."""
+        prefix = f"{flow[0]}->{flow[1]}."
+        cluster_prefixes = tuple(p for p, _ in self._cluster_prefixes)
+        top = {
+            k: v
+            for k, v in self.props.items()
+            if "->" not in k and not k.startswith(cluster_prefixes)
+        }
+        top.update({k[len(prefix) :]: v for k, v in self.props.items() if k.startswith(prefix)})
+        return top
 
     def _setting(self, flow: Flow, name: str) -> _Found | None:
         """A replication setting: flow-level over top-level, as MM2's connectorBaseConfig."""
@@ -497,6 +598,11 @@ class _Loader:
         if (logging.WARNING, message) not in self.reported:
             self.reported.add((logging.WARNING, message))
             _log.warning("%s", message)
+
+    def _info(self, message: str) -> None:
+        if (logging.INFO, message) not in self.reported:
+            self.reported.add((logging.INFO, message))
+            _log.info("%s", message)
 
     def _debug(self, message: str) -> None:
         if (logging.DEBUG, message) not in self.reported:

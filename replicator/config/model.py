@@ -44,6 +44,25 @@ class NameFilter:
 
 
 @dataclass(frozen=True)
+class PortedFilter(NameFilter):
+    """A custom MM2 topic or group filter, as its Python port decides (`include` is `.*`,
+    so that ACL planning, which cannot know what the port picks, grants every name)."""
+
+    port: object = None
+    class_name: str = ""
+    kind: str = "topic"
+
+    def matches(self, name: str) -> bool:
+        method = "should_replicate_topic" if self.kind == "topic" else "should_replicate_group"
+        return bool(getattr(self.port, method)(name))
+
+    def why_not(self, name: str) -> str | None:
+        return (
+            None if self.matches(name) else f"refused by {self.kind}.filter.class {self.class_name}"
+        )
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """One cluster alias and the librdkafka settings of each client kind on it.
 
@@ -83,9 +102,16 @@ class FlowConfig:
     groups: NameFilter
     replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
     replication_policy_separator: str = "."
+    replication_policy_internal_topic_separator_enabled: bool = True
+    heartbeats_replication_enabled: bool = True
+    #: MM2's class names of the filters (custom ones are Python ports: `ported_filter`).
+    topic_filter_class: str = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
+    group_filter_class: str = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
+    admin_timeout_ms: int = 60_000
     replication_factor: int = 2
     tasks_max: int = 1
     offset_lag_max: int = 100
+    emit_offset_syncs_enabled: bool = True
     refresh_topics_enabled: bool = True
     refresh_topics_interval_seconds: float = 600.0
     refresh_groups_enabled: bool = True
@@ -104,9 +130,8 @@ class FlowConfig:
     emit_checkpoints_interval_seconds: float = 60.0
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: float = 60.0
-    #: MM2 may keep offset syncs on the target too; the replicator writes them to the
-    #: source only, and the loader refuses `target`.
-    offset_syncs_topic_location: Literal["source"] = "source"
+    #: Which cluster holds the offset-syncs topic (`offset_syncs_cluster`).
+    offset_syncs_topic_location: Literal["source", "target"] = "source"
     heartbeats_topic_replication_factor: int = 3
     checkpoints_topic_replication_factor: int = 3
     offset_syncs_topic_replication_factor: int = 3
@@ -120,6 +145,11 @@ class FlowConfig:
     #: (Connect's status topic, on the target as ours), else -1, the broker's default.
     status_topic_replication_factor: int = -1
     metrics_port: int | None = None
+    #: Metrics get a series per partition, not per topic (docs/monitoring.md).
+    metrics_partition_labels: bool = False
+    #: Commit the source positions under the flow's consumer group, so consumer-group
+    #: tools show replication lag; never read back (docs/monitoring.md).
+    commit_source_offsets: bool = True
     #: Taking over from MirrorMaker 2 where the exact point is not proven
     #: (`replicator.engine.takeover`): refuse to start, or copy the uncertain records again.
     takeover_uncertain: Literal["refuse", "at-least-once"] = "refuse"
@@ -128,13 +158,22 @@ class FlowConfig:
     def name(self) -> str:
         return f"{self.source.alias}->{self.target.alias}"
 
+    @property
+    def offset_syncs_cluster(self) -> ClusterConfig:
+        """The cluster holding the flow's offset-syncs topic (`offset-syncs.topic.location`):
+        the one place every writer and reader of the syncs asks."""
+        return self.target if self.offset_syncs_topic_location == "target" else self.source
+
     @cached_property
     def policy(self) -> ReplicationPolicy:
         """The replication policy `replication.policy.class` names, loaded on first use
         (a custom policy's package need only be importable where the flow runs);
         ConfigError when it cannot be loaded."""
         return load_policy(
-            self.replication_policy_class, self.replication_policy_separator, self.source.alias
+            self.replication_policy_class,
+            self.replication_policy_separator,
+            self.source.alias,
+            internal_separator=self.replication_policy_internal_topic_separator_enabled,
         )
 
 

@@ -3,8 +3,9 @@
 The methods are MirrorMaker 2's `ReplicationPolicy` methods in Python spelling
 (`formatRemoteTopic` is `format_remote_topic`, `isInternalTopic` is
 `is_internal_topic`, ...), with MM2's defaults, so a custom Java policy ports
-line by line. A custom policy is a subclass of `ReplicationPolicy` named by its
-dotted path in `replication.policy.class`.
+line by line. A custom policy is a subclass of `ReplicationPolicy`, registered
+under its Java class name by an installed package (`replicator.config.ports`) or
+named by its dotted Python path in `replication.policy.class`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 
+from replicator.config.ports import POLICIES, not_ported, registered
 from replicator.errors import ConfigError
 
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -27,6 +29,9 @@ class ReplicationPolicy(ABC):
             raise ConfigError("replication.policy.separator must not be empty")
         self.separator = separator
         self.source_alias = source_alias
+        #: `replication.policy.internal.topic.separator.enabled` (MM2's, true by default):
+        #: the internal topics' names use the separator too.
+        self.internal_separator_enabled = True
 
     @abstractmethod
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
@@ -50,20 +55,27 @@ class ReplicationPolicy(ABC):
     def heartbeats_topic(self) -> str:
         return "heartbeats"
 
+    def _internal_separator(self) -> str:
+        return self.separator if self.internal_separator_enabled else "."
+
     def offset_syncs_topic(self, cluster_alias: str) -> str:
-        return f"mm2-offset-syncs.{cluster_alias}.internal"
+        sep = self._internal_separator()
+        return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
 
     def checkpoints_topic(self, cluster_alias: str) -> str:
-        return f"{cluster_alias}.checkpoints.internal"
+        sep = self._internal_separator()
+        return f"{cluster_alias}{sep}checkpoints{sep}internal"
 
     def is_heartbeats_topic(self, topic: str) -> bool:
         return self.heartbeats_topic() == self.original_topic(topic)
 
     def is_checkpoints_topic(self, topic: str) -> bool:
-        return topic.endswith(".checkpoints.internal")
+        sep = self._internal_separator()
+        return topic.endswith(f"{sep}checkpoints{sep}internal")
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
-        return (topic.startswith("mm2") and topic.endswith(".internal")) or (
+        internal = f"{self._internal_separator()}internal"
+        return (topic.startswith("mm2") and topic.endswith(internal)) or (
             self.is_checkpoints_topic(topic)
         )
 
@@ -145,28 +157,59 @@ _BUILT_IN: dict[str, type[ReplicationPolicy]] = {
 
 
 def load_policy(
-    class_name: str, separator: str = ".", source_alias: str | None = None
+    class_name: str,
+    separator: str = ".",
+    source_alias: str | None = None,
+    *,
+    internal_separator: bool = True,
 ) -> ReplicationPolicy:
     """The policy `replication.policy.class` names: MM2's Java class names map to
-    the built-ins; anything else is a dotted Python path to a subclass."""
-    policy_class = _BUILT_IN.get(class_name) or _import_policy(class_name)
-    return policy_class(separator=separator, source_alias=source_alias)
+    the built-ins; another name is looked up among the ports installed packages
+    register (`replicator.config.ports`), then as a dotted Python path."""
+    policy_class = (
+        _BUILT_IN.get(class_name) or _registered_policy(class_name) or _import_policy(class_name)
+    )
+    policy = policy_class(separator=separator, source_alias=source_alias)
+    policy.internal_separator_enabled = internal_separator
+    return policy
+
+
+def _registered_policy(class_name: str) -> type[ReplicationPolicy] | None:
+    found = registered(POLICIES, class_name)
+    if found is None:
+        return None
+    if not (isinstance(found, type) and issubclass(found, ReplicationPolicy)):
+        raise ConfigError(
+            f"replication.policy.class = {class_name}: the port registered in {POLICIES} "
+            f"({found!r}) is not a subclass of replicator.config.policies.ReplicationPolicy"
+        )
+    return found
 
 
 def _import_policy(class_name: str) -> type[ReplicationPolicy]:
     module_name, _, attribute = class_name.rpartition(".")
-    if not module_name:
-        raise ConfigError(
-            f"replication.policy.class={class_name!r}: give a dotted Python path "
-            "(package.module.Class) or one of MM2's policy class names"
-        )
+    not_found = not_ported(
+        "replication.policy.class", class_name, POLICIES,
+        "a subclass of replicator.config.policies.ReplicationPolicy",
+    )  # fmt: skip
     try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            # Not a Python path either: a Java class whose port is not installed.
+            raise not_found from None
         raise ConfigError(
-            f"replication.policy.class={class_name!r} cannot be imported ({exc}); "
-            "check the path and that its package is installed"
+            f"replication.policy.class={class_name!r}: module {module_name} cannot be "
+            f"imported ({exc})"
         ) from exc
+    except ImportError as exc:
+        raise ConfigError(
+            f"replication.policy.class={class_name!r}: module {module_name} cannot be "
+            f"imported ({exc})"
+        ) from exc
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise not_found
     if not (isinstance(found, type) and issubclass(found, ReplicationPolicy)):
         raise ConfigError(
             f"replication.policy.class={class_name!r} is not a subclass of "

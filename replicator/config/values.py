@@ -82,15 +82,29 @@ def choice(*options: str) -> Callable[[str, str], str]:
     return parse
 
 
-def offset_syncs_location(key: str, value: str) -> str:
-    # MM2 also takes `target`; the replicator writes offset syncs to the source only,
-    # and reading them from the target (verification, translation) would find none.
-    if value == "target":
-        raise ConfigError(
-            f"{key} = target is not supported: the replicator writes offset syncs to the "
-            "source cluster only; remove the key or set it to source"
-        )
-    return choice("source")(key, value)
+def only(*accepted: str, why: str) -> Callable[[str, str], str]:
+    """A setting the replicator behaves as one of `accepted` says (MM2's default, or what
+    it does anyway); any other value is refused, naming the key and `why`. With no
+    `accepted` values, every value is refused."""
+
+    def parse(key: str, value: str) -> str:
+        if value in accepted or value.lower() in accepted:
+            return value
+        allowed = f" (accepted: {', '.join(repr(a) for a in accepted)})" if accepted else ""
+        raise ConfigError(f"{key}: refused{allowed}: {why}")
+
+    return parse
+
+
+def only_true(*, why: str) -> Callable[[str, str], bool]:
+    """A boolean the replicator can only honour as true; false is refused with `why`."""
+
+    def parse(key: str, value: str) -> bool:
+        if not boolean(key, value):
+            raise ConfigError(f"{key}: refused (accepted: true): {why}")
+        return True
+
+    return parse
 
 
 def class_name(key: str, value: str) -> str:
@@ -114,17 +128,19 @@ def exactly_once_source_support(key: str, value: str) -> bool:
     return value.lower() == "enabled"
 
 
-def filter_class(default: str) -> Callable[[str, str], str]:
-    """MM2's default filter class is accepted; a custom (Java) one cannot be honoured."""
+def filter_class(default: str, kind: str | None) -> Callable[[str, str], str]:
+    """MM2's default filter class; for a topic or group filter (`kind`), also any other
+    class name, whose Python port the loader looks up (`replicator.config.ports`)."""
 
     def parse(key: str, value: str) -> str:
-        if value != _MM2_PACKAGE + default:
+        if value == _MM2_PACKAGE + default:
+            return value
+        if kind is None:
             raise ConfigError(
                 f"{key}: custom Java filter classes cannot run in the replicator; "
-                "express the filter with topics/topics.exclude, groups/groups.exclude "
-                "and config.properties.exclude"
+                "express the filter with config.properties.exclude"
             )
-        return value
+        return class_name(key, value)
 
     return parse
 

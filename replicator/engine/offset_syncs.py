@@ -1,5 +1,7 @@
 """Offset syncs: which target offset a source offset was written at, published on
-MM2's offset-syncs topic (on the source) for checkpoints and offset translation.
+MM2's offset-syncs topic for MM2's tools and the verification: on the source, or on
+the target with `offset-syncs.topic.location = target` (`offset_syncs_producer`),
+and not at all with `emit.offset-syncs.enabled = false`.
 
 One sync per delivered run would flood the topic; none at all would leave the
 translation unable to map. As MM2's `OffsetSyncWriter` does, a pair is published
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from replicator import metrics
+from replicator.config.model import FlowConfig
 from replicator.engine.formats import OffsetSync
+from replicator.kafka.clients import Producer
 
 Key = tuple[str, int]  # (source topic, partition)
 
@@ -30,6 +34,18 @@ class SourceProducer(Protocol):
     def produce(self, topic: str, *, key: bytes, value: bytes) -> None: ...
     def poll(self, timeout: float) -> int: ...
     def flush(self, timeout: float) -> int: ...
+
+
+def offset_syncs_producer(flow: FlowConfig, source_producer: SourceProducer) -> SourceProducer:
+    """The producer the flow's offset syncs go through: the task's producer to the source
+    (heartbeats go through it too) when the syncs live there, else one of their own to
+    the cluster `offset-syncs.topic.location` names. The writer flushes it whenever it
+    flushes the syncs (`emit_due(force=True)`, before partitions are given up)."""
+    if flow.offset_syncs_cluster is flow.source:
+        return source_producer
+    return Producer(
+        {"linger.ms": 50, **flow.offset_syncs_cluster.producer, "enable.idempotence": True}
+    )
 
 
 @dataclass
@@ -61,6 +77,7 @@ class OffsetSyncWriter:
         offset_lag_max: int,
         *,
         transactional: bool,
+        enabled: bool = True,
         partition_labels: bool = False,
     ) -> None:
         self._producer = producer
@@ -68,6 +85,8 @@ class OffsetSyncWriter:
         self.topic = topic
         self.flow = flow
         self.offset_lag_max = offset_lag_max
+        #: `emit.offset-syncs.enabled`: false publishes nothing (pairs are still tracked).
+        self.enabled = enabled
         self.transactional = transactional
         self._partitions: dict[Key, _Partition] = {}
 
@@ -147,9 +166,11 @@ class OffsetSyncWriter:
             self._producer.flush(30)
 
     def _emit(self, key: Key, state: _Partition, source: int, target: int) -> None:
+        state.synced_source = source
+        if not self.enabled:
+            return
         sync = OffsetSync(key[0], key[1], source, target)
         self._producer.produce(self.topic, key=sync.key(), value=sync.value())
-        state.synced_source = source
         label = metrics.partition_label(key[1], self.partition_labels)
         metrics.OFFSET_SYNC_TIMESTAMP.labels(self.flow, key[0], label).set(time.time())
         if state.acked_timestamp_ms:

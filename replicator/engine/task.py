@@ -136,8 +136,10 @@ class ReplicationTask(TaskSetup, Assignment):
         self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
         self._reporter.running(True)
-        next_housekeeping = next_refresh = next_config_sync = time.monotonic()
+        next_housekeeping = next_refresh = time.monotonic()
         next_heartbeat = next_status = time.monotonic()
+        # `_prepare` synced the configs: the next sync is one interval away.
+        next_config_sync = time.monotonic() + flow.sync_topic_configs_interval_seconds
         try:
             while not self.stop_event.is_set() and self._fatal is None:
                 if not self._work():
@@ -153,11 +155,12 @@ class ReplicationTask(TaskSetup, Assignment):
                     self._publish_status("running")
                     next_status = now + _STATUS_EVERY_S
                 if flow.refresh_topics_enabled and now >= next_refresh:
-                    sync_configs = flow.sync_topic_configs_enabled and now >= next_config_sync
-                    self._refresh_topics(sync_configs)
+                    self._refresh_topics(sync_configs=False)
                     next_refresh = now + flow.refresh_topics_interval_seconds
-                    if sync_configs:
-                        next_config_sync = now + flow.sync_topic_configs_interval_seconds
+                # On a timer of its own, as MM2's (not only when topics are refreshed).
+                if flow.sync_topic_configs_enabled and now >= next_config_sync:
+                    self._sync_topic_configs()
+                    next_config_sync = now + flow.sync_topic_configs_interval_seconds
         finally:
             self._reporter.running(False)
             self._shutdown()

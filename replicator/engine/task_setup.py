@@ -25,7 +25,7 @@ from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.kafka_errors import reason
-from replicator.engine.offset_syncs import OffsetSyncWriter
+from replicator.engine.offset_syncs import OffsetSyncWriter, offset_syncs_producer
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
@@ -148,14 +148,15 @@ class TaskSetup:
             flow.name, "0: never" if deadline is None else f"{deadline:g} s", self._bounds.wait,
         )  # fmt: skip
         self._source_producer = Producer(
-            {**flow.source.producer, "enable.idempotence": True, "linger.ms": 50}
+            {"linger.ms": 50, **flow.source.producer, "enable.idempotence": True}
         )
         self._syncs = OffsetSyncWriter(
-            self._source_producer,
+            offset_syncs_producer(flow, self._source_producer),
             self.policy.offset_syncs_topic(flow.target.alias),
             flow.name,
             flow.offset_lag_max,
             transactional=flow.exactly_once,
+            enabled=flow.emit_offset_syncs_enabled,
             partition_labels=flow.metrics_partition_labels,
         )
         self._heartbeats = HeartbeatWriter(
@@ -175,6 +176,7 @@ class TaskSetup:
             # under that and then waited for fetches half the time (165,000 ->
             # 310,000 records/s at 100 B, 86,000 -> 169,000 at 1 KB; bench/README.md).
             "fetch.queue.backoff.ms": 10,
+            "topic.metadata.refresh.interval.ms": 10_000,
             **flow.source.consumer,
             "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
             "enable.auto.commit": False,
@@ -183,7 +185,6 @@ class TaskSetup:
             # Never jump silently: an out-of-range position is a retention gap
             # or a recreated topic, and the failure policies decide.
             "auto.offset.reset": "error",
-            "topic.metadata.refresh.interval.ms": 10_000,
             **group_fixed,
         }
         self._source_commits.group = str(consumer_config["group.id"])
@@ -370,10 +371,11 @@ class TaskSetup:
             return 0
 
     def _ensure_internal_topics(self) -> None:
-        """MM2's offset-syncs and heartbeats topics on the source."""
+        """MM2's offset-syncs topic (on the cluster offset-syncs.topic.location names) and
+        heartbeats topic (on the source)."""
         flow = self.flow
         ensure_compacted_topic(
-            flow.source,
+            flow.offset_syncs_cluster,
             self.policy.offset_syncs_topic(flow.target.alias),
             flow.offset_syncs_topic_replication_factor,
             "offset-syncs.topic.replication.factor",
@@ -413,6 +415,22 @@ class TaskSetup:
             log.info("flow %s: topics changed: %s", self.flow.name, changed)
             self._topics = current
             self._subscribe()
+
+    def _sync_topic_configs(self) -> None:
+        """Sync the configs of the replicated topics' remote topics (on
+        `sync.topic.configs.interval.seconds`, whatever the topic refresh does). A
+        cluster that does not answer only puts that off until the next sync."""
+        try:
+            report = self.topic_sync.sync_configs(self._topics)
+        except ConfigError:
+            raise
+        except (KafkaException, ReplicatorError) as exc:
+            log.warning(
+                "flow %s: topic configs not synced this time (%s); next try in %d s",
+                self.flow.name, reason(exc), self.flow.sync_topic_configs_interval_seconds,
+            )  # fmt: skip
+            return
+        self._update_size_limits(report.max_message_bytes)
 
     def _shutdown(self) -> None:
         # Closing the consumer revokes its partitions (flush, final offset syncs,

@@ -4,7 +4,10 @@ Remote topics are created with the source's partition count and the flow's
 `replication.factor`, grow when the source grows, and carry the source's
 non-default topic configs minus `config.properties.exclude`. `max.message.bytes`
 is always set high enough on the target that every record the source admitted
-fits, with our two headers added.
+fits, with our two headers added. Discovery (`replicated_topics`, with `sync`) runs
+on `refresh.topics.interval.seconds`; the config sync of the topics already
+replicated (`sync_configs`) on `sync.topic.configs.interval.seconds`, a timer of
+its own, as in MM2. Admin requests wait at most `admin.timeout.ms`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = "max.message.bytes"
 #: What our headers (and a longer cluster alias) may add to a record batch.
 HEADER_HEADROOM_BYTES = 1024
-_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ def why_not_replicated(flow: FlowConfig, topic: str) -> str | None:
     if policy.is_cycle(topic, target):
         return f"came from {target!r}: replicating it back would loop"
     if policy.is_heartbeats_topic(topic):
-        return None  # heartbeats always flow, as in MM2
+        if not flow.heartbeats_replication_enabled:
+            return "heartbeats topic, and heartbeats.replication.enabled = false"
+        return None  # heartbeats flow whatever the filter says, as in MM2
     reason = flow.topics.why_not(topic)
     return f"topics filter: {reason}" if reason else None
 
@@ -78,12 +82,14 @@ class TopicSync:
         self.policy = flow.policy
         self.source_admin = admin_for(flow.source)
         self.target_admin = admin_for(flow.target)
+        #: `admin.timeout.ms`, the bound of every admin request here.
+        self.timeout_s = flow.admin_timeout_ms / 1000
 
     # -- discovery -------------------------------------------------------------------
 
     def decisions(self) -> list[TopicDecision]:
         """Every source topic with the decision and its reason (`replicator topics`)."""
-        metadata = self.source_admin.list_topics(timeout=_TIMEOUT_S)
+        metadata = self.source_admin.list_topics(timeout=self.timeout_s)
         decisions = []
         for name in sorted(metadata.topics):
             partitions = len(metadata.topics[name].partitions)
@@ -107,7 +113,7 @@ class TopicSync:
         """Create missing remote topics, grow partition counts, and (if enabled
         for the flow and asked for now) propagate topic configs. Idempotent."""
         report = SyncReport()
-        existing = self.target_admin.list_topics(timeout=_TIMEOUT_S).topics
+        existing = self.target_admin.list_topics(timeout=self.timeout_s).topics
         desired = self._desired_configs(list(topics)) if topics else {}
         to_create = []
         for source_topic, partitions in topics.items():
@@ -142,13 +148,34 @@ class TopicSync:
         report.max_message_bytes = self._max_message_bytes(remotes)
         return report
 
+    def sync_configs(self, topics: dict[str, int]) -> SyncReport:
+        """Propagate the topic configs of `topics` (already replicated) to their remote
+        topics, and report the remote topics' max.message.bytes; no discovery, no
+        creation (that is `sync`, on the topic refresh). Idempotent."""
+        report = SyncReport()
+        if not topics:
+            return report
+        existing = self.target_admin.list_topics(timeout=self.timeout_s).topics
+        desired = self._desired_configs(list(topics))
+        remotes = []
+        for source_topic in topics:
+            remote = self.policy.format_remote_topic(self.flow.source.alias, source_topic)
+            if remote not in existing:
+                continue  # created by the next refresh
+            remotes.append(remote)
+            changed = self._apply_configs(remote, desired.get(source_topic, {}))
+            if changed:
+                report.configs_changed[remote] = changed
+        report.max_message_bytes = self._max_message_bytes(remotes)
+        return report
+
     def _create(self, topics: list[NewTopic]) -> None:
         if not topics:
             return
-        futures = self.target_admin.create_topics(topics, operation_timeout=_TIMEOUT_S)
+        futures = self.target_admin.create_topics(topics, operation_timeout=self.timeout_s)
         for name, future in futures.items():
             try:
-                future.result(timeout=_TIMEOUT_S)
+                future.result(timeout=self.timeout_s)
                 log.info("created remote topic %s on %s", name, self.flow.target.alias)
             except KafkaException as exc:
                 error = kafka_error(exc)
@@ -169,9 +196,9 @@ class TopicSync:
     def _wait_until_served(self, topics: list[str]) -> None:
         """A created topic is not described or produced to until every partition
         has a leader in the metadata; wait for that instead of failing later."""
-        deadline = time.monotonic() + _TIMEOUT_S
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            metadata = self.target_admin.list_topics(timeout=_TIMEOUT_S).topics
+            metadata = self.target_admin.list_topics(timeout=self.timeout_s).topics
             pending = [
                 t
                 for t in topics
@@ -184,16 +211,16 @@ class TopicSync:
             if time.monotonic() > deadline:
                 raise ReplicatorError(
                     f"remote topics {pending} on {self.flow.target.alias!r} have no leader "
-                    f"{_TIMEOUT_S:.0f}s after creation; check the target cluster's health"
+                    f"{self.timeout_s:.0f}s after creation; check the target cluster's health"
                 )
             time.sleep(0.1)
 
     def _grow(self, remote: str, partitions: int) -> None:
         futures = self.target_admin.create_partitions(
-            [NewPartitions(remote, partitions)], operation_timeout=_TIMEOUT_S
+            [NewPartitions(remote, partitions)], operation_timeout=self.timeout_s
         )
         try:
-            futures[remote].result(timeout=_TIMEOUT_S)
+            futures[remote].result(timeout=self.timeout_s)
         except KafkaException as exc:
             raise ReplicatorError(
                 f"cannot grow remote topic {remote} to {partitions} partitions on "
@@ -207,9 +234,9 @@ class TopicSync:
     def _describe(self, admin: AdminClient, topics: list[str]) -> dict[str, dict[str, ConfigEntry]]:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         described = {}
-        futures = admin.describe_configs(resources, request_timeout=_TIMEOUT_S)
+        futures = admin.describe_configs(resources, request_timeout=self.timeout_s)
         for resource, future in futures.items():
-            described[resource.name] = future.result(timeout=_TIMEOUT_S)
+            described[resource.name] = future.result(timeout=self.timeout_s)
         return described
 
     def _desired_configs(self, source_topics: list[str]) -> dict[str, dict[str, str]]:
@@ -255,7 +282,7 @@ class TopicSync:
             return []
         resource = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=changes)
         for future in self.target_admin.incremental_alter_configs([resource]).values():
-            future.result(timeout=_TIMEOUT_S)
+            future.result(timeout=self.timeout_s)
         changed = sorted(entry.name for entry in changes)
         log.info("synced configs of %s: %s", remote, ", ".join(changed))
         return changed

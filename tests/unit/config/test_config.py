@@ -250,6 +250,7 @@ def test_defaults_are_mm2_defaults():
     assert flow.sync_group_offsets_enabled is False
     assert flow.sync_group_offsets_interval_seconds == 60
     assert flow.offset_syncs_topic_location == "source"
+    assert flow.offset_syncs_cluster is flow.source
     assert flow.sync_topic_acls_enabled is False  # MM2: true; here opt-in (ALTER on CLUSTER)
     assert flow.status_topic_replication_factor == -1  # the broker's default
     assert flow.exactly_once is False
@@ -294,18 +295,22 @@ def test_default_config_property_exclusions():
 
 
 def test_consumers_never_auto_commit_and_start_from_earliest():
-    config = load_config(two_clusters(**{"A.consumer.auto.offset.reset": "latest"}))
+    config = load_config(two_clusters(**{"A.consumer.auto.offset.reset": "earliest"}))
     flow = only_flow(config)
     assert flow.source.consumer["enable.auto.commit"] == "false"
-    assert flow.source.consumer["auto.offset.reset"] == "latest"
+    assert flow.source.consumer["auto.offset.reset"] == "earliest"
     assert flow.target.consumer["auto.offset.reset"] == "earliest"
 
 
-def test_auto_commit_true_is_overridden_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING):
-        flow = only_flow(load_config(two_clusters(**{"A.consumer.enable.auto.commit": "true"})))
-    assert flow.source.consumer["enable.auto.commit"] == "false"
-    assert "A.consumer.enable.auto.commit is ignored" in caplog.text
+def test_an_offset_reset_the_engine_would_override_is_refused():
+    message = error_of(two_clusters(**{"A.consumer.auto.offset.reset": "latest"}))
+    assert message.startswith("A.consumer.auto.offset.reset: refused (accepted: earliest)")
+    assert "retention.gap.policy" in message
+
+
+def test_auto_commit_true_is_refused():
+    message = error_of(two_clusters(**{"A.consumer.enable.auto.commit": "true"}))
+    assert message.startswith("A.consumer.enable.auto.commit: refused (accepted: false)")
 
 
 @pytest.mark.parametrize(
@@ -394,7 +399,7 @@ def test_every_setting_is_read_with_its_mm2_name():
             "offset.lag.max": "0",
             "refresh.topics.enabled": "false",
             "refresh.topics.interval.seconds": "30",
-            "refresh.groups.enabled": "False",
+            "refresh.groups.enabled": "true",
             "refresh.groups.interval.seconds": "31",
             "sync.topic.configs.enabled": "false",
             "sync.topic.configs.interval.seconds": "32",
@@ -406,7 +411,7 @@ def test_every_setting_is_read_with_its_mm2_name():
             "emit.checkpoints.interval.seconds": "5",
             "sync.group.offsets.enabled": "true",
             "sync.group.offsets.interval.seconds": "6",
-            "offset-syncs.topic.location": "source",
+            "offset-syncs.topic.location": "target",
             "heartbeats.topic.replication.factor": "1",
             "checkpoints.topic.replication.factor": "2",
             "offset-syncs.topic.replication.factor": "1",
@@ -424,7 +429,8 @@ def test_every_setting_is_read_with_its_mm2_name():
     assert flow.replication_factor == -1
     assert flow.tasks_max == 3
     assert flow.offset_lag_max == 0
-    assert flow.refresh_topics_enabled is flow.refresh_groups_enabled is False
+    assert flow.refresh_topics_enabled is False
+    assert flow.refresh_groups_enabled is True
     assert flow.refresh_topics_interval_seconds == 30
     assert flow.refresh_groups_interval_seconds == 31
     assert flow.sync_topic_configs_enabled is flow.sync_topic_acls_enabled is False
@@ -435,7 +441,8 @@ def test_every_setting_is_read_with_its_mm2_name():
     assert flow.emit_checkpoints_interval_seconds == 5
     assert flow.sync_group_offsets_enabled is True
     assert flow.sync_group_offsets_interval_seconds == 6
-    assert flow.offset_syncs_topic_location == "source"
+    assert flow.offset_syncs_topic_location == "target"
+    assert flow.offset_syncs_cluster is flow.target
     assert flow.heartbeats_topic_replication_factor == 1
     assert flow.checkpoints_topic_replication_factor == 2
     assert flow.offset_syncs_topic_replication_factor == 1
@@ -449,11 +456,10 @@ def test_every_setting_is_read_with_its_mm2_name():
 # --- settings the replicator cannot honour are refused, not ignored ------------------
 
 
-def test_offset_syncs_on_the_target_is_refused():
-    message = error_of(two_clusters(**{"A->B.offset-syncs.topic.location": "target"}))
-    assert message.startswith("A->B.offset-syncs.topic.location = target is not supported")
-    assert "writes offset syncs to the source cluster only" in message
-    assert "set it to source" in message
+def test_offset_syncs_live_on_the_source_unless_the_target_is_asked_for():
+    assert only_flow(load_config(two_clusters())).offset_syncs_cluster.alias == "A"
+    flow = only_flow(load_config(two_clusters(**{"A->B.offset-syncs.topic.location": "target"})))
+    assert flow.offset_syncs_cluster.alias == "B"
 
 
 def test_acl_sync_is_opt_in():
@@ -694,8 +700,10 @@ def test_cluster_configs_do_not_include_flow_overrides():
 
 
 def test_a_more_specific_java_name_overrides_a_librdkafka_name():
-    props = two_clusters(**{"message.max.bytes": "1000000", "B.producer.max.request.size": "5000"})
-    assert only_flow(load_config(props)).target.producer["message.max.bytes"] == "5000"
+    props = two_clusters(
+        **{"A.message.max.bytes": "1000000", "A.producer.max.request.size": "5000"}
+    )
+    assert only_flow(load_config(props)).source.producer["message.max.bytes"] == "5000"
 
 
 def test_dropped_java_settings_are_logged_by_key(caplog):
@@ -774,7 +782,7 @@ def test_flow_level_client_setting_without_kind_warns(caplog):
         ),
         (
             two_clusters(**{"offset-syncs.topic.location": "elsewhere"}),
-            "offset-syncs.topic.location: expected source, got 'elsewhere'",
+            "offset-syncs.topic.location: expected source or target, got 'elsewhere'",
         ),
         (
             two_clusters(**{"retention.gap.policy": "ignore"}),
@@ -800,7 +808,7 @@ def test_flow_level_client_setting_without_kind_warns(caplog):
         ),
         (
             two_clusters(**{"topic.filter.class": "com.example.MyTopicFilter"}),
-            "topic.filter.class: custom Java filter classes cannot run in the replicator",
+            "topic.filter.class = com.example.MyTopicFilter: no Python port of this Java class",
         ),
         (
             two_clusters(**{"B.exactly.once.source.support": "on"}),
@@ -878,15 +886,14 @@ def test_accepted_mm2_and_connect_settings(caplog):
                 "org.apache.kafka.common.config.provider.FileConfigProvider"
             ),
             "B.offset.storage.topic": "mm2-offsets",
-            "B.group.id": "mm2-workers",
             "A->B.consumer.poll.timeout.ms": "500",
             "admin.timeout.ms": "60000",
         }
     )
-    with caplog.at_level(logging.DEBUG, logger="replicator.config"):
+    with caplog.at_level(logging.INFO, logger="replicator.config"):
         flow = only_flow(load_config(props))
     assert "group.id" not in flow.target.consumer
-    assert "B.group.id is accepted for MM2 compatibility" in caplog.text
+    assert "B.offset.storage.topic is accepted for MM2 compatibility and not read" in caplog.text
     assert "key.converter is accepted" in caplog.text
 
 

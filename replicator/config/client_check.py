@@ -1,0 +1,70 @@
+"""Each client of a flow built once at load time, so that librdkafka's own checks of
+its settings (combinations such as `max.poll.interval.ms` below `session.timeout.ms`,
+or `max.in.flight` above 5 with idempotence) fail the load, naming the keys the user
+wrote, instead of every worker when it starts.
+
+The clients are built without brokers (no connection is ever made) and without the
+connection and security settings (certificate files may exist only where the
+replicator runs; librdkafka checks those when a worker connects), with the settings
+the engine fixes for that client (`keys.CLIENT_RULES`), and closed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from replicator.errors import ConfigError
+
+_log = logging.getLogger(__name__)
+_NAME = re.compile(r"`([a-z_.]+)`")
+_PROBE_GROUP = "replicator-config-check"
+
+
+class _DebugLog:
+    """librdkafka's log lines of a probe client (e.g. "no bootstrap.servers") at DEBUG."""
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        _log.debug(message, *args)
+
+
+_LOGGER = _DebugLog()
+
+
+def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str], what: str) -> None:
+    """Build the `kind` client of `config` once; ConfigError naming the keys (from `names`,
+    librdkafka name -> key as written) if librdkafka refuses its settings. `what` says
+    which client it is (e.g. "the source consumer of flow A->B")."""
+    probe: dict[str, object] = {
+        key: value
+        for key, value in config.items()
+        if not (
+            key in {"bootstrap.servers", "security.protocol", "plugin.library.paths"}
+            or key.startswith(("ssl.", "sasl.", "ssl_"))
+        )
+    }
+    probe["logger"] = _LOGGER
+    try:
+        if kind == "consumer":
+            Consumer({"group.id": _PROBE_GROUP, **probe}).close()
+        elif kind == "producer":
+            Producer(probe).flush(0)
+        else:
+            AdminClient(probe)
+    except KafkaException as exc:
+        error = exc.args[0]
+        text = error.str() if hasattr(error, "str") else str(error)
+        text = text.removeprefix(f"Failed to create {kind}: ")
+        keys = [names.get(name, name) for name in dict.fromkeys(_NAME.findall(text))]
+        named = ", ".join(
+            f"{key}={config[name]}" if name in config else f"{key} (librdkafka's default)"
+            for name, key in zip(dict.fromkeys(_NAME.findall(text)), keys, strict=True)
+        )
+        raise ConfigError(
+            f"{named or 'the client settings'}: librdkafka refuses {what}: {text}; change "
+            "one of these keys"
+        ) from exc
