@@ -250,9 +250,10 @@ def replicator_rules(
             source, on_source, own_groups, "READ", "DESCRIBE",
             why=f"its consumer group {OWN_PREFIX}{source}-{target} and one-off readers",
         )  # fmt: skip
+        syncs_on = target if flow.offset_syncs_cluster is flow.target else source
         grant(
-            source, on_source, _literal_topics(offset_syncs), "CREATE", "WRITE", "READ",
-            "DESCRIBE", why="write and read the offset syncs",
+            syncs_on, principals[syncs_on], _literal_topics(offset_syncs), "CREATE", "WRITE",
+            "READ", "DESCRIBE", why="write and read the offset syncs",
         )  # fmt: skip
         grant(
             source, on_source, _literal_topics(heartbeats), "CREATE", "WRITE", "READ",
@@ -335,9 +336,9 @@ def verifier_rules(config: ReplicatorConfig, principal: str) -> list[AclRule]:
             )  # fmt: skip
         topics = topic_patterns(flow.topics, f"{flow.name}.topics")
         offset_syncs = _literal_topics(policy.offset_syncs_topic(target))
-        rules.grant(
-            source, principal, "verifier", topics + offset_syncs, ("READ", "DESCRIBE"), why=why
-        )
+        syncs_on = target if flow.offset_syncs_cluster is flow.target else source
+        rules.grant(source, principal, "verifier", topics, ("READ", "DESCRIBE"), why=why)
+        rules.grant(syncs_on, principal, "verifier", offset_syncs, ("READ", "DESCRIBE"), why=why)
         rules.grant(
             source, principal, "verifier", topics, ("DESCRIBE_CONFIGS",),
             why=f"{flow.name}: retention.ms, for the margin before unreplicated records go",

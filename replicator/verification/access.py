@@ -62,7 +62,7 @@ def check_access(flow: FlowConfig, topics: list[str] | None = None) -> None:
     # The plan reads the source topics' retention.ms too.
     missing = [
         *_topics(source, topics, (AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)),
-        *_topics(source, [policy.offset_syncs_topic(target.alias)]),
+        *_topics(flow.offset_syncs_cluster, [policy.offset_syncs_topic(target.alias)]),
         *_group(source),
         *_topics(target, [*remote, policy.checkpoints_topic(source.alias)]),
         *_group(target),

@@ -98,8 +98,10 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
     checkpoints = policy.checkpoints_topic(flow.source.alias)
     offset_syncs = policy.offset_syncs_topic(flow.target.alias)
     checkpoints_ends = _ends(flow.target, sync.target_admin, checkpoints)
-    # Offset syncs live on the source (the only location the loader accepts).
-    offset_syncs_ends = _ends(flow.source, sync.source_admin, offset_syncs)
+    # Offset syncs live where offset-syncs.topic.location says (the source by default).
+    syncs_on_target = flow.offset_syncs_cluster is flow.target
+    syncs_admin = sync.target_admin if syncs_on_target else sync.source_admin
+    offset_syncs_ends = _ends(flow.offset_syncs_cluster, syncs_admin, offset_syncs)
     source = GroupAdmin(flow.source)
     starts, ends = source.start_offsets(partitions), source.end_offsets(partitions)
     retention = _retention_ms(sync, chosen)
@@ -143,7 +145,7 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
         windows,
         None if checkpoints_ends is None else checkpoints,
         None if offset_syncs_ends is None else offset_syncs,
-        flow.source.bootstrap_servers,
+        flow.offset_syncs_cluster.bootstrap_servers,
         checkpoints_ends or [],
         offset_syncs_ends or [],
     )
