@@ -38,9 +38,12 @@ class PlanLine:
     def describe(self) -> str:
         if self.takeover is not None:
             line = self.takeover.describe()
-            return line if self.start is not None else f"{line}; REFUSED: {self.why}"
-        start = "refused" if self.start is None else f"starts at {self.start}"
-        return f"{self.flow} {self.topic}[{self.partition}] -> {self.remote}: {start}: {self.why}"
+            return line if self.start is not None else f"{line}\n  REFUSED: {self.why}"
+        start = "REFUSED" if self.start is None else f"source offset {self.start}"
+        return (
+            f"{self.flow} {self.topic}[{self.partition}] -> {self.remote}[{self.partition}]\n"
+            f"  we start at: {start}\n  why: {self.why}"
+        )
 
 
 def _partitions(flow: FlowConfig) -> list[tuple[str, int, str]]:

@@ -63,13 +63,24 @@ class TakeoverPoint:
         return self.uncertain == 0 and self.copied_until is not None
 
     def describe(self) -> str:
-        where = f"{self.flow} {self.topic}[{self.partition}] -> {self.remote}[{self.partition}]"
-        mm2 = "never committed" if self.mm2_resume is None else f"resumes at {self.mm2_resume}"
-        copied = "unknown" if self.copied_until is None else f"up to {self.copied_until}"
+        """Where MM2 stopped, where we start and why: a header line and three more."""
+        mm2 = (
+            "never committed an offset"
+            if self.mm2_resume is None
+            else f"committed source offset {self.mm2_resume - 1} (it would resume at "
+            f"{self.mm2_resume})"
+        )
+        copied = (
+            "no copy proven"
+            if self.copied_until is None
+            else f"its copies end with source offset {self.copied_until - 1}"
+        )
         verdict = "exact" if self.exact else f"{self.uncertain} target records UNCERTAIN"
         return (
-            f"{where}: MM2 {mm2}; its copies on the target (end {self.target_end}) reach "
-            f"source offset {copied}; we start at {self.start} ({verdict}): {self.reason}"
+            f"{self.flow} {self.topic}[{self.partition}] -> {self.remote}[{self.partition}]\n"
+            f"  MM2 stopped: {mm2}; {copied} (target end {self.target_end})\n"
+            f"  we start at: source offset {self.start} ({verdict})\n"
+            f"  why: {self.reason}"
         )
 
 

@@ -39,14 +39,17 @@ from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 
 from helpers.kafka import create_topic, unique_topic
-from helpers.replication import PacedProduction, end_offsets, running, wait_until
+from helpers.replication import PacedProduction, end_offsets, preload, running, wait_until
 
-pytestmark = pytest.mark.integration
+#: MM2's JVM starts in 15 s on an idle machine; under `make test`'s load it took over 120 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+MM2_START_S = 300
 
 PARTITIONS = 2
 RECORDS = 4_000
 RATE = 300  # records/s: MM2 is stopped (or killed) while the producer still writes
 MORE = 400  # records written while MM2 has the flow back
+SEED = 20  # records per partition MM2 copies before the producer starts
 
 
 def _properties(primary: str, dr: str, topic: str, group: str) -> tuple[dict[str, str], str, str]:
@@ -73,7 +76,7 @@ def _properties(primary: str, dr: str, topic: str, group: str) -> tuple[dict[str
             "refresh.groups.interval.seconds": "1",
             # Connect commits MM2's offsets every second (60 s by default): a kill -9
             # then finds records written past the committed offset, not none committed.
-            "offset.flush.interval.ms": "1000",
+            f"{target}.offset.flush.interval.ms": "1000",  # the worker's: its target's keys
             "replication.factor": "1",
             "heartbeats.topic.replication.factor": "1",
             "checkpoints.topic.replication.factor": "1",
@@ -159,7 +162,7 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
 @contextmanager
 def _mirror_maker(properties: dict[str, str], workdir: Path) -> Iterator[MirrorMaker]:
     with MirrorMaker(properties, workdir) as mirror_maker:
-        mirror_maker.wait_started(120)
+        mirror_maker.wait_started(MM2_START_S)
         yield mirror_maker
 
 
@@ -186,29 +189,28 @@ def _takeover(primary: str, dr: str, tmp_path: Path, *, kill: bool) -> dict[str,
     properties, source, target = _properties(primary, dr, topic, group)
     remote = f"{source}.{topic}"
     flow = _flow(properties, source, target)
-    with (
-        _mirror_maker(properties, tmp_path / "mm2") as mirror_maker,
-        PacedProduction(primary, topic, RECORDS, PARTITIONS, RATE) as production,
-    ):
-        _mid_stream(dr, remote, production, 200)
-        # A group that processed 150 records of each partition: MM2 checkpoints it
-        # and syncs it to the target group.
-        _commit(primary, group, topic, dict.fromkeys(range(PARTITIONS), 150))
-        checkpoints_topic = f"{source}.checkpoints.internal"
+    checkpoints_topic = f"{source}.checkpoints.internal"
+    with _mirror_maker(properties, tmp_path / "mm2") as mirror_maker:
+        # MM2 copies a first few records, and checkpoints a group that processed half
+        # of them (and syncs it to the target group), before the producer starts.
+        preload(primary, topic, 2 * SEED, PARTITIONS)
+        _wait_copied(primary, dr, topic, remote, MM2_START_S)
+        _commit(primary, group, topic, dict.fromkeys(range(PARTITIONS), SEED // 2))
 
         def checkpointed() -> bool:
             stored = read_checkpoints(flow.target, checkpoints_topic)
             return all((group, remote, p) in stored for p in range(PARTITIONS))
 
-        wait_until(checkpointed, 60, f"MirrorMaker 2's checkpoints of {group}")
-        _mid_stream(dr, remote, production, 500)
-        if kill:
-            os.kill(mirror_maker.pids()[0], signal.SIGKILL)
-        mirror_maker.stop()
-        mm2_checkpoints = read_checkpoints(flow.target, checkpoints_topic)
-        mm2_synced = {
-            (c.topic, c.partition): c.offset for c in GroupAdmin(flow.target).committed(group)
-        }
+        wait_until(checkpointed, 90, f"MirrorMaker 2's checkpoints of {group}")
+        with PacedProduction(primary, topic, RECORDS, PARTITIONS, RATE) as production:
+            _mid_stream(dr, remote, production, SEED + 400)
+            if kill:
+                os.kill(mirror_maker.pids()[0], signal.SIGKILL)
+            mirror_maker.stop()
+            mm2_checkpoints = read_checkpoints(flow.target, checkpoints_topic)
+            mm2_synced = {
+                (c.topic, c.partition): c.offset for c in GroupAdmin(flow.target).committed(group)
+            }
     state = MirrorMakerState.read(flow)
     mm2_ends = end_offsets(dr, remote, PARTITIONS)
     assert mm2_ends is not None
@@ -251,7 +253,7 @@ def _group_carries_on(primary: str, dr: str, scene: dict[str, object]) -> None:
     mm2_checkpoints = scene["mm2_checkpoints"]
     mm2_synced = scene["mm2_synced"]
     assert isinstance(mm2_checkpoints, dict) and isinstance(mm2_synced, dict)
-    for position in (150, RECORDS // PARTITIONS - 100):  # in MM2's copies, then in ours
+    for position in (SEED // 2, RECORDS // PARTITIONS - 100):  # in MM2's copies, then ours
         _commit(primary, group, str(topic), dict.fromkeys(range(PARTITIONS), position))
         with Checkpointer(flow) as checkpointer:
             report = checkpointer.emit([str(group)])
