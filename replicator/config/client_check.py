@@ -35,6 +35,15 @@ class _DebugLog:
 _LOGGER = _DebugLog()
 
 
+def _shown(name: str, config: Mapping[str, str], names: Mapping[str, str]) -> str:
+    """A setting named in librdkafka's refusal, as the user can find it."""
+    if name in names:
+        return f"{names[name]}={config[name]}"
+    if name in config:
+        return f"{name}={config[name]} (set by the replicator)"
+    return f"{name} (librdkafka's default)"
+
+
 def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str], what: str) -> None:
     """Build the `kind` client of `config` once; ConfigError naming the keys (from `names`,
     librdkafka name -> key as written) if librdkafka refuses its settings. `what` says
@@ -59,12 +68,10 @@ def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str],
         error = exc.args[0]
         text = error.str() if hasattr(error, "str") else str(error)
         text = text.removeprefix(f"Failed to create {kind}: ")
-        keys = [names.get(name, name) for name in dict.fromkeys(_NAME.findall(text))]
         named = ", ".join(
-            f"{key}={config[name]}" if name in config else f"{key} (librdkafka's default)"
-            for name, key in zip(dict.fromkeys(_NAME.findall(text)), keys, strict=True)
+            _shown(name, config, names) for name in dict.fromkeys(_NAME.findall(text))
         )
         raise ConfigError(
             f"{named or 'the client settings'}: librdkafka refuses {what}: {text}; change "
-            "one of these keys"
+            "the keys you set"
         ) from exc
