@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration
 POLICY = "com.acme.mm2.TenantReplicationPolicy"
 TOPIC_FILTER = "com.acme.mm2.TenantTopicFilter"
 GROUP_FILTER = "com.acme.mm2.TenantGroupFilter"
+MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 _PORTS = '''
 from replicator.config.policies import DefaultReplicationPolicy
@@ -156,7 +157,7 @@ def test_without_the_port_the_error_names_the_class_and_how_to_register_one():
         load_config(
             {
                 **_CONFIG,
-                "replication.policy.class": "DefaultReplicationPolicy",
+                "replication.policy.class": MM2_DEFAULT_POLICY,
             }
         )
     message = str(info.value)
