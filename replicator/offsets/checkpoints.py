@@ -17,6 +17,7 @@ back to the source topics (from the record's source-offset header), written to
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -26,13 +27,27 @@ from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
+from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 from replicator.offsets.groups import Committed, GroupAdmin
-from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate
+from replicator.offsets.translation import (
+    PartitionReader,
+    TargetIndex,
+    Translation,
+    source_in_taken_over_copies,
+    translate,
+)
+
+log = logging.getLogger(__name__)
 
 _FLUSH_TIMEOUT_S = 30.0
+
+
+class UnprovenPosition(ReplicatorError):
+    """A group position in MirrorMaker 2's copies that cannot be checked by content."""
+
 
 CheckpointKey = tuple[
     str, str, int
@@ -282,6 +297,27 @@ class ReverseCheckpointer(_Checkpointing):
     def __init__(self, flow: FlowConfig) -> None:
         super().__init__(flow, flow.source, flow.policy.checkpoints_topic(flow.target.alias))
         self.target = GroupAdmin(flow.target)
+        self._source_reader: PartitionReader | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self._source_reader is not None:
+            self._source_reader.close()
+
+    def _in_mm2_copies(
+        self, group: str, where: tuple[str, str, int], first: Replica, target_offset: int
+    ) -> int | None:
+        """The source offset of a position before our first replica, in MirrorMaker 2's
+        copies of a partition taken over (`replicator.engine.takeover`): None when it
+        is not there; UnprovenPosition when it is there and cannot be checked."""
+        if self._source_reader is None:  # read only for positions in MM2's copies
+            self._source_reader = PartitionReader(self.flow.source)
+        found, unproven = source_in_taken_over_copies(
+            self._index, self._source_reader, where, first=first, target_offset=target_offset
+        )
+        if unproven is not None:
+            raise UnprovenPosition(f"group {group!r}: {unproven}")
+        return found
 
     def translate_group(self, group: str) -> list[Checkpoint]:
         """`group`'s positions on the flow's remote topics (target), as source positions:
@@ -296,7 +332,17 @@ class ReverseCheckpointer(_Checkpointing):
             # must not move the answer past it.
             _, end = self._index.bounds(topic, partition)
             replica = self._index.first_replica(topic, partition, committed.offset, end)
-            if replica is not None:
+            if replica is not None and replica.target_offset > committed.offset:
+                upstream = self.policy.upstream_topic(topic) or topic
+                try:
+                    in_copies = self._in_mm2_copies(
+                        group, (upstream, topic, partition), replica, committed.offset
+                    )
+                except UnprovenPosition as exc:
+                    log.warning("reverse checkpoint held back (the previous one stays): %s", exc)
+                    continue
+                source_offset = replica.source_offset if in_copies is None else in_copies
+            elif replica is not None:
                 source_offset = replica.source_offset
             else:  # at the end: the group has read everything replicated
                 last = self._index.last_replica(topic, partition, end)

@@ -280,5 +280,34 @@ def _in_taken_over_copies(
     )
 
 
+def source_in_taken_over_copies(
+    index: TargetIndex,
+    source: PartitionReader,
+    where: tuple[str, str, int],
+    *,
+    first: Replica,
+    target_offset: int,
+) -> tuple[int | None, str | None]:
+    """The reverse of `_in_taken_over_copies`: the source offset of the record at
+    `target_offset` when it lies in MirrorMaker 2's copies before `first` (our first
+    replica at or after it): (source offset, None) when found and checked by content,
+    (None, why) when it cannot be proven, (None, None) when the position is not in
+    MM2's copies (the record before `first` is ours: `first` is the answer)."""
+    topic, remote, partition = where
+    low, _ = index.bounds(remote, partition)
+    previous = index.before(remote, partition, low, first.target_offset)
+    if previous is None or index.is_replica(previous) or target_offset < low:
+        return None, None
+    guess = first.source_offset - (first.target_offset - target_offset)
+    copy = index.record_at(remote, partition, target_offset)
+    original = source.first(topic, partition, guess, first.source_offset) if guess >= 0 else None
+    if original is not None and original.offset() == guess and _same(copy, original):
+        return guess, None
+    return None, (
+        f"{remote}[{partition}]@{target_offset} lies in MirrorMaker 2's copies and is not the "
+        f"copy of {topic}[{partition}]@{guess}: MM2's copies there are not contiguous"
+    )
+
+
 def _same(copy: Message | None, original: Message) -> bool:
     return copy is not None and Content.of(original).copied_as(Content.of(copy))

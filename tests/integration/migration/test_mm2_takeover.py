@@ -3,8 +3,8 @@ and handing it back, with nothing copied twice and nothing lost.
 
 (a) MM2 copies while a producer writes and is stopped cleanly; the replicator then
     runs on the same properties: every record on the target exactly once, in order;
-    a group MM2 checkpointed (and synced to the target) translates exactly, and its
-    checkpoint and synced offset never move backwards. Then the reverse: the
+    a group MM2 checkpointed (and synced to the target) translates exactly, both ways,
+    and its checkpoint and synced offset never move backwards. Then the reverse: the
     replicator stops, `replicator migrate --to-mm2` writes its position into MM2's
     offsets topic, MM2 starts again and continues there: still exactly once.
 (b) The same takeover after `kill -9` of MM2 under load, when MM2 had written past
@@ -35,7 +35,7 @@ from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.mm2_state import MirrorMakerState, mm2_offset_key
 from replicator.localstack.mirrormaker import MirrorMaker
-from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
+from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 
 from helpers.kafka import create_topic, unique_topic
@@ -273,6 +273,10 @@ def _group_carries_on(primary: str, dr: str, scene: dict[str, object]) -> None:
             assert checkpoint.downstream >= mm2.downstream, (checkpoint, mm2)
             assert synced[(remote, partition)] >= mm2_synced.get((remote, partition), -1)
             assert synced[(remote, partition)] == checkpoint.downstream
+        # Back the other way (failback): the target group's position is the same source one.
+        with ReverseCheckpointer(flow) as reverse:
+            back = {c.partition: c.downstream for c in reverse.translate_group(str(group))}
+        assert back == dict.fromkeys(range(PARTITIONS), position)
 
 
 def test_takeover_after_a_clean_stop_and_back_to_mirror_maker(
