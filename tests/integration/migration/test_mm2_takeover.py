@@ -16,6 +16,7 @@ copies lack, and copied every one of MM2's records a second time.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -316,8 +317,17 @@ def test_takeover_after_a_clean_stop_and_back_to_mirror_maker(
     _assert_exactly_once(primary, dr, topic, remote)
 
 
-def test_takeover_after_kill_9_under_load(primary: str, dr: str, tmp_path: Path) -> None:
+def test_takeover_after_kill_9_under_load(
+    primary: str, dr: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="replicator.engine.resume")
     scene = _takeover(primary, dr, tmp_path, kill=True)
+    # The first start logs the plan the dry run printed.
+    logged = {
+        r.getMessage() for r in caplog.records if "taking over from MirrorMaker 2" in r.getMessage()
+    }
+    assert len(logged) == PARTITIONS, logged
+    assert all(line.split(": ", 1)[1] in str(scene["plan"]) for line in logged), logged
     state = scene["state"]
     mm2_ends = scene["mm2_ends"]
     assert isinstance(state, MirrorMakerState) and isinstance(mm2_ends, list)
