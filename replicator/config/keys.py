@@ -822,13 +822,6 @@ TABLE: tuple[Setting, ...] = (
     _accepted(
         "offset-syncs.topic.", "any", None, "Other settings of MM2's internal topics.", prefix=True
     ),
-    _accepted(
-        "replication.policy.",
-        "any",
-        None,
-        "Settings of a custom policy (its port reads what it needs).",
-        prefix=True,
-    ),
     # --- Connect worker (MirrorMakerConfig) settings --------------------------------------------
     _accepted(
         "group.id",

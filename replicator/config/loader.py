@@ -77,7 +77,13 @@ from replicator.config.model import (
     PortedFilter,
     ReplicatorConfig,
 )
-from replicator.config.ports import GROUP_FILTERS, TOPIC_FILTERS, not_ported, registered
+from replicator.config.ports import (
+    GROUP_FILTERS,
+    POLICIES,
+    TOPIC_FILTERS,
+    not_ported,
+    registered,
+)
 from replicator.config.properties import read_properties, resolve_references
 from replicator.config.values import boolean, cluster_aliases, pattern_list
 from replicator.errors import ConfigError
@@ -165,6 +171,8 @@ class _Loader:
         self._cluster_prefixes = sorted(
             ((f"{alias}.", alias) for alias in self.aliases), key=lambda item: -len(item[0])
         )
+        #: Keys the installed ports of the file's custom classes read (`config_keys`).
+        self.port_keys = self._port_keys()
         self._index()
 
     # --- indexing -------------------------------------------------------------------
@@ -201,6 +209,8 @@ class _Loader:
             self._accepted(key, value, accepted)
         elif (client := client_key(key, with_role=False)) is not None:
             self._client(("top", client.kind or ""), client, key, value)
+        elif (port := self._port_key(key)) is not None:
+            self._debug(f"{key} is read by the port of {port}")
         else:
             raise self._unknown(key)
 
@@ -238,6 +248,8 @@ class _Loader:
             self.flow_settings[flow][rest] = _Found(key, SETTINGS[rest].parse(key, value))
         elif (accepted := accepted_setting(rest)) is not None:
             self._accepted(key, value, accepted)
+        elif (port := self._port_key(rest)) is not None:
+            self._debug(f"{key} is read by the port of {port}")
         elif (client := client_key(rest, with_role=True)) is None:
             raise self._unknown(key, prefix=prefix, candidates=flow_candidates())
         elif client.kind is None:
@@ -247,6 +259,32 @@ class _Loader:
             )
         else:
             self._client(("flow", *flow, client.role or "", client.kind), client, key, value)
+
+    def _port_keys(self) -> dict[str, str]:
+        """The settings the ports of the file's custom classes declare they read (their
+        `config_keys`: keys, or prefixes ending with a dot), each with its class name."""
+        groups = {
+            "replication.policy.class": POLICIES,
+            "topic.filter.class": TOPIC_FILTERS,
+            "group.filter.class": GROUP_FILTERS,
+        }
+        found: dict[str, str] = {}
+        for key, value in self.props.items():
+            name = key.rpartition("->")[2].partition(".")[2] if "->" in key else key
+            group = groups.get(name)
+            if group is None:
+                continue
+            port = registered(group, value)
+            for declared in getattr(port, "config_keys", ()):
+                found[declared] = value
+        return found
+
+    def _port_key(self, rest: str) -> str | None:
+        """The class whose port reads setting `rest`, if one declares it."""
+        for declared, class_name in self.port_keys.items():
+            if rest == declared or (declared.endswith(".") and rest.startswith(declared)):
+                return class_name
+        return None
 
     def _client(self, layer: tuple[str, ...], client: ClientKey, key: str, value: str) -> None:
         self.clients[layer][client.name] = _Value(value, key, client.name)
@@ -489,6 +527,7 @@ class _Loader:
             ),
             exactly_once=self._exactly_once(flow),
             status_topic_replication_factor=self._status_replication_factor(flow),
+            policy_settings=self._flow_props(flow),
             **fields,
         )
 

@@ -108,6 +108,9 @@ class FlowConfig:
     topic_filter_class: str = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
     group_filter_class: str = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
     admin_timeout_ms: int = 60_000
+    #: The flow's settings as written (flow level over top level), which a custom
+    #: policy's port gets in `configure`, as MM2 configures a policy.
+    policy_settings: dict[str, str] = field(default_factory=dict, repr=False)
     replication_factor: int = 2
     tasks_max: int = 1
     offset_lag_max: int = 100
@@ -174,6 +177,7 @@ class FlowConfig:
             self.replication_policy_separator,
             self.source.alias,
             internal_separator=self.replication_policy_internal_topic_separator_enabled,
+            settings=self.policy_settings,
         )
 
 

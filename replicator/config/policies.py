@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 from replicator.config.ports import POLICIES, not_ported, registered
 from replicator.errors import ConfigError
@@ -162,6 +163,7 @@ def load_policy(
     source_alias: str | None = None,
     *,
     internal_separator: bool = True,
+    settings: Mapping[str, str] | None = None,
 ) -> ReplicationPolicy:
     """The policy `replication.policy.class` names: MM2's Java class names map to
     the built-ins; another name is looked up among the ports installed packages
@@ -171,6 +173,14 @@ def load_policy(
     )
     policy = policy_class(separator=separator, source_alias=source_alias)
     policy.internal_separator_enabled = internal_separator
+    if settings is not None and callable(getattr(policy, "configure", None)):
+        try:
+            policy.configure(dict(settings))  # as MM2 calls configure(Map) on a policy
+        except Exception as exc:  # a port failing: name it, keep the cause
+            raise ConfigError(
+                f"replication.policy.class = {class_name}: configure failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
     return policy
 
 

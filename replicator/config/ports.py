@@ -12,9 +12,11 @@ it under the Java name, in pyproject.toml:
 `replicator.topic_filters` and `replicator.group_filters` work the same way. A
 policy port subclasses `replicator.config.policies.ReplicationPolicy`; a topic
 filter has `should_replicate_topic(topic) -> bool`, a group filter
-`should_replicate_group(group) -> bool` (MM2's method names in Python spelling),
-and either may have `configure(settings)`, called with the flow's settings as
-MM2 calls `configure(Map)`.
+`should_replicate_group(group) -> bool` (MM2's method names in Python spelling).
+Each may have `configure(settings)`, called with the flow's settings (flow level
+over top level) as MM2 calls `configure(Map)`, and `config_keys`: the settings of
+its own it reads (keys, or prefixes ending with a dot), which the loader then
+accepts instead of refusing them as unknown.
 """
 
 from __future__ import annotations

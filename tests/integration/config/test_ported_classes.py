@@ -34,18 +34,26 @@ from replicator.config.policies import DefaultReplicationPolicy
 
 
 class TenantReplicationPolicy(DefaultReplicationPolicy):
-    """Remote topics named <source>_<topic> whatever the separator says."""
+    """Remote topics named <source><infix><topic>, the infix a setting of its own."""
+
+    config_keys = ("replication.policy.tenant.infix",)
+
+    def configure(self, settings):
+        self.infix = settings["replication.policy.tenant.infix"]
 
     def format_remote_topic(self, source_alias, topic):
-        return f"{source_alias}_{topic}"
+        return f"{source_alias}{self.infix}{topic}"
 
 
 class TenantTopicFilter:
+    config_keys = ("tenant.prefix",)
+
     def configure(self, settings):
+        self.prefix = settings["tenant.prefix"]
         self.tasks = settings["tasks.max"]
 
     def should_replicate_topic(self, topic):
-        return topic.startswith("tenant1.")
+        return topic.startswith(self.prefix)
 
 
 class TenantGroupFilter:
@@ -73,7 +81,12 @@ _CONFIG = {
     "replication.policy.class": POLICY,
     "topic.filter.class": TOPIC_FILTER,
     "A->B.group.filter.class": GROUP_FILTER,
+    # Settings of the ports' own, which they declare (config_keys): flow over top level.
+    "tenant.prefix": "tenant2.",
+    "A->B.tenant.prefix": "tenant1.",
+    "replication.policy.tenant.infix": "_",
 }
+_PORTS_OWN = ("tenant.prefix", "A->B.tenant.prefix", "replication.policy.tenant.infix")
 
 _PROBE = """
 import json, sys
@@ -152,18 +165,18 @@ def test_an_mm2_file_with_custom_classes_loads_once_their_port_is_installed(port
 
 
 def test_without_the_port_the_error_names_the_class_and_how_to_register_one():
-    """In the project's own environment, where no package registers them."""
+    """In the project's own environment, where no package registers them; nor are the
+    settings the ports would read known then."""
     with pytest.raises(ConfigError) as info:
-        load_config(
-            {
-                **_CONFIG,
-                "replication.policy.class": MM2_DEFAULT_POLICY,
-            }
-        )
+        load_config(_CONFIG)
+    assert "replication.policy.tenant.infix: unknown setting" in str(info.value)
+    base = {k: v for k, v in _CONFIG.items() if k not in _PORTS_OWN}
+    with pytest.raises(ConfigError) as info:
+        load_config({**base, "replication.policy.class": MM2_DEFAULT_POLICY})
     message = str(info.value)
     assert message.startswith(f"topic.filter.class = {TOPIC_FILTER}: no Python port")
     assert '[project.entry-points."replicator.topic_filters"]' in message
-    flow = load_config({k: v for k, v in _CONFIG.items() if "filter" not in k}).flows[0]
+    flow = load_config({k: v for k, v in base.items() if "filter" not in k}).flows[0]
     with pytest.raises(ConfigError) as info:
         _ = flow.policy
     message = str(info.value)

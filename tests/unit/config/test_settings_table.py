@@ -33,6 +33,7 @@ COMBINED = {
     "groups": "groups, groups.exclude, group.filter.class",
     "config_properties_exclude": "config.properties.exclude",
     "exactly_once": "exactly.once, exactly.once.source.support",
+    "policy_settings": "<every key of the flow (a custom policy's configure)>",
     "status_topic_replication_factor": "status.topic.replication.factor",
 }
 
