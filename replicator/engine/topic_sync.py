@@ -114,7 +114,14 @@ class TopicSync:
         for the flow and asked for now) propagate topic configs. Idempotent."""
         report = SyncReport()
         existing = self.target_admin.list_topics(timeout=self.timeout_s).topics
-        desired = self._desired_configs(list(topics)) if topics else {}
+        alias = self.flow.source.alias
+        # Configs are read for the topics created now, and for all when they are synced.
+        wanted = [
+            t
+            for t in topics
+            if sync_configs or self.policy.format_remote_topic(alias, t) not in existing
+        ]
+        desired = self._desired_configs(wanted) if wanted else {}
         to_create = []
         for source_topic, partitions in topics.items():
             remote = self.policy.format_remote_topic(self.flow.source.alias, source_topic)
