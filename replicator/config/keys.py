@@ -1080,14 +1080,6 @@ CLIENT_RULES: tuple[ClientRule, ...] = (
         "max.message.bytes on the topics",
     ),
     ClientRule(
-        "batch.size",
-        "producer",
-        "target",
-        (),
-        "the target producer's batches are sized below the smallest remote topic's "
-        "max.message.bytes, so that no batch is refused whole; remove it",
-    ),
-    ClientRule(
         "transactional.id",
         "producer",
         "target",

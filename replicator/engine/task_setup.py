@@ -236,6 +236,11 @@ class TaskSetup:
 
     def _target_producer_config(self) -> dict[str, object]:
         message_max_bytes, batch_size = self._size_limits.producer_limits()
+        # The user's batch.size, capped below the smallest remote topic's limit (a larger
+        # batch would be refused whole); `batch_size` is that cap.
+        wanted = self.flow.target.producer.get("batch.size")
+        if wanted is not None:
+            batch_size = min(batch_size, int(wanted))
         return {
             "linger.ms": 20,
             "compression.type": "lz4",

@@ -50,7 +50,7 @@ def _run(tmp_path: Path, *lines: str) -> tuple[int, str, float]:
         (("src->dst.target.producer.max.in.flight = 10",), "enable.idempotence=true"),
         (("src.consumer.fetch.max.bytes = 1000", "src.message.max.bytes = 100000"),
          "src.message.max.bytes=100000"),
-        (("producer.batch.size = 65536",), "max.message.bytes"),
+        (("dst.producer.max.request.size = 5000000",), "max.message.bytes"),
         (("consumer.group.id = mine",), "names its consumer groups"),
     ],
 )  # fmt: skip

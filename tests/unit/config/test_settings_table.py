@@ -20,7 +20,9 @@ from replicator.config.keys import BY_KEY, CLIENT_RULES, TABLE, accepted_setting
 from replicator.config.policies import load_policy
 from replicator.config.reference import render
 from replicator.engine.offset_syncs import OffsetSyncWriter
-from replicator.engine.topic_sync import why_not_replicated
+from replicator.engine.size_limits import SizeLimits
+from replicator.engine.task_setup import TaskSetup
+from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, why_not_replicated
 
 ROOT = Path(__file__).resolve().parents[3]
 MM2_KEYS = Path(__file__).with_name("mm2_keys.tsv")
@@ -182,7 +184,6 @@ def _names(key: str) -> set[str]:
 @pytest.mark.parametrize(
     ("key", "value", "named"),
     [
-        ("producer.batch.size", "65536", "batch.size"),
         ("B.producer.max.request.size", "5000000", "max.message.bytes"),
         ("A->B.target.producer.enable.idempotence", "false", "idempotent"),
         ("producer.acks", "1", "acknowledgement"),
@@ -218,6 +219,23 @@ def test_client_settings_the_engine_leaves_to_the_user_are_honoured():
     assert flow.target.producer["linger.ms"] == flow.source.producer["linger.ms"] == "7"
     assert flow.source.producer["batch.size"] == "65536"
     assert flow.source.consumer["topic.metadata.refresh.interval.ms"] == "5000"
+
+
+def test_the_target_producers_batch_size_is_the_users_capped_by_the_remote_topics():
+    """producer.batch.size is honoured, below the smallest remote topic's limit (a larger
+    batch would be refused whole by the broker)."""
+
+    def config(**extra: str) -> dict[str, object]:
+        setup = TaskSetup()
+        setup.flow = load_config(two_clusters(**extra)).flows[0]
+        setup._size_limits = SizeLimits()
+        setup._size_limits.update({"A.small": 200_000, "A.large": 5_000_000})
+        return setup._target_producer_config()
+
+    cap = 200_000 - HEADER_HEADROOM_BYTES
+    assert config()["batch.size"] == cap
+    assert config(**{"producer.batch.size": "65536"})["batch.size"] == 65536
+    assert config(**{"B.producer.batch.size": "1000000"})["batch.size"] == cap
 
 
 def test_every_client_rule_is_a_real_librdkafka_setting():
