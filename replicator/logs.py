@@ -10,8 +10,8 @@ libraries') comes out the same way. The messages are the ones the text format
 prints, so what keeps secrets out of them (redacted configs, no credentials in
 errors) holds for both.
 
-The chosen format is put in the environment, so worker processes started with
-`spawn` log the same way as their runner.
+The CLI puts the chosen format in the environment (`pass_to_workers`), so worker
+processes started with `spawn` log the same way as their runner.
 """
 
 from __future__ import annotations
@@ -39,11 +39,14 @@ def chosen_format(given: str | None = None) -> str:
 def configure(level: int, log_format: str | None = None, *, worker: str | None = None) -> str:
     """Send the root logger's records to stderr at `level` in `log_format` (see
     `chosen_format`); `worker` names a worker process in every line. Replaces the
-    handlers a previous call installed. Returns the format used, which worker
-    processes inherit through the environment."""
+    handler a previous call installed; like `logging.basicConfig`, leaves alone a root
+    logger that something else configured (a host application, a test harness).
+    Returns the format chosen."""
     chosen = chosen_format(log_format)
-    os.environ[ENV] = chosen
-    handler = logging.StreamHandler()
+    root = logging.getLogger()
+    if any(not isinstance(handler, _Handler) for handler in root.handlers):
+        return chosen
+    handler = _Handler()
     if chosen == "json":
         handler.setFormatter(_json_formatter(worker))
     else:
@@ -51,12 +54,21 @@ def configure(level: int, log_format: str | None = None, *, worker: str | None =
         handler.setFormatter(
             logging.Formatter(f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s")
         )
-    root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     return chosen
+
+
+def pass_to_workers(log_format: str) -> None:
+    """Worker processes (started with `spawn`) log in `log_format` too: it goes in the
+    environment they inherit."""
+    os.environ[ENV] = log_format
+
+
+class _Handler(logging.StreamHandler):
+    """The stderr handler `configure` installs (and replaces on a second call)."""
 
 
 def _json_formatter(worker: str | None) -> logging.Formatter:

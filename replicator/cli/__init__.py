@@ -71,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        logs.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
+        chosen = logs.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     except ValueError as exc:  # $REPLICATOR_LOG_FORMAT names no format
         parser.error(str(exc))
+    logs.pass_to_workers(chosen)
     # One INFO line per HTTP request (Airflow's REST API, polled) would drown the rest.
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:

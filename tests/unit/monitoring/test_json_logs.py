@@ -17,6 +17,7 @@ from replicator import logs
 
 @pytest.fixture
 def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Put the root logger back as it was after the test."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     monkeypatch.delenv(logs.ENV, raising=False)
@@ -28,6 +29,14 @@ def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root.setLevel(level)
 
 
+def _bare_root() -> None:
+    """The root logger without handlers, as in a fresh `replicator` process (pytest's
+    capture handlers of the test's call are its own to remove; they are gone already)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+
+
 def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
     return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
 
@@ -35,6 +44,7 @@ def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
 def test_json_lines_carry_timestamp_level_logger_event(
     restore_logging: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    _bare_root()
     assert logs.configure(logging.INFO, "json", worker="primary->dr#1") == "json"
     logging.getLogger("replicator.engine.task").info("flow %s: replicating %d topics", "a->b", 3)
     logging.getLogger("some.library").debug("below the level")
@@ -55,7 +65,8 @@ def test_json_lines_carry_timestamp_level_logger_event(
 def test_the_format_reaches_worker_processes_through_the_environment(
     restore_logging: None,
 ) -> None:
-    logs.configure(logging.INFO, "json")
+    _bare_root()
+    logs.pass_to_workers(logs.configure(logging.INFO, "json"))
     child = subprocess.run(
         [sys.executable, "-c",
          "import logging; from replicator import logs; logs.configure(logging.INFO, worker='w#0');"
@@ -66,7 +77,17 @@ def test_the_format_reaches_worker_processes_through_the_environment(
     assert (line["event"], line["worker"], line["level"]) == ("hello", "w#0", "warning")
 
 
+def test_a_root_logger_configured_elsewhere_is_left_alone(restore_logging: None) -> None:
+    _bare_root()
+    root = logging.getLogger()
+    theirs = logging.NullHandler()
+    root.addHandler(theirs)
+    logs.configure(logging.INFO, "json")
+    assert root.handlers == [theirs]
+
+
 def test_text_stays_the_default(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+    _bare_root()
     assert logs.configure(logging.INFO) == "text"
     logging.getLogger("replicator.x").info("plain")
     assert capsys.readouterr().err.strip().endswith("INFO replicator.x: plain")
@@ -76,5 +97,6 @@ def test_an_unknown_format_names_the_variable(
     restore_logging: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(logs.ENV, "xml")
+    _bare_root()
     with pytest.raises(ValueError, match=r"REPLICATOR_LOG_FORMAT='xml'.*text, json"):
         logs.configure(logging.INFO)
