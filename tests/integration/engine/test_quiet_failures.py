@@ -7,8 +7,8 @@
 - an unreachable bootstrap is one line naming the cluster, not a traceback;
 - an unparseable state store URL is shown with its password redacted.
 
-(`offset-syncs.topic.location = target` is refused at load:
-tests/unit/config/test_config.py.)
+(`offset-syncs.topic.location = target`, once refused at load, now works:
+tests/integration/config/test_settings_live.py.)
 """
 
 from __future__ import annotations
