@@ -85,10 +85,14 @@ def align(
     source: Iterable[Content],
     target: Iterable[Content],
     target_end: int,
+    *,
+    anchor_proven: bool = False,
 ) -> Alignment:
     """Match `target` (committed records from the anchor's target offset to
     `target_end`) against `source` (committed records from the anchor's source
-    offset on), pairwise in order; see `Alignment`."""
+    offset on), pairwise in order; see `Alignment`. `anchor_proven`: the anchor
+    pair is known to match otherwise (our own replica, by its provenance headers,
+    which the source record lacks), so its content is not compared."""
     sources = iter(source)
     last: tuple[int, int] | None = None
     targets = iter(target)
@@ -101,7 +105,7 @@ def align(
                 f"the anchor is not readable: source {original.describe()}, "
                 f"target {copy.describe()}, anchor {anchor}"
             )
-        elif original.copied_as(copy):
+        elif original.copied_as(copy) or (anchor_proven and last is None):
             last = (original.offset, copy.offset)
             continue
         else:

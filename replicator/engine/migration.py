@@ -81,13 +81,16 @@ def _line(
     topic, partition, remote = where
     exists = tail.exists(remote, partition)
     position = tail.position(remote, partition) if exists else None
-    if position is not None and position.next_source_offset is not None:
+    if position is not None and position.last is not None:
+        after = planner.point_after(topic, partition, remote, position.last)
+        if after is not None:
+            return _decided(flow, after)
         return PlanLine(
             flow.name,
             topic,
             partition,
             remote,
-            position.next_source_offset,
+            position.last.source_offset + 1,
             "the target holds our replicas: continues after the last one (no takeover)",
         )
     low = source.bounds(topic, partition)[0]
@@ -107,10 +110,15 @@ def _line(
             "MirrorMaker 2 left no committed offset or offset sync for this partition: "
             "copied from the start of the source log",
         )
+    return _decided(flow, point)
+
+
+def _decided(flow: FlowConfig, point: TakeoverPoint) -> PlanLine:
+    where = (flow.name, point.topic, point.partition, point.remote)
     try:
-        return PlanLine(flow.name, topic, partition, remote, decide(flow, point), "", point)
+        return PlanLine(*where, decide(flow, point), "", point)
     except ConfigError as exc:
-        return PlanLine(flow.name, topic, partition, remote, None, str(exc), point)
+        return PlanLine(*where, None, str(exc), point)
 
 
 @dataclass(frozen=True)

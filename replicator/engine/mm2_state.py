@@ -61,17 +61,23 @@ class MirrorMakerState:
     flow: FlowConfig
     offsets_topic: str
     committed: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
-    #: Per source partition, MM2's syncs (upstream, downstream), oldest first.
-    syncs: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
     #: Whether the offsets topic exists on the target at all.
     offsets_topic_found: bool = False
+    _syncs: dict[tuple[str, int], list[tuple[int, int]]] | None = None
 
     @classmethod
     def read(cls, flow: FlowConfig, offsets_topic: str | None = None) -> MirrorMakerState:
+        """MM2's committed offsets now; its offset syncs when first asked for."""
         state = cls(flow, connect_offsets_topic(flow, offsets_topic))
         state._read_committed()
-        state._read_syncs()
         return state
+
+    @property
+    def syncs(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """Per source partition, MM2's syncs (upstream, downstream), oldest first."""
+        if self._syncs is None:
+            self._syncs = self._read_syncs()
+        return self._syncs
 
     def has_evidence(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self.committed or bool(self.syncs.get((topic, partition)))
@@ -96,20 +102,22 @@ class MirrorMakerState:
             offset = _offset_value(value, self.offsets_topic, topic, source_partition)
             self.committed[(topic, source_partition)] = CommittedOffset(offset, key, partition)
 
-    def _read_syncs(self) -> None:
+    def _read_syncs(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
         flow = self.flow
         cluster = flow.source if flow.offset_syncs_topic_location == "source" else flow.target
         topic = flow.policy.offset_syncs_topic(flow.target.alias)
         records = _read_topic(cluster.consumer, cluster.alias, topic)
+        syncs: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for _, key, value in records or []:
             if value is None:
                 continue
             sync = OffsetSync.decode(key, value)
-            self.syncs.setdefault((sync.topic, sync.partition), []).append(
+            syncs.setdefault((sync.topic, sync.partition), []).append(
                 (sync.upstream, sync.downstream)
             )
-        for pairs in self.syncs.values():
+        for pairs in syncs.values():
             pairs.sort()
+        return syncs
 
     # -- handing a flow back to MM2 --------------------------------------------------------
 

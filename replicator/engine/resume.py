@@ -70,10 +70,12 @@ class ResumePoints:
         tail = self._tail.position(remote, partition)
         low, high = watermarks(source, topic, partition)
         taken_over = self._taken_over(tail, topic, partition, remote)
-        if tail.next_source_offset is not None:
+        if taken_over is not None:
+            resume = taken_over
+        elif tail.next_source_offset is not None:
             resume = tail.next_source_offset
         else:
-            resume = low if taken_over is None else taken_over
+            resume = low
         # An operator's offset reset applies while nothing was replicated since it (this
         # read of the tail tells: no second one).
         reset = resets.honoured(topic, partition, tail, resume)
@@ -87,13 +89,18 @@ class ResumePoints:
         self, tail: TailPosition, topic: str, partition: int, remote: str
     ) -> int | None:
         """Where the partition starts after MirrorMaker 2's copy (see `takeover`), when
-        the target holds records but no replica of ours and MM2 left its state; None
-        otherwise. The plan is logged, once per partition taken over."""
-        if tail.next_source_offset is not None or tail.target_end == 0:
-            return None
+        MM2 left its state and the target holds records but no replica of ours, or
+        records after our last replica that MM2 copied once the flow was handed back
+        to it; None otherwise. The plan is logged, once per partition taken over."""
+        last = tail.last
+        if tail.target_end == 0 or (last is not None and tail.target_end <= last.target_offset + 1):
+            return None  # empty, or nothing after our last replica
         if self._takeover is None:
             self._takeover = TakeoverPlanner(self.flow)
-        point = self._takeover.point(topic, partition, remote)
+        if last is None:
+            point = self._takeover.point(topic, partition, remote)
+        else:
+            point = self._takeover.point_after(topic, partition, remote, last)
         if point is None:
             return None
         log.info("taking over from MirrorMaker 2: %s", point.describe())

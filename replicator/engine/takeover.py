@@ -27,6 +27,7 @@ from confluent_kafka import Message
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.alignment import Alignment, Content, align
 from replicator.engine.mm2_state import MirrorMakerState
+from replicator.engine.tail import Replica
 from replicator.errors import ConfigError
 from replicator.kafka.range_reads import RangeReader
 
@@ -177,6 +178,39 @@ class TakeoverPlanner:
             best=best,
             tried=tried,
         )
+
+    def point_after(
+        self, topic: str, partition: int, remote: str, last: Replica
+    ) -> TakeoverPoint | None:
+        """The takeover point of a partition that holds replicas of ours, `last` the
+        last of them, when MM2 committed past it since (the flow was handed back to
+        MM2, which copied more): MM2's copies are proven from our last replica on.
+        None when MM2 did not copy past our last replica."""
+        committed = self.state.committed.get((topic, partition))
+        if committed is None or committed.offset <= last.source_offset:
+            return None
+        anchor = (last.source_offset, last.target_offset)
+        target_low, target_end = self._target.bounds(remote, partition)
+        source_low, source_end = self._source.bounds(topic, partition)
+        alignment = align(
+            anchor,
+            self._source.contents(topic, partition, anchor[0], source_end),
+            self._target.contents(remote, partition, anchor[1], target_end),
+            target_end,
+            anchor_proven=True,
+        )
+        how = f"our last replica (source {anchor[0]} at target {anchor[1]})"
+        if alignment.proven:
+            return self._point(
+                topic=topic, partition=partition, remote=remote, mm2_resume=committed.offset + 1,
+                alignment=alignment, how=how,
+            )  # fmt: skip
+        return self._unproven(
+            topic=topic, partition=partition, remote=remote, mm2_resume=committed.offset + 1,
+            target=(target_low, target_end), source_low=source_low,
+            best=alignment if alignment.last is not None else None,
+            tried=[f"{how}: {alignment.mismatch}"],
+        )  # fmt: skip
 
     def _anchors(
         self, topic: str, partition: int, remote: str, mm2_resume: int | None, target_low: int

@@ -6,7 +6,8 @@ and handing it back, with nothing copied twice and nothing lost.
     a group MM2 checkpointed (and synced to the target) translates exactly, both ways,
     and its checkpoint and synced offset never move backwards. Then the reverse: the
     replicator stops, `replicator migrate --to-mm2` writes its position into MM2's
-    offsets topic, MM2 starts again and continues there: still exactly once.
+    offsets topic, MM2 starts again and continues there: still exactly once; and once
+    more to the replicator, which continues after MM2's new copies.
 (b) The same takeover after `kill -9` of MM2 under load, when MM2 had written past
     the offset it committed.
 
@@ -314,6 +315,14 @@ def test_takeover_after_a_clean_stop_and_back_to_mirror_maker(
     with _mirror_maker(properties, tmp_path / "mm2-again"):
         _wait_copied(primary, dr, topic, remote, 90)
         time.sleep(3)  # a re-copy of what we wrote would land now
+    _assert_exactly_once(primary, dr, topic, remote)
+
+    # And to the replicator again: MM2's new copies follow our last replica.
+    with PacedProduction(primary, topic, MORE, PARTITIONS, RATE):
+        pass
+    with running(flow):
+        _wait_copied(primary, dr, topic, remote, 90)
+        time.sleep(1)  # anything copied twice lands now
     _assert_exactly_once(primary, dr, topic, remote)
 
 

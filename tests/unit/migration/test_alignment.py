@@ -153,3 +153,18 @@ def test_at_least_once_starts_after_the_last_proven_copy() -> None:
 def test_an_unknown_policy_is_refused_at_load() -> None:
     with pytest.raises(ConfigError, match=r"replicator\.takeover\.uncertain"):
         _flow("maybe")
+
+
+def test_our_own_replica_is_an_anchor_without_comparing_its_headers() -> None:
+    # The flow was handed back to MM2 after our replica of source 99 at target 99;
+    # MM2 copied 100..149 after it. Our replica carries provenance headers.
+    source = _source(200)
+    target = _copy(source[:150])
+    ours = target[99]
+    target[99] = Content(
+        99, ours.key, ours.value, ours.timestamp, True, ((*ours.headers, ("__dr_src", b"a")))
+    )
+    assert align((99, 99), source[99:], target[99:], 150).last is None
+    alignment = align((99, 99), source[99:], target[99:], 150, anchor_proven=True)
+    assert alignment.proven
+    assert alignment.next_source == 150
