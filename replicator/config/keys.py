@@ -823,16 +823,16 @@ TABLE: tuple[Setting, ...] = (
         "offset-syncs.topic.", "any", None, "Other settings of MM2's internal topics.", prefix=True
     ),
     # --- Connect worker (MirrorMakerConfig) settings --------------------------------------------
-    _accepted(
+    Setting(
         "group.id",
         "string",
         None,
-        "See refused client settings: the workers' group is named by the replicator.",
-        parse=only(
-            why="MM2's Connect worker group has no "
-            "counterpart: the replicator's workers of flow A->B share the consumer group "
-            "replicator-A-B on A, the name ACLs, status and takeover rely on; remove group.id"
-        ),
+        "worker",
+        "refused",
+        "",
+        "MM2's Connect worker group has no counterpart: the replicator's workers of flow "
+        "A->B share the consumer group replicator-A-B on A, the name ACLs, status and "
+        "takeover rely on; remove group.id",
     ),
     _accepted(
         "config.providers",
@@ -966,12 +966,12 @@ BY_KEY: dict[str, Setting] = {s.key: s for s in TABLE if not s.prefix}
 SETTINGS: dict[str, Setting] = {
     s.key: s for s in TABLE if s.status == "read" and s.parse is not None and not s.prefix
 }
-_ACCEPTED = {s.key: s for s in TABLE if s.status == "accepted" and not s.prefix}
-_ACCEPTED_PREFIXES = tuple(s for s in TABLE if s.status == "accepted" and s.prefix)
+_ACCEPTED = {s.key: s for s in TABLE if s.status != "read" and not s.prefix}
+_ACCEPTED_PREFIXES = tuple(s for s in TABLE if s.status != "read" and s.prefix)
 
 
 def accepted_setting(name: str) -> Setting | None:
-    """The `accepted` entry `name` is (a key, or one of a family), else None."""
+    """The `accepted` or `refused` entry `name` is (a key, or one of a family), else None."""
     found = _ACCEPTED.get(name)
     if found is not None:
         return found

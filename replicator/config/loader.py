@@ -290,6 +290,8 @@ class _Loader:
         self.clients[layer][client.name] = _Value(value, key, client.name)
 
     def _accepted(self, key: str, value: str, setting: Setting) -> None:
+        if setting.status == "refused":
+            raise ConfigError(f"{key}: refused: {setting.doc}")
         if setting.parse is not None:
             setting.parse(key, value)  # refuses the values the replicator cannot behave as
         self._info(f"{key} is accepted for MM2 compatibility and not read: {setting.reader}")
