@@ -22,6 +22,7 @@ from confluent_kafka import (
 )
 
 from replicator.config.model import FlowConfig
+from replicator.engine import source_commits
 from replicator.engine.source_commits import COMMIT_EVERY_S
 from replicator.engine.spans import span_producer
 from replicator.engine.task import ReplicationTask
@@ -183,3 +184,15 @@ def test_nothing_committed_when_turned_off(primary: str, dr: str, tmp_path: Path
         # The tool lists the worker's partitions (it is a member) with no offset.
         rows = describe(primary, topic, tmp_path)
     assert rows == {p: (-1, wanted[p], -1) for p in range(PARTITIONS)}
+
+
+def test_positions_are_committed_when_partitions_are_given_up(
+    primary: str, dr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no periodic round due, stopping the worker (its partitions revoked) still
+    commits where it got to."""
+    monkeypatch.setattr(source_commits, "COMMIT_EVERY_S", 3600.0)
+    topic, wanted = _topic(primary, "lag-revoke", 200)
+    with replicating(_flow(primary, dr, topic)):
+        wait_until(lambda: end_offsets(dr, f"primary.{topic}", PARTITIONS) == wanted, 60, "copy")
+    assert committed(primary, topic) == wanted
