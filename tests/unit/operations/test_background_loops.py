@@ -43,6 +43,15 @@ def _damaged_store(tmp_path: Path) -> tuple[StateStore, Path, bytes]:
     return store, path, good
 
 
+def _restore(path: Path, good: bytes) -> None:
+    """Put the good file back as an operator restores a backup: whole, in one rename. A
+    write in place races the loop's next round, which may open the half-written file
+    and switch it to WAL, damaging it again (seen on a loaded machine)."""
+    restored = path.with_suffix(".restored")
+    restored.write_bytes(good)
+    restored.replace(path)
+
+
 def _errors(thread: str) -> float:
     total = 0.0
     for metric in REGISTRY.collect():
@@ -110,7 +119,7 @@ def test_a_database_error_does_not_end_a_timer_loop_and_is_said_once(
         health = loop.health()
         assert health.state == "failing" and "file is not a database" in (health.error or "")
         store.close()
-        path.write_bytes(good)
+        _restore(path, good)
         wait_until(lambda: loop.rounds >= 3, 20, "rounds after the repair")
         stop.set()
         loop.join(5)
@@ -140,7 +149,7 @@ def test_flow_states_stay_as_they_were_while_the_store_fails(
         assert desired.alive() and desired.running() == {FLOW: True}
         assert desired.health().state == "failing"
         store.close()
-        path.write_bytes(good)
+        _restore(path, good)
         StateStore(f"sqlite:///{path}").set_flow_state(FLOW, STOPPED)
         wait_until(lambda: desired.running() == {FLOW: False}, 20, "the stop read")
         stop.set()
