@@ -29,6 +29,7 @@ from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
 from replicator.engine.size_limits import SizeHold, SizeLimits
 from replicator.engine.source_commits import SourceCommits
+from replicator.engine.takeover import TakeoverRefused
 from replicator.engine.topic_sync import TopicSync
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
@@ -213,9 +214,18 @@ class Assignment:
                 tracker.resuming = False
                 self._exactly_once.refuse(tracker, str(exc))
                 return False
-        point = self._resume_points.point(
-            resets, self._consumer, tracker.topic, tracker.partition, tracker.remote
-        )
+        try:
+            point = self._resume_points.point(
+                resets, self._consumer, tracker.topic, tracker.partition, tracker.remote
+            )
+        except TakeoverRefused as exc:  # this partition needs an operator; the others go on
+            self._waiting.pop(key, None)
+            tracker.resuming = False
+            metrics.ERRORS.labels(tracker.flow, "takeover").inc()
+            # Paused where it is assigned (`_on_assign`, or still paused while waiting).
+            self._stop_partition(tracker, f"{exc}. The partition is stopped; the others go on")
+            self._reporter.partition(tracker, None)
+            return False
         tracker.next_offset = tracker.acked_next = point.offset
         tracker.counters.skipped += point.skipped
         self._resumed_at_target(tracker, point.target_end)

@@ -323,9 +323,14 @@ class TakeoverPlanner:
         )
 
 
+class TakeoverRefused(ConfigError):
+    """Where MirrorMaker 2's copy of one partition ends cannot be proven, and
+    `replicator.takeover.uncertain = refuse`: that partition stops, the others go on."""
+
+
 def decide(flow: FlowConfig, point: TakeoverPoint) -> int:
     """Where the partition starts under `replicator.takeover.uncertain`: the point's
-    start when exact or allowed; ConfigError naming the partition, the uncertain
+    start when exact or allowed; TakeoverRefused naming the partition, the uncertain
     records and the setting otherwise."""
     if point.exact:
         return point.start
@@ -337,7 +342,7 @@ def decide(flow: FlowConfig, point: TakeoverPoint) -> int:
             flow.name, point.topic, point.partition, point.start, point.uncertain, SETTING,
         )  # fmt: skip
         return point.start
-    raise ConfigError(
+    raise TakeoverRefused(
         f"flow {flow.name}: {point.topic}[{point.partition}]: where MirrorMaker 2's copy ends "
         f"cannot be proven: {point.uncertain} records of {point.remote}[{point.partition}] "
         f"are uncertain ({point.reason}). Set {SETTING} = at-least-once to start at source "
