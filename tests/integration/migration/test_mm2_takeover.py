@@ -40,7 +40,7 @@ from replicator.localstack.mirrormaker import MirrorMaker
 from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 
-from helpers.kafka import create_topic, unique_topic
+from helpers.kafka import create_topic, read_partition, unique_topic
 from helpers.replication import PacedProduction, end_offsets, preload, running, wait_until
 
 #: MM2's JVM starts in 15 s on an idle machine; under `make test`'s load it took over 120 s.
@@ -92,30 +92,9 @@ def _properties(primary: str, dr: str, topic: str, group: str) -> tuple[dict[str
     )
 
 
-def _keys(bootstrap: str, topic: str, partition: int) -> list[bytes]:
+def _keys(bootstrap: str, topic: str, partition: int) -> list[bytes | None]:
     """The keys of every committed record of `topic[partition]`, in order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    tp = TopicPartition(topic, partition)
-    keys: list[bytes] = []
-    try:
-        end = consumer.get_watermark_offsets(tp, timeout=10)[1]
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        deadline = time.monotonic() + 60
-        while consumer.position([tp])[0].offset < end:
-            assert time.monotonic() < deadline, f"{topic}[{partition}] not read to {end} in 60 s"
-            for message in consumer.consume(5_000, timeout=0.5):
-                assert message.error() is None, message.error()
-                keys.append(message.key())
-    finally:
-        consumer.close()
-    return keys
+    return [record.key for _, record in read_partition(bootstrap, topic, partition)]
 
 
 def _key_at(bootstrap: str, topic: str, partition: int, offset: int) -> bytes | None:

@@ -7,10 +7,7 @@ exactly-once mode. `replicator.commit.source.offsets = false` commits nothing.""
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,7 +22,6 @@ from replicator.config.model import FlowConfig
 from replicator.engine import source_commits
 from replicator.engine.source_commits import COMMIT_EVERY_S
 from replicator.engine.spans import span_producer
-from replicator.engine.task import ReplicationTask
 from replicator.localstack.mirrormaker import java_command
 
 from helpers.kafka import create_topic, unique_topic
@@ -33,6 +29,7 @@ from helpers.replication import (
     end_offsets,
     flow_config,
     preload,
+    running,
     source_offsets_on_target,
     wait_until,
 )
@@ -85,33 +82,6 @@ def committed(bootstrap: str, topic: str) -> list[int] | None:
         consumer.close()
 
 
-@contextmanager
-def replicating(flow: FlowConfig, *, python_loop: bool = False) -> Iterator[ReplicationTask]:
-    """Run a replication task in a thread for the block (`python_loop`: without the C
-    span producer, as when it cannot be used)."""
-    task = ReplicationTask(flow)
-    if python_loop:
-        task._spans = None
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            task.run()
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    try:
-        yield task
-    finally:
-        task.stop_event.set()
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "task did not stop within 60 s"
-        if failure:
-            raise failure[0]
-
-
 def _flow(primary: str, dr: str, topic: str, **properties: str) -> FlowConfig:
     return flow_config(("primary", primary), ("dr", dr), topic, properties)
 
@@ -138,7 +108,7 @@ def test_lag_shows_in_kafka_consumer_groups_and_goes_to_zero(
     assert span_producer("primary") is not None, "the C span producer is not built"
     topic, wanted = _topic(primary, "lag-tool", 300)
     flow = _flow(primary, dr, topic)
-    with replicating(flow):
+    with running(flow):
         _replicated(primary, dr, topic, wanted)
     # Written while nothing replicates: the tool shows the lag...
     more = preload(primary, topic, 100, PARTITIONS)
@@ -146,7 +116,7 @@ def test_lag_shows_in_kafka_consumer_groups_and_goes_to_zero(
     rows = describe(primary, topic, tmp_path)
     assert rows == {p: (wanted[p], ends[p], more[p]) for p in range(PARTITIONS)}
     # ... and 0 once replicated.
-    with replicating(flow):
+    with running(flow):
         _replicated(primary, dr, topic, ends)
         rows = describe(primary, topic, tmp_path)
     assert rows == {p: (ends[p], ends[p], 0) for p in range(PARTITIONS)}
@@ -169,7 +139,7 @@ def test_commits_in_every_mode(
     """The committed positions reach the end of what was copied (read directly: the
     tool's rendering of them is the first test's)."""
     topic, wanted = _topic(primary, "lag-mode", 200)
-    with replicating(_flow(primary, dr, topic, **properties), python_loop=python_loop):
+    with running(_flow(primary, dr, topic, **properties), python_loop=python_loop):
         _replicated(primary, dr, topic, wanted)
 
 
@@ -177,7 +147,7 @@ def test_nothing_committed_when_turned_off(primary: str, dr: str, tmp_path: Path
     topic, wanted = _topic(primary, "lag-off", 100)
     flow = _flow(primary, dr, topic, **{"replicator.commit.source.offsets": "false"})
     assert not flow.commit_source_offsets
-    with replicating(flow):
+    with running(flow):
         wait_until(lambda: end_offsets(dr, f"primary.{topic}", PARTITIONS) == wanted, 60, "copy")
         time.sleep(2 * COMMIT_EVERY_S + 1)  # two commit rounds: still nothing committed
         assert committed(primary, topic) == [OFFSET_INVALID] * PARTITIONS
@@ -193,6 +163,6 @@ def test_positions_are_committed_when_partitions_are_given_up(
     commits where it got to."""
     monkeypatch.setattr(source_commits, "COMMIT_EVERY_S", 3600.0)
     topic, wanted = _topic(primary, "lag-revoke", 200)
-    with replicating(_flow(primary, dr, topic)):
+    with running(_flow(primary, dr, topic)):
         wait_until(lambda: end_offsets(dr, f"primary.{topic}", PARTITIONS) == wanted, 60, "copy")
     assert committed(primary, topic) == wanted
