@@ -1,25 +1,29 @@
 """Consumer groups of one cluster: which exist, where they are, whether anyone is in them.
 
 Checkpoints, group-offset sync and the failover procedures all need these few
-admin calls; they live here once, with errors that name the group and cluster.
+calls; they live here once, with errors that name the group and cluster.
+
+A group's committed offsets are read and written through a consumer of the group
+(which never joins it: no subscribe), not the admin client's
+ListConsumerGroupOffsets / AlterConsumerGroupOffsets. librdkafka 2.16's admin path
+takes the process down when the group's coordinator is loading or has moved, as it
+does after any broker restart (SIGSEGV in `rd_kafka_cgrp_op`, or the assertion
+`eonce->refcnt > 0`; librdkafka issue #5040); the consumer's own path retries there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    TopicPartition,
-)
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import admin_for
+from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
@@ -50,14 +54,28 @@ class GroupAdmin:
         result = self._result(self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S), "")
         return sorted(g.group_id for g in result.valid if wanted.matches(g.group_id))
 
-    def committed(self, group: str) -> list[Committed]:
-        """Every committed offset of `group`."""
-        request = [ConsumerGroupTopicPartitions(group)]
-        futures = self._admin.list_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)
-        result = self._result(futures[group], f" group {group!r}", ("DESCRIBE", f"GROUP {group}"))
+    def committed(self, group: str, topics: Iterable[str] | None = None) -> list[Committed]:
+        """Every committed offset of `group` (on `topics` only, when given)."""
+        partitions = self._partitions(topics)
+        if not partitions:
+            return []
+        with self._group_consumer(group) as consumer:
+            try:
+                found = consumer.committed(partitions, timeout=_TIMEOUT_S)
+            except KafkaException as exc:
+                raise self._refused(
+                    exc, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
+                ) from exc
+        failed = [tp for tp in found if tp.error is not None]
+        if failed:
+            raise ReplicatorError(
+                f"cluster {self.cluster.alias!r} group {group!r}: committed offsets not read "
+                f"for {_listed(failed)}; retry (a retriable error clears once the group "
+                "coordinator is ready), and check that the principal may DESCRIBE the topics"
+            )
         return [
             Committed(tp.topic, tp.partition, tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions
+            for tp in found
             if tp.offset >= 0
         ]
 
@@ -71,19 +89,21 @@ class GroupAdmin:
 
     def commit(self, group: str, positions: list[TopicPartition]) -> None:
         """Set `group`'s committed offsets; the group must have no active members."""
-        request = [ConsumerGroupTopicPartitions(group, positions)]
-        futures = self._admin.alter_consumer_group_offsets(request, request_timeout=_TIMEOUT_S)
-        result = self._result(futures[group], f" group {group!r}", ("READ", f"GROUP {group}"))
+        if not positions:
+            return
+        with self._group_consumer(group) as consumer:
+            try:
+                result = consumer.commit(offsets=positions, asynchronous=False)
+            except KafkaException as exc:
+                raise self._refused(exc, f" group {group!r}", ("READ", f"GROUP {group}")) from exc
         # The request can succeed while single partitions fail (e.g. the coordinator
         # is still loading): those would be lost silently.
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        failed = [tp for tp in result or [] if tp.error is not None]
         if failed:
-            listed = ", ".join(
-                f"{tp.topic}[{tp.partition}]@{tp.offset}: {tp.error}" for tp in failed
-            )
             raise ReplicatorError(
                 f"cluster {self.cluster.alias!r} group {group!r}: offsets not committed for "
-                f"{listed}; retry (a retriable error clears once the group coordinator is ready)"
+                f"{_listed(failed)}; retry (a retriable error clears once the group "
+                "coordinator is ready)"
             )
 
     def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -110,18 +130,56 @@ class GroupAdmin:
             for tp, future in futures.items()
         }
 
+    def _partitions(self, topics: Iterable[str] | None) -> list[TopicPartition]:
+        """Every partition of `topics` (default: every topic but Kafka's internal ones)
+        that exists on the cluster."""
+        wanted = None if topics is None else set(topics)
+        try:
+            metadata = self._admin.list_topics(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._refused(exc, "", None) from exc
+        return [
+            TopicPartition(name, partition)
+            for name, topic in sorted(metadata.topics.items())
+            if (name in wanted if wanted is not None else not name.startswith("__"))
+            and topic.error is None
+            for partition in sorted(topic.partitions)
+        ]
+
+    @contextmanager
+    def _group_consumer(self, group: str) -> Iterator[Consumer]:
+        """A consumer of `group` that reads or writes its offsets only: it never
+        subscribes, so it never joins the group or changes its members."""
+        consumer = Consumer(
+            {**self.cluster.consumer, "group.id": group, "enable.auto.commit": False},
+            cluster=self.cluster.alias,
+        )
+        try:
+            yield consumer
+        finally:
+            consumer.close()
+
     def _result(self, future: object, what: str, needs: tuple[str, str] | None = None) -> object:
         """The future's result; a refusal names the ACL `needs` (operation, resource)
         and the principal that lacks it."""
         try:
             return future.result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
         except Exception as exc:
-            if needs is not None and error_code(exc) in _REFUSED:
-                raise ReplicatorError(
-                    f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; "
-                    + missing_acl(self.cluster, *needs)
-                ) from exc
-            raise ReplicatorError(
-                f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; check that the "
-                "cluster is reachable and the principal may DESCRIBE (and READ) consumer groups"
-            ) from exc
+            raise self._refused(exc, what, needs) from exc
+
+    def _refused(self, exc: Exception, what: str, needs: tuple[str, str] | None) -> ReplicatorError:
+        """`exc` as the error callers see: a refusal names the ACL `needs` (operation,
+        resource) and the principal that lacks it."""
+        if needs is not None and error_code(exc) in _REFUSED:
+            return ReplicatorError(
+                f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; "
+                + missing_acl(self.cluster, *needs)
+            )
+        return ReplicatorError(
+            f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; check that the "
+            "cluster is reachable and the principal may DESCRIBE (and READ) consumer groups"
+        )
+
+
+def _listed(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}: {tp.error}" for tp in partitions)
