@@ -88,6 +88,10 @@ class ClusterConfig:
         )
 
 
+#: Every flow's engine group starts with it and its source alias (`engine_group`).
+ENGINE_GROUP_PREFIX = "replicator-"
+
+
 @dataclass(frozen=True)
 class FlowConfig:
     """One replication flow `source->target` with every setting resolved.
@@ -160,6 +164,20 @@ class FlowConfig:
     @property
     def name(self) -> str:
         return f"{self.source.alias}->{self.target.alias}"
+
+    @property
+    def engine_group(self) -> str:
+        """The consumer group the flow's workers read the source in (and commit their
+        positions under): never an application's, so never checkpointed or drilled."""
+        return f"{ENGINE_GROUP_PREFIX}{self.source.alias}-{self.target.alias}"
+
+    def is_engine_group(self, group: str) -> bool:
+        """Whether `group` is the engine group of a flow from this flow's source or
+        target (this flow's, its reverse's, others of the same clusters)."""
+        return any(
+            group.startswith(f"{ENGINE_GROUP_PREFIX}{alias}-")
+            for alias in (self.source.alias, self.target.alias)
+        )
 
     @property
     def offset_syncs_cluster(self) -> ClusterConfig:

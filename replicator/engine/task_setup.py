@@ -178,7 +178,7 @@ class TaskSetup:
             "fetch.queue.backoff.ms": 10,
             "topic.metadata.refresh.interval.ms": 10_000,
             **flow.source.consumer,
-            "group.id": f"replicator-{flow.source.alias}-{flow.target.alias}",
+            "group.id": flow.engine_group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",

@@ -219,8 +219,11 @@ class Checkpointer(_Checkpointing):
         self._source_reader.close()
 
     def groups(self) -> list[str]:
-        """The source groups the flow checkpoints (`groups`, `groups.exclude`)."""
-        return self.source.groups(self.flow.groups)
+        """The source groups the flow checkpoints (`groups`, `groups.exclude`), less the
+        replicator's own engine groups (`FlowConfig.is_engine_group`): they commit the
+        replicator's positions, which no application resumes from."""
+        groups = self.source.groups(self.flow.groups)
+        return [g for g in groups if not self.flow.is_engine_group(g)]
 
     def translate_group(self, group: str) -> list[GroupPosition]:
         """`group`'s committed positions on the flow's topics, translated exactly."""
@@ -363,7 +366,9 @@ class ReverseCheckpointer(_Checkpointing):
 
     def emit(self, groups: list[str] | None = None) -> CheckpointReport:
         report = CheckpointReport(f"{self.flow.target.alias}->{self.flow.source.alias} (reverse)")
-        wanted = self.target.groups(self.flow.groups) if groups is None else groups
+        if groups is None:
+            groups = self.target.groups(self.flow.groups)
+        wanted = [g for g in groups if not self.flow.is_engine_group(g)]
         self._write([c for group in wanted for c in self.translate_group(group)], report)
         return report
 

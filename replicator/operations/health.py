@@ -210,6 +210,8 @@ def checkpoint_problems(
     source = GroupAdmin(flow.source)
     behind = []
     for group in source.groups(flow.groups):
+        if flow.is_engine_group(group):
+            continue  # the replicator's own positions: never checkpointed
         for committed in source.committed(group):
             until = replicated.get((committed.topic, committed.partition))
             if until is None or committed.offset > until:
