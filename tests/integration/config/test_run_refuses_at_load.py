@@ -61,3 +61,13 @@ def test_run_exits_at_once_naming_the_keys(tmp_path: Path, lines: tuple[str, ...
     assert f"replicator: error: {key}" in output, output
     assert named in output, output
     assert "Traceback" not in output, output
+
+
+def test_run_exits_at_once_on_a_policy_class_with_no_port(tmp_path: Path) -> None:
+    """A custom Java policy class with no Python port installed: `run` names the class
+    and how to register a port, instead of workers failing on it one by one."""
+    returncode, output, _ = _run(tmp_path, "replication.policy.class = com.example.NoSuchPolicy")
+    assert returncode != 0, output
+    assert "replicator: error: " in output and "com.example.NoSuchPolicy" in output, output
+    assert "replicator.replication_policies" in output, output
+    assert "Traceback" not in output, output
