@@ -90,6 +90,9 @@ class ClusterConfig:
 
 #: Every flow's engine group starts with it and its source alias (`engine_group`).
 ENGINE_GROUP_PREFIX = "replicator-"
+#: The metadata of every position a worker commits under its engine group: such a
+#: group is the replicator's, whatever the aliases of the configuration that ran it.
+ENGINE_COMMIT_METADATA = "replicator engine position"
 
 
 @dataclass(frozen=True)

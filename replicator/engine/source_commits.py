@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
+from replicator.config.model import ENGINE_COMMIT_METADATA
 from replicator.engine.partition import PartitionTracker
 from replicator.kafka.clients import Consumer
 
@@ -83,7 +84,11 @@ class SourceCommits:
         for tracker in trackers:
             position = self.position(tracker, unacknowledged)
             if position >= 0 and position != self._committed.get(tracker.key):
-                offsets.append(TopicPartition(tracker.topic, tracker.partition, position))
+                offsets.append(
+                    TopicPartition(
+                        tracker.topic, tracker.partition, position, ENGINE_COMMIT_METADATA
+                    )
+                )
         if not offsets:
             return
         try:

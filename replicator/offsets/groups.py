@@ -21,7 +21,7 @@ from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, Topi
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.acls.principal import missing_acl
-from replicator.config.model import ClusterConfig, NameFilter
+from replicator.config.model import ENGINE_COMMIT_METADATA, ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
@@ -55,7 +55,10 @@ class GroupAdmin:
         return sorted(g.group_id for g in result.valid if wanted.matches(g.group_id))
 
     def committed(self, group: str, topics: Iterable[str] | None = None) -> list[Committed]:
-        """Every committed offset of `group` (on `topics` only, when given)."""
+        """Every committed offset of `group` (on `topics` only, when given); none for a
+        replicator's engine group (positions committed with `ENGINE_COMMIT_METADATA`),
+        which no application resumes from: checkpoints, group sync, the supervisor, the
+        drill and failover all read groups here, and never act on it."""
         partitions = self._partitions(topics)
         if not partitions:
             return []
@@ -73,6 +76,8 @@ class GroupAdmin:
                 f"for {_listed(failed)}; retry (a retriable error clears once the group "
                 "coordinator is ready), and check that the principal may DESCRIBE the topics"
             )
+        if any(tp.metadata == ENGINE_COMMIT_METADATA for tp in found):
+            return []
         return [
             Committed(tp.topic, tp.partition, tp.offset, tp.metadata or "")
             for tp in found
