@@ -50,7 +50,7 @@ from replicator.engine.task_setup import DeliveryBounds, TaskSetup
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
-from replicator.kafka.errors import kafka_error
+from replicator.kafka.errors import is_fatal, kafka_error
 from replicator.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class ReplicationTask(TaskSetup, Assignment):
         self._topics: dict[str, int] = {}
         self._fatal: str | None = None
         self._fatal_access = False  # `_fatal` is a refused access (AccessDenied)
+        self._producer_spent = False
         # The clients and what writes through them are made by `_prepare`.
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -136,56 +137,61 @@ class ReplicationTask(TaskSetup, Assignment):
         self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
         self._reporter.running(True)
-        next_housekeeping = next_refresh = time.monotonic()
-        next_heartbeat = next_status = time.monotonic()
-        # `_prepare` synced the configs: the next sync is one interval away.
-        next_config_sync = time.monotonic() + flow.sync_topic_configs_interval_seconds
+        timers = _Timers(flow)
         try:
             while not self.stop_event.is_set() and self._fatal is None:
-                if not self._work():
-                    break
-                now = time.monotonic()
-                if now >= next_housekeeping:
-                    self._housekeeping()
-                    next_housekeeping = now + _HOUSEKEEPING_S
-                if flow.emit_heartbeats_enabled and now >= next_heartbeat:
-                    self._heartbeats.emit()
-                    next_heartbeat = now + flow.emit_heartbeats_interval_seconds
-                if now >= next_status:
-                    self._publish_status("running")
-                    next_status = now + _STATUS_EVERY_S
-                if flow.refresh_topics_enabled and now >= next_refresh:
-                    self._refresh_topics(sync_configs=False)
-                    next_refresh = now + flow.refresh_topics_interval_seconds
-                # On a timer of its own, as MM2's (not only when topics are refreshed).
-                if flow.sync_topic_configs_enabled and now >= next_config_sync:
-                    self._sync_topic_configs()
-                    next_config_sync = now + flow.sync_topic_configs_interval_seconds
+                try:
+                    self._round(timers)
+                except KafkaException as exc:
+                    # Fatal for the target producer (the gapless guarantee tripped by a
+                    # batch the target refused): raised by whichever call of the round
+                    # touches it first, replicating or publishing status.
+                    if not is_fatal(kafka_error(exc)):
+                        raise
+                    self._on_producer_fatal(kafka_error(exc))
         finally:
             self._reporter.running(False)
+            if self._producer_spent:
+                self._replace_spent_producer()
             self._shutdown()
         if self._fatal is not None:
             raise (AccessDenied if self._fatal_access else TaskFailed)(self._fatal)
 
-    def _work(self) -> bool:
-        """Replicate what the source has now and serve the producer's reports. False
-        when the target producer failed fatally (confluent-kafka raises that from the
-        call serving it, never through `error_cb`): the task stops."""
-        try:
-            messages = self._next_batch()
-            if messages:
-                self._replicate(messages)
-            if self._held:
-                self._resync_held()
-            if self._waiting:
-                self._resume_waiting()
-            self._producer.poll(0)
-        except KafkaException as exc:
-            if not kafka_error(exc).fatal():
-                raise
-            self._on_producer_fatal(kafka_error(exc))
-            return False
-        return True
+    def _round(self, timers: _Timers) -> None:
+        """One round of the loop: replicate what the source has now, serve the
+        producer's reports, then the periodic work that is due."""
+        self._work()
+        if self._fatal is not None:
+            return  # nothing more is written through a producer a refusal spent
+        flow, now = self.flow, time.monotonic()
+        if timers.due("housekeeping", now, _HOUSEKEEPING_S):
+            self._housekeeping()
+        if flow.emit_heartbeats_enabled and timers.due(
+            "heartbeat", now, flow.emit_heartbeats_interval_seconds
+        ):
+            self._heartbeats.emit()
+        if timers.due("status", now, _STATUS_EVERY_S):
+            self._publish_status("running")
+        if flow.refresh_topics_enabled and timers.due(
+            "refresh", now, flow.refresh_topics_interval_seconds
+        ):
+            self._refresh_topics(sync_configs=False)
+        # On a timer of its own, as MM2's (not only when topics are refreshed).
+        if flow.sync_topic_configs_enabled and timers.due(
+            "config_sync", now, flow.sync_topic_configs_interval_seconds
+        ):
+            self._sync_topic_configs()
+
+    def _work(self) -> None:
+        """Replicate what the source has now and serve the producer's reports."""
+        messages = self._next_batch()
+        if messages:
+            self._replicate(messages)
+        if self._held:
+            self._resync_held()
+        if self._waiting:
+            self._resume_waiting()
+        self._producer.poll(0)
 
     def _next_batch(self) -> list[Message]:
         """What the consumer has now, up to a full batch; when it has nothing, wait for
@@ -402,6 +408,9 @@ class ReplicationTask(TaskSetup, Assignment):
                 except BufferError:
                     if not self._produce(tracker, p_key, p_value, p_timestamp, p_headers):
                         return _run_end(messages, index, key)
+                except KafkaException as exc:
+                    self._on_produce_refused(tracker, last_offset, exc)
+                    return _run_end(messages, index, key)
             p_key, p_value, p_headers = record_key, value, headers
             p_timestamp = message.timestamp()[1]
             if first_offset < 0:
@@ -412,10 +421,25 @@ class ReplicationTask(TaskSetup, Assignment):
         tracker.next_offset = next_offset
         if p_headers is not None:
             report = _RunReport(self, tracker, first_offset, last_offset, produced)
-            if self._produce(tracker, p_key, p_value, p_timestamp, p_headers, on_delivery=report):
-                tracker.counters.replicated_bytes += size_total
-                self._unreported.append(report)
+            self._produce_last(tracker, (p_key, p_value, p_timestamp, p_headers), report)
+            tracker.counters.replicated_bytes += size_total if report.sent else 0
         return index
+
+    def _produce_last(
+        self,
+        tracker: PartitionTracker,
+        record: tuple[bytes | None, bytes | None, int, Headers],
+        report: _RunReport,
+    ) -> None:
+        """Produce the last record of a run, with the run's delivery report; the
+        report waits in `_unreported` once it is produced (`report.sent`)."""
+        try:
+            report.sent = self._produce(tracker, *record, on_delivery=report)
+        except KafkaException as exc:
+            self._on_produce_refused(tracker, report.last_source, exc)
+            return
+        if report.sent:
+            self._unreported.append(report)
 
     def _not_replicated(
         self,
@@ -566,7 +590,7 @@ class ReplicationTask(TaskSetup, Assignment):
             # zombie woken mid-transaction learns here first that it was fenced).
             log.debug("%s: not delivered, the transaction settles it: %s", records, error.str())
             return
-        if not rejected and not error.fatal():
+        if not rejected and not is_fatal(error):
             self._rewind_all(f"{records} did not reach {target!r} ({error.str()})")
             return
         metrics.ERRORS.labels(tracker.flow, "delivery").inc()
@@ -581,6 +605,7 @@ class ReplicationTask(TaskSetup, Assignment):
                 "restart, it resumes after the last committed record",
             )
             return
+        self._producer_spent = True
         self._fail(
             f"{problem}{error.str()}. Replication of the flow is stopped; fix the cause "
             "and restart, it resumes after the last record written",
@@ -588,6 +613,18 @@ class ReplicationTask(TaskSetup, Assignment):
         )
 
     # -- errors --------------------------------------------------------------------------
+
+    def _on_produce_refused(
+        self, tracker: PartitionTracker, offset: int, exc: KafkaException
+    ) -> None:
+        """The produce call of source offset `offset` refused at once: librdkafka
+        already knows the remote topic refuses it (no WRITE ACL, no such topic, too
+        large), so it is handled as a rejected delivery. A fatal error or any other
+        goes on to the loop."""
+        error = kafka_error(exc)
+        if is_fatal(error) or error.code() not in REJECTED:
+            raise exc
+        self._on_delivery_error(_RunReport(self, tracker, offset, offset, 1), error)
 
     def _on_consume_error(self, message: Message, error: KafkaError) -> None:
         code = error.code()
@@ -674,6 +711,22 @@ class ReplicationTask(TaskSetup, Assignment):
         self._reporter.worker(state, self._trackers.values(), self._topics, self._fatal)
 
 
+class _Timers:
+    """When each periodic job of the loop is next due (each is due at once, but the
+    config sync: `_prepare` synced the configs, so it is one interval away)."""
+
+    def __init__(self, flow: FlowConfig) -> None:
+        now = time.monotonic()
+        self._next = {"config_sync": now + flow.sync_topic_configs_interval_seconds}
+
+    def due(self, job: str, now: float, every_s: float) -> bool:
+        """True (and the next one `every_s` from `now`) when `job` is due at `now`."""
+        if now < self._next.get(job, now):
+            return False
+        self._next[job] = now + every_s
+        return True
+
+
 class _Span(NamedTuple):
     """What the C span producer produced of a run: `messages[:index]` are done."""
 
@@ -710,6 +763,8 @@ class _RunReport:
     #: When the run was produced (time.monotonic), and whether its report came.
     produced_at: float = field(init=False)
     reported: bool = field(init=False, default=False)
+    #: Whether its last record was produced (the report then comes).
+    sent: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.epoch = self.tracker.epoch

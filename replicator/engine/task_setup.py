@@ -13,6 +13,7 @@ security); what the guarantees rest on comes last, so no setting of theirs undoe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
-from replicator.kafka.errors import kafka_error
+from replicator.kafka.errors import is_fatal, kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ _POLL_SHARE = 0.4
 #: A flush before partitions are given up (or the producer is made anew) waits at
 #: most this long, however long the poll interval.
 _FLUSH_MAX_S = 60.0
+#: How long a failed target producer's last delivery reports are served for.
+_SPENT_REPORTS_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,9 @@ class TaskSetup:
     _producer_limits: tuple[int, int]
     _consumer: Consumer | None
     _producer: Producer | None
+    #: A batch the target refused trips the gapless guarantee: the target producer
+    #: is failed, or fails as soon as librdkafka raises it (`_replace_spent_producer`).
+    _producer_spent: bool
     _source_producer: Producer | None
     _reporter: TaskReporter
     _source_commits: SourceCommits
@@ -213,21 +219,38 @@ class TaskSetup:
 
     def _on_producer_fatal(self, error: KafkaError) -> None:
         """The target producer failed fatally (e.g. the gapless guarantee tripped by
-        a batch the target refused) and takes nothing more: the final status goes
-        through a new one. The refused batch's delivery reports, served first, say
-        which topic and why (a missing WRITE ACL is named there)."""
-        try:
-            self._producer.poll(0)
-        except KafkaException as exc:  # the same fatal error again; its reports are served
-            log.debug("flow %s: the failed producer: %s", self.flow.name, reason(exc))
-        self._producer = self._make_target_producer()
-        self._reporter.write_with(self._producer)
+        a batch the target refused) and takes nothing more: it is replaced, and the
+        task stops. The refused batch's delivery reports, served first, say which
+        topic and why (a missing WRITE ACL is named there)."""
+        self._replace_spent_producer()
         metrics.ERRORS.labels(self.flow.name, "delivery").inc()
         self._fail(
             f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
             f"fatally: {error.str()}. Replication of the flow is stopped; fix the cause "
             "and restart, it resumes from the target tail"
         )
+
+    def _replace_spent_producer(self) -> None:
+        """A new target producer for the status written while the task stops: the
+        old one failed fatally, or will as soon as the refusal of a batch reaches it
+        (its reports can be served before its fatal error is raised; a status record
+        written through it then raised "_FATAL: Unable to produce message" from the
+        shutdown, and the task's own message was lost). The old one's reports are
+        served first, for `_SPENT_REPORTS_S` at most: the refused batch's name the
+        topic and the cause (a poll raises the fatal error before serving them)."""
+        spent = self._producer
+        deadline = time.monotonic() + _SPENT_REPORTS_S
+        while len(spent) and time.monotonic() < deadline:
+            try:
+                spent.poll(0.1)
+            except KafkaException as exc:  # its fatal error; the next poll serves on
+                log.debug("flow %s: the failed producer: %s", self.flow.name, reason(exc))
+        self._producer_spent = False
+        self._producer = self._make_target_producer()
+        self._reporter.write_with(self._producer)
+        if self._exactly_once is None:
+            for tracker in self._trackers.values():
+                tracker.producer = self._producer
 
     def _on_producer_error(self, error: KafkaError) -> None:
         """A producer error that is not fatal (confluent-kafka raises fatal ones from
@@ -370,7 +393,7 @@ class TaskSetup:
         try:
             return self._producer.flush(timeout)
         except KafkaException as exc:
-            if not kafka_error(exc).fatal():
+            if not is_fatal(kafka_error(exc)):
                 raise
             self._on_producer_fatal(kafka_error(exc))
             return 0

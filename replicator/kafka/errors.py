@@ -29,3 +29,10 @@ def error_text(exc: BaseException) -> str:
     """The one-line cause of `exc`: librdkafka's text of its error for a
     KafkaException, else the exception's own text."""
     return kafka_error(exc).str() if isinstance(exc, KafkaException) else str(exc)
+
+
+def is_fatal(error: KafkaError) -> bool:
+    """True when `error` means its client failed for good: the fatal error itself, or
+    the `_FATAL` a call on the failed client returns ("Unable to produce message:
+    Local: Fatal error"), which confluent-kafka raises without the fatal flag."""
+    return error.fatal() or error.code() == KafkaError._FATAL

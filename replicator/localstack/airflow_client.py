@@ -201,7 +201,8 @@ class AirflowClient:
         StackError when the run finishes, or `timeout` passes, before the task asks, or
         when Airflow refuses the answer (HTTP 403: the user is not one of the question's
         assigned users). `settle_s`: see ANSWER_SETTLE_S."""
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         asking_since: float | None = None
         while True:
             state = next(
@@ -223,7 +224,7 @@ class AirflowClient:
             if run_state in FINISHED or now >= deadline:
                 raise StackError(
                     f"task {task_id} of DAG run {dag_id}/{run_id} never asked its question "
-                    f"(task {state}, run {run_state} after {timeout:.0f}s)"
+                    f"(task {state}, run {run_state} after {now - started:.0f}s)"
                 )
             time.sleep(POLL_S)
         path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"

@@ -300,8 +300,16 @@ class Failback(Procedure):
                 f"{listed}; the drain_reverse step should have waited for them: retry with "
                 "the same id"
             )
-        positions: list[Position] = [
-            (t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset) for t in own
+        positions = [
+            Position(
+                t.topic,
+                t.partition,
+                t.source_offset,
+                t.remote_topic,
+                t.target_offset,
+                pending=not t.exact,
+            )
+            for t in own
         ]
         skip = self._skipped_ranges()
         policy = self.flow.policy
@@ -311,7 +319,7 @@ class Failback(Procedure):
                 # A group at the first record DR never received skips what "report" left.
                 first, end = skip.get((c.topic, c.partition), (-1, -1))
                 to_offset = end if c.downstream == first else c.downstream
-                positions.append((remote, c.partition, c.upstream, c.topic, to_offset))
+                positions.append(Position(remote, c.partition, c.upstream, c.topic, to_offset))
         return positions
 
     def _skipped_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:

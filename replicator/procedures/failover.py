@@ -299,7 +299,7 @@ class Failover(Procedure):
             policy = self.flow.policy
             checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
             return [
-                (
+                Position(
                     policy.upstream_topic(c.topic) or c.topic,
                     c.partition,
                     c.upstream,
@@ -319,7 +319,14 @@ class Failover(Procedure):
                 f"{listed}; the drain step should have waited for them: retry with the same id"
             )
         return [
-            (t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset)
+            Position(
+                t.topic,
+                t.partition,
+                t.source_offset,
+                t.remote_topic,
+                t.target_offset,
+                pending=not t.exact,
+            )
             for t in (p.translation for p in positions)
         ]
 

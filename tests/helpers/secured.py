@@ -109,6 +109,14 @@ class SecuredPair:
             consumer.close()
 
 
+def only_topic(flow: str, *topics: str) -> str:
+    """The properties line limiting `flow` to `topics` alone (their dots escaped for
+    the regex, and that backslash for the properties file): the pair is shared by a
+    worker's tests, whose demo topics the flow would otherwise pick up too."""
+    escaped = "|".join(topic.replace(".", "\\\\.") for topic in topics)
+    return f"{flow}.topics = {escaped}"
+
+
 @pytest.fixture(scope="session")
 def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
     """SASL_SSL with SCRAM-SHA-512, started with the same code as

@@ -5,6 +5,7 @@ primary's broker stopped (the report names every unreplicated offset)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import uuid
 from pathlib import Path
@@ -29,7 +30,13 @@ from helpers.procedures import (
     runner,
     wait_processed,
 )
-from helpers.replication import flow_config, start_replicator, wait_until, write_config
+from helpers.replication import (
+    flow_config,
+    preload,
+    start_replicator,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -248,3 +255,50 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
     assert store.application(app).active_cluster == "dr"
     assert committed_offsets("dr", dr, app) == {(remote, 0): 5, (remote, 1): 20}
     assert store.runs("failover")[0].rpo_records == 6
+
+
+def test_a_dry_run_passes_while_the_flow_copies_towards_the_groups(
+    procedure_scene: SceneMaker,
+) -> None:
+    """A failover's plan (a dry run: what the DAG's `plan` task runs) while the flow is
+    behind the groups: their positions are not replicated yet when the plan reads
+    them, and are by the time its verify step looks at the copies (a loaded machine's
+    Docker stack failed its failback plan so: "offset 0 holds the copy of
+    demo.orders@0, not of @194"). They are counted as not replicated yet, not failed."""
+    scene = procedure_scene("dryrun", partitions=2)
+    config, app, store, topic = scene.config, scene.app, scene.store, scene.topic
+    remote, [flow] = f"primary.{topic}", scene.flows
+    procedure = Failover(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S, dry_run=True)
+    checked, planned = procedure._preflight_planned, procedure._preview_commit_offsets
+
+    with contextlib.ExitStack() as flow_running:
+
+        def checked_then_stopped() -> dict[str, object]:
+            report = checked()  # the flow runs, nothing behind
+            flow_running.close()
+            preload(scene.primary, topic, 2_000, 2)  # the applications went on
+            commit_offsets(flow.source, app, {(topic, 0): 900, (topic, 1): 0})
+            return report
+
+        def planned_then_replicated() -> dict[str, object]:
+            report = planned()  # the flow has copied none of it yet
+            flow_running.enter_context(scene.running())
+            wait_drained(flow, _TIMEOUT_S, "everything replicated")
+            return report
+
+        procedure._preflight_planned = checked_then_stopped  # type: ignore[method-assign]
+        procedure._preview_commit_offsets = planned_then_replicated  # type: ignore[method-assign]
+        flow_running.enter_context(scene.running())
+        dry = procedure.run("fo-dry-behind")
+
+    assert dry.outcome == "planned", dry.error
+    would = dry.report_of("commit_offsets")["would_commit"][app]
+    assert {(e["to_topic"], e["partition"], e["pending"]) for e in would} == {
+        (remote, 0, True),
+        (remote, 1, False),  # at the start: nothing before it to wait for
+    }
+    assert dry.report_of("verify") == {
+        "positions_checked": 1,
+        "ok": True,
+        "positions_not_replicated_yet": 1,
+    }

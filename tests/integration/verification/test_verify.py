@@ -22,7 +22,8 @@ from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import cluster_config
 from helpers.replication import flow_config, preload, running, wait_until, write_config
 
-pytestmark = pytest.mark.integration
+# Spark and GX in subprocesses: on two loaded cores a run has taken over 300 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: StateStore) -> None:

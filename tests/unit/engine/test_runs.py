@@ -427,23 +427,25 @@ def test_two_topics_with_the_same_partition_number_in_one_batch(
     assert task._trackers["payments", 0].next_offset == 2
 
 
-def test_a_refusal_other_than_queue_full_inside_a_span_is_raised_after_what_came_before(
+def test_a_refusal_other_than_queue_full_inside_a_span_stops_the_flow_after_what_came_before(
     path: str, source: _Source
 ) -> None:
     """The target producer refuses a record outright (larger than its
     message.max.bytes, though the remote topic would take it): the C span stops there
-    and the Python loop's produce() raises librdkafka's error; the records before it
-    are on the target, in order, and nothing after it was produced."""
+    and the Python loop's produce() is refused; the records before it are on the
+    target, in order, nothing after it was produced, and the flow stops naming the
+    partition, the offsets and librdkafka's reason."""
     producer = _RecordingProducer(**{"message.max.bytes": 2_000})
     task = _task(producer, range(1), path)
     batch = source.batch(
         [_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 3_000), _record(0, 3)]
     )
-    with pytest.raises(KafkaException) as raised:
-        task._replicate(batch)
-    assert raised.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    task._replicate(batch)
     landed = producer.landed(range(1))[0]
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed] == [0, 1]
+    assert task._fatal is not None
+    assert "orders[0] offsets 2..2" in task._fatal, task._fatal
+    assert "Message size too large" in task._fatal and "stopped" in task._fatal
 
 
 def test_a_failed_batch_inside_a_span_acknowledges_nothing_and_rewinds(
