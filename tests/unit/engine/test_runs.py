@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
 from replicator.config.policies import IDENTITY_POLICY
