@@ -3,9 +3,12 @@
 Like Kafka's `ConfigDef`, each `Setting` says what a key is (its type), its default
 (MirrorMaker 2's, unless `differs` says why not), where it may be set (`scope`),
 what happens to it and who reads it (`status`, `reader`), and its documentation.
-The loader reads the file through this table, `FlowConfig`'s fields are the
-`field`s named here (a test checks they agree, defaults included), and
-docs/configuration.md is rendered from it (`replicator.config.reference`).
+The loader reads the file through this table, and two files are generated from it:
+`FlowConfig`'s settings fields (`replicator/config/flow_settings.py`, by
+`replicator.config.flow_fields`: one field per `field` named here, typed by
+`python_type`, with the default the loader gives and the entry's documentation) and
+docs/configuration.md (`replicator.config.reference`). Unit tests check that both
+committed files are what the table generates.
 
 What happens to a key (`status`):
 
@@ -64,7 +67,8 @@ class Setting(NamedTuple):
     """One key of the file, as Kafka's ConfigDef declares a key, plus what reads it."""
 
     key: str
-    #: The type as the reference names it (boolean, int, seconds, list, class, ...).
+    #: The type as the reference names it (boolean, int, seconds, list, class, ...; `a|b`:
+    #: one of these words). It also gives the Python type of the `field` (`python_type`).
     type: str
     #: The default as written in a file; None: none (e.g. required, or unset means off).
     default: str | None
@@ -85,6 +89,33 @@ class Setting(NamedTuple):
 
 
 Parse = Callable[[str, str], Any]
+
+#: The Python type of a `field`, by the setting's `type`. A type `a|b` is `Literal["a", "b"]`,
+#: and a setting with no default (unset means off) is `<type> | None`.
+PYTHON_TYPES: dict[str, str] = {
+    "boolean": "bool",
+    "int": "int",
+    "port": "int",
+    "seconds": "float",
+    "string": "str",
+    "class": "str",
+}
+
+
+def python_type(setting: Setting) -> str:
+    """The annotation of the `FlowConfig` field `setting` fills (`replicator.config.flow_fields`
+    writes it into the generated module); ValueError naming the key for a type with none."""
+    if "|" in setting.type:
+        words = ", ".join(f'"{word}"' for word in setting.type.split("|"))
+        annotation = f"Literal[{words}]"
+    elif setting.type in PYTHON_TYPES:
+        annotation = PYTHON_TYPES[setting.type]
+    else:
+        raise ValueError(
+            f"{setting.key}: no Python type for a field of type {setting.type!r}: add it to "
+            "PYTHON_TYPES in replicator/config/keys.py"
+        )
+    return annotation if setting.default is not None else f"{annotation} | None"
 
 
 # A row of the table reads best with its columns in order, hence the positions.
@@ -394,7 +425,7 @@ TABLE: tuple[Setting, ...] = (
     ),
     _flow(
         "offset-syncs.topic.location",
-        "string",
+        "source|target",
         "source",
         choice("source", "target"),
         "offset_syncs_topic_location",

@@ -1,7 +1,9 @@
 """Typed configuration of the replicator, as loaded from MM2's properties format.
 
 `replicator.config.loader` fills these from a `mm2.properties` file; everything
-else in the engine reads only these objects. Defaults follow MirrorMaker 2.
+else in the engine reads only these objects. A flow's settings that one key each
+fills are generated from the settings table (`FlowSettings`, which `FlowConfig`
+inherits); defaults follow MirrorMaker 2 unless the table says why not.
 """
 
 from __future__ import annotations
@@ -9,15 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
 
 from replicator.config.applications import ApplicationConfig
+from replicator.config.flow_settings import FlowSettings
 from replicator.config.policies import ReplicationPolicy, load_policy
 from replicator.config.redact import redact
 from replicator.errors import ConfigError
-
-#: What to do when records cannot be replicated as they are (see "Nothing silent").
-FailurePolicy = Literal["fail", "skip"]
 
 
 @dataclass(frozen=True)
@@ -96,73 +95,33 @@ ENGINE_COMMIT_METADATA = "replicator engine position"
 
 
 @dataclass(frozen=True)
-class FlowConfig:
+class FlowConfig(FlowSettings):
     """One replication flow `source->target` with every setting resolved.
 
-    Client settings here already include the flow-level overrides
-    (`A->B.consumer.*`, `A->B.producer.*`, ...) on top of the clusters' own.
+    The settings one key each fills are `FlowSettings`' fields, generated from the
+    settings table (`replicator/config/flow_settings.py`: read it there, never edit it);
+    the fields here are what the loader combines from several keys. Client settings
+    already include the flow-level overrides (`A->B.consumer.*`, `A->B.producer.*`, ...)
+    on top of the clusters' own.
     """
 
     source: ClusterConfig
     target: ClusterConfig
+    #: `topics`, `topics.exclude` (and its alias) or `topic.filter.class`'s port.
     topics: NameFilter
+    #: `groups`, `groups.exclude` (and its alias) or `group.filter.class`'s port.
     groups: NameFilter
-    replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-    replication_policy_separator: str = "."
-    replication_policy_internal_topic_separator_enabled: bool = True
-    heartbeats_replication_enabled: bool = True
-    #: MM2's class names of the filters (custom ones are Python ports: `ported_filter`).
-    topic_filter_class: str = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
-    group_filter_class: str = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
-    admin_timeout_ms: int = 60_000
     #: The flow's settings as written (flow level over top level), which a custom
     #: policy's port gets in `configure`, as MM2 configures a policy.
     policy_settings: dict[str, str] = field(default_factory=dict, repr=False)
-    replication_factor: int = 2
-    tasks_max: int = 1
-    offset_lag_max: int = 100
-    emit_offset_syncs_enabled: bool = True
-    refresh_topics_enabled: bool = True
-    refresh_topics_interval_seconds: float = 600.0
-    refresh_groups_enabled: bool = True
-    refresh_groups_interval_seconds: float = 600.0
-    sync_topic_configs_enabled: bool = True
-    sync_topic_configs_interval_seconds: float = 600.0
+    #: `config.properties.exclude` (and its alias `config.properties.blacklist`).
     config_properties_exclude: tuple[re.Pattern[str], ...] = ()
-    #: Off unless asked for, where MM2 defaults to true: ACL sync needs ALTER on the
-    #: target's CLUSTER resource (creating ACLs), which a principal can use to grant
-    #: itself anything; a file that never mentions it must not demand that.
-    sync_topic_acls_enabled: bool = False
-    sync_topic_acls_interval_seconds: float = 600.0
-    emit_heartbeats_enabled: bool = True
-    emit_heartbeats_interval_seconds: float = 1.0
-    emit_checkpoints_enabled: bool = True
-    emit_checkpoints_interval_seconds: float = 60.0
-    sync_group_offsets_enabled: bool = False
-    sync_group_offsets_interval_seconds: float = 60.0
-    #: Which cluster holds the offset-syncs topic (`offset_syncs_cluster`).
-    offset_syncs_topic_location: Literal["source", "target"] = "source"
-    heartbeats_topic_replication_factor: int = 3
-    checkpoints_topic_replication_factor: int = 3
-    offset_syncs_topic_replication_factor: int = 3
+    #: `exactly.once` (ours), or `exactly.once.source.support = enabled` (Connect's).
     exactly_once: bool = False
-    # Our own settings (MM2 has no equivalent); see README "Nothing silent".
-    retention_gap_policy: FailurePolicy = "fail"
-    topic_reset_policy: FailurePolicy = "fail"
-    oversized_record_policy: FailurePolicy = "fail"
     #: Of `replicator-status.internal` and `replicator-resets.internal` on the target:
     #: `status.topic.replication.factor`, else MM2's `status.storage.replication.factor`
     #: (Connect's status topic, on the target as ours), else -1, the broker's default.
     status_topic_replication_factor: int = -1
-    metrics_port: int | None = None
-    #: Metrics get a series per partition, not per topic (docs/monitoring.md).
-    metrics_partition_labels: bool = False
-    #: Commit the source positions under the flow's consumer group, so consumer-group
-    #: tools show replication lag; never read back (docs/monitoring.md).
-    commit_source_offsets: bool = True
-    #: Taking over from MirrorMaker 2 where the exact point is not proven
-    #: (`replicator.engine.takeover`): refuse to start, or copy the uncertain records again.
-    takeover_uncertain: Literal["refuse", "at-least-once"] = "refuse"
 
     @property
     def name(self) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,10 @@ from replicator.config import ConfigError, FlowConfig, load_config
 from replicator.config.client_check import check_client
 from replicator.config.client_security import SECURITY_KEYS
 from replicator.config.clients import is_client_key, renamed_settings
-from replicator.config.keys import BY_KEY, CLIENT_RULES, TABLE, accepted_setting
+from replicator.config.flow_fields import COMMAND
+from replicator.config.flow_fields import render as render_flow_settings
+from replicator.config.flow_settings import FlowSettings
+from replicator.config.keys import BY_KEY, CLIENT_RULES, TABLE, accepted_setting, python_type
 from replicator.config.policies import load_policy
 from replicator.config.reference import render
 from replicator.engine.offset_syncs import OffsetSyncWriter
@@ -60,22 +65,62 @@ def error_of(props: dict[str, str]) -> str:
 
 
 def test_every_flow_field_is_declared_once_with_the_tables_default():
-    fields = {f.name: f for f in dataclasses.fields(FlowConfig)}
+    """FlowConfig's settings fields are the table's `field`s, each once, with the table's
+    default as the loader reads it; its other fields are combined from keys of the table."""
+    settings = {f.name: f for f in dataclasses.fields(FlowSettings)}
     declared = [s for s in TABLE if s.field is not None]
     assert len({s.field for s in declared}) == len(declared), "a field filled by two keys"
+    assert list(settings) == [s.field for s in declared]
     for setting in declared:
-        assert setting.field in fields, f"{setting.key}: FlowConfig has no {setting.field}"
-        field = fields[setting.field]
+        field = settings[setting.field]
         if setting.default is None:
             assert field.default is None, setting.key
         else:
             parsed = setting.parse(setting.key, setting.default)
             assert field.default == parsed, f"{setting.key}: {field.default!r} != {parsed!r}"
-    undeclared = set(fields) - {s.field for s in declared} - set(COMBINED)
-    assert not undeclared, f"FlowConfig fields no key of the table fills: {undeclared}"
+            assert type(field.default) is type(parsed), setting.key
+    assert issubclass(FlowConfig, FlowSettings)
+    fields = {f.name for f in dataclasses.fields(FlowConfig)}
+    assert fields - set(settings) == set(COMBINED), "FlowConfig fields no key of the table fills"
     for keys in COMBINED.values():
         for key in keys.split(", "):
             assert key.startswith("<") or key in BY_KEY, key
+
+
+def test_the_flow_settings_module_is_generated_from_the_table():
+    committed = (ROOT / "replicator" / "config" / "flow_settings.py").read_text()
+    assert committed == render_flow_settings(), (
+        "replicator/config/flow_settings.py is not what the settings table generates; "
+        f"regenerate it: {COMMAND}"
+    )
+
+
+def test_each_generated_field_has_the_python_type_of_its_values():
+    """The annotation the table gives (`python_type`) holds the default and, for a choice
+    (`a|b`), is exactly the values the setting's parser accepts."""
+    hints = typing.get_type_hints(FlowSettings)
+    for setting in (s for s in TABLE if s.field is not None):
+        hint = hints[setting.field]
+        if setting.default is None:
+            assert type(None) in typing.get_args(hint), setting.key
+            continue
+        value = setting.parse(setting.key, setting.default)
+        if typing.get_origin(hint) is typing.Literal:
+            options = typing.get_args(hint)
+            assert list(options) == setting.type.split("|"), setting.key
+            assert value in options, setting.key
+            for option in options:
+                assert setting.parse(setting.key, option) == option, setting.key
+            with pytest.raises(ConfigError, match=re.escape(setting.key)):
+                setting.parse(setting.key, "neither")
+        else:
+            assert type(value) is hint, (setting.key, value, hint)
+
+
+def test_a_field_type_the_table_cannot_map_fails_naming_the_key():
+    unmapped = BY_KEY["topics"]._replace(field="topics_patterns")
+    with pytest.raises(ValueError, match=r"^topics: no Python type .* PYTHON_TYPES"):
+        python_type(unmapped)
 
 
 def test_defaults_are_mm2s_unless_a_reason_is_written():
