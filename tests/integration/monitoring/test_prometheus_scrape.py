@@ -1,9 +1,10 @@
 """The shipped monitoring against a real Prometheus (Debian's `prometheus`) scraping a
 real `replicator run`: the alert rules load and evaluate on the engine's series, every
 dashboard query is valid PromQL that Prometheus answers, the throughput and lag are
-there, and screenshots of Prometheus's own UI graphing them are kept in
-.data/test-artifacts/monitoring/ (the README's picture comes from there: Grafana itself
-cannot be installed here, see docs/monitoring.md)."""
+there, and every panel of the dashboard shows data. Screenshots are kept in
+.data/test-artifacts/monitoring/: the dashboard's panels drawn from this Prometheus by
+tests/helpers/dashboard_preview.py (dashboard.png, the README's picture; Grafana itself
+cannot be installed here, see docs/monitoring.md) and Prometheus's own UI."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import json
 import shutil
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from helpers.browser import chromium, show
+from helpers.dashboard_preview import Preview, prometheus, render
 from helpers.kafka import create_topic, free_port_pair, unique_topic
 from helpers.monitoring import RULES, dashboard_queries, rule_expressions
 from helpers.replication import PacedProduction, start_replicator, wait_until, write_config
@@ -86,14 +90,15 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
     )  # fmt: skip
     base = f"http://127.0.0.1:{prometheus_port}"
     replicator = start_replicator(config, tmp_path / "replicator.log")
-    prometheus = _start_prometheus(tmp_path, metrics_port, prometheus_port)
+    started = time.time()
+    server = _start_prometheus(tmp_path, metrics_port, prometheus_port)
     try:
         wait_until(
-            lambda: prometheus.poll() is None and _value(base, 'up{job="replicator"}') == 1,
+            lambda: server.poll() is None and _value(base, 'up{job="replicator"}') == 1,
             60,
             f"the scrape (see {tmp_path / 'prometheus.log'})",
         )
-        assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()
+        assert server.poll() is None, (tmp_path / "prometheus.log").read_text()
         with PacedProduction(primary, topic, RECORDS, PARTITIONS, RATE):
             wait_until(
                 lambda: (
@@ -124,19 +129,34 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
             assert answer["status"] == "success", (title, answer)
         assert _value(base, "sum(replicator_lag_records)") == 0
         assert _value(base, 'sum(replicator_worker_loop_path{path="c"})') == 1
-        _screenshots(base, topic)
+        # The dashboard as it looks now, over the whole run (Prometheus's data begins
+        # at `started`): every panel shows data.
+        now = time.time()
+        preview = render(prometheus(base), now=now, range_s=10 * (int(now - started) // 10 + 2))
+        assert preview.panels_without_data() == [], (
+            f"dashboard panels showing 'No data': {preview.panels_without_data()}; "
+            f"queries with no series: {preview.empty_queries()}"
+        )
+        _screenshots(base, topic, preview)
     finally:
-        for process in (replicator, prometheus):
+        for process in (replicator, server):
             process.send_signal(signal.SIGTERM)
-        for process in (replicator, prometheus):
+        for process in (replicator, server):
             process.wait(timeout=60)
 
 
-def _screenshots(base: str, topic: str) -> None:
-    """Prometheus's own graph page of the engine's throughput and lag, and its alerts page."""
+def _screenshots(base: str, topic: str, preview: Preview) -> None:
+    """The dashboard preview, Prometheus's own graph page of the engine's throughput and
+    lag, and its alerts page."""
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
     ARTIFACTS.mkdir(parents=True)
+    page = ARTIFACTS / "dashboard.html"
+    page.write_text(preview.html, encoding="utf-8")
+    # Queries that returned nothing in panels that show data through another query.
+    (ARTIFACTS / "dashboard-empty-queries.json").write_text(
+        json.dumps(preview.empty_queries(), indent=2), encoding="utf-8"
+    )
     rate = f'rate(replicator_replicated_records_total{{topic="{topic}"}}[5s])'
     graph = urllib.parse.urlencode(
         {
@@ -149,6 +169,10 @@ def _screenshots(base: str, topic: str) -> None:
         }
     )
     with chromium(ARTIFACTS) as driver:
+        driver.get(page.as_uri())
+        _fit_window(driver, width=1600)
+        assert driver.save_screenshot(str(ARTIFACTS / "dashboard.png"))
+        driver.set_window_size(1280, 1024)
         assert show(driver, f"{base}/graph?{graph}", "replicator_replicated_records_total")
         driver.implicitly_wait(0)
         wait_until(lambda: driver.find_elements("css selector", "svg"), 30, "the graphs drawn")
@@ -158,3 +182,14 @@ def _screenshots(base: str, topic: str) -> None:
         # under /classic/).
         assert show(driver, f"{base}/classic/alerts", "ReplicatorLagHigh")
         assert driver.save_screenshot(str(ARTIFACTS / "prometheus-alerts.png"))
+
+
+def _fit_window(driver: WebDriver, width: int) -> None:
+    """A window `width` wide whose viewport shows the whole page (the screenshot is of
+    the viewport; the window's own frame takes some of its height)."""
+    driver.set_window_size(width, 1000)
+    frame = driver.execute_script("return window.outerHeight - window.innerHeight")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, height + frame)
+    shown = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    assert shown[1] >= height, (shown, height)
