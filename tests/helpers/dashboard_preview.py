@@ -299,8 +299,16 @@ def formatter(unit: str, title: str = "") -> Callable[[float], str]:
 # --- drawing --------------------------------------------------------------------------
 
 
-def _nice_step(span: float, ticks: int = 4) -> float:
+#: Tick steps of a duration axis above a minute: whole minutes and hours.
+_TIME_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+def axis_step(span: float, ticks: int = 4, seconds: bool = False) -> float:
+    """A tick step giving about `ticks` intervals over `span`: 1, 2, 2.5 or 5 times a
+    power of ten, or for durations over a few minutes whole minutes and hours."""
     raw = span / ticks
+    if seconds and raw > 30:
+        return next((t for t in _TIME_STEPS if raw <= t), raw)
     magnitude = 10 ** math.floor(math.log10(raw))
     for multiple in (1, 2, 2.5, 5, 10):
         if raw <= multiple * magnitude:
@@ -319,7 +327,7 @@ def _chart(
     low, high = min([0.0, *values]), max([0.0, *values])
     if high == low:
         high = low + 1
-    tick = _nice_step(high - low)
+    tick = axis_step(high - low, seconds=panel.unit == "s")
     low, high = math.floor(low / tick) * tick, math.ceil(high / tick) * tick
     labels = [low + i * tick for i in range(round((high - low) / tick) + 1)]
     left = 8 + 7 * max(len(fmt(v)) for v in labels)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.dashboard_preview import CAPTION, formatter, render
+from helpers.dashboard_preview import CAPTION, axis_step, formatter, render
 
 NOW = 1_790_000_000.0
 RED_AT_5 = {"color": "red", "value": 5}
@@ -245,3 +245,10 @@ def test_the_shipped_dashboard_renders(tmp_path: Path) -> None:
     assert len(result.panels) == 16
     assert result.panels_without_data() == []
     (tmp_path / "dashboard.html").write_text(result.html, encoding="utf-8")
+
+
+def test_axis_steps() -> None:
+    assert axis_step(2500) == 1000
+    assert axis_step(1) == 0.25
+    assert axis_step(600, seconds=True) == 300  # whole minutes on a duration axis
+    assert axis_step(600) == 200
