@@ -124,14 +124,19 @@ def render(
     range_s: float = 180.0,
     dashboard_path: Path = DASHBOARD,
     variables: Mapping[str, str] | None = None,
+    scrape_interval_s: float = 15.0,
     width_px: int = 1600,
 ) -> Preview:
     """Run every panel's queries through `fetch` (instant at `now`, ranges over the
     `range_s` seconds before it) and draw the page `width_px` wide. `variables` fill
-    the dashboard's `$name`s; by default every query variable is "All" (its allValue)."""
+    the dashboard's `$name`s; by default every query variable is "All" (its allValue).
+    `$__rate_interval` is what Grafana makes it from the data source's scrape interval
+    (`scrape_interval_s`, Grafana's default 15 s): max(4 scrape intervals, step + one)."""
     dashboard = json.loads(dashboard_path.read_text(encoding="utf-8"))
     values = dict(variables) if variables is not None else _all_values(dashboard)
     step = max(1.0, round(range_s / 100))
+    rate_interval = max(4 * scrape_interval_s, step + scrape_interval_s)
+    values.setdefault("__rate_interval", f"{math.ceil(rate_interval)}s")
     panels = tuple(
         _collect(panel, fetch, values, now=now, start=now - range_s, step=step)
         for panel in dashboard["panels"]

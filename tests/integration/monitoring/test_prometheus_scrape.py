@@ -9,6 +9,7 @@ cannot be installed here, see docs/monitoring.md) and Prometheus's own UI."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -120,7 +121,7 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
             assert rule["state"] == "inactive", (name, rule["alerts"])
         # Every dashboard query is valid PromQL Prometheus answers.
         for title, expression in dashboard_queries():
-            promql = expression.replace("$flow", ".*")
+            promql = expression.replace("$flow", ".*").replace("$__rate_interval", "1m")
             if promql.startswith("label_values("):
                 metric = promql.removeprefix("label_values(").split(",")[0]
                 assert _value(base, f"count({metric})"), title
@@ -132,7 +133,12 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
         # The dashboard as it looks now, over the whole run (Prometheus's data begins
         # at `started`): every panel shows data.
         now = time.time()
-        preview = render(prometheus(base), now=now, range_s=10 * (int(now - started) // 10 + 2))
+        preview = render(
+            prometheus(base),
+            now=now,
+            range_s=max(30, math.ceil(now - started)),
+            scrape_interval_s=1,
+        )
         assert preview.panels_without_data() == [], (
             f"dashboard panels showing 'No data': {preview.panels_without_data()}; "
             f"queries with no series: {preview.empty_queries()}"

@@ -252,3 +252,16 @@ def test_axis_steps() -> None:
     assert axis_step(1) == 0.25
     assert axis_step(600, seconds=True) == 300  # whole minutes on a duration axis
     assert axis_step(600) == 200
+
+
+@pytest.mark.parametrize(("scrape_s", "window"), [(15, "60s"), (1, "4s"), (0.5, "3s")])
+def test_rate_interval_as_grafana_makes_it(tmp_path: Path, scrape_s: float, window: str) -> None:
+    """max(4 scrape intervals, step + one scrape interval); the step is 2 s here."""
+    expr = "sum(rate(replicator_replicated_records_total[$__rate_interval]))"
+    dashboard = _dashboard(
+        tmp_path, [_panel("timeseries", "R", (0, 0, 12, 8), "short", {"expr": expr})]
+    )
+    asked = expr.replace("$__rate_interval", window)
+    prometheus = FixedPrometheus({asked: []})
+    render(prometheus, now=NOW, range_s=200, scrape_interval_s=scrape_s, dashboard_path=dashboard)
+    assert [params["query"] for _, params in prometheus.calls] == [asked]
