@@ -46,6 +46,9 @@ class _Refusal:
     lock = threading.Lock()
 
 
+#: How the self-test's clients name librdkafka's mock cluster in their lines (they are
+#: kept out of the reachability metrics: it is nobody's cluster).
+_MOCK_CLUSTER = "librdkafka mock cluster (self-test)"
 #: The topic the self-test writes on librdkafka's mock cluster (in this process only).
 _CHECK_TOPIC = "replicator-span-check"
 
@@ -148,7 +151,11 @@ def _self_test(native: ModuleType) -> str | None:
     then produce them with the C part to the same cluster and read the replicas back.
     None when everything is as made, else what differed."""
     # log_level 4: not the mock cluster's notice that it replaced bootstrap.servers.
-    producer = Producer({"test.mock.num.brokers": 1, "enable.idempotence": True, "log_level": 4})
+    producer = Producer(
+        {"test.mock.num.brokers": 1, "enable.idempotence": True, "log_level": 4},
+        cluster=_MOCK_CLUSTER,
+        exported=False,
+    )
     for offset, (key, value, headers) in enumerate(_CHECK_RECORDS):
         producer.produce(
             _CHECK_TOPIC, value, key, 0, timestamp=_CHECK_TIMESTAMP + offset, headers=headers
@@ -203,7 +210,9 @@ def _read(producer: Producer, topic: str, count: int) -> list[Message]:
             "bootstrap.servers": f"{broker.host}:{broker.port}",
             "group.id": "replicator-span-check",
             "enable.auto.commit": False,
-        }
+        },
+        cluster=_MOCK_CLUSTER,
+        exported=False,
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])

@@ -144,14 +144,17 @@ def _error_callback(tracker: Reachability, then: ErrorCallback | None) -> ErrorC
     return on_error
 
 
-def routed(config: Mapping[str, object], cluster: str | None = None) -> dict[str, object]:
+def routed(
+    config: Mapping[str, object], cluster: str | None = None, *, exported: bool = True
+) -> dict[str, object]:
     """`config` with librdkafka's logs and errors routed as the module says.
 
     `cluster` names the cluster in lines and metrics (its alias); an `error_cb`
     in `config` still gets every error that is not about connectivity, and a
-    `logger` in it is kept.
+    `logger` in it is kept. Not `exported`: a client of librdkafka's mock cluster,
+    kept out of the reachability metrics (`Clusters.of`).
     """
-    tracker = reachability.CLUSTERS.of(config, cluster)
+    tracker = reachability.CLUSTERS.of(config, cluster, exported=exported)
     then = config.get("error_cb")
     return {
         **config,
@@ -163,16 +166,20 @@ def routed(config: Mapping[str, object], cluster: str | None = None) -> dict[str
 class Consumer(confluent_kafka.Consumer):
     """confluent-kafka's Consumer, its logs and errors routed (see the module)."""
 
-    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
-        super().__init__(routed(config, cluster))
+    def __init__(
+        self, config: Mapping[str, object], *, cluster: str | None = None, exported: bool = True
+    ) -> None:
+        super().__init__(routed(config, cluster, exported=exported))
 
 
 class Producer(confluent_kafka.Producer):
     """confluent-kafka's Producer, its logs and errors routed (see the module), and a
     `flush` that lets a fatal error through."""
 
-    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
-        super().__init__(routed(config, cluster))
+    def __init__(
+        self, config: Mapping[str, object], *, cluster: str | None = None, exported: bool = True
+    ) -> None:
+        super().__init__(routed(config, cluster, exported=exported))
 
     def flush(self, timeout: float = -1) -> int:
         """Serve delivery reports until none is left or `timeout` seconds have passed

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -87,6 +87,27 @@ class _Outage:
         return time.strftime("%H:%M:%S", time.localtime(self.started_wall))
 
 
+class _Series(Protocol):
+    """A labelled series of prometheus_client (a gauge's or a counter's)."""
+
+    def set(self, value: float) -> None: ...
+
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class _Unexported:
+    """The series of a cluster whose state is not exported: it takes every value."""
+
+    def set(self, value: float) -> None:
+        pass
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+
+_UNEXPORTED = _Unexported()
+
+
 class Reachability:
     """Whether one cluster answers, as far as this process can tell.
 
@@ -108,8 +129,12 @@ class Reachability:
         clock: Callable[[], float] = time.monotonic,
         spawn: Callable[[Callable[[], None]], None] | None = None,
         remind_every_s: float = REMIND_EVERY_S,
+        exported: bool = True,
     ) -> None:
         self.cluster = cluster
+        #: Whether its state is in the metrics (`replicator_cluster_reachable`, ...):
+        #: not for librdkafka's in-process mock cluster, which no one watches.
+        self.exported = exported
         self.bootstrap = bootstrap
         self._probe = probe
         self._clock = clock
@@ -127,9 +152,20 @@ class Reachability:
     def _labels(self) -> tuple[str, str]:
         return self.cluster, self.bootstrap
 
+    def _reachable(self) -> _Series:
+        return metrics.CLUSTER_REACHABLE.labels(*self._labels()) if self.exported else _UNEXPORTED
+
+    def _outages_series(self) -> _Series:
+        return metrics.CLUSTER_OUTAGES.labels(*self._labels()) if self.exported else _UNEXPORTED
+
+    def _drop_series(self) -> None:
+        if self.exported:
+            metrics.CLUSTER_REACHABLE.remove(*self._labels())
+            metrics.CLUSTER_OUTAGES.remove(*self._labels())
+
     def _export(self) -> None:
-        metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(0 if self._state == "down" else 1)
-        metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc(0)  # exported as 0 from the start
+        self._reachable().set(0 if self._state == "down" else 1)
+        self._outages_series().inc(0)  # exported as 0 from the start
 
     def rename(self, cluster: str) -> None:
         """Name the cluster `cluster` from now on, in lines and metrics (a client
@@ -137,11 +173,10 @@ class Reachability:
         with self._lock:
             if cluster == self.cluster:
                 return
-            metrics.CLUSTER_REACHABLE.remove(*self._labels())
-            metrics.CLUSTER_OUTAGES.remove(*self._labels())
+            self._drop_series()
             self.cluster = cluster
             self._export()
-            metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc(self._outages)
+            self._outages_series().inc(self._outages)
 
     @property
     def state(self) -> State:
@@ -187,8 +222,8 @@ class Reachability:
                 outage.reports = 0
                 outage.last_line = now
                 self._outages += 1
-                metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(0)
-                metrics.CLUSTER_OUTAGES.labels(*self._labels()).inc()
+                self._reachable().set(0)
+                self._outages_series().inc()
                 log.warning(
                     "cluster %s (%s) unreachable since %s: %s; clients keep retrying, "
                     "a reminder every %.0f s until it is back",
@@ -217,14 +252,13 @@ class Reachability:
             "longer watching it (unreachable since %s)",
             self.cluster, self.bootstrap, now - outage.last_report, outage.since(),
         )  # fmt: skip
-        metrics.CLUSTER_REACHABLE.remove(*self._labels())
-        metrics.CLUSTER_OUTAGES.remove(*self._labels())
+        self._drop_series()
         self._state = "up"
         self._outage = None
 
     def _answered(self, outage: _Outage, now: float) -> None:
         if self._state == "down":
-            metrics.CLUSTER_REACHABLE.labels(*self._labels()).set(1)
+            self._reachable().set(1)
             log.info(
                 "cluster %s (%s) reachable again after an outage of %.1f s (unreachable "
                 "since %s)",
@@ -281,14 +315,21 @@ class Clusters:
         self._lock = threading.Lock()
         self._trackers: dict[str, Reachability] = {}
 
-    def of(self, config: Mapping[str, object], cluster: str | None = None) -> Reachability:
+    def of(
+        self, config: Mapping[str, object], cluster: str | None = None, *, exported: bool = True
+    ) -> Reachability:
         """The `Reachability` of the cluster `config` (a client's settings) connects to.
 
         Clusters are told apart by their bootstrap servers; `cluster` (the alias in
         the configuration) names it in lines and metrics, else the servers do, until
-        a client that knows the name is built.
+        a client that knows the name is built. Not `exported`: librdkafka's
+        in-process mock cluster (the compiled part's self-test), which is nobody's
+        cluster: its own tracker, kept out of the metrics and of this registry.
         """
         bootstrap = str(config.get("bootstrap.servers", ""))
+        if not exported:
+            probe = metadata_probe(admin_settings(config))
+            return Reachability(cluster or bootstrap, bootstrap, probe, exported=False)
         key = ",".join(sorted(part.strip() for part in bootstrap.split(",")))
         with self._lock:
             tracker = self._trackers.get(key)
