@@ -187,14 +187,24 @@ def free_port_pair() -> int:
     raise AssertionError(f"no free port pair in {block.start}..{block.stop}")
 
 
+def free_port_pairs(count: int) -> list[int]:
+    """`count` ports as `free_port_pair` gives them, no two sharing a port (P, P+1):
+    each draw is free when made, but two draws may pick the same pair (the Docker
+    stack once failed to start: "Bind for 127.0.0.1:30128 failed: port is already
+    allocated", by another of its own services)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port_pair()
+        if all(abs(port - taken) >= 2 for taken in ports):
+            ports.append(port)
+    return ports
+
+
 @contextmanager
 def own_cluster_pair(data_dir: Path, security: SecurityMode | None = None) -> Iterator[LocalStack]:
     """A source (`primary`) and a target (`dr`) cluster of a test module's own, for
     tests that kill brokers without harming the session's clusters, or secured ones."""
-    first = free_port_pair()
-    second = free_port_pair()
-    while abs(second - first) < 2:
-        second = free_port_pair()
+    first, second = free_port_pairs(2)
     stack = LocalStack(
         [ClusterSpec("primary", first), ClusterSpec("dr", second)],
         data_dir=data_dir,

@@ -36,7 +36,7 @@ from replicator.localstack.airflow_client import AirflowClient
 from replicator.localstack.errors import StackError
 from replicator.statestore import check_ledgers, read_ledger
 
-from helpers.kafka import free_port_pair
+from helpers.kafka import free_port_pairs
 from helpers.procedures import wait_processed
 from helpers.replication import wait_until
 
@@ -162,7 +162,7 @@ def project(
 
     name = f"replicator-test-{uuid.uuid4().hex[:6]}"
     env_file = tmp_path_factory.mktemp("compose") / ".env"
-    ports = {key: str(free_port_pair()) for key in _PORTS}
+    ports = {key: str(port) for key, port in zip(_PORTS, free_port_pairs(len(_PORTS)), strict=True)}
     _run("docker/make-env.sh", str(env_file), env={"COMPOSE_PROJECT_NAME": name, **ports})
     env = dict(
         line.split("=", 1)

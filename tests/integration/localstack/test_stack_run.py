@@ -13,7 +13,7 @@ import pytest
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.demo import DEMO_TOPICS
 
-from helpers.kafka import free_port_pair
+from helpers.kafka import free_port_pairs
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,8 @@ def _wait_for_line(process: subprocess.Popen[str], text: str, timeout: float) ->
 
 
 def test_run_brings_up_traffic_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
-    clusters = [ClusterSpec("src", free_port_pair()), ClusterSpec("dst", free_port_pair())]
+    src, dst = free_port_pairs(2)
+    clusters = [ClusterSpec("src", src), ClusterSpec("dst", dst)]
     command = [sys.executable, "-m", "replicator", "stack", "run", "--data-dir", str(tmp_path)]
     for spec in clusters:
         command += ["--cluster", f"{spec.name}={spec.port}"]

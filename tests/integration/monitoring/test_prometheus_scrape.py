@@ -24,7 +24,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from helpers.browser import chromium, show
 from helpers.dashboard_preview import Preview, prometheus, render
-from helpers.kafka import create_topic, free_port_pair, unique_topic
+from helpers.kafka import create_topic, free_port_pairs, unique_topic
 from helpers.monitoring import RULES, dashboard_queries, rule_expressions
 from helpers.replication import PacedProduction, start_replicator, wait_until, write_config
 
@@ -84,7 +84,7 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
 ) -> None:
     topic = unique_topic("prom")
     create_topic(primary, topic, partitions=PARTITIONS)
-    metrics_port, prometheus_port = free_port_pair(), free_port_pair()
+    metrics_port, prometheus_port = free_port_pairs(2)
     config = write_config(
         tmp_path, primary, dr, topic,
         extra=(f"metrics.port = {metrics_port}", "emit.checkpoints.interval.seconds = 5"),
