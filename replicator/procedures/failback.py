@@ -300,17 +300,7 @@ class Failback(Procedure):
                 f"{listed}; the drain_reverse step should have waited for them: retry with "
                 "the same id"
             )
-        positions = [
-            Position(
-                t.topic,
-                t.partition,
-                t.source_offset,
-                t.remote_topic,
-                t.target_offset,
-                pending=not t.exact,
-            )
-            for t in own
-        ]
+        positions = [Position.of(t) for t in own]
         skip = self._skipped_ranges()
         policy = self.flow.policy
         with ReverseCheckpointer(self.flow) as back:

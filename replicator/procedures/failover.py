@@ -318,17 +318,7 @@ class Failover(Procedure):
                 f"group {group}: positions not replicated to {self.target.alias!r} yet: "
                 f"{listed}; the drain step should have waited for them: retry with the same id"
             )
-        return [
-            Position(
-                t.topic,
-                t.partition,
-                t.source_offset,
-                t.remote_topic,
-                t.target_offset,
-                pending=not t.exact,
-            )
-            for t in (p.translation for p in positions)
-        ]
+        return [Position.of(t) for t in (p.translation for p in positions)]
 
     def _commit_offsets(self) -> StepReport:
         moves = self._planned_positions()

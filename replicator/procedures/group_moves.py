@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition
 
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
-from replicator.offsets.translation import TargetIndex
+from replicator.offsets.translation import TargetIndex, Translation
 
 
 class Position(NamedTuple):
@@ -33,6 +33,15 @@ class Position(NamedTuple):
     #: Not on `to_topic` yet (a dry run only: a real run waits until it is, or stops):
     #: the record at `to_offset` is not the one to check; replication moves it on.
     pending: bool = False
+
+    @classmethod
+    def of(cls, t: Translation) -> Position:
+        """Where a translated source position is on the target (pending when the
+        translation is not exact: a dry run's)."""
+        return cls(
+            t.topic, t.partition, t.source_offset, t.remote_topic, t.target_offset,
+            pending=not t.exact,
+        )  # fmt: skip
 
 
 #: What a step reports: group -> its moves as plain dicts.
