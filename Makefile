@@ -115,8 +115,14 @@ $(DATA_DOCS_ASSETS)/.installed: include/vendor/data-docs/package.json \
 run: setup
 	$(BIN)/replicator stack run $(if $(SECURITY),--security $(SECURITY),--replicate include/config/local.properties) --demo-app demo --airflow
 
+# Two phases: the tests in parallel, then those marked `solo` (the Docker stack) alone;
+# both always run, and either failing fails the target.
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20 -m "not solo"; \
+	parallel=$$?; \
+	$(BIN)/pytest -m solo --durations=5; \
+	solo=$$?; \
+	test $$parallel -eq 0 && test $$solo -eq 0
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

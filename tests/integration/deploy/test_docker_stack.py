@@ -40,7 +40,9 @@ from helpers.kafka import free_port_pairs
 from helpers.procedures import wait_processed
 from helpers.replication import wait_until
 
-pytestmark = pytest.mark.integration
+# Alone (`make test`'s second phase): its images' build and a compose stack of Kafka,
+# PostgreSQL, Airflow and Spark next to another test starved both on two cores.
+pytestmark = [pytest.mark.integration, pytest.mark.solo]
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = os.environ.get("COMPOSE", "docker-compose")
