@@ -869,14 +869,14 @@ TABLE: tuple[Setting, ...] = (
         "config.providers",
         "list",
         "",
-        "`${env:...}`, `${file:...}` and `${conn:...}` are "
+        "`${env:...}`, `${file:...}`, `${directory:...}` and `${conn:...}` are "
         "resolved whether or not providers are declared.",
     ),
     _accepted(
         "config.providers.",
         "any",
         None,
-        "Provider classes: env, file and conn are built in.",
+        "Provider classes: env, file, directory and conn are built in.",
         prefix=True,
     ),
     _accepted("dedicated.mode.enable.internal.rest", "boolean", "false", "No REST server."),

@@ -8,10 +8,14 @@ returned exactly as Java would return them (trailing whitespace included);
 trimming is the loader's business, as it is Kafka's ConfigDef's.
 
 Secrets are usually kept out of the file with Kafka's ConfigProvider syntax:
-`${env:VAR}` (EnvVarConfigProvider) and `${file:path:key}` (FileConfigProvider,
-which reads `key` from the properties file at `path`). Both are resolved here
-whether or not the file declares `config.providers`, since a replicator
-configuration has no other use for that syntax. One provider is ours:
+`${env:VAR}` (EnvVarConfigProvider), `${file:path:key}` (FileConfigProvider,
+which reads `key` from the properties file at `path`) and `${directory:path:key}`
+(DirectoryConfigProvider, KIP-632: the whole content of the file `path/key`, one
+file per secret, as Kubernetes Secret volumes and Docker secrets under
+/run/secrets lay them out; kept exactly, a final newline included, as Kafka keeps
+it). All three are resolved here whether or not the file declares
+`config.providers`, since a replicator configuration has no other use for that
+syntax. One provider is ours:
 `${conn:NAME}`, a secret of the Airflow connection the DAGs read the
 configuration through (its password, or an entry of its extra's "secrets"),
 so that the secrets of a deployment can live where its Airflow keeps them. The
@@ -178,15 +182,19 @@ def environment_references(props: Mapping[str, str]) -> set[str]:
 def resolve_references(
     props: Mapping[str, str], connection: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Replace every `${env:VAR}`, `${file:path:key}` and `${conn:NAME}` in the values
-    of `props`; `connection` holds the values of the connection's secrets by name.
+    """Replace every `${env:VAR}`, `${file:path:key}`, `${directory:path:key}` and
+    `${conn:NAME}` in the values of `props`; `connection` holds the values of the
+    connection's secrets by name.
 
-    A missing variable, file, key or secret is a ConfigError naming the
+    A missing variable, file, directory, key or secret is a ConfigError naming the
     configuration key that referred to it, and the reference itself, never a
     resolved value. Relative paths are relative to the working directory, as in
-    Kafka's FileConfigProvider. Resolved values are not scanned again.
+    Kafka's FileConfigProvider and DirectoryConfigProvider. Resolved values are not
+    scanned again.
     """
     files: dict[str, dict[str, str]] = {}
+    secret_files: dict[Path, str] = {}
+    warned: set[tuple[str, Path]] = set()
     given = connection or {}
 
     def resolve(key: str, match: re.Match[str]) -> str:
@@ -210,21 +218,83 @@ def resolve_references(
             if file_key not in files[path]:
                 raise ConfigError(f"{key}: {path} has no key {file_key!r} (from {match.group(0)})")
             return files[path][file_key]
+        if provider == "directory":
+            secret, content = _directory_entry(key, match.group(0), body, secret_files)
+            if content.endswith("\n") and (key, secret) not in warned:
+                warned.add((key, secret))
+                _log.warning(
+                    "%s: %s ends with a newline, which is part of the value (as in Kafka's "
+                    "DirectoryConfigProvider) and so of any password it holds; write the "
+                    "file without one, e.g. with printf '%%s' (not echo)",
+                    key,
+                    secret,
+                )
+            return content
         if provider == "conn":
             if body not in given:
                 raise ConfigError(
                     f"{key}: {match.group(0)}: the connection gives no secret {body!r} (it "
                     f"gives: {', '.join(sorted(given)) or 'none'}); under Airflow set the "
                     "password or the extra's \"secrets\" of the replicator's connection, "
-                    "elsewhere use ${env:VAR} or ${file:path:key}"
+                    "elsewhere use ${env:VAR}, ${file:path:key} or ${directory:path:key}"
                 )
             return given[body]
         raise ConfigError(
             f"{key}: config provider {provider!r} in {match.group(0)} is not supported "
-            "(use ${env:VAR}, ${file:path:key} or ${conn:NAME})"
+            "(use ${env:VAR}, ${file:path:key}, ${directory:path:key} or ${conn:NAME})"
         )
 
     return {
         key: _REFERENCE.sub(lambda match, key=key: resolve(key, match), value)
         for key, value in props.items()
     }
+
+
+def _directory_entry(
+    key: str, reference: str, body: str, cache: dict[Path, str]
+) -> tuple[Path, str]:
+    """The file `${directory:path:name}` names and its whole content (UTF-8), as Kafka's
+    DirectoryConfigProvider reads it: `name` is a regular file directly in `path`.
+    Errors name the configuration key, the reference and the path, never content."""
+    path, colon, name = body.rpartition(":")
+    if not colon or not path or not name:
+        raise ConfigError(f"{key}: expected ${{directory:path:key}}, got {reference}")
+    if name in {".", ".."} or "/" in name or os.sep in name:
+        raise ConfigError(
+            f"{key}: {reference}: {name!r} must be the name of a file directly in {path} "
+            "(Kafka's DirectoryConfigProvider reads no subdirectories); put the file there "
+            "or name its own directory as the path"
+        )
+    directory = Path(path)
+    secret = directory / name
+    if secret in cache:
+        return secret, cache[secret]
+    if not directory.is_dir():
+        raise ConfigError(
+            f"{key}: {reference}: directory {directory} does not exist (or is not a "
+            "directory); mount the secret there (a Kubernetes Secret volume, Docker "
+            "secrets under /run/secrets) or correct the path"
+        )
+    if not secret.is_file():
+        present = sorted(
+            entry.name
+            for entry in directory.iterdir()
+            if entry.is_file() and not entry.name.startswith(".")
+        )
+        raise ConfigError(
+            f"{key}: {reference}: {secret} does not exist or is not a regular file "
+            f"({directory} holds: {', '.join(present) or 'no files'}); write the secret "
+            f"to a file named {name} in {directory}, or correct the key"
+        )
+    try:
+        data = secret.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{key}: {reference}: cannot read {secret}: {exc.strerror}") from exc
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{key}: {reference}: {secret} is not UTF-8 text (Kafka reads it as UTF-8)"
+        ) from exc
+    cache[secret] = content
+    return secret, content
