@@ -18,6 +18,7 @@ from replicator.cli import (
     acls,
     clients,
     diagnose,
+    imports,
     migrate,
     offset_reset,
     offsets,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     acls.register(commands)
     reports.register(commands)
     migrate.register(commands)
+    imports.register(commands)
     # Also after the command (`replicator run --log-format json`); not given there, the
     # value before it (or its default) stands.
     for command in commands.choices.values():
