@@ -261,7 +261,8 @@ class _Converter:
             body += ["", *self._cluster(cluster)]
         for mirror in mirrors:
             body += ["", *self._mirror(mirror)]
-        name = _resource_name(resource)
+        name = _one_line(_resource_name(resource))
+        api = _one_line(api)
         header = [
             f"# Converted from Strimzi {KIND} {name} ({api}) by `replicator import strimzi`.",
             f"# Secrets are read from files under {self.secrets_dir}: mount each Secret as the",
@@ -522,7 +523,8 @@ class _Converter:
                 continue
             put(key, self._value(raw, origin), origin)
         lines += [_entry(f"{alias}.{key}", value) for key, (value, _) in settings.items()]
-        return lines + comments
+        # One line each, whatever the resource's text holds: a comment never ends early.
+        return lines + [f"# {_one_line(comment.removeprefix('# '))}" for comment in comments]
 
     def _tls(self, alias: str, tls: Mapping, where: str, put: Any) -> None:
         _known_fields(tls, ("trustedCertificates",), where)
@@ -830,10 +832,3 @@ def _escape(text: str, *, key: bool) -> str:
 
 def _entry(key: str, value: str) -> str:
     return f"{_escape(key, key=True)} = {_escape(value, key=False)}"
-
-
-def secrets_summary(conversion: Conversion, secrets_dir: str) -> Iterable[str]:
-    """One line per Secret the converted file reads: where to mount it and which keys."""
-    root = secrets_dir.rstrip("/") or "/"
-    for secret, keys in conversion.secrets.items():
-        yield f"{root}/{secret}/: {', '.join(keys)} (from Secret {secret})"

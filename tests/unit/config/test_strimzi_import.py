@@ -9,7 +9,6 @@ Strimzi's own examples (packaging/examples/mirror-maker/), as Strimzi ships them
 from __future__ import annotations
 
 import re
-import textwrap
 
 import pytest
 import yaml
@@ -985,10 +984,29 @@ def test_an_unknown_api_version_is_refused():
         convert(spec)
 
 
-def test_a_sensitive_worker_setting_is_not_shown(secrets):
+def test_a_sensitive_value_is_never_in_a_note_or_an_error(secrets):
     spec = resource(STRIMZI_PLAIN)
-    spec["spec"]["clusters"][1]["config"]["ssl.keystore.password"] = PASSWORD
-    text = textwrap.dedent(convert(spec, secrets_dir=str(secrets)).properties)
+    config = spec["spec"]["clusters"][1]["config"]
+    config["ssl.keystore.password"] = PASSWORD
+    conversion = convert(spec, secrets_dir=str(secrets))
     # A client setting: mapped as written (it was in the resource), never in a note.
-    assert "cluster-b.ssl.keystore.password" in text
-    assert PASSWORD not in "\n".join(convert(spec, secrets_dir=str(secrets)).notes)
+    assert f"cluster-b.ssl.keystore.password = {PASSWORD}" in conversion.properties
+    assert PASSWORD not in "\n".join(conversion.notes)
+    connector = spec["spec"]["mirrors"][0]["sourceConnector"]["config"]
+    checkpoint = spec["spec"]["mirrors"][0]["checkpointConnector"]["config"]
+    connector["consumer.sasl.jaas.config"] = f'x password="{PASSWORD}";'
+    checkpoint["consumer.sasl.jaas.config"] = 'x password="other";'
+    with pytest.raises(ConfigError) as info:
+        convert(spec, secrets_dir=str(secrets))
+    assert "consumer.sasl.jaas.config" in str(info.value)
+    assert PASSWORD not in str(info.value)
+
+
+def test_text_of_the_resource_cannot_add_lines_to_the_file(tmp_path, secrets):
+    spec = resource(STRIMZI_PLAIN)
+    spec["metadata"]["name"] = "mm2\ncluster-a->cluster-b.tasks.max = 99"
+    spec["spec"]["clusters"][1]["config"]["group.id"] = "g\ncluster-a->cluster-b.topics = x"
+    conversion = convert(spec, secrets_dir=str(secrets))
+    flow = load(tmp_path, conversion).flows[0]
+    assert flow.tasks_max == 1
+    assert flow.topics.matches("anything")
