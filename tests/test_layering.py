@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.localstack",
         "replicator.acls",  # the ACLs the replicator needs; the secured local stack applies them
         "replicator.reports",  # documents of the history's runs; reads the procedures' records
+        "replicator.init",  # `replicator init`: checks and prepares clusters and the store
     ),
     ("replicator.cli",),
     ("replicator.__main__",),

@@ -19,6 +19,7 @@ from replicator.cli import (
     clients,
     diagnose,
     imports,
+    init,
     migrate,
     offset_reset,
     offsets,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(*_LOG_FORMAT, **_LOG_FORMAT_OPTIONS, default=None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack.register(commands)
+    init.register(commands)
     replication.register(commands)
     offsets.register(commands)
     offset_reset.register(commands)

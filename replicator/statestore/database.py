@@ -174,6 +174,16 @@ class Database:
 
         return engine
 
+    def schema_revision(self) -> tuple[str | None, str]:
+        """(the database's schema revision, None for a new database; this code's
+        newest), read without changing anything."""
+        with self._transaction(write=False) as conn:
+            return migrate.current_revision(conn), migrate.head_revision()
+
+    def migrate(self) -> None:
+        """Bring the schema to this code's newest revision now (first use does it too)."""
+        self._ensure_schema()
+
     def _ensure_schema(self) -> None:
         """Bring the schema to the newest revision on first use (see `migrate`); a
         store already current costs one read, with no lock taken."""
