@@ -446,20 +446,25 @@ class _Converter:
             raise ConfigError(
                 f"{where}: {match.group(0)}: expected ${{{provider}:<namespace>/<secret>:<key>}}"
             )
-        return self._secret_reference(secret, key)
+        return self._secret_reference(secret, key, where)
 
-    def _secret_reference(self, secret: str, key: str) -> str:
-        self._uses(secret, key)
+    def _secret_reference(self, secret: str, key: str, where: str) -> str:
+        """`${directory:...}` for key `key` of Secret `secret`, mounted under the secrets dir."""
+        self._uses(secret, key, where)
         return f"${{directory:{self.secrets_dir}/{secret}:{key}}}"
 
-    def _secret_file(self, secret: str, key: str) -> str:
-        self._uses(secret, key)
+    def _secret_file(self, secret: str, key: str, where: str) -> str:
+        """The path of key `key` of Secret `secret`, mounted under the secrets dir."""
+        self._uses(secret, key, where)
         return f"{self.secrets_dir}/{secret}/{key}"
 
-    def _uses(self, secret: str, key: str) -> None:
-        for text, what in ((secret, "secret name"), (key, "key")):
+    def _uses(self, secret: str, key: str, where: str) -> None:
+        for text, what in ((secret, "Secret name"), (key, "Secret key")):
             if not text or "/" in text or text in (".", "..") or re.search(r"[\s${}:]", text):
-                raise ConfigError(f"{what} {text!r} cannot be a file name under the secrets dir")
+                raise ConfigError(
+                    f"{where}: {what} {text!r} cannot be a file name under the secrets dir "
+                    "(Kubernetes names and keys hold no '/', ':', '$', braces or whitespace)"
+                )
         keys = self.secrets.setdefault(secret, [])
         if key not in keys:
             keys.append(key)
@@ -567,7 +572,11 @@ class _Converter:
         elif pattern is not None:
             raise ConfigError(f"{entry_where}: certificate and pattern are both set; keep one")
         put("ssl.truststore.type", "PEM", entry_where)
-        put("ssl.truststore.location", self._secret_file(secret, str(certificate)), entry_where)
+        put(
+            "ssl.truststore.location",
+            self._secret_file(secret, str(certificate), entry_where),
+            entry_where,
+        )
 
     def _authentication(
         self, alias: str, authentication: Mapping, where: str, tls: Any, put: Any
@@ -613,7 +622,7 @@ class _Converter:
             raise ConfigError(
                 f"{secret_where}: secretName and password (the key of the Secret) are required"
             )
-        reference = self._secret_reference(secret, password)
+        reference = self._secret_reference(secret, password, secret_where)
         put("sasl.mechanism", mechanism, where)
         put(
             "sasl.jaas.config",
@@ -630,8 +639,12 @@ class _Converter:
         if not (isinstance(secret, str) and isinstance(certificate, str) and isinstance(key, str)):
             raise ConfigError(f"{pair_where}: secretName, certificate and key are required")
         # librdkafka's names: a Java PEM keystore file wants the key and the chain in one file.
-        put("ssl.certificate.location", self._secret_file(secret, certificate), pair_where)
-        put("ssl.key.location", self._secret_file(secret, key), pair_where)
+        put(
+            "ssl.certificate.location",
+            self._secret_file(secret, certificate, pair_where),
+            pair_where,
+        )
+        put("ssl.key.location", self._secret_file(secret, key, pair_where), pair_where)
 
     # --- mirrors -----------------------------------------------------------------------
 

@@ -1010,3 +1010,22 @@ def test_text_of_the_resource_cannot_add_lines_to_the_file(tmp_path, secrets):
     flow = load(tmp_path, conversion).flows[0]
     assert flow.tasks_max == 1
     assert flow.topics.matches("anything")
+
+
+def test_a_secret_name_that_is_no_file_name_is_refused(secrets):
+    spec = resource(STRIMZI_TLS)
+    spec["spec"]["clusters"][0]["tls"]["trustedCertificates"][0]["certificate"] = "../ca.crt"
+    with pytest.raises(ConfigError) as info:
+        convert(spec, secrets_dir=str(secrets))
+    assert str(info.value).startswith(
+        "spec.clusters[0].tls.trustedCertificates[0]: Secret key '../ca.crt' cannot be a file name"
+    )
+
+
+def test_hostname_verification_turned_off_as_strimzi_allows(tmp_path, secrets):
+    spec = resource(STRIMZI_TLS)
+    spec["spec"]["clusters"][0]["config"] = {"ssl.endpoint.identification.algorithm": ""}
+    conversion = convert(spec, secrets_dir=str(secrets))
+    assert "cluster-a.ssl.endpoint.identification.algorithm = \n" in conversion.properties
+    flow = load(tmp_path, conversion).flows[0]
+    assert flow.source.consumer["ssl.endpoint.identification.algorithm"] == "none"
