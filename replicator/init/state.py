@@ -66,7 +66,7 @@ def prepare_state(
                 STEP, None, "done",
                 f"migrated state store {database} from revision {current or 'none'} to {head}",
             )  # fmt: skip
-        _first_states(config, store, home, report, dry_run=dry_run)
+        record_first_states(config, store, home, report, dry_run=dry_run)
     finally:
         store.close()
 
@@ -88,7 +88,7 @@ def _dry_run_state(config: ReplicatorConfig, home: str | None, report: InitRepor
         report.add(STEP, None, "would", f"register application {name} as active on {home}")
 
 
-def _first_states(
+def record_first_states(
     config: ReplicatorConfig,
     store: StateStore,
     home: str | None,
@@ -96,6 +96,9 @@ def _first_states(
     *,
     dry_run: bool,
 ) -> None:
+    """Flows into `home` with no state yet recorded as stopped, the configuration's
+    applications not registered yet registered as active on `home`; the rest left
+    as it is (a failover since may have moved them)."""
     if home is None:
         return
     verb = "would" if dry_run else "done"

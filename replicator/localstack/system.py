@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replicator.config import ReplicatorConfig, load_config
+from replicator.init.report import InitReport
+from replicator.init.state import record_first_states
 from replicator.localstack.airflow import AirflowStandalone
 from replicator.localstack.client_config import DEMO_FILE
 from replicator.localstack.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
@@ -81,14 +83,14 @@ class StopReport:
 def prepare_state(
     config: ReplicatorConfig, store: StateStore, home: str, demo_app: str | None
 ) -> None:
-    """What a first start records in the state store, leaving what an earlier start (or
-    a failover since) recorded as it is: flows into `home`, where applications run at
-    first, start stopped (a failover starts them); the demo application is registered
-    on `home`. `make run` and the compose stack's `replicator stack prepare` call it."""
-    for flow in config.flows:
-        if flow.target.alias == home and store.flow_state(flow.name) is None:
-            store.set_flow_state(flow.name, "stopped")
-            log.info("flow %s starts stopped: %s is active", flow.name, home)
+    """What a first start records in the state store (`replicator init`'s state step),
+    leaving what an earlier start (or a failover since) recorded as it is; the demo
+    application is registered on `home` too. `make run` and the compose stack's
+    `replicator stack prepare` call it."""
+    report = InitReport(dry_run=False)
+    record_first_states(config, store, home, report, dry_run=False)
+    for finding in report.findings:
+        log.info("%s", finding.text)
     if demo_app is not None:
         store.register_application(demo_app, home)
 
