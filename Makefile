@@ -33,7 +33,8 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
-	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed
+	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed \
+	$(K8S_STAMPS)
 
 # setup.py and the C source: the replication loop's compiled part, built in place.
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c
@@ -111,6 +112,62 @@ $(DATA_DOCS_ASSETS)/.installed: include/vendor/data-docs/package.json \
 	cp $^ $(DATA_DOCS_ASSETS)/
 	cd $(DATA_DOCS_ASSETS) && npm ci -q --ignore-scripts --no-audit --no-fund
 	touch $@
+
+# The Kubernetes control plane (etcd, kube-apiserver) and helm for the Helm chart's tests
+# (tests/helpers/kube.py, tests/integration/deploy/test_helm_chart.py), built with `go build`
+# from the pinned module tools/k8s/ into .cache/k8s/bin/. Each stamp holds the binary's
+# version and depends on the module's files, so a second `make setup` does nothing and a
+# change to go.mod or go.sum rebuilds. Go's build cache (~/.cache/go-build) outlives the
+# clone: the first kube-apiserver build takes minutes, a later clone only links.
+# `go` from PATH (any Go >= 1.21 fetches the toolchain go.mod asks for); with none on
+# PATH, the pinned toolchain is fetched from the Go module proxy (golang.org/toolchain).
+K8S_DIR := .cache/k8s
+K8S_BIN := $(K8S_DIR)/bin
+K8S_MODULE := tools/k8s/go.mod tools/k8s/go.sum tools/k8s/tools.go
+K8S_STAMPS := $(K8S_DIR)/.etcd $(K8S_DIR)/.kube-apiserver $(K8S_DIR)/.helm
+K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes v||p' tools/k8s/go.mod)
+HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v3 v||p' tools/k8s/go.mod)
+GO_TOOLCHAIN := go1.26.8
+GO := $(or $(shell command -v go),$(abspath $(K8S_DIR))/go/bin/go)
+K8S_GO_BUILD := cd tools/k8s && $(GO) build -trimpath -buildvcs=false
+# The version the binaries report (`kube-apiserver --version`, GET /version, `helm version`)
+# and the Kubernetes version `helm template` and `helm lint` assume, as their own builds set.
+K8S_VERSION_PKG := k8s.io/component-base/version
+KUBE_APISERVER_LDFLAGS := -s -w -X $(K8S_VERSION_PKG).gitVersion=v$(K8S_VERSION) \
+	-X $(K8S_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X $(K8S_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X $(K8S_VERSION_PKG).gitTreeState=clean
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=v$(HELM_VERSION) \
+	$(foreach pkg,pkg/chartutil pkg/lint/rules,\
+	-X helm.sh/helm/v3/$(pkg).k8sVersionMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X helm.sh/helm/v3/$(pkg).k8sVersionMinor=$(word 2,$(subst ., ,$(K8S_VERSION))))
+
+$(abspath $(K8S_DIR))/go/bin/go:
+	rm -rf $(K8S_DIR)/go $(K8S_DIR)/go.zip && mkdir -p $(K8S_DIR)
+	arch=$$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/'); \
+	curl -fsSL -o $(K8S_DIR)/go.zip \
+		https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$(GO_TOOLCHAIN).linux-$$arch.zip \
+	&& $(PYTHON) -m zipfile -e $(K8S_DIR)/go.zip $(K8S_DIR)/go.unzip \
+	&& mv $(K8S_DIR)/go.unzip/golang.org/toolchain@*/ $(K8S_DIR)/go
+	rm -rf $(K8S_DIR)/go.zip $(K8S_DIR)/go.unzip
+	chmod +x $(K8S_DIR)/go/bin/* $(K8S_DIR)/go/pkg/tool/*/*
+	$@ version
+
+$(K8S_DIR)/.etcd: $(K8S_MODULE) | $(GO)
+	$(K8S_GO_BUILD) -ldflags '-s -w' -o $(abspath $(K8S_BIN))/etcd go.etcd.io/etcd/server/v3
+	$(K8S_BIN)/etcd --version | head -1 | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+$(K8S_DIR)/.kube-apiserver: $(K8S_MODULE) | $(GO)
+	$(K8S_GO_BUILD) -ldflags '$(KUBE_APISERVER_LDFLAGS)' -o $(abspath $(K8S_BIN))/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-apiserver
+	$(K8S_BIN)/kube-apiserver --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+$(K8S_DIR)/.helm: $(K8S_MODULE) | $(GO)
+	$(K8S_GO_BUILD) -ldflags '$(HELM_LDFLAGS)' -o $(abspath $(K8S_BIN))/helm helm.sh/helm/v3/cmd/helm
+	$(K8S_BIN)/helm version --short | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
 
 run: setup
 	$(BIN)/replicator stack run $(if $(SECURITY),--security $(SECURITY),--replicate include/config/local.properties) --demo-app demo --airflow
