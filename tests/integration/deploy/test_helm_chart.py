@@ -1,0 +1,302 @@
+"""The Helm chart (deploy/helm/replicator/) against a real Kubernetes API server (issue 28):
+
+- `helm lint` is clean, with the default values and with the test's values file;
+- `helm template` with the default values, and with a values file setting replicas,
+  Secrets, the state store from a Secret and the launcher's RBAC (ServiceMonitor off:
+  the API server has no Prometheus Operator CRDs), renders objects that the API server
+  creates in a namespace of their own with strict server-side field validation;
+- RBAC as the API server enforces it: the launcher's ServiceAccount scales the
+  Deployment through its `scale` subresource and restarts it (a patch of its pod
+  template), and is refused (403) deleting or reading a Secret, creating or deleting a
+  Deployment, and touching the Deployment of another namespace; the engine's
+  ServiceAccount is refused everything;
+- what the chart refuses to render (a second metrics port, a state store set twice, a
+  launcher without its ServiceAccount) and the ServiceMonitor it renders when asked.
+
+No Pod runs: the API server here has no scheduler and no kubelet (tests/helpers/kube.py).
+httpx with the admin token and impersonation headers is the client: it is already a
+dependency, and the tests need raw status codes and headers, not a typed client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from replicator.config import load_config
+
+from helpers.kube import ApiServer, Kube, api_server, helm, render
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "deploy" / "helm" / "replicator"
+DEFAULTS_NS, CUSTOM_NS = "replicator-defaults", "replicator-custom"
+LAUNCHER_SA = "airflow-launcher"
+
+CUSTOM_VALUES = {
+    "replicas": 3,
+    "secrets": ["source-user", "source-cluster-ca"],
+    "stateStore": {"existingSecret": {"name": "state-store", "key": "url"}},
+    "launcher": {"enabled": True, "serviceAccount": {"name": LAUNCHER_SA}},
+    "serviceMonitor": {"enabled": False},
+    "config": (
+        "clusters = source, target\n"
+        "source.bootstrap.servers = source-kafka-bootstrap:9093\n"
+        "source.security.protocol = SASL_SSL\n"
+        "source.sasl.mechanism = SCRAM-SHA-512\n"
+        "source.ssl.truststore.type = PEM\n"
+        "source.ssl.truststore.location = /etc/replicator/secrets/source-cluster-ca/ca.crt\n"
+        "source.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule "
+        'required username="source-user" '
+        'password="${directory:/etc/replicator/secrets/source-user:password}";\n'
+        "target.bootstrap.servers = target-kafka-bootstrap:9092\n"
+        "source->target.enabled = true\n"
+        "source->target.topics = orders.*\n"
+        "metrics.port = 9404\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One API server for the module (it takes about 20 s to start)."""
+    with api_server(tmp_path_factory.mktemp("kube")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def values_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("values") / "values.yaml"
+    path.write_text(yaml.safe_dump(CUSTOM_VALUES))
+    return path
+
+
+def _by_kind(objects: list[dict]) -> dict[str, list[dict]]:
+    kinds: dict[str, list[dict]] = {}
+    for obj in objects:
+        kinds.setdefault(obj["kind"], []).append(obj)
+    return kinds
+
+
+def _apply(kube: Kube, namespace: str, objects: list[dict]) -> None:
+    kube.create_namespace(namespace)
+    for obj in objects:
+        response = kube.create(obj, namespace)
+        assert response.status_code == 201, (
+            f"{obj['kind']} {obj['metadata']['name']}: {response.status_code} {response.text}"
+        )
+
+
+@pytest.fixture(scope="module")
+def defaults(server: ApiServer) -> list[dict]:
+    """The chart with its default values, created in DEFAULTS_NS."""
+    objects = render(CHART, "dr", DEFAULTS_NS, server.helm_home)
+    _apply(server.kube, DEFAULTS_NS, objects)
+    return objects
+
+
+@pytest.fixture(scope="module")
+def custom(server: ApiServer, values_file: Path) -> list[dict]:
+    """The chart with CUSTOM_VALUES, created in CUSTOM_NS beside the Secrets it mounts
+    and the launcher's ServiceAccount (which the chart does not create)."""
+    kube = server.kube
+    objects = render(CHART, "dr", CUSTOM_NS, server.helm_home, values_file)
+    kube.create_namespace(CUSTOM_NS)
+    existing = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": LAUNCHER_SA}},
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name},
+                "stringData": {"password": "not-a-real-one", "ca.crt": "-", "url": "sqlite://"},
+            }
+            for name in ("source-user", "source-cluster-ca", "state-store")
+        ),
+    ]
+    for obj in existing + objects:
+        response = kube.create(obj, CUSTOM_NS)
+        assert response.status_code == 201, (
+            f"{obj['kind']} {obj['metadata']['name']}: {response.status_code} {response.text}"
+        )
+    return objects
+
+
+def test_lint(server: ApiServer, values_file: Path) -> None:
+    for extra in ([], ["--values", str(values_file)]):
+        result = helm("lint", "--strict", str(CHART), *extra, home=server.helm_home)
+        assert "0 chart(s) failed" in result.stdout, result.stdout
+
+
+def test_defaults_are_created_and_least_privileged(server: ApiServer, defaults: list[dict]) -> None:
+    kinds = _by_kind(defaults)
+    assert sorted(kinds) == [
+        "ConfigMap",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    stored = server.kube.request(
+        "GET", server.kube.path("apps/v1", "Deployment", DEFAULTS_NS, "dr-replicator")
+    ).json()
+    assert stored["spec"]["replicas"] == 2
+    pod = stored["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["command"] == [
+        "replicator",
+        "run",
+        "--config",
+        "/etc/replicator/mm2.properties",
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/metrics"
+    assert container["readinessProbe"]["exec"]["command"][1].endswith("replicating.py")
+    assert "env" not in container or not container["env"]  # no state store set: none passed
+    (role,) = kinds["Role"]
+    assert role["rules"] == []
+    (pdb,) = kinds["PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+
+    # The mounted configuration is the engine's: the chart added the metrics port.
+    (config_map,) = kinds["ConfigMap"]
+    config = server.helm_home.parent / "defaults.properties"
+    config.write_text(config_map["data"]["mm2.properties"])
+    (flow,) = load_config(config).flows
+    assert flow.metrics_port == 9404 == container["ports"][0]["containerPort"]
+
+
+def test_custom_values_mount_secrets_and_state_store(server: ApiServer, custom: list[dict]) -> None:
+    kube = server.kube
+    stored = kube.request(
+        "GET", kube.path("apps/v1", "Deployment", CUSTOM_NS, "dr-replicator")
+    ).json()
+    assert stored["spec"]["replicas"] == 3
+    (container,) = stored["spec"]["template"]["spec"]["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    for name in ("source-user", "source-cluster-ca"):
+        assert mounts[f"/etc/replicator/secrets/{name}"]["readOnly"] is True
+    (env,) = container["env"]
+    assert env == {
+        "name": "REPLICATOR_STATE_URL",
+        "valueFrom": {"secretKeyRef": {"name": "state-store", "key": "url"}},
+    }
+    assert "ServiceMonitor" not in _by_kind(custom)
+    assert sorted(r["metadata"]["name"] for r in _by_kind(custom)["Role"]) == [
+        "dr-replicator",
+        "dr-replicator-launcher",
+    ]
+
+
+def _scale(kube: Kube, namespace: str, replicas: int) -> int:
+    path = kube.path("apps/v1", "Deployment", namespace, "dr-replicator") + "/scale"
+    return kube.request(
+        "PATCH",
+        path,
+        json={"spec": {"replicas": replicas}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).status_code
+
+
+def test_launcher_scales_and_restarts_in_its_namespace_only(
+    server: ApiServer, defaults: list[dict], custom: list[dict]
+) -> None:
+    admin = server.kube
+    launcher = admin.as_user(f"system:serviceaccount:{CUSTOM_NS}:{LAUNCHER_SA}")
+    deployment = launcher.path("apps/v1", "Deployment", CUSTOM_NS, "dr-replicator")
+
+    assert _scale(launcher, CUSTOM_NS, 0) == 200  # stop
+    assert launcher.request("GET", deployment + "/scale").json()["spec"]["replicas"] == 0
+    assert _scale(launcher, CUSTOM_NS, 4) == 200  # start, scaled
+    assert admin.request("GET", deployment).json()["spec"]["replicas"] == 4
+    restart = {
+        "spec": {
+            "template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}
+        }
+    }
+    response = launcher.request(
+        "PATCH",
+        deployment,
+        json=restart,
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert response.status_code == 200, response.text
+    listed = launcher.request("GET", launcher.path("apps/v1", "Deployment", CUSTOM_NS))
+    assert [d["metadata"]["name"] for d in listed.json()["items"]] == ["dr-replicator"]
+
+    # Refused: Secrets, creating and deleting Deployments, another namespace.
+    secret = launcher.path("v1", "Secret", CUSTOM_NS, "source-user")
+    assert launcher.request("DELETE", secret).status_code == 403
+    assert launcher.request("GET", secret).status_code == 403
+    assert launcher.request("DELETE", deployment).status_code == 403
+    created = launcher.create(
+        {**admin.request("GET", deployment).json(), "metadata": {"name": "another"}}, CUSTOM_NS
+    )
+    assert created.status_code == 403, created.text
+    assert _scale(launcher, DEFAULTS_NS, 0) == 403
+    elsewhere = launcher.path("apps/v1", "Deployment", DEFAULTS_NS, "dr-replicator")
+    assert launcher.request("GET", elsewhere).status_code == 403
+    assert admin.request("GET", elsewhere).json()["spec"]["replicas"] == 2
+
+
+def test_engine_service_account_is_refused_everything(
+    server: ApiServer, custom: list[dict]
+) -> None:
+    engine = server.kube.as_user(f"system:serviceaccount:{CUSTOM_NS}:dr-replicator")
+    for path in (
+        engine.path("apps/v1", "Deployment", CUSTOM_NS, "dr-replicator"),
+        engine.path("apps/v1", "Deployment", CUSTOM_NS),
+        engine.path("v1", "Secret", CUSTOM_NS, "source-user"),
+        engine.path("v1", "ConfigMap", CUSTOM_NS, "dr-replicator"),
+        engine.path("v1", "Pod", CUSTOM_NS),
+        engine.path("v1", "Namespace", None),
+    ):
+        response = engine.request("GET", path)
+        assert response.status_code == 403, f"GET {path}: {response.status_code}"
+    assert _scale(engine, CUSTOM_NS, 1) == 403
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"config": "clusters = a, b\na->b.enabled = true\nmetrics.port = 9999\n"},
+            "metrics.port = 9999 but values metrics.port is 9404",
+        ),
+        (
+            {"config": "clusters = a, b\na->b.enabled = true\na->b.metrics.port = 9404\n"},
+            "sets metrics.port per flow",
+        ),
+        (
+            {"stateStore": {"url": "sqlite:///x", "existingSecret": {"name": "s"}}},
+            "stateStore: set either url",
+        ),
+        ({"launcher": {"enabled": True}}, "launcher.serviceAccount.name"),
+        ({"probes": {"readiness": {"mode": "tcp"}}}, "probes.readiness.mode"),
+    ],
+)
+def test_render_refuses(tmp_path: Path, values: dict, message: str) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    args = ["template", "dr", str(CHART), "--values", str(path)]
+    result = helm(*args, home=tmp_path / "helm", check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_service_monitor_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"serviceMonitor": {"enabled": True}}))
+    kinds = _by_kind(render(CHART, "dr", "monitoring", tmp_path / "helm", path))
+    (monitor,) = kinds["ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["selector"]["matchLabels"] == kinds["Service"][0]["spec"]["selector"]
