@@ -12,6 +12,9 @@
   ServiceAccount is refused everything;
 - what the chart refuses to render (a second metrics port, a state store set twice, a
   launcher without its ServiceAccount) and the ServiceMonitor it renders when asked.
+- the readiness probe's script against the engine's own metric families, served by
+  prometheus_client as `replicator run` serves them: ready only when every worker loop
+  runs and every cluster answers.
 
 No Pod runs: the API server here has no scheduler and no kubelet (tests/helpers/kube.py).
 httpx with the admin token and impersonation headers is the client: it is already a
@@ -20,6 +23,8 @@ dependency, and the tests need raw status codes and headers, not a typed client.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +33,7 @@ import yaml
 
 from replicator.config import load_config
 
+from helpers.kafka import free_port_pairs
 from helpers.kube import ApiServer, Kube, api_server, helm, render
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -300,3 +306,54 @@ def test_service_monitor_when_asked(tmp_path: Path) -> None:
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["selector"]["matchLabels"] == kinds["Service"][0]["spec"]["selector"]
+
+
+# The engine's own gauges, served by prometheus_client as `replicator run` serves them.
+_METRICS_SERVER = """
+import sys, time
+from prometheus_client import start_http_server
+from replicator import metrics
+for worker, running in (("w1", {w1}), ("w2", {w2})):
+    if running is not None:
+        metrics.WORKER_RUNNING.labels("a->b", worker).set(running)
+if {reachable} is not None:
+    metrics.CLUSTER_REACHABLE.labels("b", "b:9092").set({reachable})
+start_http_server(int(sys.argv[1]), addr="127.0.0.1")
+print("serving", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    ("w1", "w2", "reachable", "problem"),
+    [
+        (1, 1, 1, None),
+        (None, None, 1, "no worker loop reported"),
+        (1, 0, 1, 'not running: replicator_worker_running{flow="a->b",worker="w2"}'),
+        (1, 1, 0, "unreachable: replicator_cluster_reachable{"),
+    ],
+)
+def test_readiness_probe_means_replicating(
+    w1: int | None, w2: int | None, reachable: int | None, problem: str | None
+) -> None:
+    """The readiness script of the chart against the engine's real metric families."""
+    (port,) = free_port_pairs(1)
+    code = _METRICS_SERVER.format(w1=w1, w2=w2, reachable=reachable)
+    server = subprocess.Popen(
+        [sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "serving"
+        probe = subprocess.run(
+            [sys.executable, str(CHART / "files" / "replicating.py"), str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    assert probe.returncode == (0 if problem is None else 1), probe.stderr
+    assert (problem or "") in probe.stderr
