@@ -21,6 +21,7 @@ import datetime
 import ipaddress
 import os
 import secrets
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -116,7 +117,7 @@ class Kube:
         with httpx.Client(
             base_url=self.url,
             headers=headers,
-            verify=str(self.ca_file),
+            verify=ssl.create_default_context(cafile=str(self.ca_file)),
             timeout=REQUEST_TIMEOUT_S,
         ) as client:
             yield client

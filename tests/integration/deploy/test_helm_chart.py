@@ -190,6 +190,10 @@ def test_custom_values_mount_secrets_and_state_store(server: ApiServer, custom: 
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     for name in ("source-user", "source-cluster-ca"):
         assert mounts[f"/etc/replicator/secrets/{name}"]["readOnly"] is True
+    volumes = {v["name"]: v for v in stored["spec"]["template"]["spec"]["volumes"]}
+    secret_volumes = [v["secret"] for v in volumes.values() if "secret" in v]
+    assert [v["secretName"] for v in secret_volumes] == ["source-user", "source-cluster-ca"]
+    assert {v["defaultMode"] for v in secret_volumes} == {0o440}  # values.yaml's 0440, octal
     (env,) = container["env"]
     assert env == {
         "name": "REPLICATOR_STATE_URL",
