@@ -157,6 +157,11 @@ class AirflowStandalone:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / PASSWORD_FILE),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            # A task talks to Airflow only through the API server's execution API: on a
+            # busy host, wait for it longer than the 5 s default (four tries, then the
+            # task was killed with nothing in its log), as docker-compose.yml does.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__WORKERS": "1",

@@ -20,7 +20,9 @@ from replicator.verification.run import verify
 from helpers.kafka import create_topic, unique_topic
 from helpers.replication import flow_config, preload, running, wait_until
 
-pytestmark = pytest.mark.integration
+# A Spark standalone cluster, its job and the GX suites: on two loaded cores a run has
+# taken over 300 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def _bare_python(folder: Path) -> Path:
