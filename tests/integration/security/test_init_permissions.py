@@ -59,7 +59,7 @@ def test_init_checks_the_plan_against_the_authorizer(
     assert code == 0 and report["ready"], report
     ok = [f for f in report["findings"] if f["step"] == "permissions" and f["outcome"] == "ok"]
     assert {f["cluster"] for f in ok} == {"primary", "dr"}
-    assert all(f"User:{granted} has " in f["text"] for f in ok), ok
+    assert all(f"User:{granted} holds " in f["text"] for f in ok), ok
 
     code, report = _init(partial, tmp_path / "partial", capsys)
 
