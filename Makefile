@@ -19,6 +19,35 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 # Artifacts the Spark wheel already ships; the connector folder keeps only what Spark lacks.
 SPARK_PROVIDED := scala-library,lz4-java,snappy-java,slf4j-api,spark-tags_2.13,scala-parallel-collections_2.13,jsr305
 
+# The Kubernetes control plane (etcd, kube-apiserver) and helm for the Helm chart's tests
+# (tests/helpers/kube.py, tests/integration/deploy/test_helm_chart.py), built with `go build`
+# from the pinned module tools/k8s/ into .cache/k8s/bin/. Each stamp holds the binary's
+# version and depends on the module's files, so a second `make setup` does nothing and a
+# change to go.mod or go.sum rebuilds. Go's build cache (~/.cache/go-build) outlives the
+# clone: the first kube-apiserver build takes minutes, a later clone only links.
+# `go` from PATH (any Go >= 1.21 fetches the toolchain go.mod asks for); with none on
+# PATH, the pinned toolchain is fetched from the Go module proxy (golang.org/toolchain).
+K8S_DIR := .cache/k8s
+K8S_BIN := $(K8S_DIR)/bin
+K8S_MODULE := tools/k8s/go.mod tools/k8s/go.sum tools/k8s/tools.go
+K8S_STAMPS := $(K8S_DIR)/.etcd $(K8S_DIR)/.kube-apiserver $(K8S_DIR)/.helm
+K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes v||p' tools/k8s/go.mod)
+HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v3 v||p' tools/k8s/go.mod)
+GO_TOOLCHAIN := go1.26.8
+GO := $(or $(shell command -v go),$(abspath $(K8S_DIR))/go/bin/go)
+K8S_GO_BUILD := cd tools/k8s && $(GO) build -trimpath -buildvcs=false
+# The version the binaries report (`kube-apiserver --version`, GET /version, `helm version`)
+# and the Kubernetes version `helm template` and `helm lint` assume, as their own builds set.
+K8S_VERSION_PKG := k8s.io/component-base/version
+KUBE_APISERVER_LDFLAGS := -s -w -X $(K8S_VERSION_PKG).gitVersion=v$(K8S_VERSION) \
+	-X $(K8S_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X $(K8S_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X $(K8S_VERSION_PKG).gitTreeState=clean
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=v$(HELM_VERSION) \
+	$(foreach pkg,pkg/chartutil pkg/lint/rules,\
+	-X helm.sh/helm/v3/$(pkg).k8sVersionMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X helm.sh/helm/v3/$(pkg).k8sVersionMinor=$(word 2,$(subst ., ,$(K8S_VERSION))))
+
 .PHONY: help setup run test lint format lock clean
 
 help:
@@ -112,35 +141,6 @@ $(DATA_DOCS_ASSETS)/.installed: include/vendor/data-docs/package.json \
 	cp $^ $(DATA_DOCS_ASSETS)/
 	cd $(DATA_DOCS_ASSETS) && npm ci -q --ignore-scripts --no-audit --no-fund
 	touch $@
-
-# The Kubernetes control plane (etcd, kube-apiserver) and helm for the Helm chart's tests
-# (tests/helpers/kube.py, tests/integration/deploy/test_helm_chart.py), built with `go build`
-# from the pinned module tools/k8s/ into .cache/k8s/bin/. Each stamp holds the binary's
-# version and depends on the module's files, so a second `make setup` does nothing and a
-# change to go.mod or go.sum rebuilds. Go's build cache (~/.cache/go-build) outlives the
-# clone: the first kube-apiserver build takes minutes, a later clone only links.
-# `go` from PATH (any Go >= 1.21 fetches the toolchain go.mod asks for); with none on
-# PATH, the pinned toolchain is fetched from the Go module proxy (golang.org/toolchain).
-K8S_DIR := .cache/k8s
-K8S_BIN := $(K8S_DIR)/bin
-K8S_MODULE := tools/k8s/go.mod tools/k8s/go.sum tools/k8s/tools.go
-K8S_STAMPS := $(K8S_DIR)/.etcd $(K8S_DIR)/.kube-apiserver $(K8S_DIR)/.helm
-K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes v||p' tools/k8s/go.mod)
-HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v3 v||p' tools/k8s/go.mod)
-GO_TOOLCHAIN := go1.26.8
-GO := $(or $(shell command -v go),$(abspath $(K8S_DIR))/go/bin/go)
-K8S_GO_BUILD := cd tools/k8s && $(GO) build -trimpath -buildvcs=false
-# The version the binaries report (`kube-apiserver --version`, GET /version, `helm version`)
-# and the Kubernetes version `helm template` and `helm lint` assume, as their own builds set.
-K8S_VERSION_PKG := k8s.io/component-base/version
-KUBE_APISERVER_LDFLAGS := -s -w -X $(K8S_VERSION_PKG).gitVersion=v$(K8S_VERSION) \
-	-X $(K8S_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
-	-X $(K8S_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
-	-X $(K8S_VERSION_PKG).gitTreeState=clean
-HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=v$(HELM_VERSION) \
-	$(foreach pkg,pkg/chartutil pkg/lint/rules,\
-	-X helm.sh/helm/v3/$(pkg).k8sVersionMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
-	-X helm.sh/helm/v3/$(pkg).k8sVersionMinor=$(word 2,$(subst ., ,$(K8S_VERSION))))
 
 $(abspath $(K8S_DIR))/go/bin/go:
 	rm -rf $(K8S_DIR)/go $(K8S_DIR)/go.zip && mkdir -p $(K8S_DIR)

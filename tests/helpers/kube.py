@@ -99,7 +99,7 @@ class Kube:
     """An HTTP client of the API server, as the admin or as an impersonated user."""
 
     url: str
-    token: str
+    token: str = field(repr=False)
     ca_file: Path
     impersonate: str | None = None
     _resources: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
