@@ -2,7 +2,9 @@
 running (replication tasks and the checkpoint loop in supervised, restarted
 worker processes; it sits here, not in `engine`, because it starts the offsets
 layer's checkpoint loop too), `launchers` that start workers (local processes, or
-containers: `docker_launcher`), `supervision`
+containers: `docker_launcher`, or Kubernetes Deployments: `kubernetes_launcher`; the
+supervisor's is chosen by `launcher_choice`, which imports the last two only when
+chosen, so their client libraries load only where used), `supervision`
 (the supervisor DAG's run; its per-flow checks are `health`), `lag` measured
 from the data, `diagnose`, the periodic `sync_round` and the DR status page's
 snapshot (`dr_status`). It may
@@ -14,7 +16,6 @@ modules.
 """
 
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
-from replicator.operations.docker_launcher import DockerLauncher, launcher_from_environment
 from replicator.operations.dr_status import (
     HISTORY_KINDS,
     DrStatus,
@@ -32,6 +33,7 @@ from replicator.operations.incident_messages import (
 )
 from replicator.operations.incidents import IncidentPolicy, Notice, release, track
 from replicator.operations.lag import LagReport, measure_lag
+from replicator.operations.launcher_choice import launcher_from_environment
 from replicator.operations.launchers import LocalProcessLauncher
 from replicator.operations.samples import DEFAULT_RETENTION as DEFAULT_SAMPLE_RETENTION
 from replicator.operations.supervision import Bounds, SupervisionError, supervise
@@ -45,7 +47,6 @@ __all__ = [
     "SEVERITY",
     "Bounds",
     "Concern",
-    "DockerLauncher",
     "DrStatus",
     "FlowStatus",
     "FlowVerdict",

@@ -32,15 +32,10 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from replicator.errors import ReplicatorError
-from replicator.operations.launchers import (
-    _STOP_TIMEOUT_S,
-    Launcher,
-    LaunchResult,
-    LocalProcessLauncher,
-    Worker,
-)
+from replicator.operations.launchers import _STOP_TIMEOUT_S, Launcher, LaunchResult, Worker
 
-#: `docker` selects this launcher in `launcher_from_environment`; unset: the local one.
+#: `docker` selects this launcher (`launcher_choice.launcher_from_environment`); named
+#: here for the messages, which cannot import that module (it imports this one).
 LAUNCHER_ENV = "REPLICATOR_LAUNCHER"
 #: The compose project whose `replicator` service's containers are the workers.
 PROJECT_ENV = "REPLICATOR_DOCKER_PROJECT"
@@ -169,14 +164,3 @@ def _config_of(command: list[str]) -> Path:
     raise ReplicatorError(
         f"worker container runs {' '.join(command)!r}, not replicator run --config"
     )
-
-
-def launcher_from_environment(state_url: str | None) -> Launcher:
-    """The launcher the supervisor restarts workers with: `DockerLauncher` when
-    `$REPLICATOR_LAUNCHER` is `docker`, else the local launcher of `make run`."""
-    choice = os.environ.get(LAUNCHER_ENV, "local")
-    if choice == "docker":
-        return DockerLauncher.from_environment()
-    if choice == "local":
-        return LocalProcessLauncher(state_url=state_url)
-    raise ReplicatorError(f"${LAUNCHER_ENV}={choice!r} is not a launcher; use local or docker")
