@@ -6,7 +6,8 @@ the commands running in the container and asks that role's own health question:
 
 - a Kafka broker (`replicator stack serve`, then `kafka.Kafka`): a metadata request
   answers on its internal port;
-- `replicator run`: its Prometheus endpoint (`metrics.port` of its config) answers;
+- `replicator run`: it replicates (`replicator.probe`: its Prometheus endpoint, the
+  `metrics.port` of its config, says every worker loop runs and every cluster answers);
 - Airflow's API server: `/api/v2/monitor/health` reports the metadata DB healthy;
   the scheduler: its own health server (`[scheduler] enable_health_check`);
   the dag processor and the triggerer: the API server reports their heartbeat healthy;
@@ -57,14 +58,13 @@ def _kafka() -> str | None:
 
 def _replicator(command: list[str]) -> str | None:
     from replicator.config import load_config  # noqa: PLC0415
+    from replicator.probe import replicating  # noqa: PLC0415
 
     config = command[command.index("--config") + 1]
     ports = {flow.metrics_port for flow in load_config(Path(config)).flows if flow.metrics_port}
     if not ports:
         return None  # no metrics endpoint configured: running is all Docker can see
-    port = min(ports)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=_TIMEOUT_S):
-        return None
+    return replicating(min(ports))
 
 
 def _airflow(component: str) -> str | None:

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.metrics",
         "replicator.logs",
         "replicator.flow_timer",
+        "replicator.probe",
     ),
     ("replicator.config",),
     # Who a cluster's clients are to its authorizer (config only): the engine names it in errors.

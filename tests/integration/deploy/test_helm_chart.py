@@ -165,7 +165,8 @@ def test_defaults_are_created_and_least_privileged(server: ApiServer, defaults: 
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/metrics"
-    assert container["readinessProbe"]["exec"]["command"][1].endswith("replicating.py")
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert probe[:3] == ["python3", "-m", "replicator.probe"]
     assert "env" not in container or not container["env"]  # no state store set: none passed
     (role,) = kinds["Role"]
     assert role["rules"] == []
@@ -341,7 +342,8 @@ time.sleep(60)
 def test_readiness_probe_means_replicating(
     w1: int | None, w2: int | None, reachable: int | None, problem: str | None
 ) -> None:
-    """The readiness script of the chart against the engine's real metric families."""
+    """The chart's readiness probe (`replicator.probe`, also the image's Docker
+    healthcheck of a worker) against the engine's real metric families."""
     (port,) = free_port_pairs(1)
     code = _METRICS_SERVER.format(w1=w1, w2=w2, reachable=reachable)
     server = subprocess.Popen(
@@ -351,7 +353,7 @@ def test_readiness_probe_means_replicating(
         assert server.stdout is not None
         assert server.stdout.readline().strip() == "serving"
         probe = subprocess.run(
-            [sys.executable, str(CHART / "files" / "replicating.py"), str(port)],
+            [sys.executable, "-m", "replicator.probe", str(port)],
             capture_output=True,
             text=True,
             timeout=30,
