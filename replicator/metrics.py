@@ -105,8 +105,8 @@ SOURCE_COMMITS = Counter(
 )
 WORKER_RUNNING = Gauge(
     "replicator_worker_running",
-    "1 while the worker's replication loop runs, 0 once it stopped or failed (the runner "
-    "starts it again with backoff).",
+    "1 while the worker's replication loop runs, 0 once it failed (the runner starts it "
+    "again with backoff); a loop stopped on purpose (its flow stopped) has no series.",
     ("flow", "worker"),
 )
 WORKER_PATH = Gauge(

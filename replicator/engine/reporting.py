@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
@@ -158,8 +159,13 @@ class TaskReporter:
         metrics.WORKER_PATH.labels(self.flow, self.worker_id, path).set(1)
         metrics.WORKER_PATH.labels(self.flow, self.worker_id, _OTHER_PATH[path]).set(0)
 
-    def running(self, running: bool) -> None:
-        """The worker's loop started (True) or ended (False)."""
+    def running(self, running: bool, stopped_on_purpose: bool = False) -> None:
+        """The worker's loop started (True) or ended (False). A loop stopped on purpose
+        has no series: 0 means a loop that failed (health checks read it so)."""
+        if stopped_on_purpose:
+            with suppress(KeyError):
+                metrics.WORKER_RUNNING.remove(self.flow, self.worker_id)
+            return
         metrics.WORKER_RUNNING.labels(self.flow, self.worker_id).set(int(running))
 
     def worker(

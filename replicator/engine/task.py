@@ -138,6 +138,7 @@ class ReplicationTask(TaskSetup, Assignment):
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics))
         self._reporter.running(True)
         timers = _Timers(flow)
+        stopped_on_purpose = False
         try:
             while not self.stop_event.is_set() and self._fatal is None:
                 try:
@@ -149,8 +150,11 @@ class ReplicationTask(TaskSetup, Assignment):
                     if not is_fatal(kafka_error(exc)):
                         raise
                     self._on_producer_fatal(kafka_error(exc))
+            stopped_on_purpose = self._fatal is None
         finally:
-            self._reporter.running(False)
+            # A loop stopped on purpose (its flow stopped, the process shutting down) is
+            # not a loop that failed: its series goes rather than reading 0.
+            self._reporter.running(False, stopped_on_purpose=stopped_on_purpose)
             if self._producer_spent:
                 self._replace_spent_producer()
             self._shutdown()
