@@ -1,4 +1,6 @@
-# One image for every role of the system (docker-compose.yml runs them all):
+# Two images. The target `engine` is the replication engine alone (docker-compose.yml's
+# replicator services, the Helm chart). The last stage, the default, is one image for
+# every other role of the system:
 #   replicator run --config ...             the replication engine
 #   replicator stack broker ...             a single-node KRaft Kafka cluster (the launcher
 #                                           the embedded default uses)
@@ -41,6 +43,48 @@ COPY plugins/replicator_airflow plugins/replicator_airflow
 COPY spark/replicator_spark spark/replicator_spark
 COPY expectations/replicator_expectations expectations/replicator_expectations
 RUN python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist .
+
+# --- The engine image (`make image` tags it $(ENGINE_IMAGE); `--target engine`): what a
+#     replicator worker needs and nothing else: Python, the project's core dependencies
+#     and its wheel with the C part. No JDK, no Airflow, no Spark, no GX. Runs as a
+#     non-root user; healthy means replicating (docker/healthcheck.py, replicator.probe).
+FROM ${BASE_IMAGE} AS engine
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="replicator-engine" \
+      org.opencontainers.image.description="Kafka disaster recovery: the MM2-compatible replication engine (replicator run, init, status)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      python3 python3-venv \
+ && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+WORKDIR /opt/replicator
+# The core dependencies and the PostgreSQL driver (the production state store) at the
+# lock's versions; pip and uv leave the image after.
+COPY requirements.lock pyproject.toml ./
+COPY --from=wheel /dist /tmp/dist
+RUN python3 -m venv /opt/venv \
+ && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \
+ && UV_NATIVE_TLS=1 uv pip install -q --no-cache --python /opt/venv/bin/python \
+      -r pyproject.toml --extra postgres -c requirements.lock \
+ && uv pip install -q --no-cache --python /opt/venv/bin/python --no-deps /tmp/dist/*.whl \
+ && pip uninstall -q -y uv \
+ && pip check \
+ && pip uninstall -q -y pip \
+ && rm -rf /tmp/dist pyproject.toml \
+ && find /opt/venv -name __pycache__ -prune -exec rm -rf {} + \
+ && python -m compileall -q /opt/venv/lib
+COPY include/config include/config
+COPY docker/healthcheck.py /usr/local/bin/healthcheck
+RUN useradd --system --uid 10001 --create-home --home-dir /home/replicator replicator \
+ && mkdir -p /opt/replicator/.data && chown replicator:replicator /opt/replicator/.data
+USER replicator
+HEALTHCHECK --interval=15s --timeout=10s --start-period=120s --retries=5 CMD ["healthcheck"]
+CMD ["replicator", "--help"]
 
 # --- The assets Data Docs load from CDNs (Bootstrap, jQuery, Vega, ...), pinned in
 #     include/vendor/data-docs/package-lock.json: `npm ci`, as `make setup` does, with

@@ -58,7 +58,7 @@ help:
 	@echo "make format - ruff format and ruff check --fix"
 	@echo "make lock   - re-resolve requirements.in into requirements.lock"
 	@echo "make clean  - stop local clusters, delete .venv, .cache and .data"
-	@echo "make image  - the container image (and PostgreSQL's), on a base built here"
+	@echo "make image  - the container images (full, engine, PostgreSQL's), on a base built here"
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.resolved \
@@ -203,6 +203,7 @@ clean:
 # Elsewhere: make image DOCKER_BASE_IMAGE=debian:bookworm-slim (pulled, not built).
 DOCKER_BASE_IMAGE ?= replicator-base:bookworm
 IMAGE ?= replicator:latest
+ENGINE_IMAGE ?= replicator-engine:latest
 POSTGRES_IMAGE ?= replicator-postgres:latest
 # Debian's docker-compose 1.29 (bookworm has no compose v2 plugin); v2 reads the file too.
 COMPOSE ?= docker-compose
@@ -220,6 +221,7 @@ base-image: docker-engine
 
 image: base-image
 	$(DOCKER_BUILD) --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(IMAGE) .
+	$(DOCKER_BUILD) --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) --target engine -t $(ENGINE_IMAGE) .
 	$(DOCKER_BUILD) --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(POSTGRES_IMAGE) docker/postgres
 
 .env:

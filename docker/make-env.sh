@@ -16,6 +16,7 @@ cat >"$out.tmp" <<ENV
 COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-replicator}
 COMPOSE_PROFILES=demo
 REPLICATOR_IMAGE=${REPLICATOR_IMAGE:-replicator:latest}
+REPLICATOR_ENGINE_IMAGE=${REPLICATOR_ENGINE_IMAGE:-replicator-engine:latest}
 POSTGRES_IMAGE=${POSTGRES_IMAGE:-replicator-postgres:latest}
 REPLICATOR_REPLICAS=2
 # The group owning the Docker socket, for docker/compose.supervised.yml (opt-in).

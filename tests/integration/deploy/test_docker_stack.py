@@ -51,6 +51,9 @@ _NO_ENGINE = 2
 _TIMEOUT_S = 180.0
 _BUILD_TIMEOUT_S = 1800.0
 _PORTS = ("AIRFLOW_PORT", "PRIMARY_KAFKA_PORT", "DR_KAFKA_PORT", "POSTGRES_PORT", "SPARK_UI_PORT")
+#: The replicator workers' image (Dockerfile target `engine`) and its size bound.
+ENGINE_IMAGE = "replicator-engine:latest"
+ENGINE_IMAGE_MAX_BYTES = 400_000_000
 #: Where the image mounts the shared `verification` volume.
 _VERIFICATION_DIR = "/opt/replicator/.data/verification"
 
@@ -161,6 +164,9 @@ def project(
     figures.timed("make image", started)
     size = _run("docker", "image", "inspect", "-f", "{{.Size}}", "replicator:latest")
     figures.values["image size"] = f"{int(size) / 1e9:.2f} GB"
+    engine_size = int(_run("docker", "image", "inspect", "-f", "{{.Size}}", ENGINE_IMAGE))
+    figures.values["engine image size"] = f"{engine_size / 1e6:.0f} MB"
+    assert engine_size < ENGINE_IMAGE_MAX_BYTES, figures.values
 
     name = f"replicator-test-{uuid.uuid4().hex[:6]}"
     env_file = tmp_path_factory.mktemp("compose") / ".env"
@@ -221,11 +227,22 @@ def test_the_whole_system_in_docker_compose(
     assert "Kafka Server started" in _run("docker", "logs", broker)
     # The image's engine uses the replication loop's C part (built in its wheel stage);
     # it logs to stderr, which `docker logs` replays there.
-    engine = project.containers("replicator")[0]
+    workers = project.containers("replicator")
+    assert len(workers) == 2, workers  # REPLICATOR_REPLICAS: compose's --scale replicator=N
+    engine = workers[0]
     engine_log = subprocess.run(
         ["docker", "logs", engine], capture_output=True, text=True, timeout=60, check=True
     ).stderr
     assert "the replication loop produces plain records in C" in engine_log, engine_log[-3000:]
+    # The workers run the slim engine image, as a user that is not root, without a JVM;
+    # healthy means replicating (every worker loop runs, every cluster answers).
+    for worker in workers:
+        inspected = json.loads(_run("docker", "inspect", worker))[0]
+        assert inspected["Config"]["Image"] == ENGINE_IMAGE, inspected["Config"]["Image"]
+        assert inspected["State"]["Health"]["Status"] == "healthy", inspected["State"]["Health"]
+    assert _run("docker", "exec", engine, "id", "-u").strip() == "10001"
+    java = _run("docker", "exec", engine, "sh", "-c", "command -v java || echo none")
+    assert java.strip() == "none", java
 
     with project.airflow() as api:
         assert api.import_errors() == []
