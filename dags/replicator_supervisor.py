@@ -1,7 +1,8 @@
 """Every minute: restart dead replicator workers, then check replication's health.
 
-Workers started by `make run` (the local launcher, `$REPLICATOR_RUN_DIR`), or the
-replicator containers of docker-compose with `$REPLICATOR_LAUNCHER=docker`, that
+Workers started by `make run` (the local launcher, `$REPLICATOR_RUN_DIR`), the
+replicator containers of docker-compose with `$REPLICATOR_LAUNCHER=docker`, or the
+replicator chart's Deployments with `$REPLICATOR_LAUNCHER=kubernetes`, that
 died are started again, unless the DR state store has stopped all their flows.
 The run fails, listing every problem with its fix, on a flow without a live
 worker, a partition stopped by a failure policy, lag beyond `max_lag_records`

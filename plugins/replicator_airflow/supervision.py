@@ -53,7 +53,9 @@ class SupervisorOperator(_ReplicatorOperator):
     Workers are those of the local launcher in `$REPLICATOR_RUN_DIR` (default
     `.data/replicators`, where `make run` starts them) or, with
     `$REPLICATOR_LAUNCHER=docker`, the replicator containers of a compose project
-    (`DockerLauncher`, docker/compose.supervised.yml). Each problem opens an
+    (`DockerLauncher`, docker/compose.supervised.yml), or with
+    `$REPLICATOR_LAUNCHER=kubernetes` the replicator chart's Deployments
+    (`KubernetesLauncher`, docs/kubernetes.md). Each problem opens an
     incident, told once through the notifiers of connection `notifications_conn_id`
     (`replicator_airflow.notifiers`), and once more when it is resolved."""
 

@@ -92,14 +92,11 @@ class LaunchResult:
 class Launcher(ABC):
     """Starts and watches `replicator run --config CONFIG` workers by name.
 
-    A Docker launcher would implement it with the Docker API: `workers` lists
-    containers labelled `replicator.worker=<name>` (the config path in another
-    label), `alive` is "the container's state is running", `start` removes a
-    container of that name and runs a new one from the replicator image with
-    the config mounted, `stop` stops (SIGTERM, then SIGKILL after the timeout)
-    and removes it. A Kubernetes launcher would map a worker to a Deployment of
-    one pod (the config in a ConfigMap): `alive` is "an available replica",
-    `start` creates or rolls the Deployment, `stop` deletes it. In both,
+    Three implement it: `LocalProcessLauncher` (below: detached local processes),
+    `DockerLauncher` (the containers of a compose project's replicator service) and
+    `KubernetesLauncher` (the replicator chart's Deployments: stop is a scale to 0,
+    start a scale back and a rollout restart). `launcher_choice` picks one from
+    `$REPLICATOR_LAUNCHER`. On Docker and Kubernetes,
     restarting after a crash is also the platform's job; the supervisor's
     restart is then a second line that also reports what it did.
     """
