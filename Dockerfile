@@ -57,14 +57,16 @@ LABEL org.opencontainers.image.title="replicator-engine" \
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       python3 python3-venv \
- && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /opt/replicator
 # The core dependencies and the PostgreSQL driver (the production state store) at the
-# lock's versions; pip and uv leave the image after.
+# lock's versions; not the launchers' clients (docker, kubernetes: the supervisor's, in
+# Airflow). pip and uv leave the image after.
 COPY requirements.lock pyproject.toml ./
 COPY --from=wheel /dist /tmp/dist
 RUN python3 -m venv /opt/venv \
@@ -109,7 +111,8 @@ LABEL org.opencontainers.image.title="replicator" \
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       python3 python3-venv openjdk-17-jre-headless procps \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
@@ -119,7 +122,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 WORKDIR /opt/replicator
 # The dependencies first (their layer changes only with the lock or pyproject.toml): what
 # the project and its extras declare, at the lock's versions; no test or lint tools.
-ARG EXTRAS="--extra airflow --extra spark --extra gx --extra postgres"
+ARG EXTRAS="--extra airflow --extra spark --extra gx --extra postgres --extra docker --extra kubernetes"
 COPY requirements.lock pyproject.toml ./
 RUN python3 -m venv /opt/venv \
  && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \

@@ -10,7 +10,8 @@ process that does not use them (a `replicator run` worker, every other Airflow t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from replicator.errors import ReplicatorError
 from replicator.operations.launchers import Launcher, LocalProcessLauncher
@@ -28,13 +29,29 @@ def launcher_from_environment(
     if choice == "local":
         return LocalProcessLauncher(state_url=state_url)
     if choice == "docker":
-        from replicator.operations.docker_launcher import DockerLauncher  # noqa: PLC0415
+        with _extra("docker"):
+            from replicator.operations.docker_launcher import DockerLauncher  # noqa: PLC0415
 
         return DockerLauncher.from_environment(environ)
     if choice == "kubernetes":
-        from replicator.operations.kubernetes_launcher import KubernetesLauncher  # noqa: PLC0415
+        with _extra("kubernetes"):
+            from replicator.operations.kubernetes_launcher import (  # noqa: PLC0415
+                KubernetesLauncher,
+            )
 
         return KubernetesLauncher.from_environment(environ)
     raise ReplicatorError(
         f"${LAUNCHER_ENV}={choice!r} is not a launcher; use one of {', '.join(LAUNCHERS)}"
     )
+
+
+@contextmanager
+def _extra(name: str) -> Iterator[None]:
+    """The launcher's client library is the `name` extra: a clear error without it."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        raise ReplicatorError(
+            f"${LAUNCHER_ENV}={name} needs the {name} client ({exc.name} is not installed): "
+            f"install replicator[{name}] (the full image has it; the engine image does not)"
+        ) from exc

@@ -37,7 +37,7 @@ from helpers.data_docs import write_tables
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
-EXTRAS = "airflow,spark,gx,postgres"
+EXTRAS = "airflow,spark,gx,postgres,docker,kubernetes"
 PACKAGES = ("replicator", "replicator_airflow", "replicator_spark", "replicator_expectations")
 _INSTALL_TIMEOUT_S = 1200.0
 _TIMEOUT_S = 300.0

@@ -226,3 +226,15 @@ def test_the_clients_load_only_when_chosen() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("extra", ["docker", "kubernetes"])
+def test_a_launcher_without_its_client_names_the_extra(
+    extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine image has neither client: choosing its launcher there is a clear error."""
+    monkeypatch.setitem(sys.modules, extra, None)  # `import extra` now fails as if absent
+    monkeypatch.delitem(sys.modules, f"replicator.operations.{extra}_launcher", raising=False)
+    with pytest.raises(ReplicatorError) as caught:
+        launcher_from_environment(None, {"REPLICATOR_LAUNCHER": extra})
+    assert f"install replicator[{extra}]" in str(caught.value)
