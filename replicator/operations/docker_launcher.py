@@ -32,7 +32,13 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from replicator.errors import ReplicatorError
-from replicator.operations.launchers import _STOP_TIMEOUT_S, Launcher, LaunchResult, Worker
+from replicator.operations.launchers import (
+    _STOP_TIMEOUT_S,
+    Launcher,
+    LaunchResult,
+    Worker,
+    config_option,
+)
 
 #: `docker` selects this launcher (`launcher_choice.launcher_from_environment`); named
 #: here for the messages, which cannot import that module (it imports this one).
@@ -156,11 +162,9 @@ def _where(container: Mapping[str, Any]) -> str:
 
 def _config_of(command: list[str]) -> Path:
     """The `--config` of a `replicator run` command line."""
-    for index, word in enumerate(command):
-        if word == "--config" and index + 1 < len(command):
-            return Path(command[index + 1])
-        if word.startswith("--config="):
-            return Path(word.partition("=")[2])
+    config = config_option(command)
+    if config is not None:
+        return config
     raise ReplicatorError(
         f"worker container runs {' '.join(command)!r}, not replicator run --config"
     )

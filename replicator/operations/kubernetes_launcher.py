@@ -53,7 +53,13 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from replicator.errors import ReplicatorError
-from replicator.operations.launchers import _STOP_TIMEOUT_S, Launcher, LaunchResult, Worker
+from replicator.operations.launchers import (
+    _STOP_TIMEOUT_S,
+    Launcher,
+    LaunchResult,
+    Worker,
+    config_option,
+)
 
 #: The namespace of the replicator Deployments (the chart's release namespace).
 NAMESPACE_ENV = "REPLICATOR_KUBE_NAMESPACE"
@@ -494,11 +500,9 @@ def _config_of(deployment: Any) -> Path:
     containers = deployment.spec.template.spec.containers or []
     ours = [c for c in containers if c.name == CONTAINER] or containers[:1]
     command = [*(ours[0].command or []), *(ours[0].args or [])] if ours else []
-    for index, word in enumerate(command):
-        if word == "--config" and index + 1 < len(command):
-            return Path(command[index + 1])
-        if word.startswith("--config="):
-            return Path(word.partition("=")[2])
+    config = config_option(command)
+    if config is not None:
+        return config
     raise ReplicatorError(
         f"Deployment {deployment.metadata.namespace}/{deployment.metadata.name} runs "
         f"{' '.join(command)!r}, not `replicator run --config FILE`: it is not a replicator "

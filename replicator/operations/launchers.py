@@ -68,6 +68,16 @@ class Worker:
     log: Path | None = None
 
 
+def config_option(command: list[str]) -> Path | None:
+    """The `--config FILE` (or `--config=FILE`) of a `replicator run` command line."""
+    for index, word in enumerate(command):
+        if word == "--config" and index + 1 < len(command):
+            return Path(command[index + 1])
+        if word.startswith("--config="):
+            return Path(word.partition("=")[2])
+    return None
+
+
 @dataclass(frozen=True)
 class LaunchResult:
     """What `start`/`ensure_running` did: started a new worker, restarted one that
