@@ -81,6 +81,9 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 #: The launcher's marks on a Deployment it stopped: when, and the replicas it had.
 STOPPED_AT = "replicator.dr/stopped-at"
 STOPPED_REPLICAS = "replicator.dr/stopped-replicas"
+#: The replicas the Helm chart asks for (deploy/helm/replicator, the Deployment's
+#: annotation): given back to a Deployment someone else scaled to 0.
+CHART_REPLICAS = "replicator.dr/replicas"
 #: Where a pod finds its ServiceAccount's namespace.
 POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: The container of the chart's pod that runs `replicator run --config FILE`.
@@ -274,9 +277,8 @@ class KubernetesLauncher(Launcher):
             return False
         was_alive = _available(deployment) >= 1
         replicas = _replicas(deployment)
-        annotations = _annotations(deployment)
-        if STOPPED_AT not in annotations:
-            remembered = replicas or _remembered(annotations) or self.default_replicas
+        if STOPPED_AT not in _annotations(deployment):
+            remembered = self._wanted_replicas(deployment)
             marks = {STOPPED_AT: _timestamp(self._now()), STOPPED_REPLICAS: str(remembered)}
             self._patch(name, {"metadata": {"annotations": marks}}, "mark as stopped")
         if replicas != 0:
@@ -419,8 +421,12 @@ class KubernetesLauncher(Launcher):
         return f"deployment {self.namespace}/{name} ({replicas} replicas)"
 
     def _wanted_replicas(self, deployment: Any) -> int:
+        annotations = _annotations(deployment)
         return (
-            _replicas(deployment) or _remembered(_annotations(deployment)) or self.default_replicas
+            _replicas(deployment)
+            or _remembered(annotations, STOPPED_REPLICAS)
+            or _remembered(annotations, CHART_REPLICAS)
+            or self.default_replicas
         )
 
     def _starting(self, deployment: Any) -> bool:
@@ -527,9 +533,10 @@ def _available(deployment: Any) -> int:
     return int(deployment.status.available_replicas or 0)
 
 
-def _remembered(annotations: Mapping[str, str]) -> int:
-    """The replicas `stop` recorded (0 when none or unreadable: the default applies)."""
-    value = annotations.get(STOPPED_REPLICAS, "")
+def _remembered(annotations: Mapping[str, str], key: str) -> int:
+    """The replicas annotation `key` records: what `stop` saw, or what the chart asks
+    for (0 when none or unreadable: the next choice applies)."""
+    value = annotations.get(key, "")
     return int(value) if value.isdigit() else 0
 
 

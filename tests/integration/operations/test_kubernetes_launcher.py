@@ -325,7 +325,7 @@ def test_another_namespace_is_refused_by_rbac(
 def test_supervision_restarts_a_deployment_scaled_to_zero_by_someone_else(
     release: Release,
 ) -> None:
-    launcher = release.launcher(REPLICATOR_KUBE_REPLICAS="2")
+    launcher = release.launcher(REPLICATOR_KUBE_REPLICAS="5")
     release.set_available(2)
     assert launcher.restart_dead(lambda worker: True) == []  # alive: left alone
 
@@ -340,7 +340,7 @@ def test_supervision_restarts_a_deployment_scaled_to_zero_by_someone_else(
 
     assert (result.name, result.action, result.config) == (WORKER, "started", CONFIG)
     stored = release.deployment()
-    assert stored["spec"]["replicas"] == 2  # $REPLICATOR_KUBE_REPLICAS: nothing remembered
+    assert stored["spec"]["replicas"] == 2  # the chart's replicas (its annotation), not 5
     assert _restarted_at(stored) is not None
     # No kubelet: still nothing available. Just started: starting, not dead, for
     # REPLICATOR_KUBE_START_GRACE_S (180 s by default).
@@ -353,6 +353,26 @@ def test_supervision_restarts_a_deployment_scaled_to_zero_by_someone_else(
     launcher.stop(WORKER)  # stopped through the launcher: not restarted
     assert impatient.restart_dead(lambda worker: True) == []
     assert release.deployment()["spec"]["replicas"] == 0
+
+    # A Deployment without the chart's replicas annotation (not from the chart, or an
+    # older one) scaled to 0 by someone else: $REPLICATOR_KUBE_REPLICAS.
+    path = release.kube.path("apps/v1", "Deployment", release.namespace, WORKER)
+    unmarked = {"metadata": {"annotations": dict.fromkeys(_ANNOTATIONS)}}
+    response = release.kube.request(
+        "PATCH", path, json=unmarked, headers={"Content-Type": "application/merge-patch+json"}
+    )
+    assert response.status_code == 200, response.text
+    (result,) = impatient.restart_dead(lambda worker: True)
+    assert result.action == "started"
+    assert release.deployment()["spec"]["replicas"] == 1  # the default of REPLICATOR_KUBE_REPLICAS
+
+
+#: The launcher's stop marks and the chart's replicas, removed by a merge patch of nulls.
+_ANNOTATIONS = (
+    "replicator.dr/stopped-at",
+    "replicator.dr/stopped-replicas",
+    "replicator.dr/replicas",
+)
 
 
 def test_the_supervisor_chooses_it_from_the_environment(
