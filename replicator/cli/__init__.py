@@ -13,7 +13,7 @@ import traceback
 
 from confluent_kafka import KafkaException
 
-from replicator import logs
+from replicator import __version__, logs
 from replicator.cli import (
     acls,
     clients,
@@ -43,10 +43,27 @@ _LOG_FORMAT_OPTIONS: dict = {
 _USER_ERRORS = (StackError, ReplicatorError)
 
 
+def _version() -> str:
+    """`replicator 0.1.0 (confluent-kafka 2.16.1, librdkafka 2.x.y)`: what a bug report needs."""
+    import confluent_kafka  # noqa: PLC0415 - already loaded by the commands' imports
+
+    librdkafka, _ = confluent_kafka.libversion()
+    return (
+        f"replicator {__version__} "
+        f"(confluent-kafka {confluent_kafka.__version__}, librdkafka {librdkafka})"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
         description="Kafka disaster recovery: replication, offsets, failover and drills.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_version(),
+        help="the replicator's version and the Kafka client libraries it runs on",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument(*_LOG_FORMAT, **_LOG_FORMAT_OPTIONS, default=None)
