@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import os
 import re
 import signal
@@ -29,6 +30,8 @@ from replicator.localstack.errors import StackError
 from replicator.localstack.jvm import artifact_classpath, find_java
 from replicator.localstack.security import BROKER_USER, StackSecurity
 
+#: Where a local broker listens unless its ClusterSpec says otherwise.
+LOOPBACK_HOST = "127.0.0.1"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 _STOP_TIMEOUT_S = 30.0
 _LOG_TAIL_LINES = 25
@@ -36,11 +39,17 @@ _LOG_TAIL_LINES = 25
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """Name and ports of one local cluster; the controller listens on ``port + 1``."""
+    """Name and ports of one local cluster; the controller listens on ``port + 1``.
+
+    `host`: the address the broker listens on and advertises (127.0.0.1 by default;
+    e.g. the Docker bridge's gateway address, so that containers reach it as clusters
+    outside their compose project). The controller stays on 127.0.0.1.
+    """
 
     name: str
     port: int
     node_id: int = 1
+    host: str = LOOPBACK_HOST
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -51,6 +60,13 @@ class ClusterSpec:
             raise StackError(
                 f"port {self.port} for cluster {self.name!r} is out of range; use 1024-65534"
             )
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            raise StackError(
+                f"host {self.host!r} of cluster {self.name!r} is not an IP address; "
+                "give the address of one of this machine's interfaces (e.g. 127.0.0.1)"
+            ) from None
 
     @property
     def controller_port(self) -> int:
@@ -58,7 +74,7 @@ class ClusterSpec:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @classmethod
     def parse(cls, text: str) -> ClusterSpec:
@@ -96,9 +112,9 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def _port_accepts(port: int) -> bool:
+def _port_accepts(host: str, port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=0.5):
             return True
     except OSError:
         return False
@@ -232,17 +248,17 @@ class LocalBroker:
         """server.properties; owner-only, as on a secured stack it holds the
         broker's own SCRAM password."""
         template = resources.files("replicator.localstack").joinpath("templates/server.properties")
-        port, controller_port = self.spec.port, self.spec.controller_port
+        host, port, controller_port = self.spec.host, self.spec.port, self.spec.controller_port
         if self.security is None:
             listeners = {
-                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-                "advertised_listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                "advertised_listeners": f"PLAINTEXT://{host}:{port}",
                 "protocol_map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "inter_broker_listener": "PLAINTEXT",
             }
             security = ""
         else:
-            listeners = self.security.listener_settings(port, controller_port)
+            listeners = self.security.listener_settings(host, port, controller_port)
             settings = self.security.broker_settings()
             security = f"\n# Secured ({self.security.mode}): replicator/localstack/security.py\n"
             security += "".join(f"{key}={value}\n" for key, value in settings.items())
@@ -334,7 +350,7 @@ class LocalBroker:
                     f"cluster {self.spec.name!r} exited during start-up "
                     f"(exit {process.returncode}):\n{self.log_tail()}"
                 )
-            if _port_accepts(self.spec.port):
+            if _port_accepts(self.spec.host, self.spec.port):
                 metadata = self.metadata(timeout=max(1.0, deadline - time.monotonic()))
                 if metadata.cluster_id:
                     return metadata.cluster_id

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,15 +92,17 @@ def issue(
     common_name: str,
     *,
     server: bool,
+    addresses: Iterable[str] = (),
     valid_from: datetime.datetime | None = None,
     valid_for: datetime.timedelta = VALIDITY,
 ) -> Issued:
     """A leaf certificate `CN=<common_name>` signed by `ca`.
 
-    A server certificate names 127.0.0.1 (an IP SAN, the address every local listener
-    advertises) and no host name, so a client that connects to `localhost` sees a
-    host name mismatch, as it would with a wrong name in production. Every
-    certificate may authenticate a client: a broker is a client of its controller.
+    A server certificate names 127.0.0.1 (an IP SAN, the address local listeners
+    advertise) and the other `addresses` they listen on, and no host name, so a
+    client that connects to `localhost` sees a host name mismatch, as it would with a
+    wrong name in production. Every certificate may authenticate a client: a broker
+    is a client of its controller.
     """
     key = ec.generate_private_key(ec.SECP256R1())
     start = valid_from or datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
@@ -123,9 +126,20 @@ def issue(
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(LOOPBACK)]), critical=False
+            x509.SubjectAlternativeName([x509.IPAddress(ip) for ip in _addresses(addresses)]),
+            critical=False,
         )
     return Issued(key, builder.sign(ca.key, hashes.SHA256()))
+
+
+def _addresses(extra: Iterable[str]) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """127.0.0.1 and `extra`, each once, in that order."""
+    found: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [LOOPBACK]
+    for text in extra:
+        address = ipaddress.ip_address(text)
+        if address not in found:
+            found.append(address)
+    return found
 
 
 def load(path: Path) -> Issued:

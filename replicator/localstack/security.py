@@ -69,9 +69,11 @@ def parse_mode(text: str) -> SecurityMode:
 class StackSecurity:
     """The credentials of one secured stack and the settings built from them."""
 
-    def __init__(self, mode: SecurityMode, folder: Path) -> None:
+    def __init__(self, mode: SecurityMode, folder: Path, hosts: Iterable[str] = ()) -> None:
         self.mode = mode
         self.folder = folder
+        #: Addresses the brokers listen on besides 127.0.0.1: their certificate names them.
+        self.hosts = tuple(hosts)
 
     # -- files -------------------------------------------------------------------------
 
@@ -131,7 +133,7 @@ class StackSecurity:
 
     def _write_keystore(self, user: str, *, server: bool) -> None:
         ca = certificates.load(self.ca_key_file)
-        issued = certificates.issue(ca, user, server=server)
+        issued = certificates.issue(ca, user, server=server, addresses=self.hosts)
         certificates.write_private(self.keystore(user), issued.key_and_chain_pem(ca))
 
     def format_arguments(
@@ -164,12 +166,12 @@ class StackSecurity:
 
     # -- settings ----------------------------------------------------------------------
 
-    def listener_settings(self, port: int, controller_port: int) -> dict[str, str]:
-        """The listener lines of a node's server.properties."""
+    def listener_settings(self, host: str, port: int, controller_port: int) -> dict[str, str]:
+        """The listener lines of a node's server.properties (clients on `host`)."""
         listener = self.listener
         return {
-            "listeners": f"{listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised_listeners": f"{listener}://127.0.0.1:{port}",
+            "listeners": f"{listener}://{host}:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised_listeners": f"{listener}://{host}:{port}",
             "protocol_map": f"{listener}:{listener},CONTROLLER:SSL",
             "inter_broker_listener": listener,
         }

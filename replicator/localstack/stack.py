@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from replicator.localstack.broker import ClusterSpec, LocalBroker
+from replicator.localstack.broker import LOOPBACK_HOST, ClusterSpec, LocalBroker
 from replicator.localstack.client_config import write_client_config
 from replicator.localstack.errors import StackError
 from replicator.localstack.private import private_umask
@@ -57,7 +57,13 @@ class LocalStack:
         self.heap = heap
         #: None: PLAINTEXT, no authorizer (the default); else see `localstack.security`.
         self.security = (
-            StackSecurity(security, self.data_dir / "security") if security is not None else None
+            StackSecurity(
+                security,
+                self.data_dir / "security",
+                hosts=[spec.host for spec in self.clusters if spec.host != LOOPBACK_HOST],
+            )
+            if security is not None
+            else None
         )
         _check_distinct(self.clusters)
         self.brokers = {

@@ -12,7 +12,7 @@ modules, never the engine or anything above it.
 """
 
 from replicator.statestore.applications import ROUTE_LEASE_S
-from replicator.statestore.database import STATE_URL_ENV, default_state_url
+from replicator.statestore.database import STATE_URL_ENV, STATE_URL_FILE_ENV, default_state_url
 from replicator.statestore.discovery import Route, UnknownClusterError, where
 from replicator.statestore.errors import (
     FenceNotAcknowledged,
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL_S",
     "ROUTE_LEASE_S",
     "STATE_URL_ENV",
+    "STATE_URL_FILE_ENV",
     "Application",
     "ApprovalRecord",
     "ClientState",

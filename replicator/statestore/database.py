@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 
 #: Environment variable with the SQLAlchemy URL of the state store.
 STATE_URL_ENV = "REPLICATOR_STATE_URL"
+#: Or the path of a file holding that URL (a Docker secret, a Kubernetes Secret's
+#: volume), so that a URL with a password is not in the environment.
+STATE_URL_FILE_ENV = "REPLICATOR_STATE_URL_FILE"
 #: Where the SQLite file goes when nothing else is configured (relative to the cwd).
 DEFAULT_STATE_PATH = Path(".data/state/replicator.db")
 
@@ -72,8 +75,34 @@ def _locked(exc: BaseException) -> bool:
 
 
 def default_state_url() -> str:
-    """`$REPLICATOR_STATE_URL`, else a SQLite file under `.data/state/` of the cwd."""
-    return os.environ.get(STATE_URL_ENV) or f"sqlite:///{Path.cwd() / DEFAULT_STATE_PATH}"
+    """`$REPLICATOR_STATE_URL`, else the content of the file `$REPLICATOR_STATE_URL_FILE`
+    names, else a SQLite file under `.data/state/` of the cwd."""
+    url, path = os.environ.get(STATE_URL_ENV), os.environ.get(STATE_URL_FILE_ENV)
+    if url and path:
+        raise StateStoreError(
+            f"both ${STATE_URL_ENV} and ${STATE_URL_FILE_ENV} are set; set only one "
+            f"(${STATE_URL_FILE_ENV} keeps a password out of the environment)"
+        )
+    if path:
+        return _url_from_file(Path(path))
+    return url or f"sqlite:///{Path.cwd() / DEFAULT_STATE_PATH}"
+
+
+def _url_from_file(path: Path) -> str:
+    """The state store URL in `path` (surrounding whitespace and newline dropped)."""
+    try:
+        url = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise StateStoreError(
+            f"${STATE_URL_FILE_ENV} names {path}, which cannot be read ({exc.strerror}); "
+            "mount the secret there readable by this user, or unset the variable"
+        ) from None
+    if not url:
+        raise StateStoreError(
+            f"{path} (${STATE_URL_FILE_ENV}) is empty; write the state store's SQLAlchemy "
+            "URL into it, e.g. postgresql+psycopg://replicator:PASSWORD@db:5432/replicator"
+        )
+    return url
 
 
 def now() -> datetime:

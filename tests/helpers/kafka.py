@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.broker import port_in_use
+from replicator.localstack.broker import LOOPBACK_HOST, port_in_use
 from replicator.localstack.security import SecurityMode
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -201,12 +201,15 @@ def free_port_pairs(count: int) -> list[int]:
 
 
 @contextmanager
-def own_cluster_pair(data_dir: Path, security: SecurityMode | None = None) -> Iterator[LocalStack]:
+def own_cluster_pair(
+    data_dir: Path, security: SecurityMode | None = None, host: str = LOOPBACK_HOST
+) -> Iterator[LocalStack]:
     """A source (`primary`) and a target (`dr`) cluster of a test module's own, for
-    tests that kill brokers without harming the session's clusters, or secured ones."""
+    tests that kill brokers without harming the session's clusters, or secured ones;
+    listening on `host` (e.g. where containers reach them)."""
     first, second = free_port_pairs(2)
     stack = LocalStack(
-        [ClusterSpec("primary", first), ClusterSpec("dr", second)],
+        [ClusterSpec("primary", first, host=host), ClusterSpec("dr", second, host=host)],
         data_dir=data_dir,
         security=security,
     )

@@ -1,0 +1,209 @@
+"""A compose project of a test's own on a Docker engine of this machine: the images
+built (`make image`), docker/make-env.sh's .env and secrets in a folder of the test's,
+ports of its own, and what the Docker tests do with it (run a DAG through Airflow's REST
+API, look into volumes and containers, check that nothing is left)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from replicator.localstack.airflow_client import AirflowClient
+from replicator.localstack.errors import StackError
+
+from helpers.kafka import free_port_pairs
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = os.environ.get("COMPOSE", "docker-compose")
+TIMEOUT_S = 180.0
+BUILD_TIMEOUT_S = 1800.0
+#: docker/engine.sh exits with this when no engine answers and none can be started.
+_NO_ENGINE = 2
+_PORTS = ("AIRFLOW_PORT", "PRIMARY_KAFKA_PORT", "DR_KAFKA_PORT", "POSTGRES_PORT", "SPARK_UI_PORT")
+#: The replicator workers' image (Dockerfile target `engine`) and its size bound.
+ENGINE_IMAGE = "replicator-engine:latest"
+ENGINE_IMAGE_MAX_BYTES = 400_000_000
+
+
+def run(*command: str, timeout: float = TIMEOUT_S, env: dict[str, str] | None = None) -> str:
+    """Run `command` in the repository; its output, or a test failure showing it."""
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr)[-4000:]
+        pytest.fail(f"{' '.join(command)} exited {result.returncode}:\n{output}", pytrace=False)
+    return result.stdout
+
+
+@dataclass
+class Figures:
+    """Wall times (seconds) and sizes measured on the way, printed at the end."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def timed(self, name: str, started: float) -> None:
+        self.values[name] = f"{time.monotonic() - started:.0f}s"
+
+    def print(self) -> None:
+        sys.stdout.write("\n" + ", ".join(f"{k} {v}" for k, v in self.values.items()) + "\n")
+
+
+@dataclass
+class ComposeProject:
+    """The test's compose project: its name, its compose files, .env and secrets."""
+
+    name: str
+    files: tuple[str, ...]
+    env_file: Path
+    env: dict[str, str] = field(repr=False)
+
+    @property
+    def secrets_dir(self) -> Path:
+        return Path(self.env["SECRETS_DIR"])
+
+    def secret(self, name: str) -> str:
+        return (self.secrets_dir / name).read_text(encoding="utf-8")
+
+    def compose(self, *args: str, timeout: float = TIMEOUT_S) -> str:
+        files = [arg for path in self.files for arg in ("-f", path)]
+        return run(
+            COMPOSE, "-p", self.name, "--env-file", str(self.env_file), *files, *args,
+            timeout=timeout,
+        )  # fmt: skip
+
+    def containers(self, service: str | None = None) -> list[str]:
+        return self.compose("ps", "-q", *([service] if service else [])).split()
+
+    def volume(self, name: str) -> Path:
+        """Where the engine keeps volume `name` (the test runs beside a local engine)."""
+        volume = f"{self.name}_{name}"
+        return Path(run("docker", "volume", "inspect", "-f", "{{.Mountpoint}}", volume).strip())
+
+    def leftovers(self) -> list[str]:
+        """Containers, networks and volumes of the project that still exist."""
+        label = f"label=com.docker.compose.project={self.name}"
+        found = []
+        for kind in (("ps", "-a"), ("network", "ls"), ("volume", "ls")):
+            ids = run("docker", *kind, "-q", "--filter", label).split()
+            found += [f"{kind[0]} {identifier}" for identifier in ids]
+        return found
+
+    def inspect(self, container: str) -> dict[str, object]:
+        return json.loads(run("docker", "inspect", container))[0]
+
+    def airflow(self) -> AirflowClient:
+        url = f"http://127.0.0.1:{self.env['AIRFLOW_PORT']}"
+        # One API server process serves the UI, the REST API and every task's execution
+        # API calls: on a host loaded tens of processes deep it answers in minutes.
+        password = self.secret("airflow_admin_password")
+        return AirflowClient(url, "admin", password, timeout_s=300)
+
+
+def docker_engine() -> None:
+    """A Docker engine that answers (docker/engine.sh starts one if it can); else a
+    skip with the reason, a failure under CI=true."""
+    result = subprocess.run(
+        ["make", "-s", "docker-engine"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode == 0:
+        return
+    reason = f"no Docker engine here and none can be started: {result.stderr.strip()[-600:]}"
+    if os.environ.get("CI") == "true" or result.returncode != _NO_ENGINE:
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def build_images(figures: Figures) -> None:
+    """`make image` (the base image first): the full, engine and PostgreSQL images."""
+    started = time.monotonic()
+    run("make", "-s", "base-image", timeout=BUILD_TIMEOUT_S)
+    figures.timed("base image", started)
+    started = time.monotonic()
+    run("make", "-s", "image", timeout=BUILD_TIMEOUT_S)
+    figures.timed("make image", started)
+    size = run("docker", "image", "inspect", "-f", "{{.Size}}", "replicator:latest")
+    figures.values["image size"] = f"{int(size) / 1e9:.2f} GB"
+    engine_size = int(run("docker", "image", "inspect", "-f", "{{.Size}}", ENGINE_IMAGE))
+    figures.values["engine image size"] = f"{engine_size / 1e6:.0f} MB"
+    assert engine_size < ENGINE_IMAGE_MAX_BYTES, figures.values
+
+
+@contextmanager
+def compose_project(
+    folder: Path, files: Sequence[str], figures: Figures, make_env_args: Sequence[str] = ()
+) -> Iterator[ComposeProject]:
+    """docker/make-env.sh's .env and secrets in `folder` (with `make_env_args`), the
+    stack of `files` up and healthy; torn down after (volumes too)."""
+    name = f"replicator-test-{uuid.uuid4().hex[:6]}"
+    env_file = folder / ".env"
+    ports = {key: str(port) for key, port in zip(_PORTS, free_port_pairs(len(_PORTS)), strict=True)}
+    run(
+        "docker/make-env.sh", str(env_file), *make_env_args,
+        env={"COMPOSE_PROJECT_NAME": name, **ports},
+    )  # fmt: skip
+    env = dict(
+        line.split("=", 1)
+        for line in env_file.read_text(encoding="utf-8").splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    project = ComposeProject(name, tuple(files), env_file, env)
+    try:
+        started = time.monotonic()
+        # compose waits for each dependency to be healthy: minutes on a loaded host.
+        project.compose("up", "-d", timeout=1500)
+        run("docker/wait-healthy.sh", name, "900", timeout=960)
+        figures.timed("compose up to healthy", started)
+        yield project
+    finally:
+        if project.leftovers():
+            project.compose("down", "-v", "--remove-orphans", timeout=300)
+
+
+def run_dag(api: AirflowClient, dag_id: str, conf: dict[str, object], approve: bool = False) -> str:
+    """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs.
+    `approve`: the run asks a person (its `approval` task), and the test's user (the
+    stack's admin) answers Approve through the REST API, as on the Required Actions page."""
+    run_id = api.trigger(dag_id, conf)
+    if approve:
+        try:
+            answer = api.answer(dag_id, run_id, "approval", "Approve", timeout=4 * TIMEOUT_S)
+        except StackError as error:
+            pytest.fail(f"{error}\n{api.failure_report(dag_id, run_id)}", pytrace=False)
+        assert answer["responded_by"]["name"] == "admin", answer
+    if api.wait_for_run(dag_id, run_id, timeout=4 * TIMEOUT_S) != "success":
+        pytest.fail(api.failure_report(dag_id, run_id), pytrace=False)
+    return run_id
+
+
+def passwords_shown(project: ComposeProject, secrets: dict[str, str]) -> list[str]:
+    """Which of `secrets` (name -> value) `docker inspect` of any container of the
+    project shows (environment, command, labels, mounts: all of it)."""
+    shown = []
+    for container in project.containers():
+        inspected = run("docker", "inspect", container)
+        shown += [
+            f"{name} in {container[:12]}" for name, value in secrets.items() if value in inspected
+        ]
+    return shown
