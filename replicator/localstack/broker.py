@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from replicator.localstack import certificates
 from replicator.localstack.errors import StackError
-from replicator.localstack.jvm import artifact_classpath, find_java
+from replicator.localstack.jvm import artifact_classpath, extra_jvm_options, find_java
 from replicator.localstack.security import BROKER_USER, StackSecurity
 
 #: Where a local broker listens unless its ClusterSpec says otherwise.
@@ -291,6 +291,7 @@ class LocalBroker:
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
+            *extra_jvm_options(),
             *options,
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self.logs_dir}",

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import IO
 
 from replicator.localstack.errors import StackError
-from replicator.localstack.jvm import artifact_classpath, find_java
+from replicator.localstack.jvm import artifact_classpath, extra_jvm_options, find_java
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ def java_command(
     return [
         str(find_java()),
         f"-Xmx{heap}",
+        *extra_jvm_options(),
         *jvm_options,
         f"-Dlog4j2.configurationFile={log4j.resolve()}",
         f"-Dkafka.tool.log.file={log_file.resolve()}",
