@@ -65,8 +65,11 @@ setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.res
 	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed \
 	$(K8S_STAMPS)
 
-# setup.py and the C source: the replication loop's compiled part, built in place.
-$(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c
+# setup.py and the C source: the replication loop's compiled part, built in place; and the
+# data plane's crate (dataplane/, built by setuptools-rust when cargo is on PATH; cargo's
+# target directory, ~/.cache/replicator/cargo-target, outlives the clone).
+$(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c \
+	$(wildcard dataplane/Cargo.toml dataplane/Cargo.lock dataplane/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock
@@ -172,12 +175,14 @@ $(K8S_DIR)/.helm: $(K8S_MODULE) | $(GO)
 run: setup
 	$(BIN)/replicator stack run $(if $(SECURITY),--security $(SECURITY),--replicate include/config/local.properties) --demo-app demo --airflow
 
-# Two phases: the tests in parallel, then those marked `solo` (the Docker stack) alone;
-# both always run, and either failing fails the target.
+# Two phases: the tests in parallel, then those marked `solo` (the Docker stacks) alone;
+# both always run, and either failing fails the target. Every test's duration is kept in
+# .data/test-artifacts/junit-*.xml (where the suite's time goes).
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20 -m "not solo"; \
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20 -m "not solo" \
+		--junitxml=.data/test-artifacts/junit-parallel.xml; \
 	parallel=$$?; \
-	$(BIN)/pytest -m solo --durations=5; \
+	$(BIN)/pytest -m solo --durations=5 --junitxml=.data/test-artifacts/junit-solo.xml; \
 	solo=$$?; \
 	test $$parallel -eq 0 && test $$solo -eq 0
 
