@@ -237,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     system = EmbeddedSystem(_stack_from(args), options)
     try:
-        system.start()
+        system.start(progress=lambda line: print(line, flush=True))
         _print_where_to_look(system, args)
         _supervise(system)
     except KeyboardInterrupt:

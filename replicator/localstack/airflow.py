@@ -8,7 +8,8 @@ end-to-end browser test starts one of its own::
         port=8080,
         env={"REPLICATOR_CONFIG": "/abs/mm2.properties", "REPLICATOR_STATE_URL": "sqlite:///..."},
     )
-    airflow.start(timeout=300)  # returns once every component is healthy and our DAGs run
+    airflow.start(timeout=300)  # once every component is healthy and our DAGs run; gives
+                                # up only after 300 s in which nothing progressed
     print(airflow.url, airflow.username, airflow.password)  # only where the operator must see it
     run_id = airflow.client().trigger("failover", {"flow": "primary->dr", ...})  # AirflowClient
     airflow.stop()  # everything it started, task processes included
@@ -59,7 +60,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,6 +85,8 @@ _DAG_ID = re.compile(r"""\bdag_id\s*=\s*["']([\w.-]+)["']""")
 #: What `/api/v2/monitor/health` must report healthy before a DAG is unpaused.
 _COMPONENTS = ("metadatabase", "scheduler", "dag_processor", "triggerer")
 _LOG_TAIL_LINES = 40
+#: How often a start that waits says how far it got.
+_PROGRESS_EVERY_S = 15.0
 
 
 class AirflowStandalone:
@@ -178,11 +181,17 @@ class AirflowStandalone:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self, timeout: float = 300.0) -> AirflowStandalone:
+    def start(
+        self, timeout: float = 300.0, progress: Callable[[str], None] | None = None
+    ) -> AirflowStandalone:
         """Start standalone and return once every component is healthy, every DAG in
-        `dag_ids` is registered, and the DAGs to run on their schedule are unpaused;
-        on failure, stop it and raise StackError with what was missing and the end of
-        `standalone.log`."""
+        `dag_ids` is registered, and the DAGs to run on their schedule are unpaused.
+
+        It waits as long as the start makes progress (what is still missing changes,
+        or `standalone.log` grows): on a busy machine Airflow may take many minutes.
+        It gives up when nothing progressed for `timeout` seconds or the process
+        exited: it stops Airflow and raises StackError with what was missing and the
+        end of `standalone.log`. `progress` gets a line every 15 s while it waits."""
         if self._process is not None and self._process.poll() is None:
             raise StackError(f"Airflow standalone is already running (pid {self._process.pid})")
         airflow = Path(sys.executable).parent / "airflow"
@@ -209,7 +218,7 @@ class AirflowStandalone:
                 start_new_session=True,  # Ctrl-C reaches `replicator stack run` only
             )
         try:
-            self._wait_ready(time.monotonic() + timeout, timeout)
+            self._wait_ready(timeout, progress or (lambda line: None))
             self.healthy_at = datetime.now(UTC)
             with self.client() as api:
                 for dag_id in sorted(to_unpause):
@@ -291,10 +300,12 @@ class AirflowStandalone:
         pending.write_text(json.dumps(sorted(to_unpause)), encoding="utf-8")
         return to_unpause
 
-    def _wait_ready(self, deadline: float, timeout: float) -> None:
+    def _wait_ready(self, stall_timeout: float, progress: Callable[[str], None]) -> None:
         seen = "no answer yet"
+        started = last_progress = last_said = time.monotonic()
+        log_size = self._log_size()
         with httpx.Client(base_url=self.url, timeout=5.0) as http, self.client() as api:
-            while time.monotonic() < deadline:
+            while True:
                 assert self._process is not None
                 if self._process.poll() is not None:
                     raise StackError(
@@ -302,16 +313,30 @@ class AirflowStandalone:
                         f"(exit {self._process.returncode}):\n{self.log_tail()}"
                     )
                 try:
-                    seen = self._readiness(http, api)
+                    now_seen = self._readiness(http, api)
                 except (httpx.HTTPError, StackError) as exc:
-                    seen = f"{type(exc).__name__}: {exc}"
-                if not seen:
+                    now_seen = f"{type(exc).__name__}: {exc}"
+                if not now_seen:
                     return
+                now, size = time.monotonic(), self._log_size()
+                if now_seen != seen or size > log_size:
+                    last_progress, seen, log_size = now, now_seen, size
+                if now - last_progress > stall_timeout:
+                    raise StackError(
+                        f"Airflow at {self.url} made no progress for {stall_timeout:.0f}s "
+                        f"(after {now - started:.0f}s; still {seen}; {self.log_file} did not "
+                        f"grow):\n{self.log_tail()}"
+                    )
+                if now - last_said >= _PROGRESS_EVERY_S:
+                    progress(f"Airflow starting ({now - started:.0f}s): {seen}")
+                    last_said = now
                 time.sleep(POLL_S)
-            raise StackError(
-                f"Airflow at {self.url} was not ready within {timeout:.0f}s ({seen}):\n"
-                f"{self.log_tail()}"
-            )
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_file.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def _readiness(self, http: httpx.Client, api: AirflowClient) -> str:
         """What is still missing; empty once ready."""

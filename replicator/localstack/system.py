@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,7 @@ class SystemOptions:
     #: when triggered. A test runs the supervisor alone (no hourly Spark verification).
     airflow_scheduled: frozenset[str] | None = None
     cluster_timeout_s: float = 90.0
+    #: Airflow's start gives up after this long without progress (it may take longer).
     airflow_timeout_s: float = 300.0
 
 
@@ -115,13 +117,14 @@ class EmbeddedSystem:
         """The first cluster: where applications run until a failover."""
         return self.stack.clusters[0].name
 
-    def start(self) -> None:
+    def start(self, progress: Callable[[str], None] | None = None) -> None:
         """Start every part; `.data` and whatever they write there (worker records and
-        logs, ledgers, Airflow's home) are made under umask 077, their owner's only."""
+        logs, ledgers, Airflow's home) are made under umask 077, their owner's only.
+        `progress` gets a line now and then while a slow part (Airflow) starts."""
         with private_umask():
-            self._start()
+            self._start(progress)
 
-    def _start(self) -> None:
+    def _start(self, progress: Callable[[str], None] | None) -> None:
         options = self.options
         self._started_clusters = self.stack.up(timeout=options.cluster_timeout_s, keep_running=True)
         if options.replicate is not None:
@@ -142,7 +145,7 @@ class EmbeddedSystem:
                 options.airflow_port,
                 env=self._airflow_env(),
                 scheduled=options.airflow_scheduled,
-            ).start(timeout=options.airflow_timeout_s)
+            ).start(timeout=options.airflow_timeout_s, progress=progress)
 
     def problems(self) -> list[str]:
         """What stopped by itself since the start, for the operator's console."""
