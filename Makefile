@@ -48,7 +48,7 @@ HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=v$(HELM_VERSIO
 	-X helm.sh/helm/v3/$(pkg).k8sVersionMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
 	-X helm.sh/helm/v3/$(pkg).k8sVersionMinor=$(word 2,$(subst ., ,$(K8S_VERSION))))
 
-.PHONY: help setup run test lint format lock clean
+.PHONY: help setup run test lint format lock clean docs
 
 help:
 	@echo "make run    - set up, then run the whole system: clusters, replicator, demo, Airflow (Ctrl-C stops)"
@@ -193,6 +193,11 @@ lint: $(VENV)/.installed
 format: $(VENV)/.installed
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The documentation site (mkdocs.yml) on http://127.0.0.1:8000; make test builds it --strict
+# (tests/unit/docs/test_docs_build.py).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 
 lock: $(VENV)/.installed
 	$(BIN)/uv pip compile -q requirements.in -o requirements.lock --python-version 3.11
