@@ -1,5 +1,13 @@
-"""The package's one compiled module, the replication loop's hot path
-(`replicator/engine/native_spans.c`); everything else is in pyproject.toml.
+"""The package's compiled modules; everything else is in pyproject.toml.
+
+1. `replicator/engine/native_spans.c`, the replication loop's hot path today.
+2. `replicator._dataplane`, the data plane in Rust (dataplane/, docs/dataplane.md),
+   built by setuptools-rust with librdkafka from rdkafka-sys's vendored source. Cargo
+   builds into ~/.cache/replicator/cargo-target (CARGO_TARGET_DIR overrides), which
+   outlives the clone, so a second clone does not compile librdkafka again. Also
+   optional: without cargo (or setuptools-rust) the package installs without it,
+   says so in a banner, and the Python loop stays what runs; REPLICATOR_REQUIRE_RUST=1
+   makes its absence fail the build instead.
 
 Optional: without a C compiler the package still installs, and the loop runs in
 Python alone (`replicator.engine.spans` logs that at start). But never quietly: the
@@ -13,6 +21,7 @@ absent. REPLICATOR_REQUIRE_C=1 makes the build itself fail instead.
 
 import hashlib
 import os
+import shutil
 import sys
 import sysconfig
 from pathlib import Path
@@ -60,7 +69,53 @@ class _LoudBuildExt(build_ext):
         _ERROR_FILE.unlink(missing_ok=True)
 
 
+_DATAPLANE = "dataplane/Cargo.toml"
+
+
+def _banner(message: str) -> None:
+    banner = "!" * 78
+    sys.stderr.write(f"\n{banner}\n{message}\n{banner}\n\n")
+
+
+def _rust_extensions() -> list:
+    """The data plane's extension, or none (said in a banner) when it cannot be built
+    here and REPLICATOR_REQUIRE_RUST is not 1."""
+    required = os.environ.get("REPLICATOR_REQUIRE_RUST") == "1"
+    missing = None
+    try:
+        from setuptools_rust import Binding, RustExtension  # noqa: PLC0415
+    except ImportError as exc:
+        missing = f"setuptools-rust is not installed ({exc}); pip installs it from pyproject.toml"
+    if missing is None and shutil.which("cargo") is None:
+        missing = "cargo is not on PATH (install Rust: https://rustup.rs)"
+    if missing is not None:
+        message = (
+            f"replicator._dataplane ({_DATAPLANE}) was NOT built: {missing}. The "
+            "replication loop runs without the compiled data plane."
+        )
+        if required:
+            raise RuntimeError(message + " REPLICATOR_REQUIRE_RUST=1 asks for it.")
+        _banner(message)
+        return []
+    # Outlives the clone: librdkafka (minutes on 2 cores) is compiled once per machine.
+    os.environ.setdefault(
+        "CARGO_TARGET_DIR", str(Path.home() / ".cache" / "replicator" / "cargo-target")
+    )
+    return [
+        RustExtension(
+            "replicator._dataplane",
+            path=_DATAPLANE,
+            binding=Binding.PyO3,
+            features=["extension-module"],
+            py_limited_api=True,
+            debug=False,
+            optional=not required,
+        )
+    ]
+
+
 setup(
+    rust_extensions=_rust_extensions(),
     cmdclass={"build_ext": _LoudBuildExt},
     ext_modules=[
         Extension(

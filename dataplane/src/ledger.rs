@@ -1,0 +1,233 @@
+//! One source partition's delivery ledger: which records the mover sent, which the
+//! target acknowledged, and from that the highest source offset delivered
+//! contiguously (every record the mover took up to it is acked, or was skipped on
+//! Python's word) with its target offset. Pure data, tested without Kafka.
+//!
+//! It also notes where the source-to-target mapping stops being a plain shift (the
+//! first delivered record, and any record after a gap: transaction markers,
+//! compaction, a skipped record, another writer on the target): the pairs Python's
+//! offset syncs decide to publish from.
+
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    InFlight,
+    Delivered(i64),
+    Skipped,
+    Failed,
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pending: VecDeque<(i64, State)>,
+    /// Highest source offset delivered (or skipped) contiguously; -1: none yet.
+    pub delivered_through: i64,
+    /// Target offset of the newest delivered record; -1: none yet.
+    pub target_offset: i64,
+    last_pair: Option<(i64, i64)>,
+    shifts: Vec<(i64, i64)>,
+    /// Records and bytes (key + value) acked since the last `take_counts`.
+    records: u64,
+    bytes: u64,
+}
+
+/// What a ledger reports and forgets (`Ledger::report`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Report {
+    pub delivered_through: i64,
+    pub target_offset: i64,
+    pub in_flight: usize,
+    pub records: u64,
+    pub bytes: u64,
+    pub shifts: Vec<(i64, i64)>,
+}
+
+impl Ledger {
+    pub fn new() -> Self {
+        Ledger {
+            delivered_through: -1,
+            target_offset: -1,
+            ..Default::default()
+        }
+    }
+
+    /// The mover handed the record at `source` to the producer. Offsets only grow.
+    pub fn sent(&mut self, source: i64) -> Result<(), String> {
+        if let Some(&(last, _)) = self.pending.back() {
+            if source <= last {
+                return Err(format!("offset {source} sent after {last}"));
+            }
+        } else if source <= self.delivered_through {
+            return Err(format!(
+                "offset {source} sent after {} was delivered",
+                self.delivered_through
+            ));
+        }
+        self.pending.push_back((source, State::InFlight));
+        Ok(())
+    }
+
+    /// The target acked the record read at `source`, written at `target`.
+    pub fn delivered(&mut self, source: i64, target: i64, bytes: u64) -> Result<(), String> {
+        self.set(source, State::Delivered(target))?;
+        self.records += 1;
+        self.bytes += bytes;
+        self.advance();
+        Ok(())
+    }
+
+    /// Python decided the record at `source` is not replicated (a loop).
+    pub fn skipped(&mut self, source: i64) -> Result<(), String> {
+        if self.pending.is_empty() && source > self.delivered_through {
+            // Nothing in flight: the skip moves the position on at once.
+            self.delivered_through = source;
+            return Ok(());
+        }
+        self.sent(source)?;
+        self.set(source, State::Skipped)?;
+        self.advance();
+        Ok(())
+    }
+
+    /// The target refused the record at `source`: the ledger stops before it.
+    pub fn failed(&mut self, source: i64) -> Result<(), String> {
+        self.set(source, State::Failed)
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The position and what was delivered since the last report (counts and
+    /// shifts are reported once).
+    pub fn report(&mut self) -> Report {
+        Report {
+            delivered_through: self.delivered_through,
+            target_offset: self.target_offset,
+            in_flight: self.pending.len(),
+            records: std::mem::take(&mut self.records),
+            bytes: std::mem::take(&mut self.bytes),
+            shifts: std::mem::take(&mut self.shifts),
+        }
+    }
+
+    fn set(&mut self, source: i64, state: State) -> Result<(), String> {
+        // Acks of one partition come in order, so this is nearly always the front.
+        let index = self
+            .pending
+            .binary_search_by_key(&source, |&(offset, _)| offset)
+            .map_err(|_| format!("offset {source} was not in flight"))?;
+        let entry = &mut self.pending[index];
+        if entry.1 != State::InFlight && state != State::Skipped {
+            return Err(format!("offset {source} settled twice"));
+        }
+        entry.1 = state;
+        Ok(())
+    }
+
+    fn advance(&mut self) {
+        while let Some(&(source, state)) = self.pending.front() {
+            match state {
+                State::InFlight | State::Failed => break,
+                State::Skipped => {}
+                State::Delivered(target) => {
+                    let plain = matches!(self.last_pair,
+                        Some((s, t)) if source - s == target - t);
+                    if !plain {
+                        self.shifts.push((source, target));
+                    }
+                    self.last_pair = Some((source, target));
+                    self.target_offset = target;
+                }
+            }
+            self.delivered_through = source;
+            self.pending.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_acks_advance_and_note_the_first_pair() {
+        let mut l = Ledger::new();
+        for o in 10..13 {
+            l.sent(o).unwrap();
+        }
+        l.delivered(10, 100, 5).unwrap();
+        l.delivered(11, 101, 5).unwrap();
+        let r = l.report();
+        assert_eq!(r.delivered_through, 11);
+        assert_eq!(r.target_offset, 101);
+        assert_eq!(r.in_flight, 1);
+        assert_eq!((r.records, r.bytes), (2, 10));
+        assert_eq!(r.shifts, vec![(10, 100)]);
+        // Reported once.
+        assert_eq!(l.report().shifts, vec![]);
+    }
+
+    #[test]
+    fn an_ack_out_of_order_waits_for_the_gap() {
+        let mut l = Ledger::new();
+        l.sent(1).unwrap();
+        l.sent(2).unwrap();
+        l.delivered(2, 21, 0).unwrap();
+        assert_eq!(l.delivered_through, -1);
+        l.delivered(1, 20, 0).unwrap();
+        assert_eq!((l.delivered_through, l.target_offset), (2, 21));
+    }
+
+    #[test]
+    fn a_source_gap_is_a_shift() {
+        let mut l = Ledger::new();
+        l.sent(0).unwrap();
+        l.sent(1).unwrap();
+        l.sent(3).unwrap(); // 2 was a transaction marker
+        l.delivered(0, 0, 0).unwrap();
+        l.delivered(1, 1, 0).unwrap();
+        l.delivered(3, 2, 0).unwrap();
+        assert_eq!(l.report().shifts, vec![(0, 0), (3, 2)]);
+    }
+
+    #[test]
+    fn a_skip_counts_as_settled_but_not_as_delivered() {
+        let mut l = Ledger::new();
+        l.sent(5).unwrap();
+        l.skipped(6).unwrap();
+        l.sent(7).unwrap();
+        assert_eq!(l.delivered_through, -1);
+        l.delivered(5, 50, 0).unwrap();
+        assert_eq!((l.delivered_through, l.target_offset), (6, 50));
+        l.delivered(7, 51, 0).unwrap();
+        assert_eq!(l.report().shifts, vec![(5, 50), (7, 51)]);
+        // Nothing in flight: a skip moves the position at once.
+        l.skipped(8).unwrap();
+        assert_eq!(l.delivered_through, 8);
+    }
+
+    #[test]
+    fn a_failure_stops_the_ledger_before_it() {
+        let mut l = Ledger::new();
+        l.sent(1).unwrap();
+        l.sent(2).unwrap();
+        l.sent(3).unwrap();
+        l.delivered(1, 1, 0).unwrap();
+        l.failed(2).unwrap();
+        l.delivered(3, 3, 0).unwrap();
+        assert_eq!(l.delivered_through, 1);
+        assert_eq!(l.in_flight(), 2);
+    }
+
+    #[test]
+    fn offsets_must_grow_and_settle_once() {
+        let mut l = Ledger::new();
+        l.sent(4).unwrap();
+        assert!(l.sent(4).is_err());
+        assert!(l.delivered(9, 0, 0).is_err());
+        l.delivered(4, 0, 0).unwrap();
+        assert!(l.sent(3).is_err());
+    }
+}

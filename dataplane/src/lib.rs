@@ -1,0 +1,27 @@
+//! The replicator's compiled data plane (`replicator._dataplane`): records move
+//! between clusters through librdkafka's public API, linked statically from the
+//! source rdkafka-sys vendors, while Python keeps every decision. See
+//! docs/dataplane.md.
+//!
+//! Without the `python` feature only the pure parts build (`cargo test
+//! --no-default-features` tests them with no librdkafka and no Python).
+
+pub mod ledger;
+pub mod plan;
+
+#[cfg(feature = "python")]
+mod mover;
+#[cfg(feature = "python")]
+mod source;
+
+#[cfg(feature = "python")]
+use pyo3::prelude::*;
+
+#[cfg(feature = "python")]
+#[pymodule]
+fn _dataplane(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<mover::Mover>()?;
+    m.add("MoverError", m.py().get_type::<mover::MoverError>())?;
+    m.add("LIBRDKAFKA_VERSION", rdkafka::util::get_rdkafka_version().1)?;
+    Ok(())
+}

@@ -1,0 +1,779 @@
+//! `Mover`: one flow's source consumer and target producer, moving records from
+//! source topic T partition p to target topic rename(T) partition p with key, value,
+//! timestamp and the record's own headers, plus the caller's provenance headers.
+//!
+//! Python keeps the decisions: it assigns partitions (with their target topic and
+//! start offset), releases or skips the records handed back, reads `progress` for
+//! offset syncs and checkpoints. The GIL is released while records move.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::Message;
+
+use crate::ledger::Ledger;
+use crate::plan::{self, Irregular};
+use crate::source::{describe, Source};
+
+create_exception!(
+    _dataplane,
+    MoverError,
+    PyException,
+    "A record could not be moved: the message names topic, partition and offset."
+);
+
+/// librdkafka log lines kept for Python (`Mover.logs`), the newest ones.
+const LOG_LINES: usize = 1000;
+/// How long a seek (after a released record) may take.
+const SEEK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a delivery report refers to.
+pub struct Sent {
+    slot: usize,
+    offset: i64,
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    ledgers: Mutex<Vec<Ledger>>,
+    /// Deliveries the target refused: (slot, source offset, error).
+    failures: Mutex<Vec<(usize, i64, String)>>,
+    /// Client-level errors and librdkafka's log lines: (client, level, text).
+    events: Mutex<Vec<(&'static str, String, String)>>,
+    /// A fatal error of either client, raised by the next call.
+    fatal: Mutex<Option<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while a lock was held cannot leave these in a state worth refusing.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn event(&self, client: &'static str, level: &str, text: String) {
+        let mut events = lock(&self.events);
+        if events.len() >= LOG_LINES {
+            events.remove(0);
+        }
+        events.push((client, level.to_string(), text));
+    }
+
+    fn error(&self, client: &'static str, error: KafkaError, reason: &str) {
+        let fatal = matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::Fatal));
+        let text = format!("{error}: {reason}");
+        if fatal {
+            lock(&self.fatal).get_or_insert_with(|| format!("the {client} client failed: {text}"));
+        }
+        self.event(client, if fatal { "fatal" } else { "error" }, text);
+    }
+
+    fn log(&self, client: &'static str, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
+            self.event(
+                client,
+                &format!("{level:?}").to_lowercase(),
+                format!("{fac} {message}"),
+            );
+        }
+    }
+}
+
+pub struct SourceContext(Arc<Shared>);
+pub struct TargetContext(Arc<Shared>);
+
+impl ClientContext for SourceContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        self.0.log("source", level, fac, message);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.0.error("source", error, reason);
+    }
+}
+
+impl ClientContext for TargetContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        self.0.log("target", level, fac, message);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.0.error("target", error, reason);
+    }
+}
+
+impl ProducerContext for TargetContext {
+    type DeliveryOpaque = Box<Sent>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Sent>) {
+        let outcome = match result {
+            Ok(message) => lock(&self.0.ledgers)[sent.slot].delivered(
+                sent.offset,
+                message.offset(),
+                sent.bytes,
+            ),
+            Err((error, _)) => {
+                let _ = lock(&self.0.ledgers)[sent.slot].failed(sent.offset);
+                Err(error.to_string())
+            }
+        };
+        if let Err(problem) = outcome {
+            lock(&self.0.failures).push((sent.slot, sent.offset, problem));
+        }
+    }
+}
+
+/// A record handed back to Python, kept until it is released or skipped.
+struct Held {
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    timestamp: (i32, i64),
+    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    reason: Irregular,
+}
+
+struct Part {
+    topic: String,
+    partition: i32,
+    target: String,
+    held: Option<Held>,
+}
+
+struct Inner {
+    source: Source<SourceContext>,
+    producer: BaseProducer<TargetContext>,
+    slots: HashMap<String, HashMap<i32, usize>>,
+    parts: Vec<Part>,
+    provenance: Vec<(String, Option<Vec<u8>>)>,
+    offset_header: Option<String>,
+    topic_header: Option<String>,
+    reserved: Vec<Vec<u8>>,
+}
+
+type OwnedHeader = (String, Option<Vec<u8>>);
+
+fn config(
+    side: &str,
+    settings: &HashMap<String, String>,
+    forced: &[(&str, &str, &str)],
+) -> PyResult<ClientConfig> {
+    let mut config = ClientConfig::new();
+    for (key, value) in settings {
+        if let Some((_, wanted, why)) = forced.iter().find(|(k, _, _)| k == key) {
+            if value != wanted {
+                return Err(PyValueError::new_err(format!(
+                    "{side} setting {key}={value}: the mover needs {key}={wanted} ({why}); \
+                     leave {key} out of the {side} settings"
+                )));
+            }
+        }
+        config.set(key, value);
+    }
+    for (key, value, _) in forced {
+        config.set(*key, *value);
+    }
+    Ok(config)
+}
+
+fn redacted(settings: &[&HashMap<String, String>], message: String) -> String {
+    let values: Vec<&str> = settings
+        .iter()
+        .flat_map(|s| s.values().map(String::as_str))
+        .collect();
+    plan::redact(&message, &values)
+}
+
+/// Pause `slot`'s partition and keep its record for Python.
+fn hold(
+    source: &Source<SourceContext>,
+    parts: &mut [Part],
+    slot: usize,
+    held: Held,
+) -> Result<(), String> {
+    let part = &mut parts[slot];
+    source.pause(&part.topic, part.partition)?;
+    part.held = Some(held);
+    Ok(())
+}
+
+impl Inner {
+    fn slot(&self, topic: &str, partition: i32) -> Option<usize> {
+        self.slots
+            .get(topic)
+            .and_then(|p| p.get(&partition))
+            .copied()
+    }
+
+    fn headers<'a>(
+        &self,
+        own: impl Iterator<Item = (&'a str, Option<&'a [u8]>)>,
+        capacity: usize,
+        topic: &str,
+        offset: &[u8; 8],
+    ) -> OwnedHeaders {
+        let mut headers = OwnedHeaders::new_with_capacity(capacity + self.provenance.len() + 2);
+        for (key, value) in own {
+            headers = headers.insert(Header { key, value });
+        }
+        for (key, value) in &self.provenance {
+            headers = headers.insert(Header {
+                key,
+                value: value.as_deref(),
+            });
+        }
+        if let Some(key) = &self.offset_header {
+            headers = headers.insert(Header {
+                key,
+                value: Some(&offset[..]),
+            });
+        }
+        if let Some(key) = &self.topic_header {
+            headers = headers.insert(Header {
+                key,
+                value: Some(topic.as_bytes()),
+            });
+        }
+        headers
+    }
+
+    /// Produce one record to `slot`'s target partition; Err(None) when the producer
+    /// refused it as too large, Err(Some(..)) for any other refusal.
+    fn produce(
+        &self,
+        slot: usize,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp: (i32, i64),
+        headers: OwnedHeaders,
+    ) -> Result<(), Option<String>> {
+        let part = &self.parts[slot];
+        let bytes = (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+        let mut record: BaseRecord<'_, [u8], [u8], Box<Sent>> = BaseRecord::with_opaque_to(
+            &part.target,
+            Box::new(Sent {
+                slot,
+                offset,
+                bytes,
+            }),
+        )
+        .partition(part.partition)
+        .headers(headers);
+        record.key = key;
+        record.payload = value;
+        if timestamp.0 != 0 && timestamp.1 >= 0 {
+            record.timestamp = Some(timestamp.1);
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    self.producer.poll(Duration::from_millis(100));
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(None);
+                }
+                Err((error, _)) => return Err(Some(error.to_string())),
+            }
+        }
+        lock(&self.source_shared().ledgers)[slot]
+            .sent(offset)
+            .map_err(Some)
+    }
+
+    fn source_shared(&self) -> &Arc<Shared> {
+        &self.producer.context().0
+    }
+
+    fn where_(&self, slot: usize, offset: i64) -> String {
+        let part = &self.parts[slot];
+        format!(
+            "{} partition {} offset {offset} (to {})",
+            part.topic, part.partition, part.target
+        )
+    }
+
+    /// Raise the first delivery failure or fatal client error.
+    fn failures(&self) -> Result<(), String> {
+        let shared = self.source_shared();
+        if let Some(fatal) = lock(&shared.fatal).clone() {
+            return Err(fatal);
+        }
+        let failures = lock(&shared.failures);
+        if let Some((slot, offset, problem)) = failures.first() {
+            return Err(format!(
+                "delivering {}: {problem}",
+                self.where_(*slot, *offset)
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        max_records: usize,
+        timeout: Duration,
+    ) -> Result<(usize, Vec<usize>), String> {
+        self.failures()?;
+        let deadline = Instant::now() + timeout;
+        let mut moved = 0;
+        let mut handed = Vec::new();
+        while moved < max_records {
+            let wait = if moved == 0 && handed.is_empty() {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            let Some(record) = self.source.poll(wait) else {
+                break;
+            };
+            if let Some((code, detail)) = record.error() {
+                if code == RDKafkaRespErr::RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                    continue;
+                }
+                return Err(format!(
+                    "consuming {} partition {} at offset {}: {} ({detail})",
+                    record.topic(),
+                    record.partition(),
+                    record.offset(),
+                    describe(code)
+                ));
+            }
+            let (topic, partition, offset) = (record.topic(), record.partition(), record.offset());
+            let Some(slot) = self.slot(topic, partition) else {
+                return Err(format!(
+                    "consuming {topic} partition {partition} at offset {offset}: a record of a \
+                     partition the mover was not assigned"
+                ));
+            };
+            if self.parts[slot].held.is_some() {
+                continue; // read again after the held record is released
+            }
+            let own = record.headers();
+            let reason = plan::check(own.iter().map(|(name, _)| *name), &self.reserved);
+            let keep = |reason| Held {
+                offset,
+                key: record.key().map(<[u8]>::to_vec),
+                value: record.value().map(<[u8]>::to_vec),
+                timestamp: record.timestamp(),
+                headers: own
+                    .iter()
+                    .map(|(n, v)| (n.to_vec(), v.map(<[u8]>::to_vec)))
+                    .collect(),
+                reason,
+            };
+            if let Some(reason) = reason {
+                let held = keep(reason);
+                hold(&self.source, &mut self.parts, slot, held)?;
+                handed.push(slot);
+                continue;
+            }
+            let names = own
+                .iter()
+                .map(|(n, v)| (std::str::from_utf8(n).unwrap_or(""), *v));
+            let headers = self.headers(names, own.len(), topic, &offset.to_be_bytes());
+            match self.produce(
+                slot,
+                offset,
+                record.key(),
+                record.value(),
+                record.timestamp(),
+                headers,
+            ) {
+                Ok(()) => moved += 1,
+                Err(None) => {
+                    let held = keep(Irregular::TooLarge);
+                    hold(&self.source, &mut self.parts, slot, held)?;
+                    handed.push(slot);
+                }
+                Err(Some(problem)) => {
+                    return Err(format!(
+                        "producing {}: {problem}",
+                        self.where_(slot, offset)
+                    ))
+                }
+            }
+            if moved % 1024 == 0 {
+                self.producer.poll(Duration::ZERO);
+            }
+        }
+        self.producer.poll(Duration::ZERO);
+        self.failures()?;
+        Ok((moved, handed))
+    }
+
+    fn release(&mut self, slot: usize, headers: Option<Vec<OwnedHeader>>) -> Result<(), String> {
+        let Some(held) = self.parts[slot].held.take() else {
+            let part = &self.parts[slot];
+            return Err(format!(
+                "{} partition {} holds no record",
+                part.topic, part.partition
+            ));
+        };
+        match headers {
+            Some(headers) => {
+                let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+                for (key, value) in &headers {
+                    owned = owned.insert(Header {
+                        key: key.as_str(),
+                        value: value.as_deref(),
+                    });
+                }
+                let produced = self.produce(
+                    slot,
+                    held.offset,
+                    held.key.as_deref(),
+                    held.value.as_deref(),
+                    held.timestamp,
+                    owned,
+                );
+                if let Err(problem) = produced {
+                    let problem = problem.unwrap_or_else(|| "too large for the producer".into());
+                    let at = self.where_(slot, held.offset);
+                    self.parts[slot].held = Some(held);
+                    return Err(format!("producing {at}: {problem}"));
+                }
+            }
+            None => lock(&self.source_shared().ledgers)[slot].skipped(held.offset)?,
+        }
+        let part = &self.parts[slot];
+        self.source
+            .seek(&part.topic, part.partition, held.offset + 1, SEEK_TIMEOUT)?;
+        self.source.resume(&part.topic, part.partition)
+    }
+}
+
+/// Moves records of one flow from the source cluster to the target cluster.
+///
+/// Mover(source_config, target_config, provenance, offset_header=None,
+///       topic_header=None, reserved_headers=())
+#[pyclass(module = "replicator._dataplane")]
+pub struct Mover {
+    inner: Mutex<Option<Inner>>,
+}
+
+impl Mover {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> Result<T, String> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| {
+            let mut guard = lock(&self.inner);
+            match guard.as_mut() {
+                None => Err("the mover is closed".to_string()),
+                Some(inner) => f(inner),
+            }
+        })
+        .map_err(MoverError::new_err)
+    }
+}
+
+fn slot_of(inner: &Inner, topic: &str, partition: i32) -> Result<usize, String> {
+    inner
+        .slot(topic, partition)
+        .ok_or_else(|| format!("{topic} partition {partition} is not assigned to the mover"))
+}
+
+#[pymethods]
+impl Mover {
+    #[new]
+    #[pyo3(signature = (source_config, target_config, provenance, offset_header=None, topic_header=None, reserved_headers=Vec::new()))]
+    fn new(
+        source_config: HashMap<String, String>,
+        target_config: HashMap<String, String>,
+        provenance: Vec<OwnedHeader>,
+        offset_header: Option<String>,
+        topic_header: Option<String>,
+        reserved_headers: Vec<String>,
+    ) -> PyResult<Self> {
+        let mut source_settings = source_config.clone();
+        source_settings
+            .entry("group.id".into())
+            .or_insert_with(|| "replicator-dataplane".into());
+        let source = config(
+            "source",
+            &source_settings,
+            &[
+                (
+                    "enable.auto.commit",
+                    "false",
+                    "Python commits what was delivered",
+                ),
+                (
+                    "enable.auto.offset.store",
+                    "false",
+                    "Python commits what was delivered",
+                ),
+                (
+                    "isolation.level",
+                    "read_committed",
+                    "aborted records are not replicated",
+                ),
+                (
+                    "enable.partition.eof",
+                    "false",
+                    "the mover does not report ends",
+                ),
+            ],
+        )?;
+        let target = config(
+            "target",
+            &target_config,
+            &[(
+                "enable.idempotence",
+                "true",
+                "no duplicates and no reordering on retries",
+            )],
+        )?;
+        let all = [&source_config, &target_config];
+        let shared = Arc::new(Shared::default());
+        let source = Source::new(&source, SourceContext(shared.clone())).map_err(|e| {
+            PyValueError::new_err(format!("source settings: {}", redacted(&all, e)))
+        })?;
+        let producer: BaseProducer<TargetContext> = target
+            .create_with_context(TargetContext(shared))
+            .map_err(|e: KafkaError| {
+                PyValueError::new_err(format!(
+                    "target settings: {}",
+                    redacted(&all, e.to_string())
+                ))
+            })?;
+        Ok(Mover {
+            inner: Mutex::new(Some(Inner {
+                source,
+                producer,
+                slots: HashMap::new(),
+                parts: Vec::new(),
+                provenance,
+                offset_header,
+                topic_header,
+                reserved: reserved_headers
+                    .into_iter()
+                    .map(String::into_bytes)
+                    .collect(),
+            })),
+        })
+    }
+
+    /// Read these partitions: [(source topic, partition, start offset, target topic)].
+    /// The start offset may be logical (-2 beginning, -1 end).
+    fn assign(&self, py: Python<'_>, partitions: Vec<(String, i32, i64, String)>) -> PyResult<()> {
+        self.with(py, move |inner| {
+            for (topic, partition, _, target) in &partitions {
+                if inner.slot(topic, *partition).is_some() {
+                    return Err(format!("{topic} partition {partition} is already assigned"));
+                }
+                if target.is_empty() {
+                    return Err(format!(
+                        "{topic} partition {partition}: the target topic is empty"
+                    ));
+                }
+            }
+            let list: Vec<(&str, i32, Option<i64>)> = partitions
+                .iter()
+                .map(|(t, p, o, _)| (t.as_str(), *p, Some(*o)))
+                .collect();
+            inner.source.assign(&list)?;
+            for (topic, partition, _, target) in partitions {
+                let slot = inner.parts.len();
+                lock(&inner.source_shared().ledgers).push(Ledger::new());
+                inner
+                    .slots
+                    .entry(topic.clone())
+                    .or_default()
+                    .insert(partition, slot);
+                inner.parts.push(Part {
+                    topic,
+                    partition,
+                    target,
+                    held: None,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Stop reading these partitions: [(source topic, partition)]. Records in flight
+    /// are still delivered; `progress` reports them.
+    fn unassign(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        self.with(py, move |inner| {
+            for (topic, partition) in &partitions {
+                slot_of(inner, topic, *partition)?;
+            }
+            let list: Vec<(&str, i32, Option<i64>)> = partitions
+                .iter()
+                .map(|(t, p)| (t.as_str(), *p, None))
+                .collect();
+            inner.source.unassign(&list)?;
+            for (topic, partition) in &partitions {
+                if let Some(by_partition) = inner.slots.get_mut(topic) {
+                    by_partition.remove(partition);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Move records for up to `timeout` seconds (returning early once records stop
+    /// arriving) or `max_records`. Returns (records moved, records handed back); each
+    /// handed-back record is (topic, partition, offset, key, value, timestamp_type,
+    /// timestamp, headers, reason) and its partition waits for `release`. Raises
+    /// MoverError for a refused or failed record, naming topic, partition and offset.
+    #[pyo3(signature = (max_records=10_000, timeout=0.1))]
+    fn move_records<'py>(
+        &self,
+        py: Python<'py>,
+        max_records: usize,
+        timeout: f64,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        if !(timeout.is_finite() && timeout >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "timeout={timeout}: give seconds >= 0"
+            )));
+        }
+        let (moved, handed) = self.with(py, move |inner| {
+            inner.run(max_records, Duration::from_secs_f64(timeout))
+        })?;
+        let guard = lock(&self.inner);
+        let inner = guard.as_ref().expect("open: run succeeded");
+        let out = PyList::empty(py);
+        for slot in handed {
+            let part = &inner.parts[slot];
+            let held = part.held.as_ref().expect("held: run handed it back");
+            let bytes = |b: &Option<Vec<u8>>| b.as_ref().map(|b| PyBytes::new(py, b).into_any());
+            let headers = PyList::empty(py);
+            for (name, value) in &held.headers {
+                let name = String::from_utf8_lossy(name).into_owned();
+                headers.append((name, bytes(value)))?;
+            }
+            let item = PyTuple::new(
+                py,
+                [
+                    part.topic.clone().into_pyobject(py)?.into_any(),
+                    part.partition.into_pyobject(py)?.into_any(),
+                    held.offset.into_pyobject(py)?.into_any(),
+                    bytes(&held.key).into_pyobject(py)?.into_any(),
+                    bytes(&held.value).into_pyobject(py)?.into_any(),
+                    held.timestamp.0.into_pyobject(py)?.into_any(),
+                    held.timestamp.1.into_pyobject(py)?.into_any(),
+                    headers.into_any(),
+                    held.reason.as_str().into_pyobject(py)?.into_any(),
+                ],
+            )?;
+            out.append(item)?;
+        }
+        Ok((moved, out))
+    }
+
+    /// Settle the record handed back for (topic, partition): produce it with exactly
+    /// `headers` (Python's rewrite: its own headers and the provenance), or with None
+    /// skip it (a loop). The partition then reads on from the next offset.
+    #[pyo3(signature = (topic, partition, headers))]
+    fn release(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        partition: i32,
+        headers: Option<Vec<OwnedHeader>>,
+    ) -> PyResult<()> {
+        self.with(py, move |inner| {
+            let slot = slot_of(inner, &topic, partition)?;
+            inner.release(slot, headers)
+        })
+    }
+
+    /// Per partition, what was delivered since the last call: {(topic, partition):
+    /// (delivered_through, target_offset, in_flight, records, bytes, shifts)}.
+    /// delivered_through is the highest source offset every record up to which is
+    /// acked by the target (or skipped), -1 for none; target_offset that of the newest
+    /// acked record; shifts the (source, target) pairs where the mapping stopped being
+    /// a plain shift.
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let reports = self.with(py, |inner| {
+            inner.producer.poll(Duration::ZERO);
+            let mut ledgers = lock(&inner.source_shared().ledgers);
+            Ok(inner
+                .parts
+                .iter()
+                .zip(ledgers.iter_mut())
+                .map(|(part, ledger)| ((part.topic.clone(), part.partition), ledger.report()))
+                .collect::<Vec<_>>())
+        })?;
+        let out = PyDict::new(py);
+        for (key, r) in reports {
+            out.set_item(
+                key,
+                (
+                    r.delivered_through,
+                    r.target_offset,
+                    r.in_flight,
+                    r.records,
+                    r.bytes,
+                    r.shifts,
+                ),
+            )?;
+        }
+        Ok(out)
+    }
+
+    /// Wait up to `timeout` seconds for every record in flight to be acked; returns
+    /// how many are still in flight. Raises MoverError for a failed delivery.
+    #[pyo3(signature = (timeout=10.0))]
+    fn flush(&self, py: Python<'_>, timeout: f64) -> PyResult<i32> {
+        self.with(py, move |inner| {
+            let _ = inner
+                .producer
+                .flush(Duration::from_secs_f64(timeout.max(0.0)));
+            inner.producer.poll(Duration::ZERO);
+            inner.failures()?;
+            Ok(inner.producer.in_flight_count())
+        })
+    }
+
+    /// Client errors and librdkafka's warnings since the last call: [(client, level,
+    /// text)], client "source" or "target".
+    fn events(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
+        self.with(py, |inner| {
+            let mut events = lock(&inner.source_shared().events);
+            Ok(events
+                .drain(..)
+                .map(|(c, l, t)| (c.to_string(), l, t))
+                .collect())
+        })
+    }
+
+    /// Close the consumer and drop both clients (records still in flight are lost:
+    /// `flush` first).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| {
+            let inner = lock(&self.inner).take();
+            match inner {
+                None => Ok(()),
+                Some(inner) => inner.source.close(),
+            }
+        })
+        .map_err(MoverError::new_err)
+    }
+
+    fn __repr__(&self) -> String {
+        let guard = lock(&self.inner);
+        match guard.as_ref() {
+            None => "<Mover closed>".into(),
+            Some(inner) => format!("<Mover partitions={}>", inner.parts.len()),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The source consumer on librdkafka's public API (`rdkafka.h` through rdkafka-sys):
+//! a client made by the rdkafka crate, assigned partitions by hand, polled with
+//! `rd_kafka_consumer_poll` so that an error message still names its topic,
+//! partition and offset (the crate's BaseConsumer drops them). All `unsafe` of the
+//! consumer is in this module, behind `Source` and `Record`.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr;
+use std::slice;
+use std::time::Duration;
+
+use rdkafka::bindings as rd;
+use rdkafka::client::{Client, ClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The name and description of a librdkafka error code.
+pub fn describe(code: RDKafkaRespErr) -> String {
+    let name = unsafe { CStr::from_ptr(rd::rd_kafka_err2name(code)) }.to_string_lossy();
+    format!("{name}: {}", RDKafkaErrorCode::from(code))
+}
+
+/// A rd_kafka_error_t turned into a message (and freed).
+fn take_error(error: *mut rd::rd_kafka_error_t) -> Result<(), String> {
+    if error.is_null() {
+        return Ok(());
+    }
+    let text = unsafe { CStr::from_ptr(rd::rd_kafka_error_string(error)) }
+        .to_string_lossy()
+        .into_owned();
+    unsafe { rd::rd_kafka_error_destroy(error) };
+    Err(text)
+}
+
+fn check(code: RDKafkaRespErr) -> Result<(), String> {
+    if code == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(describe(code))
+    }
+}
+
+pub struct Source<C: ClientContext> {
+    client: Client<C>,
+}
+
+impl<C: ClientContext> Source<C> {
+    pub fn new(config: &ClientConfig, context: C) -> Result<Self, String> {
+        let native = config.create_native_config().map_err(|e| e.to_string())?;
+        let client = Client::new(config, native, RDKafkaType::RD_KAFKA_CONSUMER, context)
+            .map_err(|e| e.to_string())?;
+        // Errors, logs and everything else come through the consumer's queue.
+        check(unsafe { rd::rd_kafka_poll_set_consumer(client.native_ptr()) })?;
+        Ok(Source { client })
+    }
+
+    fn list(partitions: &[(&str, i32, Option<i64>)]) -> Result<TopicPartitionList, String> {
+        let mut tpl = TopicPartitionList::new();
+        for &(topic, partition, offset) in partitions {
+            match offset {
+                Some(offset) => tpl
+                    .add_partition_offset(topic, partition, Offset::from_raw(offset))
+                    .map_err(|e| e.to_string())?,
+                None => {
+                    tpl.add_partition(topic, partition);
+                }
+            }
+        }
+        Ok(tpl)
+    }
+
+    /// Add partitions to the assignment, each to be read from its offset (a logical
+    /// offset too: -2 beginning, -1 end).
+    pub fn assign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
+        let tpl = Self::list(partitions)?;
+        take_error(unsafe { rd::rd_kafka_incremental_assign(self.client.native_ptr(), tpl.ptr()) })
+    }
+
+    pub fn unassign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
+        let tpl = Self::list(partitions)?;
+        take_error(unsafe {
+            rd::rd_kafka_incremental_unassign(self.client.native_ptr(), tpl.ptr())
+        })
+    }
+
+    pub fn pause(&self, topic: &str, partition: i32) -> Result<(), String> {
+        let tpl = Self::list(&[(topic, partition, None)])?;
+        check(unsafe { rd::rd_kafka_pause_partitions(self.client.native_ptr(), tpl.ptr()) })
+    }
+
+    pub fn resume(&self, topic: &str, partition: i32) -> Result<(), String> {
+        let tpl = Self::list(&[(topic, partition, None)])?;
+        check(unsafe { rd::rd_kafka_resume_partitions(self.client.native_ptr(), tpl.ptr()) })
+    }
+
+    /// Read the partition from `offset` next (records already fetched are dropped).
+    pub fn seek(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let tpl = Self::list(&[(topic, partition, Some(offset))])?;
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        take_error(unsafe {
+            rd::rd_kafka_seek_partitions(self.client.native_ptr(), tpl.ptr(), ms)
+        })?;
+        // A partition that could not be sought carries its own error.
+        for element in tpl.elements() {
+            if let Err(e) = element.error() {
+                return Err(e.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The next record or error, waiting up to `timeout`; None when there is none.
+    pub fn poll(&self, timeout: Duration) -> Option<Record<'_>> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let ptr = unsafe { rd::rd_kafka_consumer_poll(self.client.native_ptr(), ms) };
+        if ptr.is_null() {
+            None
+        } else {
+            Some(Record {
+                ptr,
+                _source: std::marker::PhantomData,
+            })
+        }
+    }
+
+    pub fn close(&self) -> Result<(), String> {
+        check(unsafe { rd::rd_kafka_consumer_close(self.client.native_ptr()) })
+    }
+}
+
+/// One message from `rd_kafka_consumer_poll`: a record, or an error about a
+/// partition (then `error` is Some). Destroyed when dropped.
+pub struct Record<'a> {
+    ptr: *mut rd::rd_kafka_message_t,
+    _source: std::marker::PhantomData<&'a ()>,
+}
+
+/// How a record's timestamp was set (Kafka's types: 0 none, 1 create, 2 log append).
+pub type TimestampType = i32;
+
+impl Record<'_> {
+    fn msg(&self) -> &rd::rd_kafka_message_t {
+        unsafe { &*self.ptr }
+    }
+
+    /// The error this message carries, with librdkafka's description.
+    pub fn error(&self) -> Option<(RDKafkaRespErr, String)> {
+        let msg = self.msg();
+        if msg.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return None;
+        }
+        let detail = unsafe { rd::rd_kafka_message_errstr(self.ptr) };
+        let detail = if detail.is_null() {
+            String::new()
+        } else {
+            unsafe { CStr::from_ptr(detail) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        Some((msg.err, detail))
+    }
+
+    /// The topic's name; "" for an error that names no topic.
+    pub fn topic(&self) -> &str {
+        let rkt = self.msg().rkt;
+        if rkt.is_null() {
+            return "";
+        }
+        let name: *const c_char = unsafe { rd::rd_kafka_topic_name(rkt) };
+        unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("")
+    }
+
+    pub fn partition(&self) -> i32 {
+        self.msg().partition
+    }
+
+    pub fn offset(&self) -> i64 {
+        self.msg().offset
+    }
+
+    fn bytes<'s>(data: *mut c_void, len: usize) -> Option<&'s [u8]> {
+        if data.is_null() {
+            None
+        } else if len == 0 {
+            Some(&[])
+        } else {
+            Some(unsafe { slice::from_raw_parts(data as *const u8, len) })
+        }
+    }
+
+    /// The key: None for a null key, empty for an empty one.
+    pub fn key(&self) -> Option<&[u8]> {
+        Self::bytes(self.msg().key, self.msg().key_len)
+    }
+
+    /// The value: None for a null value (a tombstone), empty for an empty one.
+    pub fn value(&self) -> Option<&[u8]> {
+        Self::bytes(self.msg().payload, self.msg().len)
+    }
+
+    pub fn timestamp(&self) -> (TimestampType, i64) {
+        let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        let value = unsafe { rd::rd_kafka_message_timestamp(self.ptr, &mut kind) };
+        (kind as TimestampType, value)
+    }
+
+    /// The record's own headers in order: (name, value), a null value as None.
+    pub fn headers(&self) -> Vec<(&[u8], Option<&[u8]>)> {
+        let mut out = Vec::new();
+        let mut headers: *mut rd::rd_kafka_headers_t = ptr::null_mut();
+        let err = unsafe { rd::rd_kafka_message_headers(self.ptr, &mut headers) };
+        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
+            return out; // _NOENT: no headers
+        }
+        let mut index = 0;
+        loop {
+            let mut name: *const c_char = ptr::null();
+            let mut value: *const c_void = ptr::null();
+            let mut size: usize = 0;
+            let err = unsafe {
+                rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size)
+            };
+            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                break;
+            }
+            let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+            out.push((name, Self::bytes(value as *mut c_void, size)));
+            index += 1;
+        }
+        out
+    }
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        unsafe { rd::rd_kafka_message_destroy(self.ptr) };
+    }
+}

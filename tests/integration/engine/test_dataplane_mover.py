@@ -1,0 +1,366 @@
+"""The compiled data plane's Mover (`replicator._dataplane`, dataplane/) against the
+real local clusters: awkward records moved from `primary` to `dr` and compared byte
+for byte with the source (keys, values, headers, timestamps and their types,
+partitions, order; aborted records absent), records handed back to Python and
+released or skipped, errors that name topic, partition and offset, settings refused
+with the key named and no value leaked, the GIL released while it moves, and
+confluent-kafka's own librdkafka working in the same process throughout (every
+record here is produced and read back with confluent-kafka).
+
+Skipped only where cargo is absent (the build then leaves the module out, loudly);
+with cargo on PATH a missing module fails.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from itertools import pairwise
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from helpers.kafka import create_topic, unique_topic
+
+try:
+    from replicator import _dataplane
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    if shutil.which("cargo") is not None:
+        raise ImportError(
+            f"replicator._dataplane is not built although cargo is on PATH ({exc}); "
+            "run `make setup` (or `.venv/bin/pip install -e .`) and read its banner"
+        ) from exc
+    pytest.skip("cargo is absent: the data plane is not built here", allow_module_level=True)
+
+OURS = ["__dr_src", "__dr_off", "__dr_topic", "__dr_origin"]
+MIB = 1024 * 1024
+BIG_TOPIC = {"max.message.bytes": str(3 * MIB)}
+
+
+@dataclass(frozen=True)
+class Read:
+    """A record as read back, every field that must survive the move."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int
+    timestamp: int
+
+
+def read_all(bootstrap: str, topic: str, partition: int, timeout: float = 60.0) -> list[Read]:
+    """Every committed record of one partition, to the end it has now."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": str(4 * MIB),
+            "max.partition.fetch.bytes": str(4 * MIB),
+        }
+    )
+    try:
+        tp = TopicPartition(topic, partition)
+        _, end = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        out: list[Read] = []
+        deadline = time.monotonic() + timeout
+        while end > 0 and consumer.position([tp])[0].offset < end:
+            assert time.monotonic() < deadline, f"{topic}[{partition}] not read to {end}"
+            for m in consumer.consume(1000, 0.5):
+                assert m.error() is None, f"{topic}[{partition}]: {m.error()}"
+                kind, ts = m.timestamp()
+                headers = tuple(m.headers() or ())
+                out.append(Read(m.offset(), m.key(), m.value(), headers, kind, ts))
+        return out
+    finally:
+        consumer.close()
+
+
+def provenance(topic: str, offset: int) -> tuple[tuple[str, bytes], ...]:
+    return (
+        ("__dr_src", b"primary"),
+        ("__dr_off", struct.pack(">q", offset)),
+        ("__dr_topic", topic.encode()),
+    )
+
+
+def new_mover(primary: str, dr: str, **target: str) -> _dataplane.Mover:
+    return _dataplane.Mover(
+        {"bootstrap.servers": primary, "auto.offset.reset": "error"},
+        {"bootstrap.servers": dr, "linger.ms": "5", **target},
+        [("__dr_src", b"primary")],
+        offset_header="__dr_off",
+        topic_header="__dr_topic",
+        reserved_headers=OURS,
+    )
+
+
+def move_until(mover: _dataplane.Mover, count: int, timeout: float = 60.0) -> list[tuple]:
+    """Move until `count` records moved or were handed back; the handed-back ones."""
+    moved, handed = 0, []
+    deadline = time.monotonic() + timeout
+    while moved + len(handed) < count:
+        assert time.monotonic() < deadline, f"{moved} moved, {len(handed)} handed of {count}"
+        n, back = mover.move_records(10_000, 0.2)
+        moved += n
+        handed += back
+    return handed
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple], **settings: str) -> None:
+    """(partition, key, value, headers, timestamp) each, idempotent, in order."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, **settings})
+    errors: list[str] = []
+    for partition, key, value, headers, timestamp in records:
+        producer.produce(
+            topic, value, key, partition, timestamp=timestamp, headers=headers,
+            on_delivery=lambda e, _m: errors.append(str(e)) if e else None,
+        )  # fmt: skip
+    assert producer.flush(60) == 0
+    assert not errors, errors
+
+
+def awkward(base: int) -> list[tuple]:
+    """Records for partition 0 and 1: null and empty keys and values, own headers
+    with duplicate names and null values, a 1 MiB value."""
+    big = bytes(range(256)) * (MIB // 256)
+    rows = [
+        (b"k", b"v", None),
+        (None, b"null key", None),
+        (b"", b"empty key", None),
+        (b"tombstone", None, None),
+        (b"empty value", b"", None),
+        (None, None, None),
+        (b"", b"", None),
+        (b"hdr", b"own headers", [("trace", b"1"), ("trace", b"2"), ("n", None), ("e", b"")]),
+        (b"big", big, [("size", b"1MiB")]),
+        (b"\x00\xff", b"\x00" * 17 + b"\xff", [("bin", b"\x00\x01\xff")]),
+        (b"after", b"the big one", None),
+    ]
+    return [
+        (p, key, value, headers, base + 10 * i + p)
+        for p in (0, 1)
+        for i, (key, value, headers) in enumerate(rows)
+    ]
+
+
+def transactional_batches(bootstrap: str, topic: str, base: int) -> None:
+    """Committed, aborted, committed, on partition 0 (markers and aborted data)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(30)
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(3):
+            value = f"tx{n}-{i}-{'committed' if commit else 'ABORTED'}".encode()
+            producer.produce(topic, value, b"tx", 0, timestamp=base + 1000 + 10 * n + i)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+def test_awkward_records_are_moved_byte_for_byte(primary: str, dr: str) -> None:
+    source, target = unique_topic("dp-src"), unique_topic("dp-dst")
+    create_topic(primary, source, partitions=2, config=BIG_TOPIC)
+    create_topic(dr, target, partitions=2, config=BIG_TOPIC)
+    base = int(time.time() * 1000) - 100_000
+    produce(primary, source, awkward(base), **{"message.max.bytes": str(3 * MIB)})
+    transactional_batches(primary, source, base)
+    produce(primary, source, [(0, b"last", b"after the transactions", None, base + 5000)])
+
+    expected = {p: read_all(primary, source, p) for p in (0, 1)}
+    assert not any(b"ABORTED" in (r.value or b"") for r in expected[0]), "read_committed"
+    assert len(expected[0]) == 11 + 6 + 1 and len(expected[1]) == 11
+
+    mover = new_mover(primary, dr, **{"message.max.bytes": str(3 * MIB)})
+    try:
+        mover.assign([(source, 0, 0, target), (source, 1, 0, target)])
+        assert move_until(mover, len(expected[0]) + len(expected[1])) == []
+        assert mover.flush(30) == 0
+        progress = mover.progress()
+    finally:
+        mover.close()
+
+    for p in (0, 1):
+        got = read_all(dr, target, p)
+        want = [
+            (r.key, r.value, r.headers + provenance(source, r.offset), r.timestamp_type,
+             r.timestamp)
+            for r in expected[p]
+        ]  # fmt: skip
+        assert [(r.key, r.value, r.headers, r.timestamp_type, r.timestamp) for r in got] == want
+        assert [r.offset for r in got] == list(range(len(want)))
+        through, target_offset, in_flight, records, size, shifts = progress[(source, p)]
+        assert (through, target_offset, in_flight) == (expected[p][-1].offset, len(want) - 1, 0)
+        assert records == len(want)
+        assert size == sum(len(r.key or b"") + len(r.value or b"") for r in expected[p])
+        # Where the mapping stopped being a plain shift: the first record, and after
+        # each transaction marker or aborted batch.
+        gaps = [r for prev, r in pairwise(expected[p]) if r.offset != prev.offset + 1]
+        assert shifts == [(0, 0)] + [(r.offset, expected[p].index(r)) for r in gaps]
+    # Partition 0: the first record; 19 after a marker, the aborted batch and its
+    # marker; 23 after the last marker.
+    assert progress[(source, 0)][5] == [(0, 0), (19, 14), (23, 17)]
+
+
+def test_log_append_time_is_kept_as_the_topic_says(primary: str, dr: str) -> None:
+    """A LogAppendTime topic replicated into one configured the same way (as topic
+    sync makes it): the replicas are LogAppendTime too, stamped by the target."""
+    source, target = unique_topic("dp-lat"), unique_topic("dp-lat-dst")
+    config = {"message.timestamp.type": "LogAppendTime"}
+    create_topic(primary, source, config=config)
+    create_topic(dr, target, config=config)
+    produce(primary, source, [(0, b"k", b"v", None, 1_000)])
+    (original,) = read_all(primary, source, 0)
+    assert original.timestamp_type == 2 and original.timestamp != 1_000
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, 0, 0, target)])
+        move_until(mover, 1)
+        assert mover.flush(30) == 0
+    finally:
+        mover.close()
+    (replica,) = read_all(dr, target, 0)
+    assert replica.timestamp_type == 2
+    assert (replica.key, replica.value) == (b"k", b"v")
+
+
+def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None:
+    source, target = unique_topic("dp-back"), unique_topic("dp-back-dst")
+    create_topic(primary, source)
+    create_topic(dr, target)
+    base = int(time.time() * 1000) - 1000
+    produce(primary, source, [
+        (0, b"a", b"plain", None, base),
+        (0, b"b", b"from elsewhere", [("app", b"x"), ("__dr_src", b"other")], base + 1),
+        (0, b"c", b"plain again", None, base + 2),
+        (0, b"d", b"a loop", [("__dr_src", b"dr")], base + 3),
+        (0, b"e", b"last", None, base + 4),
+    ])  # fmt: skip
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, 0, 0, target)])
+        handed = move_until(mover, 2)
+        assert len(handed) == 1, "the partition waits while its record is handed back"
+        topic, partition, offset, key, value, kind, ts, headers, reason = handed[0]
+        assert (topic, partition, offset, key, value) == (source, 0, 1, b"b", b"from elsewhere")
+        assert (kind, ts, reason) == (1, base + 1, "reserved_header")
+        assert headers == [("app", b"x"), ("__dr_src", b"other")]
+        # Released with the headers Python made: read on from offset 2.
+        mover.release(source, 0, [("app", b"x")])
+        with pytest.raises(_dataplane.MoverError, match=rf"{source} partition 0 holds no"):
+            mover.release(source, 0, None)
+        handed = move_until(mover, 2)
+        assert [(h[2], h[8]) for h in handed] == [(3, "reserved_header")]
+        mover.release(source, 0, None)  # a loop: skipped
+        move_until(mover, 1)
+        assert mover.flush(30) == 0
+        through, target_offset, in_flight, records, _, shifts = mover.progress()[(source, 0)]
+    finally:
+        mover.close()
+    got = read_all(dr, target, 0)
+    assert [(r.key, r.headers) for r in got] == [
+        (b"a", provenance(source, 0)),
+        (b"b", (("app", b"x"),)),
+        (b"c", provenance(source, 2)),
+        (b"e", provenance(source, 4)),
+    ]
+    assert (through, target_offset, in_flight, records) == (4, 3, 0, 4)
+    assert shifts == [(0, 0), (4, 3)]
+
+
+def test_errors_name_topic_partition_and_offset(primary: str, dr: str) -> None:
+    source, target = unique_topic("dp-err"), unique_topic("dp-err-dst")
+    create_topic(primary, source)
+    create_topic(dr, target, config={"max.message.bytes": "2000"})
+    produce(primary, source, [(0, b"k", b"x" * 5000, None, 1_000)])
+    # The target refuses the record (larger than its topic allows).
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, 0, 0, target)])
+        with pytest.raises(_dataplane.MoverError) as refused:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                mover.move_records(100, 0.2)
+                mover.flush(1)
+        assert f"{source} partition 0 offset 0 (to {target})" in str(refused.value)
+        assert "too large" in str(refused.value).lower()
+    finally:
+        mover.close()
+    # An offset the source does not have, with auto.offset.reset=error.
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, 0, 50, target)])
+        with pytest.raises(_dataplane.MoverError) as out_of_range:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                mover.move_records(100, 0.2)
+        message = str(out_of_range.value)
+        assert f"consuming {source} partition 0 at offset" in message, message
+    finally:
+        mover.close()
+
+
+def test_settings_are_refused_by_key_without_their_values(primary: str, dr: str) -> None:
+    secret = "hunter2-" + uuid.uuid4().hex
+    with pytest.raises(ValueError, match=r"no\.such\.setting") as unknown:
+        _dataplane.Mover(
+            {"bootstrap.servers": primary, "sasl.password": secret, "no.such.setting": secret},
+            {"bootstrap.servers": dr},
+            [],
+        )
+    assert secret not in str(unknown.value)
+    with pytest.raises(ValueError, match=r"source setting enable\.auto\.commit=true") as forced:
+        _dataplane.Mover(
+            {"bootstrap.servers": primary, "enable.auto.commit": "true"},
+            {"bootstrap.servers": dr},
+            [],
+        )
+    assert "leave enable.auto.commit out" in str(forced.value)
+    with pytest.raises(ValueError, match=r"target setting enable\.idempotence=false"):
+        _dataplane.Mover(
+            {"bootstrap.servers": primary},
+            {"bootstrap.servers": dr, "enable.idempotence": "false"},
+            [],
+        )
+    mover = new_mover(primary, dr, **{"sasl.password": secret})
+    try:
+        assert secret not in repr(mover)
+    finally:
+        mover.close()
+
+
+def test_the_gil_is_released_while_it_moves(primary: str, dr: str) -> None:
+    """Two movers wait for records in two threads while this thread counts: with the
+    GIL held, the count would stand still for the whole wait."""
+    source, target = unique_topic("dp-gil"), unique_topic("dp-gil-dst")
+    create_topic(primary, source)
+    create_topic(dr, target)
+    movers = [new_mover(primary, dr) for _ in range(2)]
+    try:
+        for mover in movers:
+            mover.assign([(source, 0, 0, target)])
+        threads = [threading.Thread(target=m.move_records, args=(10, 2.0)) for m in movers]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.2)
+        count, start = 0, time.monotonic()
+        while time.monotonic() - start < 1.0:
+            count += 1
+        assert all(thread.is_alive() for thread in threads), "they wait 2 s for records"
+        assert count > 100_000, f"this thread ran {count} loops in 1 s beside the movers"
+        for thread in threads:
+            thread.join(10)
+    finally:
+        for mover in movers:
+            mover.close()
