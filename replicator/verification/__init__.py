@@ -3,19 +3,43 @@ job under `spark/` is submitted (`submit`) and a whole run (`run`: the plan, the
 and the Great Expectations suites under `expectations/`, each in a process of its own,
 and the summary in the state store). It may import `offsets`, `engine` and everything
 below them, never Spark or Great Expectations themselves; `cli` and the Airflow plugins
-import it, through the names below."""
+import it, through the names below.
 
-from replicator.verification.kafka_options import connection_environment
-from replicator.verification.run import (
-    Verification,
-    VerificationRun,
-    finish,
-    run_suites,
-    shipped_links,
-    spark_job,
-    start,
-    verify,
-)
+The names are imported when first used (PEP 562), not with the package: the Spark
+job's driver imports `kafka_options` and `plan` from here, and importing `run` with
+them would load the state store (SQLAlchemy, Alembic) into every verification's
+driver for nothing, seconds of its start on two loaded cores."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replicator.verification.kafka_options import connection_environment
+    from replicator.verification.run import (
+        Verification,
+        VerificationRun,
+        finish,
+        run_suites,
+        shipped_links,
+        spark_job,
+        start,
+        verify,
+    )
+
+#: Each name, and the module it comes from.
+_EXPORTS = {
+    "connection_environment": "replicator.verification.kafka_options",
+    "Verification": "replicator.verification.run",
+    "VerificationRun": "replicator.verification.run",
+    "finish": "replicator.verification.run",
+    "run_suites": "replicator.verification.run",
+    "shipped_links": "replicator.verification.run",
+    "spark_job": "replicator.verification.run",
+    "start": "replicator.verification.run",
+    "verify": "replicator.verification.run",
+}
 
 __all__ = [
     "Verification",
@@ -28,3 +52,15 @@ __all__ = [
     "start",
     "verify",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # once: later look-ups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -69,7 +69,8 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     Both topics are read up to their ends when the run was planned, which were
     taken before the windows: a mapping read never points past its window's end
     (the target records it is checked against), even while the flow runs on."""
-    windows = spark.createDataFrame(
+    windows = _local(
+        spark,
         [
             (w.topic, w.partition, w.remote_topic, w.target_start, w.target_end)
             for w in plan.windows
@@ -158,13 +159,13 @@ _CHECKPOINT = T.StructType(
 _OFFSET_SYNC = T.StructType(_CHECKPOINT.fields[1:])
 
 
-@F.udf(_CHECKPOINT)
+@F.udf(returnType=_CHECKPOINT, useArrow=False)
 def _decode_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
     c = Checkpoint.decode(bytes(key), bytes(value))
     return c.group, c.topic, c.partition, c.upstream, c.downstream
 
 
-@F.udf(_OFFSET_SYNC)
+@F.udf(returnType=_OFFSET_SYNC, useArrow=False)
 def _decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
     s = OffsetSync.decode(bytes(key), bytes(value))
     return s.topic, s.partition, s.upstream, s.downstream
@@ -177,7 +178,7 @@ def _read_whole(
     partition when the run was planned; None topic: it does not exist, empty)."""
     partitions = [p for p, end in enumerate(ends) if end > 0]
     if topic is None or not partitions:
-        return spark.createDataFrame([], _KAFKA_SCHEMA)
+        return _local(spark, [], _KAFKA_SCHEMA)
     earliest = -2  # the connector's "earliest" in a JSON offset map
     return (
         spark.read.format("kafka")
@@ -192,7 +193,8 @@ def _read_whole(
 
 def lag(spark: SparkSession, plan: VerificationPlan) -> DataFrame:
     """Lag and retention risk per partition, as measured when the run was planned."""
-    return spark.createDataFrame(
+    return _local(
+        spark,
         [
             (
                 w.topic,
@@ -215,7 +217,8 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
     target_ranges = [
         (w.remote_topic, w.partition, w.target_start, w.target_end) for w in plan.windows
     ]
-    windows = spark.createDataFrame(
+    windows = _local(
+        spark,
         [
             (w.topic, w.partition, w.remote_topic, w.source_start, w.source_end, w.in_flight)
             for w in plan.windows
@@ -316,7 +319,7 @@ def _read(
         start.setdefault(topic, {})[str(partition)] = first
         end.setdefault(topic, {})[str(partition)] = stop
     if not assign:
-        return spark.createDataFrame([], _KAFKA_SCHEMA)
+        return _local(spark, [], _KAFKA_SCHEMA)
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -365,6 +368,24 @@ def _ranges(offsets: DataFrame, kind: str, side: str = "source") -> DataFrame:
         .withColumn("kind", F.lit(kind))
         .withColumn("side", F.lit(side))
     )
+
+
+def _local(spark: SparkSession, rows: list[tuple[object, ...]], schema: str) -> DataFrame:
+    """A small table of the driver's `rows` (the plan's windows), as a literal of the
+    query: JSON that Spark parses into rows of `schema` (a DDL string) and unfolds.
+
+    Not `createDataFrame(rows)`: that parallelizes the rows through Python worker
+    processes, and every query that reads the table (three per run) ran them again,
+    each waiting for a Python worker to start: tens of seconds of a run on two
+    cores. A literal is planned as a local table and read in the JVM. Exact: longs
+    and strings survive JSON unchanged, and a Python float's repr parses back to
+    the same double."""
+    struct = T.StructType.fromDDL(schema)
+    if not isinstance(struct, T.StructType):
+        raise TypeError(f"not the schema of a table: {schema}")
+    text = json.dumps([dict(zip(struct.names, row, strict=True)) for row in rows])
+    table = F.from_json(F.lit(text), T.ArrayType(struct), {"mode": "FAILFAST"})
+    return spark.range(1).select(F.inline(table))
 
 
 _KAFKA_SCHEMA = (
