@@ -1,6 +1,6 @@
 """What one Python thread can copy with confluent-kafka at all, next to our engine.
 
-At tasks 1 and 100 B our engine's one Python thread is the limit (bench/README.md).
+At tasks 1 and 100 B our engine's one Python thread is the limit (docs/benchmarks.md).
 This says how much of that thread is the engine and how much is the client library:
 a bare forwarder, in its own spawned process, consumes each batch and produces every
 record to the same partition of the remote topic, with the clients configured as the

@@ -5,9 +5,9 @@ offset header) that live for one batch and are freed by reference counting: none
 of them is ever part of a cycle. At CPython's default pace (a young collection every
 700 new containers) the collector ran every couple of hundred records and walked
 the batch's records still alive each time: a third of the loop's time at 100 B
-values (200,276 -> 320,841 records/s, 5.8 -> 3.6 CPU s per million records;
-bench/README.md). Collecting less often frees the same garbage: what is cyclic waits
-a little longer, and at most this many containers of it.
+values (200,276 -> 320,841 records/s, 5.8 -> 3.6 CPU s per million records; the
+dated runs are in git history). Collecting less often frees the same garbage: what is
+cyclic waits a little longer, and at most this many containers of it.
 
 The entry points of a replicating process set it (`replicator run`, its worker
 processes), never the task itself: a process that only hosts a task (a test, an

@@ -180,7 +180,8 @@ class TaskSetup:
             # (queued.min.messages, queued.max.messages.kbytes) and, by default,
             # tries again only 1 s later; the loop drains a full queue in well
             # under that and then waited for fetches half the time (165,000 ->
-            # 310,000 records/s at 100 B, 86,000 -> 169,000 at 1 KB; bench/README.md).
+            # 310,000 records/s at 100 B, 86,000 -> 169,000 at 1 KB; the run is
+            # in git history).
             "fetch.queue.backoff.ms": 10,
             "topic.metadata.refresh.interval.ms": 10_000,
             **flow.source.consumer,
