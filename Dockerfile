@@ -69,11 +69,13 @@ WORKDIR /opt/replicator
 # Airflow). pip and uv leave the image after.
 COPY requirements.lock pyproject.toml ./
 COPY --from=wheel /dist /tmp/dist
+# --compile-bytecode: the containers' user cannot write .pyc files into /opt/venv, so
+# without them every process (each Airflow task, too) compiles all it imports afresh.
 RUN python3 -m venv /opt/venv \
  && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \
- && UV_NATIVE_TLS=1 uv pip install -q --no-cache --python /opt/venv/bin/python \
+ && UV_NATIVE_TLS=1 uv pip install -q --no-cache --compile-bytecode --python /opt/venv/bin/python \
       -r pyproject.toml --extra postgres -c requirements.lock \
- && uv pip install -q --no-cache --python /opt/venv/bin/python --no-deps /tmp/dist/*.whl \
+ && uv pip install -q --no-cache --compile-bytecode --python /opt/venv/bin/python --no-deps /tmp/dist/*.whl \
  && pip uninstall -q -y uv \
  && pip check \
  && pip uninstall -q -y pip \
@@ -126,7 +128,7 @@ ARG EXTRAS="--extra airflow --extra spark --extra gx --extra postgres --extra do
 COPY requirements.lock pyproject.toml ./
 RUN python3 -m venv /opt/venv \
  && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \
- && uv pip install -q --no-cache --python /opt/venv/bin/python -r pyproject.toml ${EXTRAS} \
+ && uv pip install -q --no-cache --compile-bytecode --python /opt/venv/bin/python -r pyproject.toml ${EXTRAS} \
       -c requirements.lock \
  && pip uninstall -q -y uv \
  && rm pyproject.toml

@@ -65,6 +65,9 @@ setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/spark-kafka/.res
 	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed \
 	$(K8S_STAMPS)
 
+# Bytecode is compiled at install (uv writes none by default): with PYTHONDONTWRITEBYTECODE
+# set, as here, every process would otherwise compile all it imports (Airflow, pyspark, GX)
+# from source, every time; the GX step of one verification took 28 CPU-s instead of 14.
 # setup.py and the C source: the replication loop's compiled part, built in place; and the
 # data plane's crate (dataplane/, built by setuptools-rust when cargo is on PATH; cargo's
 # target directory, ~/.cache/replicator/cargo-target, outlives the clone).
@@ -72,8 +75,8 @@ $(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/
 	$(wildcard dataplane/Cargo.toml dataplane/Cargo.lock dataplane/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock
-	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --no-deps -e .
 	touch $@
 
 $(JVM_DIR)/kafka/.resolved: include/jvm/kafka/pom.xml include/jvm/settings.xml
