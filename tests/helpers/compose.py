@@ -22,6 +22,7 @@ from replicator.localstack.airflow_client import AirflowClient
 from replicator.localstack.errors import StackError
 
 from helpers.kafka import free_port_pairs
+from helpers.procedures import wait_processed
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = os.environ.get("COMPOSE", "docker-compose")
@@ -116,23 +117,26 @@ class ComposeProject:
         return AirflowClient(url, "admin", password, timeout_s=300)
 
 
-def docker_engine() -> None:
-    """A Docker engine that answers (docker/engine.sh starts one if it can); else a
-    skip with the reason, a failure under CI=true."""
-    result = subprocess.run(
-        ["make", "-s", "docker-engine"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
-    if result.returncode == 0:
-        return
-    reason = f"no Docker engine here and none can be started: {result.stderr.strip()[-600:]}"
-    if os.environ.get("CI") == "true" or result.returncode != _NO_ENGINE:
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
+def docker_engine(targets: Sequence[str] = ("docker-engine",)) -> None:
+    """A Docker engine that answers (docker/engine.sh starts one if it can), and the
+    other make `targets` given (e.g. the base image); else a skip with the reason, a
+    failure under CI=true."""
+    for target in targets:
+        result = subprocess.run(
+            ["make", "-s", target],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+        if result.returncode == 0:
+            continue
+        reason = f"make {target}: no Docker engine here and none can be started, or: "
+        reason += result.stderr.strip()[-600:]
+        if os.environ.get("CI") == "true" or result.returncode != _NO_ENGINE:
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
 
 
 def build_images(figures: Figures) -> None:
@@ -195,6 +199,23 @@ def run_dag(api: AirflowClient, dag_id: str, conf: dict[str, object], approve: b
     if api.wait_for_run(dag_id, run_id, timeout=4 * TIMEOUT_S) != "success":
         pytest.fail(api.failure_report(dag_id, run_id), pytrace=False)
     return run_id
+
+
+def fail_over_and_back(api: AirflowClient, consumed: Path, figures: Figures) -> None:
+    """The `failover` (planned, the reverse flow started) and `failback` DAGs of the
+    `demo` application on flow primary->dr, each approved by the admin: each reports an
+    RPO of 0 records, and the application's consumer (its ledger `consumed`) goes on
+    processing on the cluster it was moved to."""
+    for dag_id, params, now_active in (
+        ("failover", {"mode": "planned", "reverse": True}, "dr"),
+        ("failback", {"mode": "replicate"}, "primary"),
+    ):
+        started = time.monotonic()
+        conf = {"flow": "primary->dr", "applications": ["demo"], "timeout_s": TIMEOUT_S}
+        run_id = run_dag(api, dag_id, {**conf, **params}, approve=True)
+        figures.timed(f"{dag_id} DAG", started)
+        assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
+        wait_processed(consumed, now_active, 50, TIMEOUT_S)
 
 
 def passwords_shown(project: ComposeProject, secrets: dict[str, str]) -> list[str]:

@@ -36,9 +36,9 @@ from helpers.compose import (
     build_images,
     compose_project,
     docker_engine,
+    fail_over_and_back,
     passwords_shown,
     run,
-    run_dag,
 )
 from helpers.kafka import create_topic, own_cluster_pair
 from helpers.procedures import wait_processed
@@ -51,11 +51,6 @@ FILES = ("docker-compose.yml", "deploy/compose/external.yml")
 #: The uid every container of the stack runs as (Dockerfile, docker/postgres).
 _CONTAINER_UID = 10001
 _TOPIC = "demo.orders"
-
-
-@pytest.fixture(scope="module")
-def figures() -> Figures:
-    return Figures()
 
 
 @pytest.fixture(scope="module")
@@ -156,16 +151,7 @@ def test_the_stack_runs_failover_and_failback_on_clusters_it_did_not_start(
         wait_processed(app.consumed_ledger, "primary", 50, TIMEOUT_S)
         with project.airflow() as api:
             assert api.import_errors() == []
-            for dag_id, params, now_active in (
-                ("failover", {"mode": "planned", "reverse": True}, "dr"),
-                ("failback", {"mode": "replicate"}, "primary"),
-            ):
-                started = time.monotonic()
-                conf = {"flow": "primary->dr", "applications": ["demo"], "timeout_s": TIMEOUT_S}
-                run_id = run_dag(api, dag_id, {**conf, **params}, approve=True)
-                figures.timed(f"{dag_id} DAG", started)
-                assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
-                wait_processed(app.consumed_ledger, now_active, 50, TIMEOUT_S)
+            fail_over_and_back(api, app.consumed_ledger, figures)
     finally:
         ledgers = processes.stop()
     assert ledgers.ok, ledgers.summary()

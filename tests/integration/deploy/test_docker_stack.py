@@ -40,6 +40,7 @@ from helpers.compose import (
     build_images,
     compose_project,
     docker_engine,
+    fail_over_and_back,
     passwords_shown,
     run,
     run_dag,
@@ -55,11 +56,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.solo]
 FILES = ("docker-compose.yml", "deploy/compose/demo.yml", "docker/compose.supervised.yml")
 #: Where the image mounts the shared `verification` volume.
 _VERIFICATION_DIR = "/opt/replicator/.data/verification"
-
-
-@pytest.fixture(scope="module")
-def figures() -> Figures:
-    return Figures()
 
 
 @pytest.fixture(scope="module")
@@ -125,16 +121,7 @@ def test_the_whole_system_in_docker_compose(
         assert served.status_code == 200 and b"jQuery" in served.content[:200], served
         # Failover and failback, as an operator triggers them: the stack's connection
         # has no approval policy, so each asks, and the admin approves it.
-        for dag_id, params, now_active in (
-            ("failover", {"mode": "planned", "reverse": True}, "dr"),
-            ("failback", {"mode": "replicate"}, "primary"),
-        ):
-            started = time.monotonic()
-            conf = {"flow": "primary->dr", "applications": ["demo"], "timeout_s": TIMEOUT_S}
-            run_id = run_dag(api, dag_id, {**conf, **params}, approve=True)
-            figures.timed(f"{dag_id} DAG", started)
-            assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
-            wait_processed(consumed, now_active, 50, TIMEOUT_S)
+        fail_over_and_back(api, consumed, figures)
 
         # Verification on the Spark standalone cluster, Data Docs on the shared volume.
         started = time.monotonic()

@@ -10,7 +10,6 @@ started: skipped with the reason (a failure under CI=true), as the Docker stack 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,14 +20,12 @@ import pytest
 from replicator.errors import ReplicatorError
 from replicator.operations.docker_launcher import DockerLauncher
 
+from helpers.compose import docker_engine
+
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "replicator-base:bookworm"
 CONFIG = "/etc/replicator/mm2.properties"
-#: docker/engine.sh exits with this when no engine answers and none can be started.
-_NO_ENGINE = 2
-_TIMEOUT_S = 1800
 
 
 def _docker(*args: str) -> str:
@@ -41,21 +38,7 @@ def _docker(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def engine() -> None:
-    for target in ("docker-engine", "base-image"):
-        result = subprocess.run(
-            ["make", "-s", target],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=_TIMEOUT_S,
-            check=False,
-        )
-        if result.returncode == 0:
-            continue
-        reason = f"make {target}: {result.stderr.strip()[-600:]}"
-        if os.environ.get("CI") == "true" or result.returncode != _NO_ENGINE:
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+    docker_engine(("docker-engine", "base-image"))
 
 
 @pytest.fixture
