@@ -31,6 +31,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+if [ -z "$config_dir" ] && { [ -n "$cluster_secrets" ] || [ "$home" != primary ]; }; then
+	echo "make-env: --cluster-secrets and --home apply to --external CONFIG_DIR only (the demo's home is primary); $usage" >&2
+	exit 2
+fi
+
 # The uid of the images' `replicator` user (Dockerfile) and of docker/postgres's `postgres`.
 uid=10001
 here=$(cd "$(dirname "$out")" && pwd)
