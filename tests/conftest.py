@@ -22,6 +22,9 @@ from replicator.localstack.jvm import JVM_OPTIONS_ENV
 from replicator.statestore import StateStore
 
 from helpers.kafka import free_port_pair
+from helpers.session import TEST_CLUSTERS, TEST_DATA_DIR
+
+_ROOT = Path(__file__).resolve().parents[1]
 
 #: Helper modules whose fixtures every test may take (`procedure_scene`): a test
 #: module that imported a fixture would shadow it with its parameter.
@@ -40,21 +43,6 @@ os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 # The same for the verification's Spark driver (spark-submit's JVM, where local-mode
 # executors run too): one verification of test_verify took 115 CPU-s instead of 178.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
-
-_PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
-#: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,
-#: 100 ports further on, and a data folder of its own.
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-TEST_CLUSTERS = (
-    ClusterSpec("primary", int(_PORTS[0]) + 100 * _WORKER),
-    ClusterSpec("dr", int(_PORTS[1]) + 100 * _WORKER),
-)
-_ROOT = Path(__file__).resolve().parents[1]
-TEST_DATA_DIR = Path(
-    os.environ.get("REPLICATOR_TEST_DATA_DIR", ".data/test-stack")
-    + (f"-gw{_WORKER}" if _WORKER else "")
-)
-
 
 #: Files that take minutes (Airflow standalone, Spark, demo apps through procedures,
 #: DAG runs that wait for an answer), longest first.

@@ -55,6 +55,27 @@ def chromium(downloads: Path) -> Iterator[WebDriver]:
         driver.quit()
 
 
+def full_page_screenshot(driver: WebDriver, path: Path, width: int) -> None:
+    """A screenshot of the whole page at `width` CSS pixels. The viewport is set through
+    the DevTools protocol's device-metrics override, not by resizing the window: a
+    headless window cannot grow past its virtual screen, which differs between hosts."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+    )
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+    try:
+        shown = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+        assert shown == [width, height], f"viewport {shown}, page {width}x{height}"
+        assert driver.save_screenshot(str(path)), f"screenshot {path} not saved"
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
 class Screenshots:
     """Numbered screenshots of each stage in `folder` (emptied first)."""
 

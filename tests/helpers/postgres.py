@@ -29,8 +29,8 @@ import pytest
 from replicator.localstack.errors import StackError
 from replicator.localstack.postgres import LocalPostgres, PortTakenError
 
-from conftest import TEST_DATA_DIR
 from helpers.kafka import free_port_pair
+from helpers.session import TEST_DATA_DIR
 
 #: The state store's backends: SQLite (the default) and PostgreSQL (production).
 BACKENDS = ("sqlite", "postgresql")

@@ -10,8 +10,8 @@ import pytest
 
 from replicator.localstack import LocalStack
 
-from conftest import TEST_DATA_DIR
 from helpers.kafka import create_topic, make_records, produce_records, read_partition, unique_topic
+from helpers.session import TEST_DATA_DIR
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from sqlalchemy import create_engine, text
 from replicator.localstack.errors import StackError
 from replicator.localstack.postgres import SERVER_USER, LocalPostgres, PortTakenError
 
-from conftest import TEST_DATA_DIR
 from helpers.kafka import free_port_pair
 from helpers.postgres import start_test_server
+from helpers.session import TEST_DATA_DIR
 
 TESTS = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.postgres import LocalPostgres
 from replicator.localstack.private import private_dir
 
-from conftest import TEST_DATA_DIR
 from helpers.kafka import free_port_pair
+from helpers.session import TEST_DATA_DIR
 
 
 def _mode(path: Path) -> int:

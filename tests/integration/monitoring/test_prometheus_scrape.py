@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from selenium.webdriver.remote.webdriver import WebDriver
 
-from helpers.browser import chromium, show
+from helpers.browser import chromium, full_page_screenshot, show
 from helpers.dashboard_preview import Preview, prometheus, render
 from helpers.kafka import create_topic, free_port_pairs, unique_topic
 from helpers.monitoring import RULES, dashboard_queries, rule_expressions
@@ -210,9 +209,7 @@ def _screenshots(base: str, topic: str, preview: Preview) -> None:
     )
     with chromium(ARTIFACTS) as driver:
         driver.get(page.as_uri())
-        _fit_window(driver, width=1600)
-        assert driver.save_screenshot(str(ARTIFACTS / "dashboard.png"))
-        driver.set_window_size(1280, 1024)
+        full_page_screenshot(driver, ARTIFACTS / "dashboard.png", width=1600)
         assert show(driver, f"{base}/graph?{graph}", "replicator_replicated_records_total")
         driver.implicitly_wait(0)
         wait_until(lambda: driver.find_elements("css selector", "svg"), 30, "the graphs drawn")
@@ -222,14 +219,3 @@ def _screenshots(base: str, topic: str, preview: Preview) -> None:
         # under /classic/).
         assert show(driver, f"{base}/classic/alerts", "ReplicatorLagHigh")
         assert driver.save_screenshot(str(ARTIFACTS / "prometheus-alerts.png"))
-
-
-def _fit_window(driver: WebDriver, width: int) -> None:
-    """A window `width` wide whose viewport shows the whole page (the screenshot is of
-    the viewport; the window's own frame takes some of its height)."""
-    driver.set_window_size(width, 1000)
-    frame = driver.execute_script("return window.outerHeight - window.innerHeight")
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, height + frame)
-    shown = driver.execute_script("return [window.innerWidth, window.innerHeight]")
-    assert shown[1] >= height, (shown, height)

@@ -23,10 +23,10 @@ from replicator.offsets.checkpoints import read_checkpoints
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import StateStore
 
-from conftest import TEST_DATA_DIR
 from helpers.kafka import create_topic, free_port_pair, unique_topic
 from helpers.procedures import commit_offsets, runner
 from helpers.replication import end_offsets, flow_config, preload, wait_until
+from helpers.session import TEST_DATA_DIR
 
 pytestmark = pytest.mark.integration
 
