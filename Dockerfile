@@ -66,22 +66,24 @@ ENV VIRTUAL_ENV=/opt/venv \
 WORKDIR /opt/replicator
 # The core dependencies and the PostgreSQL driver (the production state store) at the
 # lock's versions; not the launchers' clients (docker, kubernetes: the supervisor's, in
-# Airflow). pip and uv leave the image after.
+# Airflow). Their layer changes only with the lock or pyproject.toml, so a change of the
+# project's code rebuilds the wheel's layer alone. --compile-bytecode: the containers'
+# user cannot write .pyc files into /opt/venv, so without them every process compiles
+# all it imports afresh.
 COPY requirements.lock pyproject.toml ./
-COPY --from=wheel /dist /tmp/dist
-# --compile-bytecode: the containers' user cannot write .pyc files into /opt/venv, so
-# without them every process (each Airflow task, too) compiles all it imports afresh.
 RUN python3 -m venv /opt/venv \
  && pip install -q --no-cache-dir --disable-pip-version-check "uv==$(sed -n 's/^uv==//p' requirements.lock)" \
  && UV_NATIVE_TLS=1 uv pip install -q --no-cache --compile-bytecode --python /opt/venv/bin/python \
       -r pyproject.toml --extra postgres -c requirements.lock \
- && uv pip install -q --no-cache --compile-bytecode --python /opt/venv/bin/python --no-deps /tmp/dist/*.whl \
  && pip uninstall -q -y uv \
+ && rm pyproject.toml
+# The project's wheel (pip compiles its bytecode), checked against what is installed;
+# pip leaves the image after.
+COPY --from=wheel /dist /tmp/dist
+RUN pip install -q --no-cache-dir --disable-pip-version-check --no-deps /tmp/dist/*.whl \
  && pip check \
  && pip uninstall -q -y pip \
- && rm -rf /tmp/dist pyproject.toml \
- && find /opt/venv -name __pycache__ -prune -exec rm -rf {} + \
- && python -m compileall -q /opt/venv/lib
+ && rm -rf /tmp/dist
 COPY include/config include/config
 COPY docker/healthcheck.py /usr/local/bin/healthcheck
 RUN useradd --system --uid 10001 --create-home --home-dir /home/replicator replicator \

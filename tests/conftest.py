@@ -44,31 +44,47 @@ os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 # executors run too): one verification of test_verify took 115 CPU-s instead of 178.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
-#: Files that take minutes (Airflow standalone, Spark, demo apps through procedures,
-#: DAG runs that wait for an answer), longest first.
-#: They are collected first, so pytest-xdist starts them first and the quick files fill
-#: the gaps, instead of one of them running alone at the end (`make test` passes
-#: --no-loadscope-reorder: by default xdist orders files by their number of tests).
+#: The files that take longest, longest first, as measured in `make test`
+#: (.data/test-artifacts/junit-parallel.xml of the 2026-11-29 fresh-clone run; every
+#: file of 30 s or more). They are collected first, so pytest-xdist starts them first and
+#: the quick files fill the gaps, instead of one of them running alone at the end
+#: (`make test` passes --no-loadscope-reorder: by default xdist orders files by their
+#: number of tests). Re-measure and reorder when a file's time changes much.
 _SLOW_FILES = (
-    "test_docker_stack.py",
-    "test_secured_dags.py",
     "test_notifications.py",
+    "test_broker_faults.py",
     "test_browser.py",
-    "test_airflow_dags.py",
-    "test_foreign_executors.py",
+    "test_secured_dags.py",
+    "test_secured_stack.py",
     "test_packaging.py",
     "test_verify.py",
     "test_verify_after_failback.py",
-    "test_failover.py",
+    "test_long_outage_workers.py",
+    "test_airflow_dags.py",
     "test_failover_approval.py",
+    "test_failover.py",
+    "test_mm2_takeover.py",
     "test_exactly_once.py",
-    "test_secured_stack.py",
+    "test_foreign_executors.py",
+    "test_scale_out.py",
     "test_secured_verification.py",
-    "test_acl_sync_live.py",
-    "test_broker_faults.py",
-    "test_airflow_supervision.py",
+    "test_store_outage.py",
     "test_outage_logging.py",
-    "test_abort.py",
+    "test_offset_reset.py",
+    "test_quiet_failures.py",
+    "test_acl_sync_live.py",
+    "test_translation.py",
+    "test_consumer_group_lag.py",
+    "test_abort_race.py",
+    "test_drill.py",
+    "test_failback.py",
+    "test_local_postgres.py",
+    "test_prometheus_scrape.py",
+    "test_browser_offline.py",
+    "test_mm2_interop.py",
+    "test_delivery_gaps.py",
+    "test_airflow_supervision.py",
+    "test_failure_policies.py",
 )
 
 
