@@ -18,7 +18,7 @@ enum State {
     Failed,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Ledger {
     pending: VecDeque<(i64, State)>,
     /// Highest source offset delivered (or skipped) contiguously; -1: none yet.
@@ -33,7 +33,7 @@ pub struct Ledger {
 }
 
 /// What a ledger reports and forgets (`Ledger::report`).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub delivered_through: i64,
     pub target_offset: i64,
@@ -41,6 +41,43 @@ pub struct Report {
     pub records: u64,
     pub bytes: u64,
     pub shifts: Vec<(i64, i64)>,
+}
+
+impl Report {
+    /// Nothing delivered yet.
+    pub fn empty() -> Self {
+        Report {
+            delivered_through: -1,
+            target_offset: -1,
+            in_flight: 0,
+            records: 0,
+            bytes: 0,
+            shifts: Vec::new(),
+        }
+    }
+
+    /// Add a newer report to this one (the positions are the newer report's; counts
+    /// and shifts add up): how a transactional mover keeps what committed.
+    pub fn absorb(&mut self, newer: Report) {
+        self.delivered_through = newer.delivered_through;
+        self.target_offset = newer.target_offset;
+        self.in_flight = newer.in_flight;
+        self.records += newer.records;
+        self.bytes += newer.bytes;
+        self.shifts.extend(newer.shifts);
+    }
+
+    /// This report, with its counts and shifts taken (they are reported once).
+    pub fn take(&mut self) -> Report {
+        Report {
+            delivered_through: self.delivered_through,
+            target_offset: self.target_offset,
+            in_flight: self.in_flight,
+            records: std::mem::take(&mut self.records),
+            bytes: std::mem::take(&mut self.bytes),
+            shifts: std::mem::take(&mut self.shifts),
+        }
+    }
 }
 
 impl Ledger {
@@ -97,6 +134,11 @@ impl Ledger {
 
     pub fn in_flight(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Records acked since the last report (in a transaction: acked, not committed).
+    pub fn unreported(&self) -> u64 {
+        self.records
     }
 
     /// The position and what was delivered since the last report (counts and
@@ -219,6 +261,41 @@ mod tests {
         l.delivered(3, 3, 0).unwrap();
         assert_eq!(l.delivered_through, 1);
         assert_eq!(l.in_flight(), 2);
+    }
+
+    #[test]
+    fn committed_reports_add_up_and_are_taken_once() {
+        let mut l = Ledger::new();
+        let mut committed = Report::empty();
+        l.sent(0).unwrap();
+        l.delivered(0, 0, 3).unwrap();
+        committed.absorb(l.report());
+        l.sent(2).unwrap();
+        l.delivered(2, 1, 4).unwrap();
+        committed.absorb(l.report());
+        let r = committed.take();
+        assert_eq!((r.delivered_through, r.target_offset), (2, 1));
+        assert_eq!((r.records, r.bytes), (2, 7));
+        assert_eq!(r.shifts, vec![(0, 0), (2, 1)]);
+        let again = committed.take();
+        assert_eq!((again.delivered_through, again.records), (2, 0));
+        assert_eq!(again.shifts, vec![]);
+    }
+
+    #[test]
+    fn a_copy_taken_before_a_transaction_restores_it() {
+        let mut l = Ledger::new();
+        l.sent(0).unwrap();
+        l.delivered(0, 0, 0).unwrap();
+        let _ = l.report();
+        let before = l.clone();
+        l.sent(1).unwrap();
+        l.delivered(1, 1, 0).unwrap();
+        l = before; // aborted
+        assert_eq!((l.delivered_through, l.target_offset), (0, 0));
+        l.sent(1).unwrap();
+        l.delivered(1, 5, 0).unwrap();
+        assert_eq!(l.report().shifts, vec![(1, 5)]);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 
 pub mod ledger;
 pub mod plan;
+pub mod txn;
 
+#[cfg(feature = "python")]
+mod group;
 #[cfg(feature = "python")]
 mod mover;
 #[cfg(feature = "python")]
@@ -22,6 +25,10 @@ use pyo3::prelude::*;
 fn _dataplane(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mover::Mover>()?;
     m.add("MoverError", m.py().get_type::<mover::MoverError>())?;
+    m.add(
+        "TransactionError",
+        m.py().get_type::<mover::TransactionError>(),
+    )?;
     m.add("LIBRDKAFKA_VERSION", rdkafka::util::get_rdkafka_version().1)?;
     Ok(())
 }

@@ -5,6 +5,11 @@
 //! Python keeps the decisions: it assigns partitions (with their target topic and
 //! start offset), releases or skips the records handed back, reads `progress` for
 //! offset syncs and checkpoints. The GIL is released while records move.
+//!
+//! Transactional (given a `transactional_id`): every record moves inside a
+//! transaction Python opens and commits, with the source offsets of what it moved
+//! committed in the same transaction (to `offsets_group` on the target); an abort
+//! makes the mover read again what the transaction had taken.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,19 +23,32 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,
+};
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::Message;
+use rdkafka::{Message, Offset, TopicPartitionList};
 
-use crate::ledger::Ledger;
+use crate::group::{self, TxnError};
+use crate::ledger::{Ledger, Report};
 use crate::plan::{self, Irregular};
 use crate::source::{describe, Source};
+use crate::txn::Txn;
 
 create_exception!(
     _dataplane,
     MoverError,
     PyException,
     "A record could not be moved: the message names topic, partition and offset."
+);
+
+create_exception!(
+    _dataplane,
+    TransactionError,
+    MoverError,
+    "A transactional call failed. Attributes: code (librdkafka's error name, e.g. \
+     _FENCED), fatal (make a new Mover), retriable (call it again), txn_requires_abort \
+     (abort the transaction)."
 );
 
 /// librdkafka log lines kept for Python (`Mover.logs`), the newest ones.
@@ -151,6 +169,17 @@ struct Part {
     held: Option<Held>,
 }
 
+/// The transactional mode's state: the open transaction's reach, the ledgers as
+/// they were when it began (restored by an abort), and what committed (reported by
+/// `progress` instead of what was merely acked).
+struct Transactional {
+    offsets_group: Option<String>,
+    initialized: bool,
+    txn: Txn,
+    before: Vec<Ledger>,
+    committed: Vec<Report>,
+}
+
 struct Inner {
     source: Source<SourceContext>,
     producer: BaseProducer<TargetContext>,
@@ -160,6 +189,7 @@ struct Inner {
     offset_header: Option<String>,
     topic_header: Option<String>,
     reserved: Vec<Vec<u8>>,
+    transactional: Option<Transactional>,
 }
 
 type OwnedHeader = (String, Option<Vec<u8>>);
@@ -328,6 +358,7 @@ impl Inner {
         timeout: Duration,
     ) -> Result<(usize, Vec<usize>), String> {
         self.failures()?;
+        self.in_transaction()?;
         let deadline = Instant::now() + timeout;
         let mut moved = 0;
         let mut handed = Vec::new();
@@ -378,6 +409,7 @@ impl Inner {
             if let Some(reason) = reason {
                 let held = keep(reason);
                 hold(&self.source, &mut self.parts, slot, held)?;
+                took(&mut self.transactional, slot, offset);
                 handed.push(slot);
                 continue;
             }
@@ -393,10 +425,14 @@ impl Inner {
                 record.timestamp(),
                 headers,
             ) {
-                Ok(()) => moved += 1,
+                Ok(()) => {
+                    settled(&mut self.transactional, slot, offset);
+                    moved += 1;
+                }
                 Err(None) => {
                     let held = keep(Irregular::TooLarge);
                     hold(&self.source, &mut self.parts, slot, held)?;
+                    took(&mut self.transactional, slot, offset);
                     handed.push(slot);
                 }
                 Err(Some(problem)) => {
@@ -416,6 +452,9 @@ impl Inner {
     }
 
     fn release(&mut self, slot: usize, headers: Option<Vec<OwnedHeader>>) -> Result<(), String> {
+        if self.parts[slot].held.is_some() {
+            self.in_transaction()?;
+        }
         let Some(held) = self.parts[slot].held.take() else {
             let part = &self.parts[slot];
             return Err(format!(
@@ -449,6 +488,7 @@ impl Inner {
             }
             None => lock(&self.source_shared().ledgers)[slot].skipped(held.offset)?,
         }
+        settled(&mut self.transactional, slot, held.offset);
         let part = &self.parts[slot];
         self.source
             .seek(&part.topic, part.partition, held.offset + 1, SEEK_TIMEOUT)?;
@@ -456,10 +496,185 @@ impl Inner {
     }
 }
 
+/// A transactional mover's open transaction took the record at `offset` of `slot`
+/// (functions, not methods: the loop holds a record borrowed from the source).
+fn took(transactional: &mut Option<Transactional>, slot: usize, offset: i64) {
+    if let Some(t) = transactional.as_mut() {
+        t.txn.took(slot, offset);
+    }
+}
+
+/// ... and produced it, or skipped it on Python's word.
+fn settled(transactional: &mut Option<Transactional>, slot: usize, offset: i64) {
+    if let Some(t) = transactional.as_mut() {
+        t.txn.settled(slot, offset);
+    }
+}
+
+/// The transactional mode (`Mover(transactional_id=...)`).
+impl Inner {
+    /// Transactional and no transaction open: nothing may be produced or skipped.
+    fn in_transaction(&self) -> Result<(), String> {
+        match &self.transactional {
+            Some(t) if !t.txn.is_open() => Err(
+                "the mover is transactional and no transaction is open: call \
+                 begin_transaction() first"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn txn_state(&mut self) -> Result<&mut Transactional, TxnError> {
+        self.transactional.as_mut().ok_or_else(|| {
+            TxnError::plain(
+                "the mover is not transactional: make it with Mover(..., \
+                 transactional_id=...)"
+                    .into(),
+            )
+        })
+    }
+
+    fn init_transactions(&mut self, timeout: Duration) -> Result<(), TxnError> {
+        self.txn_state()?;
+        self.producer
+            .init_transactions(timeout)
+            .map_err(|e| TxnError::from_kafka(&e))?;
+        self.txn_state()?.initialized = true;
+        Ok(())
+    }
+
+    fn begin_transaction(&mut self) -> Result<(), TxnError> {
+        let state = self.txn_state()?;
+        if !state.initialized {
+            return Err(TxnError::plain(
+                "call init_transactions() before the first begin_transaction()".into(),
+            ));
+        }
+        state.txn.begin().map_err(TxnError::plain)?;
+        if let Err(e) = self.producer.begin_transaction() {
+            self.txn_state()?.txn.end();
+            return Err(TxnError::from_kafka(&e));
+        }
+        let before = lock(&self.source_shared().ledgers).clone();
+        self.txn_state()?.before = before;
+        Ok(())
+    }
+
+    fn open_transaction(&mut self) -> Result<&mut Transactional, TxnError> {
+        let state = self.txn_state()?;
+        if !state.txn.is_open() {
+            return Err(TxnError::plain("no transaction is open".into()));
+        }
+        Ok(state)
+    }
+
+    /// Send the transaction's source offsets (if an offsets group is set) and commit
+    /// it; the offsets committed, {slot: next source offset}.
+    fn commit_transaction(&mut self, timeout: Duration) -> Result<Vec<(usize, i64)>, TxnError> {
+        let deadline = Instant::now() + timeout;
+        let state = self.open_transaction()?;
+        let positions = state.txn.positions();
+        let group_id = state.offsets_group.clone();
+        if let (Some(group_id), false) = (group_id, positions.is_empty()) {
+            let mut offsets = TopicPartitionList::with_capacity(positions.len());
+            for &(slot, next) in &positions {
+                let part = &self.parts[slot];
+                let mut element = offsets.add_partition(&part.target, part.partition);
+                element
+                    .set_offset(Offset::Offset(next))
+                    .map_err(|e| TxnError::plain(e.to_string()))?;
+                element.set_metadata(format!("source {}", part.topic));
+            }
+            group::send_offsets(
+                self.producer.client().native_ptr(),
+                &offsets,
+                &group_id,
+                deadline.saturating_duration_since(Instant::now()),
+            )?;
+        }
+        self.producer
+            .commit_transaction(deadline.saturating_duration_since(Instant::now()))
+            .map_err(|e| TxnError::from_kafka(&e))?;
+        // The commit flushed: every delivery report of the transaction was served.
+        let reports: Vec<Report> = lock(&self.source_shared().ledgers)
+            .iter_mut()
+            .map(Ledger::report)
+            .collect();
+        let state = self.txn_state()?;
+        for (slot, report) in reports.into_iter().enumerate() {
+            if state.committed.len() <= slot {
+                state.committed.push(Report::empty());
+            }
+            state.committed[slot].absorb(report);
+        }
+        state.txn.end();
+        Ok(positions)
+    }
+
+    /// Abort the open transaction: nothing it produced becomes visible, and every
+    /// partition it took records of reads again from the first of them (records
+    /// handed back in it are dropped: they come back). {slot: offset read next}.
+    fn abort_transaction(&mut self, timeout: Duration) -> Result<Vec<(usize, i64)>, TxnError> {
+        let deadline = Instant::now() + timeout;
+        self.open_transaction()?;
+        // librdkafka's abort waits for the delivery reports of what it purges to be
+        // served, and this producer serves them only when polled: purge and serve
+        // them first, so the abort does not wait its whole timeout.
+        self.producer.purge(PurgeConfig::default().queue());
+        self.producer
+            .flush(deadline.saturating_duration_since(Instant::now()))
+            .map_err(|e| TxnError::from_kafka(&e))?;
+        self.producer
+            .abort_transaction(deadline.saturating_duration_since(Instant::now()))
+            .map_err(|e| TxnError::from_kafka(&e))?;
+        let _ = self
+            .producer
+            .flush(deadline.saturating_duration_since(Instant::now()));
+        let shared = self.source_shared().clone();
+        let state = self.txn_state()?;
+        let rewind = state.txn.rewind();
+        {
+            let mut ledgers = lock(&shared.ledgers);
+            for (slot, ledger) in ledgers.iter_mut().enumerate() {
+                *ledger = state.before.get(slot).cloned().unwrap_or_else(Ledger::new);
+            }
+        }
+        lock(&shared.failures).clear();
+        state.txn.end();
+        let mut out = Vec::new();
+        for (slot, first) in rewind {
+            let part = &mut self.parts[slot];
+            if self
+                .slots
+                .get(&part.topic)
+                .and_then(|p| p.get(&part.partition))
+                != Some(&slot)
+            {
+                continue; // unassigned meanwhile
+            }
+            part.held = None;
+            let (topic, partition) = (part.topic.clone(), part.partition);
+            self.source
+                .seek(&topic, partition, first, SEEK_TIMEOUT)
+                .and_then(|()| self.source.resume(&topic, partition))
+                .map_err(|e| {
+                    TxnError::plain(format!(
+                        "aborted, but {topic} partition {partition} could not be sought back \
+                         to offset {first}: {e}"
+                    ))
+                })?;
+            out.push((slot, first));
+        }
+        Ok(out)
+    }
+}
+
 /// Moves records of one flow from the source cluster to the target cluster.
 ///
 /// Mover(source_config, target_config, provenance, offset_header=None,
-///       topic_header=None, reserved_headers=())
+///       topic_header=None, reserved_headers=(), transactional_id=None,
+///       offsets_group=None)
 #[pyclass(module = "replicator._dataplane")]
 pub struct Mover {
     inner: Mutex<Option<Inner>>,
@@ -480,6 +695,66 @@ impl Mover {
         })
         .map_err(MoverError::new_err)
     }
+
+    /// `with`, for the transactional calls: a failure raises TransactionError with
+    /// librdkafka's verdict on it as attributes.
+    fn with_txn<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> Result<T, TxnError> + Send,
+    ) -> PyResult<T> {
+        let out = py.allow_threads(|| {
+            let mut guard = lock(&self.inner);
+            match guard.as_mut() {
+                None => Err(TxnError::plain("the mover is closed".into())),
+                Some(inner) => f(inner),
+            }
+        });
+        out.map_err(|e| {
+            let error = TransactionError::new_err(format!("{}: {}", e.code, e.message));
+            let value = error.value(py);
+            for (name, flag) in [
+                ("fatal", e.fatal),
+                ("retriable", e.retriable),
+                ("txn_requires_abort", e.abortable),
+            ] {
+                if let Err(failed) = value.setattr(name, flag) {
+                    return failed;
+                }
+            }
+            if let Err(failed) = value.setattr("code", e.code.as_str()) {
+                return failed;
+            }
+            error
+        })
+    }
+}
+
+fn seconds(timeout: f64) -> PyResult<Duration> {
+    if timeout.is_finite() && timeout >= 0.0 {
+        Ok(Duration::from_secs_f64(timeout))
+    } else {
+        Err(PyValueError::new_err(format!(
+            "timeout={timeout}: give seconds >= 0"
+        )))
+    }
+}
+
+/// {(source topic, partition): offset} of a transactional call's per-slot answer.
+fn by_partition<'py>(
+    py: Python<'py>,
+    mover: &Mover,
+    slots: Vec<(usize, i64)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let guard = lock(&mover.inner);
+    let out = PyDict::new(py);
+    if let Some(inner) = guard.as_ref() {
+        for (slot, offset) in slots {
+            let part = &inner.parts[slot];
+            out.set_item((part.topic.clone(), part.partition), offset)?;
+        }
+    }
+    Ok(out)
 }
 
 fn slot_of(inner: &Inner, topic: &str, partition: i32) -> Result<usize, String> {
@@ -491,7 +766,8 @@ fn slot_of(inner: &Inner, topic: &str, partition: i32) -> Result<usize, String> 
 #[pymethods]
 impl Mover {
     #[new]
-    #[pyo3(signature = (source_config, target_config, provenance, offset_header=None, topic_header=None, reserved_headers=Vec::new()))]
+    #[pyo3(signature = (source_config, target_config, provenance, offset_header=None, topic_header=None, reserved_headers=Vec::new(), transactional_id=None, offsets_group=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         source_config: HashMap<String, String>,
         target_config: HashMap<String, String>,
@@ -499,7 +775,35 @@ impl Mover {
         offset_header: Option<String>,
         topic_header: Option<String>,
         reserved_headers: Vec<String>,
+        transactional_id: Option<String>,
+        offsets_group: Option<String>,
     ) -> PyResult<Self> {
+        if target_config.contains_key("transactional.id") {
+            return Err(PyValueError::new_err(
+                "target setting transactional.id: the mover sets it; leave transactional.id \
+                 out of the target settings and give Mover(..., transactional_id=...)",
+            ));
+        }
+        if transactional_id.as_deref() == Some("") {
+            return Err(PyValueError::new_err(
+                "transactional_id is empty: give the partition's stable transactional id, \
+                 or None for an idempotent (non-transactional) mover",
+            ));
+        }
+        if let Some(group) = &offsets_group {
+            if transactional_id.is_none() {
+                return Err(PyValueError::new_err(format!(
+                    "offsets_group={group:?}: offsets are committed in the mover's \
+                     transactions; give transactional_id too, or leave offsets_group out"
+                )));
+            }
+            if group.is_empty() {
+                return Err(PyValueError::new_err(
+                    "offsets_group is empty: give the target group the source offsets are \
+                     committed to, or None",
+                ));
+            }
+        }
         let mut source_settings = source_config.clone();
         source_settings
             .entry("group.id".into())
@@ -530,7 +834,7 @@ impl Mover {
                 ),
             ],
         )?;
-        let target = config(
+        let mut target = config(
             "target",
             &target_config,
             &[(
@@ -539,6 +843,9 @@ impl Mover {
                 "no duplicates and no reordering on retries",
             )],
         )?;
+        if let Some(id) = &transactional_id {
+            target.set("transactional.id", id);
+        }
         let all = [&source_config, &target_config];
         let shared = Arc::new(Shared::default());
         let source = Source::new(&source, SourceContext(shared.clone())).map_err(|e| {
@@ -565,6 +872,13 @@ impl Mover {
                     .into_iter()
                     .map(String::into_bytes)
                     .collect(),
+                transactional: transactional_id.map(|_| Transactional {
+                    offsets_group,
+                    initialized: false,
+                    txn: Txn::default(),
+                    before: Vec::new(),
+                    committed: Vec::new(),
+                }),
             })),
         })
     }
@@ -705,13 +1019,28 @@ impl Mover {
     fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let reports = self.with(py, |inner| {
             inner.producer.poll(Duration::ZERO);
-            let mut ledgers = lock(&inner.source_shared().ledgers);
-            Ok(inner
-                .parts
-                .iter()
-                .zip(ledgers.iter_mut())
-                .map(|(part, ledger)| ((part.topic.clone(), part.partition), ledger.report()))
-                .collect::<Vec<_>>())
+            let shared = inner.source_shared().clone();
+            let mut ledgers = lock(&shared.ledgers);
+            let keys = inner.parts.iter().map(|p| (p.topic.clone(), p.partition));
+            Ok(match inner.transactional.as_mut() {
+                // What committed; acked records of the open transaction are in_flight.
+                Some(t) => keys
+                    .zip(ledgers.iter())
+                    .enumerate()
+                    .map(|(slot, (key, ledger))| {
+                        let mut report = t
+                            .committed
+                            .get_mut(slot)
+                            .map_or_else(Report::empty, Report::take);
+                        report.in_flight = ledger.in_flight() + ledger.unreported() as usize;
+                        (key, report)
+                    })
+                    .collect::<Vec<_>>(),
+                None => keys
+                    .zip(ledgers.iter_mut())
+                    .map(|(key, ledger)| (key, ledger.report()))
+                    .collect::<Vec<_>>(),
+            })
         })?;
         let out = PyDict::new(py);
         for (key, r) in reports {
@@ -744,6 +1073,52 @@ impl Mover {
         })
     }
 
+    /// Transactional mover: initialise the producer's transactions, which fences every
+    /// earlier producer with the same transactional id and settles its open
+    /// transaction (aborted, or its commit completed), so that what the target and
+    /// the offsets group say next is final. Call once, before `begin_transaction`.
+    #[pyo3(signature = (timeout=30.0))]
+    fn init_transactions(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = seconds(timeout)?;
+        self.with_txn(py, move |inner| inner.init_transactions(timeout))
+    }
+
+    /// Open a transaction: `move_records` and `release` work only inside one.
+    fn begin_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_txn(py, |inner| inner.begin_transaction())
+    }
+
+    /// Commit the open transaction, with the source offsets of what it moved (the
+    /// offset after the last record produced or skipped, per partition) committed in
+    /// it to `offsets_group` on the target, keyed by target topic and partition.
+    /// Returns {(source topic, partition): next source offset} of the partitions the
+    /// transaction moved. Raises TransactionError (see its attributes).
+    #[pyo3(signature = (timeout=30.0))]
+    fn commit_transaction<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let timeout = seconds(timeout)?;
+        let positions = self.with_txn(py, move |inner| inner.commit_transaction(timeout))?;
+        by_partition(py, self, positions)
+    }
+
+    /// Abort the open transaction: nothing it produced becomes visible, and each
+    /// partition it read reads again from the first record it took (records handed
+    /// back in it and not released are dropped: they are handed back again).
+    /// Returns {(source topic, partition): offset read next} of those partitions.
+    #[pyo3(signature = (timeout=30.0))]
+    fn abort_transaction<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let timeout = seconds(timeout)?;
+        let rewound = self.with_txn(py, move |inner| inner.abort_transaction(timeout))?;
+        by_partition(py, self, rewound)
+    }
+
     /// Client errors and librdkafka's warnings since the last call: [(client, level,
     /// text)], client "source" or "target".
     fn events(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
@@ -773,7 +1148,15 @@ impl Mover {
         let guard = lock(&self.inner);
         match guard.as_ref() {
             None => "<Mover closed>".into(),
-            Some(inner) => format!("<Mover partitions={}>", inner.parts.len()),
+            Some(inner) => format!(
+                "<Mover partitions={}{}>",
+                inner.parts.len(),
+                if inner.transactional.is_some() {
+                    " transactional"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }
