@@ -244,9 +244,9 @@ def test_a_wrong_copy_mails_once_until_a_right_copy_resolves_it(
     assert f"{BASE_URL}/dr-status/runs/" in body and "/data-docs/index.html" in body
     assert "replicator diagnose --config FILE --flow primary->dr TOPIC" in body
 
-    again = verification.test(run_conf={"flow": "primary->dr", "topics": [wrong]})
-    assert again.state == "failed"
-    assert inbox.take() == [], "the same wrong copy an hour later: no mail"
+    # The same wrong copy found by a later run sends no mail: the incident is the flow's
+    # copy, not the run (tests/integration/operations/test_incident_tracking.py; a third
+    # Spark run here cost the suite two minutes).
 
     fixed = verification.test(run_conf={"flow": "primary->dr", "topics": [right]})
     assert fixed.state == "success"

@@ -34,7 +34,9 @@ import pytest
 
 from helpers.data_docs import write_tables
 
-pytestmark = pytest.mark.integration
+# The module fixture builds the wheel (the data plane with cargo) and installs it with
+# every extra into a fresh environment: minutes on a machine busy with the whole suite.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[3]
 EXTRAS = "airflow,spark,gx,postgres,docker,kubernetes"

@@ -89,6 +89,9 @@ def test_each_source_and_scope_resolves_only_its_own(backend_state_url: str) -> 
         wrong = verification_finding("primary->dr", "verify-1", WRONG, None)
         assert wrong is not None
         track(store, "verification", "primary->dr", [wrong], policy=NOW)
+        # The same wrong copy found by a later run: the incident is open, nothing to tell.
+        again = verification_finding("primary->dr", "verify-3", WRONG, None)
+        assert track(store, "verification", "primary->dr", [again], policy=NOW) == []
         other = verification_finding("backup->dr", "verify-2", WRONG, None)
         assert other is not None
         track(store, "verification", "backup->dr", [other], policy=NOW)
