@@ -46,7 +46,7 @@ from replicator.kafka.errors import error_text
 from replicator.offsets.translation import PartitionReader
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
-from replicator.statestore.flow_states import RUNNING, STOPPED
+from replicator.statestore.flow_states import HALTED, RUNNING
 
 #: How long a cluster may take to answer a metadata request before it is shown as
 #: unreachable: long enough for a loaded broker, short enough for a page load.
@@ -320,7 +320,7 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
     workers = [_worker(row) for row in flow_workers(flow, rows)]
     return replace(
         status,
-        workers=sorted(_current(workers, desired_state != STOPPED), key=lambda w: w.worker),
+        workers=sorted(_current(workers, desired_state not in HALTED), key=lambda w: w.worker),
         # Other deployments may run a flow of the same name into the same target:
         # only partitions of the topics this configuration replicates are ours.
         partitions=sorted(

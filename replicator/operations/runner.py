@@ -50,7 +50,7 @@ from replicator.flow_timer import BackgroundLoop
 from replicator.offsets.checkpoint_loop import CheckpointLoop
 from replicator.operations.thread_status import ThreadStatusLoop
 from replicator.statestore import StateStore
-from replicator.statestore.flow_states import RUNNING, STOPPED
+from replicator.statestore.flow_states import runs
 
 log = logging.getLogger(__name__)
 
@@ -175,16 +175,17 @@ class DesiredStates(BackgroundLoop):
         return dict(self._running)
 
     def tick(self) -> None:
-        read = {}
+        read, said = {}, {}
         for flow in self._running:
             state = self._store.flow_state(flow)  # StateStoreError: the loop's rule
-            read[flow] = state is None or state.state != STOPPED
+            read[flow] = runs(state)
+            said[flow] = "running" if state is None else state.state
         for flow, running in read.items():
             if running != self._running[flow]:
                 log.info(
                     "flow %s: the state store says %s; %s",
                     flow,
-                    RUNNING if running else STOPPED,
+                    said[flow],
                     "starting it" if running else "stopping it (flushing first)",
                 )
         self._running = read

@@ -64,7 +64,7 @@ from replicator.operations.launchers import Launcher, LaunchResult, Worker
 from replicator.operations.samples import DEFAULT_RETENTION, record_samples
 from replicator.procedures.steps import SWITCH_STEP, history_run
 from replicator.statestore import FlowState, StateStore
-from replicator.statestore.flow_states import STOPPED
+from replicator.statestore.flow_states import STOPPED, runs
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,11 @@ def check(
         report.restarted = _restart_dead(launcher, store, report, restarted_flows)
     for flow in config.flows:
         state = store.flow_state(flow.name)
-        if state is not None and state.state == STOPPED:
+        if not runs(state):
+            # Paused by an operator: on purpose, not a problem (the page shows it).
             report.flows.append(FlowHealth(flow.name, wanted_running=False))
-            report.problems += _left_stopped(flow, state, store)
+            if state is not None and state.state == STOPPED:
+                report.problems += _left_stopped(flow, state, store)
             continue
         try:
             health = _check_flow(flow, state, bounds, flow.name in restarted_flows, report)
@@ -167,9 +169,8 @@ def check(
 
 
 def _wanted_running(store: StateStore, flow: str) -> bool:
-    """As `replicator run` decides: anything but "stopped" (or no row) runs."""
-    state = store.flow_state(flow)
-    return state is None or state.state != STOPPED
+    """As `replicator run` decides (`runs`)."""
+    return runs(store.flow_state(flow))
 
 
 def _restart_dead(

@@ -34,7 +34,7 @@ from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore, StateStoreError
-from replicator.statestore.flow_states import STOPPED
+from replicator.statestore.flow_states import runs
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,8 @@ def sync_round(
                 f"sync round not run: the DR state store cannot say whether flow {flow.name} "
                 f"is stopped (a procedure owns a stopped flow): {exc}"
             ) from None
-        if state is not None and state.state == STOPPED:
-            results.append(FlowSync(flow.name, skipped="stopped in the DR state store"))
+        if not runs(state):
+            results.append(FlowSync(flow.name, skipped=f"{state.state} in the DR state store"))
             continue
         try:
             results.append(sync_flow(flow, concerns))

@@ -50,7 +50,7 @@ from replicator.operations.health import (
     unreadable_problem,
 )
 from replicator.statestore import FlowSample, StateStore, StateStoreError
-from replicator.statestore.flow_states import STOPPED
+from replicator.statestore.flow_states import HALTED, PAUSED, STOPPED
 
 Verdict = Literal["healthy", "degraded", "failing"]
 
@@ -169,7 +169,7 @@ def flow_verdict(
     problems = _live_problems(config, flow, bounds)
     if fresh and supervisor is not None:
         problems += [p for p in supervisor.problems if p.check in SUPERVISOR_CHECKS]
-    elif flow.desired_state != STOPPED:
+    elif flow.desired_state not in HALTED:
         ran = (
             "has not run"
             if supervisor is None
@@ -184,6 +184,11 @@ def flow_verdict(
             "stopped in the DR state store on purpose (the standby direction, or a "
             "failover stopped it): nothing to replicate"
         )
+    elif flow.desired_state == PAUSED:
+        notes.append(
+            f"paused by an operator: nothing replicates until `replicator flows resume "
+            f"{flow.name}`"
+        )
     problems.sort(key=lambda p: -_RANK[SEVERITY[p.check]])
     verdict = max((SEVERITY[p.check] for p in problems), key=_RANK.__getitem__, default="healthy")
     return FlowVerdict(
@@ -195,8 +200,8 @@ def _live_problems(config: FlowConfig, flow: FlowStatus, bounds: Bounds) -> list
     """The problems the snapshot itself shows, by the supervisor's rules."""
     if flow.error is not None:
         return [unreadable_problem(config, flow.error)]
-    if flow.desired_state == STOPPED:
-        return []  # the supervisor checks only whether it was left stopped
+    if flow.desired_state in HALTED:
+        return []  # the supervisor checks only whether a procedure left it stopped
     problems = [] if flow.live_workers else [no_worker_problem(config)]
     for partition in flow.partitions:
         problems += partition_problems(config, partition, bounds)

@@ -16,7 +16,7 @@ from replicator.config.model import FlowConfig
 from replicator.engine.status import NoStatus, live_workers, read_status
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
-from replicator.statestore.flow_states import RUNNING, STOPPED
+from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED
 
 _POLL_S = 0.5
 
@@ -39,7 +39,7 @@ def stop_flow(
             f"cannot confirm that flow {flow.name} stops, so it was not changed: after "
             f"{timeout_s:g}s, {unconfirmed}"
         )
-    store.set_flow_state(flow.name, STOPPED, {"by": by})
+    store.set_flow_state(flow.name, STOPPED, _stopped_detail(store, flow.name, by))
     if unconfirmed:
         return {
             "flow": flow.name,
@@ -47,19 +47,39 @@ def stop_flow(
             "still_running": "",
             "unconfirmed": unconfirmed,
         }
+    still_running = await_stopped(flow, STOPPED, timeout_s, required=required)
+    return {"flow": flow.name, "state": STOPPED, "still_running": still_running}
+
+
+def await_stopped(flow: FlowConfig, state: str, timeout_s: float, *, required: bool) -> str:
+    """Wait until none of `flow`'s workers runs, its desired state being `state`;
+    after `timeout_s`, the workers still running ("" when none), or with `required`
+    an error naming them."""
     deadline = time.monotonic() + timeout_s
     while running := live_workers(flow):
         if time.monotonic() >= deadline:
             names = ", ".join(f"{w.worker} (pid {w.pid} on {w.host})" for w in running)
             if not required:
-                return {"flow": flow.name, "state": STOPPED, "still_running": names}
+                return names
             raise ReplicatorError(
-                f"flow {flow.name} is set to stopped, but workers still report running after "
+                f"flow {flow.name} is set to {state}, but workers still report running after "
                 f"{timeout_s:g}s: {names}; check that they are `replicator run` processes of "
                 "this version reading the same state store ($REPLICATOR_STATE_URL), or stop them"
             )
         time.sleep(_POLL_S)
-    return {"flow": flow.name, "state": STOPPED, "still_running": ""}
+    return ""
+
+
+def _stopped_detail(store: StateStore, flow: str, by: str) -> dict[str, Any]:
+    """The detail of a procedure's stop; an operator's pause in force is kept in it,
+    so that the procedure's `start_flow` leaves the flow paused."""
+    state = store.flow_state(flow)
+    paused = None
+    if state is not None and state.state == PAUSED:
+        paused = state.detail
+    elif state is not None and state.state == STOPPED:
+        paused = state.detail.get("paused")  # stopped again: still paused underneath
+    return {"by": by} if paused is None else {"by": by, "paused": paused}
 
 
 def _await_status(flow: FlowConfig, deadline: float) -> str:
@@ -84,6 +104,12 @@ def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
 
 
 def start_flow(store: StateStore, flow: str, by: str) -> dict[str, Any]:
-    """Let `replicator run` start `flow` again (within about a second)."""
+    """Let `replicator run` start `flow` again (within about a second); a flow an
+    operator paused before the procedure stopped it stays paused."""
+    state = store.flow_state(flow)
+    paused = state.detail.get("paused") if state is not None else None
+    if state is not None and state.state == STOPPED and isinstance(paused, dict):
+        store.set_flow_state(flow, PAUSED, paused)
+        return {"flow": flow, "state": PAUSED, "paused_by": paused.get("by")}
     store.set_flow_state(flow, RUNNING, {"by": by})
     return {"flow": flow, "state": RUNNING}

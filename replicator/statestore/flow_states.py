@@ -1,8 +1,9 @@
 """The flow-states table group: the desired state of each flow.
 
 A procedure writes it (`StateStore.set_flow_state`) and `replicator run` reads it
-about once a second: "stopped" stops the flow's tasks (they flush first), anything
-else, or no row at all, runs them. The names live here, next to the store both
+about once a second: "stopped" (a procedure, or the standby direction) and "paused"
+(an operator: `replicator flows pause`) stop the flow's tasks (they flush first);
+anything else, or no row at all, runs them (`runs`). The names live here, next to the store both
 sides read, so the engine's runner and the procedures agree on them without
 importing each other.
 """
@@ -18,9 +19,20 @@ from replicator.statestore import database, schema
 from replicator.statestore.database import Database, json_field
 from replicator.statestore.records import FlowState
 
-#: The one desired state that stops a flow; anything else (or no row) runs it.
+#: Stopped by a procedure (a failover, an offset reset) or as the standby direction.
 STOPPED = "stopped"
+#: Stopped by an operator until they resume it; a procedure that stops and restarts
+#: the flow leaves it paused.
+PAUSED = "paused"
 RUNNING = "running"
+#: The desired states that keep a flow's tasks stopped.
+HALTED = frozenset({STOPPED, PAUSED})
+
+
+def runs(state: FlowState | None) -> bool:
+    """Whether `replicator run` runs a flow whose desired state is `state` (None: no
+    row yet). The one rule every reader of the table applies."""
+    return state is None or state.state not in HALTED
 
 
 class FlowStateStore(Database):
