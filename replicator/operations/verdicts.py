@@ -186,8 +186,7 @@ def flow_verdict(
         )
     elif flow.desired_state == PAUSED:
         notes.append(
-            f"paused by an operator: nothing replicates until `replicator flows resume "
-            f"{flow.name}`"
+            f"paused by an operator: nothing replicates until `replicator flows resume {flow.name}`"
         )
     problems.sort(key=lambda p: -_RANK[SEVERITY[p.check]])
     verdict = max((SEVERITY[p.check] for p in problems), key=_RANK.__getitem__, default="healthy")
