@@ -25,10 +25,16 @@ do alone on this machine: the ceiling both replicators work under. They go last,
 that what they leave behind (GBs written and deleted, three JVMs exiting) falls in no
 replicator's run.
 
+With `--record-headers N`, every source record (backlog and latency load) carries N
+headers of its own, named and sized like an application's (`trace-id` 32 B,
+`content-type` 16 B, ...: `HEADER_SHAPES`); both systems copy them, which each run
+checks on a replica.
+
 Run: `.venv/bin/python bench/compare_mm2.py [--records-100b N] [--records-1k N]
-[--runs 3] [--tasks 1] [--group-protocol classic] [--partitions 12]`. One table per
-size is printed, and everything is written to `bench/results/compare_mm2-<UTC timestamp>.json`.
-See bench/README.md for the method and how to read the ratios.
+[--runs 3] [--tasks 1] [--group-protocol classic] [--partitions 12]
+[--record-headers 0]`. One table per size is printed, and everything is written to
+`bench/results/compare_mm2-<UTC timestamp>.json`. See bench/README.md for the method
+and how to read the ratios.
 """
 
 from __future__ import annotations
@@ -168,6 +174,19 @@ WARM_UP_S = 10.0
 #: The latency phase runs in the runs of this value size (1 KB, as the issue asks):
 #: once per run rather than once per size keeps the default run under 25 minutes.
 LATENCY_VALUE_BYTES = 1024
+#: The headers `--record-headers N` puts on every source record: the first N of these
+#: (name, value bytes), as applications set them (W3C trace context, content type,
+#: ids); past the list's end they repeat with a numbered name (`trace-id-1`, ...).
+HEADER_SHAPES = (
+    ("trace-id", 32),
+    ("content-type", 16),
+    ("correlation-id", 36),
+    ("traceparent", 55),
+    ("tenant", 8),
+    ("event-type", 24),
+    ("schema-version", 4),
+    ("source-app", 12),
+)
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -297,6 +316,8 @@ class SizeResult:
     limits: RawLimits
     #: The source alone at the latency phase's load, before the first measured phase.
     warm_up: WarmUp | None
+    #: Headers of its own on every source record (`--record-headers`).
+    record_headers: int = 0
 
 
 # -- the JVM side: MirrorMaker 2 and the perf tools ---------------------------------------
@@ -667,24 +688,26 @@ def wait_for_topic(bootstrap: str, topic: str, timeout: float) -> None:
 
 
 def offer_load(
-    topic: str, rate: int, seconds: float, value_bytes: int, partitions: int
+    topic: str, rate: int, seconds: float, value_bytes: int, partitions: int, *, headers: int = 0
 ) -> tuple[int, float]:
-    """Produce `rate` records/s to `topic` on the source for `seconds`; return the count
-    and the rate achieved.
+    """Produce `rate` records/s to `topic` on the source for `seconds` (each with
+    `headers` of its own); return the count and the rate achieved.
 
     librdkafka stamps each record's CreateTime when produce() is called; linger
     stays at librdkafka's default of 5 ms, acks=all.
     """
     producer = Producer({"bootstrap.servers": SOURCE.bootstrap, "linger.ms": 5, "acks": "all"})
     values = random_values(value_bytes)
+    own = header_lists(headers) or [None] * VALUE_POOL
     started = time.monotonic()
     sent = 0
     while (elapsed := time.monotonic() - started) < seconds:
         due = int(elapsed * rate)
         while sent < due:
             producer.produce(
-                topic, values[sent % VALUE_POOL], KEY_FORMAT % sent, partition=sent % partitions
-            )
+                topic, values[sent % VALUE_POOL], KEY_FORMAT % sent, partition=sent % partitions,
+                headers=own[sent % VALUE_POOL],
+            )  # fmt: skip
             sent += 1
         producer.poll(0)
         time.sleep(0.002)
@@ -728,8 +751,9 @@ def warm_up(settings: Settings) -> WarmUp:
     with LatencyProbe(SOURCE.bootstrap, topic, settings.partitions) as probe:
         probe.wait_ready()
         sent, offered_per_s = offer_load(
-            topic, settings.latency_rate, WARM_UP_S, LATENCY_VALUE_BYTES, settings.partitions
-        )
+            topic, settings.latency_rate, WARM_UP_S, LATENCY_VALUE_BYTES, settings.partitions,
+            headers=settings.record_headers,
+        )  # fmt: skip
         source = probe.collect(sent, LATENCY_WAIT_S)
     if len(source) != sent:
         raise RuntimeError(f"warm-up: {sent} records offered to {topic}, {len(source)} read")
@@ -753,8 +777,10 @@ def measure_latency(
     seconds: float,
     value_bytes: int,
     partitions: int,
+    headers: int = 0,
 ) -> Latency:
-    """Offer the load to `topic` while probes read it on both clusters."""
+    """Offer the load to `topic` while probes read it on both clusters (`headers`: of
+    their own on every record)."""
     remote = remote_topic(SOURCE.name, topic)
     wait_for_topic(TARGET.bootstrap, remote, timeout=60)
     with (
@@ -769,7 +795,9 @@ def measure_latency(
         replicator_cpu = sum(map(cpu_seconds, replicator.pids()))
         io_stalled = io_stall_seconds()
         started = time.monotonic()
-        sent, offered_per_s = offer_load(topic, rate, seconds, value_bytes, partitions)
+        sent, offered_per_s = offer_load(
+            topic, rate, seconds, value_bytes, partitions, headers=headers
+        )
         source = source_probe.collect(sent, LATENCY_WAIT_S)
         target = target_probe.collect(sent, LATENCY_WAIT_S)
         elapsed = time.monotonic() - started
@@ -789,6 +817,106 @@ def measure_latency(
         worst_at_s, source_max, added_p50, added_p99, gc_pauses.longest_ms(),
         max(waited) * 1000, replicator_cores, (io_stall_seconds() - io_stalled) * 1000,
     )  # fmt: skip
+
+
+# -- records with headers of their own ---------------------------------------------------------
+
+
+def header_names(count: int) -> list[str]:
+    """The names of the first `count` headers of `HEADER_SHAPES` (numbered past its end)."""
+    return [
+        name if i < len(HEADER_SHAPES) else f"{name}-{i // len(HEADER_SHAPES)}"
+        for i in range(count)
+        for name in [HEADER_SHAPES[i % len(HEADER_SHAPES)][0]]
+    ]
+
+
+def header_lists(count: int) -> list[list[tuple[str, bytes]]] | None:
+    """VALUE_POOL lists of `count` headers each, values of random printable ASCII at
+    their shapes' sizes (as a trace id differs per record); None for none."""
+    if count == 0:
+        return None
+    sizes = [HEADER_SHAPES[i % len(HEADER_SHAPES)][1] for i in range(count)]
+    names = header_names(count)
+    return [
+        [
+            (name, bytes(33 + b % 94 for b in os.urandom(size)))
+            for name, size in zip(names, sizes, strict=True)
+        ]
+        for _ in range(VALUE_POOL)
+    ]
+
+
+def header_bytes(count: int) -> int:
+    """Bytes of names and values `count` headers add to a record."""
+    names = header_names(count)
+    return sum(len(name) + HEADER_SHAPES[i % len(HEADER_SHAPES)][1] for i, name in enumerate(names))
+
+
+def preload_with_headers(
+    bootstrap: str, topic: str, records: int, value_bytes: int, partitions: int, *, count: int
+) -> float:
+    """`harness.preload` with `count` headers on every record (harness.preload itself
+    when there are none); seconds taken."""
+    headers = header_lists(count)
+    if headers is None:
+        return preload(bootstrap, topic, records, value_bytes, partitions)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
+    values = random_values(value_bytes)
+    produce = producer.produce
+    started = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                produce(
+                    topic, values[i % VALUE_POOL], KEY_FORMAT % i, partition=i % partitions,
+                    headers=headers[i % VALUE_POOL],
+                )  # fmt: skip
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"preload of {topic}: {remaining} records not delivered in 120 s")
+    return time.monotonic() - started
+
+
+def check_copied_headers(topic: str, count: int) -> None:
+    """The first replica of `topic` on the target carries the source's `count` headers
+    first, in order (either system may add its own after them)."""
+    if count == 0:
+        return
+    consumer = Consumer(
+        {
+            "bootstrap.servers": TARGET.bootstrap,
+            "group.id": f"bench-headers-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        message = consumer.poll(30)
+    finally:
+        consumer.close()
+    if message is None or message.error() is not None:
+        raise RuntimeError(f"no replica of {topic} read back to check its headers: {message}")
+    names = [name for name, _ in (message.headers() or [])]
+    if names[:count] != header_names(count):
+        raise RuntimeError(
+            f"{topic}: a replica carries headers {names}, not the source's "
+            f"{header_names(count)} first"
+        )
 
 
 # -- runs --------------------------------------------------------------------------------------
@@ -817,6 +945,8 @@ class Settings:
     #: Our source consumer's group protocol: classic (cooperative-sticky, the
     #: default) or consumer (KIP-848, the broker's range assignor).
     group_protocol: str = "classic"
+    #: Headers of its own on every source record (`HEADER_SHAPES`); 0: none.
+    record_headers: int = 0
 
 
 def make_replicator(system: str, topics: list[str], run_id: str, settings: Settings) -> Replicator:
@@ -838,7 +968,10 @@ def one_run(
     topics = [topic, latency_topic] if with_latency else [topic]
     create_topics(SOURCE.bootstrap, topics, settings.partitions)
     print(f"{value_bytes} B, {system} run {run}/{settings.runs}: preloading {records:,} records")
-    preload_s = preload(SOURCE.bootstrap, topic, records, value_bytes, settings.partitions)
+    preload_s = preload_with_headers(
+        SOURCE.bootstrap, topic, records, value_bytes, settings.partitions,
+        count=settings.record_headers,
+    )  # fmt: skip
     run_id = f"{value_bytes}b-{run}"
     replicator = make_replicator(system, topics, run_id, settings)
     latency = waits = workers = None
@@ -851,7 +984,7 @@ def one_run(
                 TARGET.bootstrap, remote_topic(SOURCE.name, topic), settings.partitions
             ),
             records=records,
-            record_bytes=KEY_BYTES + value_bytes,
+            record_bytes=KEY_BYTES + value_bytes + header_bytes(settings.record_headers),
             timeout=settings.timeout,
             brokers=broker_pids(stack),
             threads=threads,
@@ -868,6 +1001,7 @@ def one_run(
             waits = client_waits(STATS_DIR / run_id, copied_at, remote_topic(SOURCE.name, topic))
             workers = worker_shares(STATS_DIR / run_id, topic, copied_at)
             print(f"  {describe_waits(waits, workers)}")
+        check_copied_headers(remote_topic(SOURCE.name, topic), settings.record_headers)
         busiest = ", ".join(f"{t.name} {t.cores:.2f} (+{t.waiting:.2f})" for t in threads.busiest)
         print(
             f"  busiest threads (cores used, +waiting for a CPU; first record to last): {busiest}"
@@ -884,6 +1018,7 @@ def one_run(
                 seconds=settings.latency_seconds,
                 value_bytes=value_bytes,
                 partitions=settings.partitions,
+                headers=settings.record_headers,
             )
             print(
                 f"  latency at {latency.offered_per_s:,.0f} records/s: p50 "
@@ -1004,6 +1139,7 @@ def size_result(
         ratios(ours, mm2),
         limits,
         warmed_up,
+        settings.record_headers,
     )
 
 
@@ -1088,8 +1224,14 @@ def table(result: SizeResult) -> str:
         f"{s.system} {s.figures.warm_records_per_s / ceiling:.0%}"
         for s in (result.ours, result.mm2)
     )
+    own = (
+        f"{result.record_headers} headers of their own ({header_bytes(result.record_headers)} B; "
+        "not on the perf tools' records), "
+        if result.record_headers
+        else ""
+    )
     title = (
-        f"{result.value_bytes} B values, {KEY_BYTES} B keys, {result.records:,} records, "
+        f"{result.value_bytes} B values, {KEY_BYTES} B keys, {own}{result.records:,} records, "
         f"{result.partitions} partitions, {result.tasks} task(s); warm rate as a share of "
         f"the raw limit with both at once: {share}"
     )
@@ -1145,7 +1287,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="our source consumer's group protocol; consumer (KIP-848) spreads every topic "
         "over the tasks (classic)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--record-headers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="headers of its own on every source record, named and sized like an "
+        "application's (trace-id 32 B, content-type 16 B, ...) (0)",
+    )
+    args = parser.parse_args(argv)
+    if args.record_headers < 0:
+        parser.error(f"--record-headers {args.record_headers}: give 0 or more")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1160,6 +1313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         replicator_cpus=args.replicator_cpus,
         broker_cpus=args.broker_cpus,
         group_protocol=args.group_protocol,
+        record_headers=args.record_headers,
     )
     records = {100: args.records_100b, 1024: args.records_1k}
     stray = mirror_maker_pids(JVM_DIR)
