@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from replicator.acls.apply import apply_rules
 from replicator.acls.plan import (
@@ -16,72 +16,85 @@ from replicator.acls.plan import (
     replicator_rules,
     verifier_rules,
 )
+from replicator.cli.app import command, exit_statuses, group, usage_error
+from replicator.cli.options import ConfigOption, JsonOption, OutputOption
+from replicator.cli.output import Output, chosen, emit
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
 from replicator.errors import ConfigError
 
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    acls = commands.add_parser("acls", help="the ACLs each principal needs: print or create them")
-    actions = acls.add_subparsers(dest="action", required=True, metavar="ACTION")
-    plan = actions.add_parser("plan", help="print the ACLs (nothing is changed)")
-    _add_options(plan)
-    plan.add_argument("--json", action="store_true", help="print JSON for scripts")
-    plan.set_defaults(handler=_plan)
-    apply = actions.add_parser("apply", help="create the missing ACLs (never removes any)")
-    _add_options(apply)
-    apply.add_argument(
-        "--admin-config",
-        type=Path,
-        help="MM2 properties with the same cluster aliases, for a principal allowed to "
-        "create ACLs (default: --config's own clients)",
-    )
-    apply.set_defaults(handler=_apply)
+ACLS = group("acls", "the ACLs each principal needs: print or create them", "Set-up")
 
 
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, required=True, help="the replicator's mm2.properties"
-    )
-    parser.add_argument(
+def _role(text: str) -> str:
+    if text not in ROLES:
+        raise usage_error(f"{text!r} is not a role; the roles are {', '.join(ROLES)}", "--role")
+    return text
+
+
+RoleOption = Annotated[
+    list[str] | None,
+    typer.Option(
         "--role",
-        action="append",
-        choices=ROLES,
+        parser=_role,
+        metavar="|".join(ROLES),
         help="whose ACLs (repeatable; default replicator): replicator (engine, checkpoints, "
         "group sync, procedures), verifier (Spark verification), producer, consumer",
-    )
-    parser.add_argument(
+    ),
+]
+PrincipalOption = Annotated[
+    str | None,
+    typer.Option(
         "--principal",
+        metavar="PRINCIPAL",
         help="principal of the verifier, producer or consumer role (e.g. User:spark); the "
         "replicator's is the one its clients authenticate as in --config",
-    )
-    parser.add_argument("--topic", help="the application's topic (producer, consumer)")
-    parser.add_argument("--group", help="the consumer's group (consumer)")
-    parser.add_argument(
+    ),
+]
+TopicOption = Annotated[
+    str | None,
+    typer.Option("--topic", metavar="TOPIC", help="the application's topic (producer, consumer)"),
+]
+GroupOption = Annotated[
+    str | None, typer.Option("--group", metavar="GROUP", help="the consumer's group (consumer)")
+]
+ClusterOption = Annotated[
+    list[str] | None,
+    typer.Option(
         "--cluster",
-        action="append",
+        metavar="ALIAS",
         help="where the application runs (producer, consumer; repeatable; default all)",
-    )
+    ),
+]
+_EXITS = exit_statuses("an option the role needs is missing, a cluster is unknown, or an error")
 
 
-def _rules(args: argparse.Namespace, config: ReplicatorConfig) -> list[AclRule]:
+def _rules(  # noqa: PLR0917 - the options of the command line, in its order
+    config_file: Path,
+    config: ReplicatorConfig,
+    roles: list[str] | None,
+    principal: str | None,
+    topic: str | None,
+    group_: str | None,
+    clusters: list[str] | None,
+) -> list[AclRule]:
     rules: list[AclRule] = []
-    for role in args.role or ["replicator"]:
+    for role in roles or ["replicator"]:
         if role == "replicator":
             rules += replicator_rules(config)
             continue
-        if not args.principal:
+        if not principal:
             raise ConfigError(f"--role {role} needs --principal (e.g. User:{role})")
         if role == "verifier":
-            rules += verifier_rules(config, args.principal)
+            rules += verifier_rules(config, principal)
             continue
-        if not args.topic:
+        if not topic:
             raise ConfigError(f"--role {role} needs --topic (the application's topic)")
-        clusters = args.cluster or list(config.clusters)
-        unknown = sorted(set(clusters) - set(config.clusters))
+        where = clusters or list(config.clusters)
+        unknown = sorted(set(where) - set(config.clusters))
         if unknown:
-            raise ConfigError(f"--cluster {', '.join(unknown)}: not a cluster of {args.config}")
-        rules += application_rules(clusters, args.principal, role, args.topic, args.group)
+            raise ConfigError(f"--cluster {', '.join(unknown)}: not a cluster of {config_file}")
+        rules += application_rules(where, principal, role, topic, group_)
     return rules
 
 
@@ -104,25 +117,60 @@ def format_rules(rules: list[AclRule]) -> list[str]:
     return lines
 
 
-def _plan(args: argparse.Namespace) -> int:
-    rules = _rules(args, load_config(args.config))
-    if args.json:
-        json.dump([asdict(rule) for rule in rules], sys.stdout, indent=2)
-        print()
-    else:
-        print("\n".join(format_rules(rules)))
+@command(ACLS, "plan", help_="print the ACLs (nothing is changed)", epilog=_EXITS)
+def _plan(
+    *,
+    config: ConfigOption,
+    role: RoleOption = None,
+    principal: PrincipalOption = None,
+    topic: TopicOption = None,
+    group_: GroupOption = None,
+    cluster: ClusterOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    rules = _rules(config, load_config(config), role, principal, topic, group_, cluster)
+    emit(
+        [asdict(rule) for rule in rules],
+        chosen(output, json_),
+        lambda: print("\n".join(format_rules(rules))),
+    )
     return 0
 
 
-def _apply(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    rules = _rules(args, config)
-    admin = load_config(args.admin_config) if args.admin_config else config
+@command(ACLS, "apply", help_="create the missing ACLs (never removes any)", epilog=_EXITS)
+def _apply(
+    *,
+    config: ConfigOption,
+    role: RoleOption = None,
+    principal: PrincipalOption = None,
+    topic: TopicOption = None,
+    group_: GroupOption = None,
+    cluster: ClusterOption = None,
+    admin_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--admin-config",
+            metavar="PATH",
+            help="MM2 properties with the same cluster aliases, for a principal allowed to "
+            "create ACLs (default: --config's own clients)",
+        ),
+    ] = None,
+    output: OutputOption = Output.table,
+) -> int:
+    loaded = load_config(config)
+    rules = _rules(config, loaded, role, principal, topic, group_, cluster)
+    admin = load_config(admin_config) if admin_config else loaded
     missing = sorted({rule.cluster for rule in rules} - set(admin.clusters))
     if missing:
-        raise ConfigError(f"{args.admin_config} has no cluster {', '.join(missing)}")
+        raise ConfigError(f"{admin_config} has no cluster {', '.join(missing)}")
     created = apply_rules(rules, {alias: c.admin for alias, c in admin.clusters.items()})
+    data = {"created": [asdict(r) for r in created], "present": len(rules) - len(created)}
+    emit(data, output, lambda: _print_applied(created, len(rules)))
+    return 0
+
+
+def _print_applied(created: list[AclRule], planned: int) -> None:
     for line in format_rules(created):
         print(f"created {line}")
-    print(f"{len(created)} ACLs created, {len(rules) - len(created)} already present")
-    return 0
+    print(f"{len(created)} ACLs created, {planned - len(created)} already present")

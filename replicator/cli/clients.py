@@ -2,97 +2,72 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses, group
+from replicator.cli.options import ConfigOption, JsonOption, OutputOption, StateUrlOption
+from replicator.cli.output import Output, chosen, emit
+from replicator.cli.state import state_url
 from replicator.config import load_config
-from replicator.statestore import STATE_URL_ENV, StateStore, where
+from replicator.statestore import Application, ClientState, RunRecord, StateStore, where
+
+CLIENTS = group(
+    "clients",
+    "where client applications connect, and what their clients report",
+    "Client applications",
+)
+
+ApplicationArgument = Annotated[
+    str, typer.Argument(metavar="APPLICATION", help="the application (= its consumer group)")
+]
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    clients = commands.add_parser(
-        "clients", help="where client applications connect, and what their clients report"
-    )
-    actions = clients.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    where_ = actions.add_parser("where", help="the cluster an application must connect to now")
-    where_.add_argument("application")
-    where_.add_argument(
-        "--config", type=Path, required=True, help="mm2.properties-style configuration"
-    )
-    _add_state_url(where_)
-    _add_json(where_)
-    where_.set_defaults(handler=_where)
-
-    list_ = actions.add_parser("list", help="applications, active clusters and their clients")
-    _add_state_url(list_)
-    _add_json(list_)
-    list_.set_defaults(handler=_list)
-
-    add = actions.add_parser(
-        "register", help="register an application on its active cluster (kept if registered)"
-    )
-    add.add_argument("application")
-    add.add_argument("--cluster", required=True, metavar="ALIAS", help="its active cluster")
-    _add_state_url(add)
-    add.set_defaults(handler=_register)
-
-    history = commands.add_parser("history", help="failovers, failbacks, drills, verifications")
-    history.add_argument("--kind", help="only runs of this kind (e.g. failover, drill)")
-    history.add_argument("--limit", type=int, default=50, help="newest N runs (default 50)")
-    _add_state_url(history)
-    _add_json(history)
-    history.set_defaults(handler=_history)
-
-
-def _add_state_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-url",
-        metavar="URL",
-        help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV}, "
-        "else sqlite:///.data/state/replicator.db)",
-    )
-
-
-def _add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-
-
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=_jsonable)
-    print()
-
-
-def _jsonable(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _where(args: argparse.Namespace) -> int:
-    route = where(args.application, load_config(args.config), StateStore(args.state_url))
-    if args.json:
-        _print_json(asdict(route))
-        return 0
+@command(
+    CLIENTS,
+    "where",
+    help_="the cluster an application must connect to now",
+    epilog=exit_statuses("the application is not registered, or an error"),
+)
+def _where(
+    *,
+    application: ApplicationArgument,
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    route = where(application, load_config(config), StateStore(state_url(state_url_)))
     fenced = "FENCED (clients must not run)" if route.fenced else "not fenced"
-    print(
-        f"{route.application}: cluster {route.cluster} ({route.bootstrap_servers}), "
-        f"epoch {route.epoch}, {fenced}"
+    emit(
+        asdict(route),
+        chosen(output, json_),
+        lambda: print(
+            f"{route.application}: cluster {route.cluster} ({route.bootstrap_servers}), "
+            f"epoch {route.epoch}, {fenced}"
+        ),
     )
     return 0
 
 
-def _list(args: argparse.Namespace) -> int:
-    store = StateStore(args.state_url)
+@command(CLIENTS, "list", help_="applications, active clusters and their clients")
+def _list(
+    *,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    store = StateStore(state_url(state_url_))
     listing = [(app, store.clients(app.name)) for app in store.applications()]
-    if args.json:
-        _print_json([{**asdict(app), "clients": [asdict(c) for c in cs]} for app, cs in listing])
-        return 0
+    data = [{**asdict(app), "clients": [asdict(c) for c in cs]} for app, cs in listing]
+    emit(data, chosen(output, json_), lambda: _print_list(store, listing))
+    return 0
+
+
+def _print_list(store: StateStore, listing: list[tuple[Application, list[ClientState]]]) -> None:
     if not listing:
         print(f"no applications registered in {store}")
     now = datetime.now(UTC)
@@ -105,28 +80,57 @@ def _list(args: argparse.Namespace) -> int:
                 f"  {client.role:<10} {client.client_id:<36} on {client.cluster:<12} "
                 f"{client.state} at epoch {client.epoch}, seen {seen:.1f}s ago"
             )
+
+
+@command(
+    CLIENTS, "register", help_="register an application on its active cluster (kept if registered)"
+)
+def _register(
+    *,
+    application: ApplicationArgument,
+    cluster: Annotated[str, typer.Option("--cluster", metavar="ALIAS", help="its active cluster")],
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    app = StateStore(state_url(state_url_)).register_application(application, cluster)
+    emit(asdict(app), output, lambda: _print_registered(app, cluster))
     return 0
 
 
-def _register(args: argparse.Namespace) -> int:
-    app = StateStore(args.state_url).register_application(args.application, args.cluster)
-    if app.active_cluster == args.cluster:
+def _print_registered(app: Application, cluster: str) -> None:
+    if app.active_cluster == cluster:
         print(f"{app.name} is registered, active on {app.active_cluster} (epoch {app.epoch})")
     else:
         print(
             f"{app.name} was registered already and stays active on {app.active_cluster} "
             f"(epoch {app.epoch}); a failover procedure moves it, not registration"
         )
+
+
+@command(
+    ROOT, "history", panel="DR procedures", help_="failovers, failbacks, drills, verifications"
+)
+def _history(
+    *,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind", metavar="KIND", help="only runs of this kind (e.g. failover, drill)"
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", help="newest N runs")] = 50,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    runs = StateStore(state_url(state_url_)).runs(kind=kind, limit=limit)
+    emit([asdict(run) for run in runs], chosen(output, json_), lambda: _print_runs(runs, kind))
     return 0
 
 
-def _history(args: argparse.Namespace) -> int:
-    runs = StateStore(args.state_url).runs(kind=args.kind, limit=args.limit)
-    if args.json:
-        _print_json([asdict(run) for run in runs])
-        return 0
+def _print_runs(runs: list[RunRecord], kind: str | None) -> None:
     if not runs:
-        print("no runs recorded" + (f" of kind {args.kind!r}" if args.kind else ""))
+        print("no runs recorded" + (f" of kind {kind!r}" if kind else ""))
     for run in runs:
         rpo = "-" if run.rpo_records is None else f"{run.rpo_records} records"
         rto = "-" if run.rto_seconds is None else f"{run.rto_seconds:.1f}s"
@@ -134,4 +138,3 @@ def _history(args: argparse.Namespace) -> int:
             f"{run.started_at:%Y-%m-%d %H:%M:%SZ}  {run.run_id:<44} {run.flow or '-':<16} "
             f"{run.mode or '-':<10} {run.outcome or 'running':<10} RPO {rpo}, RTO {rto}"
         )
-    return 0

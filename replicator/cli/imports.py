@@ -10,76 +10,97 @@ change, and nothing was written.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import command, exit_statuses, group
+from replicator.cli.options import flag
 from replicator.config.strimzi import DEFAULT_SECRETS_DIR, convert_text
 from replicator.errors import ConfigError, ReplicatorError
 
-#: The exit status of a resource that cannot be converted (as argparse's usage errors).
+#: The exit status of a resource that cannot be converted (as a usage error).
 CANNOT_CONVERT = 2
 
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "import", help="convert another tool's configuration to an mm2.properties"
-    )
-    sources = parser.add_subparsers(dest="import_from", required=True, metavar="FROM")
-    strimzi = sources.add_parser(
-        "strimzi",
-        help="a Strimzi KafkaMirrorMaker2 custom resource (YAML)",
-        description="Convert a Strimzi KafkaMirrorMaker2 resource (kafka.strimzi.io/v1beta2 "
-        "or v1) to an mm2.properties that `replicator run` reads. See docs/strimzi.md.",
-    )
-    strimzi.add_argument(
-        "resource", help="the YAML file (several documents or a kubectl List are fine; - is stdin)"
-    )
-    strimzi.add_argument(
-        "-o", "--output", type=Path, help="write the properties here (default: stdout)"
-    )
-    strimzi.add_argument(
-        "--force", action="store_true", help="replace the --output file if it exists"
-    )
-    strimzi.add_argument(
-        "--secrets-dir",
-        default=DEFAULT_SECRETS_DIR,
-        help="where the replicator finds the resource's Secrets, one directory per Secret "
-        f"(default {DEFAULT_SECRETS_DIR})",
-    )
-    strimzi.add_argument(
-        "--name", help="the KafkaMirrorMaker2 to convert when the file holds several"
-    )
-    strimzi.set_defaults(handler=_strimzi)
+IMPORTS = group("import", "convert another tool's configuration to an mm2.properties", "Set-up")
 
 
-def _strimzi(args: argparse.Namespace) -> int:
+@command(
+    IMPORTS,
+    "strimzi",
+    help_="a Strimzi KafkaMirrorMaker2 custom resource (YAML)",
+    description="Convert a Strimzi KafkaMirrorMaker2 resource (kafka.strimzi.io/v1beta2 "
+    "or v1) to an mm2.properties that `replicator run` reads. See docs/strimzi.md. "
+    "Here -o is --output, the file to write: the properties are the only output.",
+    epilog=exit_statuses(
+        "the file cannot be written",
+        zero="converted",
+    ).replace(
+        "2 a usage error",
+        "2 the resource cannot be converted (the field is named) or a usage error",
+    ),
+)
+def _strimzi(
+    *,
+    resource: Annotated[
+        str,
+        typer.Argument(
+            metavar="RESOURCE",
+            help="the YAML file (several documents or a kubectl List are fine; - is stdin)",
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", metavar="PATH", help="write the properties here (default: stdout)"
+        ),
+    ] = None,
+    force: Annotated[bool, flag("--force", "replace the --output file if it exists")] = False,
+    secrets_dir: Annotated[
+        str,
+        typer.Option(
+            "--secrets-dir",
+            metavar="PATH",
+            help="where the replicator finds the resource's Secrets, one directory per Secret",
+        ),
+    ] = DEFAULT_SECRETS_DIR,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="the KafkaMirrorMaker2 to convert when the file holds several",
+        ),
+    ] = None,
+) -> int:
     try:
-        if args.output is not None and args.output.exists() and not args.force:
+        if output is not None and output.exists() and not force:
             raise ConfigError(
-                f"{args.output} exists; add --force to replace it, or choose another --output"
+                f"{output} exists; add --force to replace it, or choose another --output"
             )
-        source = "<stdin>" if args.resource == "-" else args.resource
-        text = sys.stdin.read() if args.resource == "-" else _read(Path(args.resource))
-        conversion = convert_text(text, name=args.name, secrets_dir=args.secrets_dir, source=source)
+        source = "<stdin>" if resource == "-" else resource
+        text = sys.stdin.read() if resource == "-" else _read(Path(resource))
+        conversion = convert_text(text, name=name, secrets_dir=secrets_dir, source=source)
     except ConfigError as exc:
         print(f"replicator: error: {exc}", file=sys.stderr)
         return CANNOT_CONVERT
-    if args.output is None:
+    if output is None:
         sys.stdout.write(conversion.properties)
     else:
-        _write(args.output, conversion.properties)
+        _write(output, conversion.properties)
     for note in conversion.notes:
         print(f"note: {note}", file=sys.stderr)
-    root = args.secrets_dir.rstrip("/") or "/"
+    root = secrets_dir.rstrip("/") or "/"
     for secret, keys in conversion.secrets.items():
         print(
             f"mount Secret {secret} at {root}/{secret} (reads {', '.join(keys)})", file=sys.stderr
         )
-    if args.output is not None:
-        print(f"{conversion.name}: written to {args.output}", file=sys.stderr)
+    if output is not None:
+        print(f"{conversion.name}: written to {output}", file=sys.stderr)
     return 0
 
 

@@ -6,44 +6,59 @@ does not answer, a step fails or the principal lacks an ACL of its plan."""
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses
+from replicator.cli.options import (
+    ConfigOption,
+    DryRunOption,
+    JsonOption,
+    OutputOption,
+    StateUrlOption,
+)
+from replicator.cli.output import Output, chosen, emit
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.init import initialize
-from replicator.statestore.database import STATE_URL_ENV
+from replicator.init.report import InitReport
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    init = commands.add_parser(
-        "init",
-        help="check the clusters and ACLs, create the internal topics, migrate the state "
-        "store and register the applications (safe to run again)",
-    )
-    init.add_argument("--config", type=Path, required=True, help="the replicator's mm2.properties")
-    init.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    init.add_argument(
-        "--home",
-        metavar="CLUSTER",
-        help="the cluster the applications run on now: flows into it start stopped and the "
-        "configuration's applications are registered there (needed when it names any)",
-    )
-    init.add_argument(
-        "--dry-run", action="store_true", help="change nothing; say what would be done"
-    )
-    init.add_argument("--json", action="store_true", help="print JSON for scripts")
-    init.set_defaults(handler=_init)
-
-
-def _init(args: argparse.Namespace) -> int:
-    report = initialize(load_config(args.config), args.state_url, args.home, dry_run=args.dry_run)
-    if args.json:
-        print(json.dumps(report.as_json(), indent=2))
-    else:
-        for finding in report.findings:
-            print(finding.line())
-        print(report.summary())
+@command(
+    ROOT,
+    "init",
+    panel="Set-up",
+    help_="check the clusters and ACLs, create the internal topics, migrate the state "
+    "store and register the applications (safe to run again)",
+    epilog=exit_statuses(
+        "a cluster does not answer, a step fails or the principal lacks an ACL of its plan",
+        zero="ready for `replicator run`",
+    ),
+)
+def _init(
+    *,
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    home: Annotated[
+        str | None,
+        typer.Option(
+            "--home",
+            metavar="CLUSTER",
+            help="the cluster the applications run on now: flows into it start stopped and "
+            "the configuration's applications are registered there (needed when it names any)",
+        ),
+    ] = None,
+    dry_run: DryRunOption = False,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    report = initialize(load_config(config), state_url(state_url_), home, dry_run=dry_run)
+    emit(report.as_json(), chosen(output, json_), lambda: _print(report))
     return 0 if report.ready else 1
+
+
+def _print(report: InitReport) -> None:
+    for finding in report.findings:
+        print(finding.line())
+    print(report.summary())

@@ -9,63 +9,120 @@ topic, in MM2's format, so MM2 started again continues there.
 
 from __future__ import annotations
 
-import argparse
+from typing import Annotated, Any
 
-from replicator.cli.replication import add_config
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses, usage_error
+from replicator.cli.options import ConfigOption, DryRunOption, FlowsOption, OutputOption, flag
+from replicator.cli.output import Output, emit
+from replicator.cli.progress import tracked
 from replicator.config import load_config
-from replicator.engine.migration import hand_back, takeover_plan
+from replicator.engine.migration import HandBack, PlanLine, hand_back, takeover_plan
 from replicator.errors import ReplicatorError
 from replicator.operations.runner import select_flows
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    migrate = commands.add_parser(
-        "migrate", help="take flows over from MirrorMaker 2 (or hand them back) without a re-copy"
-    )
-    add_config(migrate)
-    direction = migrate.add_mutually_exclusive_group(required=True)
-    direction.add_argument(
-        "--from-mm2",
-        action="store_true",
-        help="show where `replicator run` takes each partition over from MirrorMaker 2",
-    )
-    direction.add_argument(
-        "--to-mm2",
-        action="store_true",
-        help="write where the (stopped) replicator got to into MirrorMaker 2's offsets topic",
-    )
-    migrate.add_argument(
-        "--dry-run", action="store_true", help="only print the plan; change nothing"
-    )
-    migrate.add_argument(
-        "--offsets-topic",
-        help="MirrorMaker 2's Connect offsets topic on the target, if offset.storage.topic "
-        "named one (default mm2-offsets.<source alias>.internal)",
-    )
-    migrate.set_defaults(handler=_migrate)
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    flows = select_flows(load_config(args.config), args.flow)
-    if args.from_mm2:
-        if not args.dry_run:
+@command(
+    ROOT,
+    "migrate",
+    panel="Set-up",
+    help_="take flows over from MirrorMaker 2 (or hand them back) without a re-copy",
+    description="Give exactly one of --from-mm2 (with --dry-run: the takeover plan) and --to-mm2.",
+    epilog=exit_statuses(
+        "--from-mm2: a partition would refuse to start (REFUSED); or an error",
+        zero="the plan holds no refusal, or the offsets were handed back",
+    ),
+)
+def _migrate(
+    *,
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    from_mm2: Annotated[
+        bool,
+        flag(
+            "--from-mm2",
+            "show where `replicator run` takes each partition over from MirrorMaker 2",
+        ),
+    ] = False,
+    to_mm2: Annotated[
+        bool,
+        flag(
+            "--to-mm2",
+            "write where the (stopped) replicator got to into MirrorMaker 2's offsets topic",
+        ),
+    ] = False,
+    dry_run: DryRunOption = False,
+    offsets_topic: Annotated[
+        str | None,
+        typer.Option(
+            "--offsets-topic",
+            metavar="TOPIC",
+            help="MirrorMaker 2's Connect offsets topic on the target, if offset.storage.topic "
+            "named one (default mm2-offsets.<source alias>.internal)",
+        ),
+    ] = None,
+    output: OutputOption = Output.table,
+) -> int:
+    if from_mm2 == to_mm2:
+        raise usage_error("give exactly one of --from-mm2 and --to-mm2", "--from-mm2")
+    flows = select_flows(load_config(config), flow)
+    if from_mm2:
+        if not dry_run:
             raise ReplicatorError(
                 "migrate --from-mm2 only shows the plan: add --dry-run; the takeover itself "
                 "happens when `replicator run` first starts on this configuration (stop "
                 "MirrorMaker 2 first)"
             )
-        refused = 0
-        for flow in flows:
-            for line in takeover_plan(flow, args.offsets_topic):
-                refused += line.start is None
-                print(line.describe())
-        if refused:
-            print(f"{refused} partitions would refuse to start (see REFUSED above)")
+        lines: list[PlanLine] = []
+        for selected in tracked(flows, "reading MirrorMaker 2's offsets", "flows", output):
+            lines += takeover_plan(selected, offsets_topic)
+        refused = sum(line.start is None for line in lines)
+        data = [_plan_line(line) for line in lines]
+        emit(data, output, lambda: _print_plan(lines, refused))
         return 1 if refused else 0
-    for flow in flows:
-        result = hand_back(flow, dry_run=args.dry_run, offsets_topic=args.offsets_topic)
-        for text in result.describe():
-            print(("would write: " if args.dry_run else "written: ") + text)
-        if not result.positions:
-            print(f"{flow.name}: no partition holds replicas of ours; nothing to hand back")
+    results: list[HandBack] = []
+    for selected in tracked(flows, "handing back to MirrorMaker 2", "flows", output):
+        results.append(hand_back(selected, dry_run=dry_run, offsets_topic=offsets_topic))
+    data = [_handed(result, dry_run) for result in results]
+    emit(data, output, lambda: _print_hand_back(results, dry_run))
     return 0
+
+
+def _plan_line(line: PlanLine) -> dict[str, Any]:
+    return {
+        "flow": line.flow,
+        "topic": line.topic,
+        "partition": line.partition,
+        "remote": line.remote,
+        "start": line.start,
+        "why": line.why,
+        "line": line.describe(),
+    }
+
+
+def _handed(result: HandBack, dry_run: bool) -> dict[str, Any]:
+    return {
+        "flow": result.flow,
+        "offsets_topic": result.offsets_topic,
+        "dry_run": dry_run,
+        "positions": [
+            {"topic": t, "partition": p, "offset": o, "previous": result.previous[(t, p)]}
+            for (t, p), o in sorted(result.positions.items())
+        ],
+    }
+
+
+def _print_plan(lines: list[PlanLine], refused: int) -> None:
+    for line in lines:
+        print(line.describe())
+    if refused:
+        print(f"{refused} partitions would refuse to start (see REFUSED above)")
+
+
+def _print_hand_back(results: list[HandBack], dry_run: bool) -> None:
+    for result in results:
+        for text in result.describe():
+            print(("would write: " if dry_run else "written: ") + text)
+        if not result.positions:
+            print(f"{result.flow}: no partition holds replicas of ours; nothing to hand back")

@@ -4,97 +4,134 @@ it again, or skip part of it), as a resumable procedure; see
 
 from __future__ import annotations
 
-import argparse
 import json
 from datetime import datetime
-from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import command, exit_statuses, group, usage_error
+from replicator.cli.options import (
+    ConfigOption,
+    DryRunOption,
+    OutputOption,
+    ProcedureIdOption,
+    StateUrlOption,
+    flag,
+)
+from replicator.cli.output import Output, emit
+from replicator.cli.progress import activity
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.procedures.offset_reset import OffsetReset
 from replicator.procedures.reset_requests import ResetTo
 from replicator.procedures.steps import ProcedureReport
-from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.statestore import StateStore
 
+OFFSETS = group("offsets", "a flow's replication position (reset)", "Replication")
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    offsets = commands.add_parser("offsets", help="a flow's replication position (reset)")
-    actions = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
-    reset = actions.add_parser(
-        "reset",
-        help="replicate part of a topic again, or skip part of it (stops and restarts the flow)",
-        description="Reset where a flow replicates a topic from. The flow is stopped through "
-        "the state store, the reset is requested, and the flow is started again; each "
-        "partition then resumes at the new offset. A rewind copies records again (the target "
-        "holds them twice); a skip leaves records out for good.",
-    )
-    reset.add_argument("--config", type=Path, required=True, help="mm2.properties")
-    reset.add_argument("--flow", required=True, metavar="A->B", help="the flow to reset")
-    reset.add_argument("--topic", required=True, help="source topic the flow replicates")
-    reset.add_argument(
-        "--partition",
-        type=int,
-        action="append",
-        metavar="P",
-        help="only this partition (repeatable; default: all)",
-    )
-    where = reset.add_mutually_exclusive_group(required=True)
-    where.add_argument("--to-earliest", action="store_true", help="the source log start")
-    where.add_argument(
-        "--to-latest", action="store_true", help="the source log end (skip what is there now)"
-    )
-    where.add_argument("--to-offset", type=int, metavar="N", help="this source offset")
-    where.add_argument(
-        "--to-datetime",
-        type=_datetime,
-        metavar="ISO",
-        help="the first record at or after this time, e.g. 2024-05-01T12:00:00Z "
-        "(without a zone: local time)",
-    )
-    reset.add_argument("--dry-run", action="store_true", help="check and say what it would do")
-    reset.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
-    reset.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a stop")
-    reset.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    reset.set_defaults(handler=_reset)
-
-
-def reset_to(args: argparse.Namespace) -> ResetTo:
-    """The reset target the options name."""
-    if args.to_earliest:
-        return ResetTo.earliest()
-    if args.to_latest:
-        return ResetTo.latest()
-    if args.to_offset is not None:
-        return ResetTo.offset(args.to_offset)
-    return ResetTo.at(args.to_datetime)
+PROCEDURE_EXITS = exit_statuses(
+    "a step failed (the report names it; the same --id resumes)",
+    zero="the procedure succeeded, or the dry run planned it",
+)
 
 
 def _datetime(text: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 time (e.g. 2024-05-01T12:00:00Z)"
-        ) from exc
+    except ValueError:
+        raise usage_error(
+            f"{text!r} is not an ISO 8601 time (e.g. 2024-05-01T12:00:00Z)", "--to-datetime"
+        ) from None
 
 
-def _reset(args: argparse.Namespace) -> int:
-    store = StateStore(args.state_url)
+def reset_to(
+    to_earliest: bool, to_latest: bool, to_offset: int | None, to_datetime: datetime | None
+) -> ResetTo:
+    """The reset target the options name: exactly one of them."""
+    given = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    if sum(given) != 1:
+        raise usage_error(
+            "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO",
+            "--to-*",
+        )
+    if to_earliest:
+        return ResetTo.earliest()
+    if to_latest:
+        return ResetTo.latest()
+    if to_offset is not None:
+        return ResetTo.offset(to_offset)
+    assert to_datetime is not None
+    return ResetTo.at(to_datetime)
+
+
+@command(
+    OFFSETS,
+    "reset",
+    help_="replicate part of a topic again, or skip part of it (stops and restarts the flow)",
+    description="Reset where a flow replicates a topic from. The flow is stopped through "
+    "the state store, the reset is requested, and the flow is started again; each "
+    "partition then resumes at the new offset. A rewind copies records again (the target "
+    "holds them twice); a skip leaves records out for good.",
+    epilog=PROCEDURE_EXITS,
+)
+def _reset(
+    *,
+    config: ConfigOption,
+    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="the flow to reset")],
+    topic: Annotated[
+        str, typer.Option("--topic", metavar="TOPIC", help="source topic the flow replicates")
+    ],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition", metavar="P", help="only this partition (repeatable; default: all)"
+        ),
+    ] = None,
+    to_earliest: Annotated[bool, flag("--to-earliest", "the source log start")] = False,
+    to_latest: Annotated[
+        bool, flag("--to-latest", "the source log end (skip what is there now)")
+    ] = False,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", metavar="N", help="this source offset")
+    ] = None,
+    to_datetime: Annotated[
+        datetime | None,
+        typer.Option(
+            "--to-datetime",
+            parser=_datetime,
+            metavar="ISO",
+            help="the first record at or after this time, e.g. 2024-05-01T12:00:00Z "
+            "(without a zone: local time)",
+        ),
+    ] = None,
+    dry_run: DryRunOption = False,
+    id_: ProcedureIdOption = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", help="seconds to wait for a stop")
+    ] = 120.0,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    target = reset_to(to_earliest, to_latest, to_offset, to_datetime)
+    store = StateStore(state_url(state_url_))
     try:
         procedure = OffsetReset(
-            load_config(args.config),
-            args.flow,
-            args.topic,
-            reset_to(args),
+            load_config(config),
+            flow,
+            topic,
+            target,
             store,
-            partitions=args.partition,
-            dry_run=args.dry_run,
-            timeout_s=args.timeout,
+            partitions=partition,
+            dry_run=dry_run,
+            timeout_s=timeout,
         )
-        return print_reset_report(procedure.run(args.id))
+        with activity(f"offset reset of {topic} on {flow}", output):
+            report = procedure.run(id_)
     finally:
         store.close()
+    emit(report, output, lambda: print_reset_report(report))
+    return 0 if report.ok else 1
 
 
 def print_reset_report(report: ProcedureReport) -> int:

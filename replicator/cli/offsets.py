@@ -2,49 +2,47 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import asdict
+from typing import Annotated
 
-from replicator.cli.replication import add_config
+import typer
+
+from replicator.cli.app import ROOT, command
+from replicator.cli.options import ConfigOption, FlowsOption, JsonOption, OutputOption, flag
+from replicator.cli.output import Output, chosen, emit
+from replicator.cli.progress import tracked
 from replicator.config import load_config
 from replicator.offsets.checkpoints import Checkpointer, CheckpointReport, ReverseCheckpointer
 from replicator.operations.runner import select_flows
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    translate = commands.add_parser(
-        "translate", help="where a source consumer group would resume on the target"
-    )
-    add_config(translate)
-    translate.add_argument("--group", required=True, help="consumer group on the source")
-    translate.add_argument("--json", action="store_true", help="print JSON for scripts")
-    translate.set_defaults(handler=_translate)
-
-    checkpoints = commands.add_parser(
-        "checkpoints", help="write checkpoints now (and sync group offsets if enabled)"
-    )
-    add_config(checkpoints)
-    checkpoints.add_argument("--group", action="append", help="only this group (repeatable)")
-    checkpoints.add_argument(
-        "--reverse",
-        action="store_true",
-        help="translate the target's group progress back to the source (while DR is active)",
-    )
-    checkpoints.set_defaults(handler=_checkpoints)
-
-
-def _translate(args: argparse.Namespace) -> int:
+@command(
+    ROOT,
+    "translate",
+    panel="Replication",
+    help_="where a source consumer group would resume on the target",
+)
+def _translate(
+    *,
+    config: ConfigOption,
+    group: Annotated[
+        str, typer.Option("--group", metavar="GROUP", help="consumer group on the source")
+    ],
+    flow: FlowsOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    output = chosen(output, json_)
     rows = []
-    for flow in select_flows(load_config(args.config), args.flow):
-        with Checkpointer(flow) as checkpointer:
-            for position in checkpointer.translate_group(args.group):
-                rows.append({"flow": flow.name, **asdict(position.translation)})
-    if args.json:
-        json.dump(rows, sys.stdout, indent=2)
-        print()
-        return 0
+    for selected in select_flows(load_config(config), flow):
+        with Checkpointer(selected) as checkpointer:
+            for position in checkpointer.translate_group(group):
+                rows.append({"flow": selected.name, **asdict(position.translation)})
+    emit(rows, output, lambda: _print_translations(rows))
+    return 0
+
+
+def _print_translations(rows: list[dict]) -> None:
     for row in rows:
         verdict = "exact" if row["unreplicated_before"] == 0 else "RECORDS BEFORE IT NOT REPLICATED"
         print(
@@ -52,14 +50,39 @@ def _translate(args: argparse.Namespace) -> int:
             f"{row['remote_topic']}[{row['partition']}]@{row['target_offset']}  "
             f"missing={row['missing']} {verdict}"
         )
-    return 0
 
 
-def _checkpoints(args: argparse.Namespace) -> int:
-    for flow in select_flows(load_config(args.config), args.flow):
-        kind = ReverseCheckpointer if args.reverse else Checkpointer
-        with kind(flow) as checkpointer:
-            _print_report(checkpointer.emit(args.group))
+@command(
+    ROOT,
+    "checkpoints",
+    panel="Replication",
+    help_="write checkpoints now (and sync group offsets if enabled)",
+)
+def _checkpoints(
+    *,
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", metavar="GROUP", help="only this group (repeatable)"),
+    ] = None,
+    reverse: Annotated[
+        bool,
+        flag(
+            "--reverse",
+            "translate the target's group progress back to the source (while DR is active)",
+        ),
+    ] = False,
+    output: OutputOption = Output.table,
+) -> int:
+    reports = []
+    kind = ReverseCheckpointer if reverse else Checkpointer
+    for selected in tracked(
+        select_flows(load_config(config), flow), "checkpoints", "flows", output
+    ):
+        with kind(selected) as checkpointer:
+            reports.append(checkpointer.emit(group))
+    emit(reports, output, lambda: [_print_report(r) for r in reports])
     return 0
 
 

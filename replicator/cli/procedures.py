@@ -2,153 +2,237 @@
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
 import socket
-from pathlib import Path
+from dataclasses import asdict
+from enum import StrEnum
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses
+from replicator.cli.offset_reset import PROCEDURE_EXITS
+from replicator.cli.options import (
+    ConfigOption,
+    DryRunOption,
+    OutputOption,
+    ProcedureIdOption,
+    StateUrlOption,
+    TimeoutOption,
+    flag,
+)
+from replicator.cli.output import Output, emit
+from replicator.cli.progress import activity
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.procedures import Drill, Failback, Failover, FullDrill, Procedure, ProcedureReport
-from replicator.procedures.abort import abort
-from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.procedures.abort import AbortReport, abort
+from replicator.statestore import StateStore
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    failover = _procedure_parser(
-        commands, "failover", "move applications to a flow's target cluster", "from A to B"
-    )
-    failover.add_argument("--mode", choices=("planned", "unplanned"), default="planned")
-    failover.add_argument("--reverse", action="store_true", help="then start the flow B->A")
-    failover.add_argument("--max-lag", type=int, default=100_000, help="planned: lag bound")
-    failover.add_argument(
-        "--grant-write",
-        action="store_true",
-        help="before the switch, give the applications' producers WRITE on B's topics "
-        "(applications.<name>.producer.principals); the failback removes it",
-    )
-    failover.set_defaults(handler=_failover)
-
-    failback = _procedure_parser(
-        commands,
-        "failback",
-        "move applications back to a flow's source after a failover",
-        "the flow they failed over with (they go back to A)",
-    )
-    failback.add_argument(
-        "--reconcile",
-        choices=("replicate", "report"),
-        default="replicate",
-        help="records A holds that never reached B: copy them to B first (replicate), or "
-        "list them and let the groups skip them (report)",
-    )
-    failback.add_argument(
-        "--keep-write",
-        action="store_true",
-        help="keep the WRITE the failover's --grant-write gave the producers on B "
-        "(default: remove exactly what it created)",
-    )
-    failback.set_defaults(handler=_failback)
-
-    drill = _procedure_parser(
-        commands,
-        "drill",
-        "non-disruptive DR drill: shadow groups on the target checked record by record",
-        "the flow to drill",
-        groups_help="consumer group; repeatable (default: every group the flow checkpoints)",
-    )
-    drill.add_argument("--shadow-prefix", default="drill-", help="shadow groups: <prefix><group>")
-    drill.add_argument("--keep-shadow", action="store_true", help="keep the shadow groups")
-    drill.add_argument(
-        "--mode",
-        choices=("non-disruptive", "full"),
-        default="non-disruptive",
-        help="full: fail the drill applications (--app) over and back for real",
-    )
-    drill.add_argument(
-        "--app", action="append", default=[], help="full mode: drill application; repeatable"
-    )
-    drill.set_defaults(handler=_drill)
-
-    aborting = commands.add_parser(
-        "abort",
-        help="undo a failover or failback that stopped before its switch: unfence its "
-        "applications, restart the flows it stopped",
-    )
-    aborting.add_argument("procedure_id", help="the run's id (`replicator history` lists them)")
-    aborting.add_argument("--reason", default="", help="why, for the history")
-    aborting.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    aborting.set_defaults(handler=_abort)
+class FailoverMode(StrEnum):
+    planned = "planned"
+    unplanned = "unplanned"
 
 
-def _procedure_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    summary: str,
-    flow_help: str,
-    groups_help: str | None = None,
-) -> argparse.ArgumentParser:
-    """A procedure's command with the options every procedure has: the applications
-    it moves (`--app`, required), or with `groups_help` the groups it reads (`--group`)."""
-    parser = commands.add_parser(name, help=f"{summary} (resumable steps)")
-    parser.add_argument("--config", type=Path, required=True, help="mm2.properties")
-    parser.add_argument("--flow", required=True, metavar="A->B", help=flow_help)
-    if groups_help is None:
-        parser.add_argument(
-            "--app",
-            action="append",
-            required=True,
-            help="application (= consumer group); repeatable",
-        )
-    else:
-        parser.add_argument("--group", action="append", default=[], help=groups_help)
-    parser.add_argument("--dry-run", action="store_true", help="check and say what it would do")
-    parser.add_argument("--id", help="procedure id: the same id resumes and skips done steps")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per wait")
-    parser.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    return parser
+class Reconcile(StrEnum):
+    replicate = "replicate"
+    report = "report"
 
 
-def _failover(args: argparse.Namespace) -> int:
+class DrillMode(StrEnum):
+    non_disruptive = "non-disruptive"
+    full = "full"
+
+
+AppsOption = Annotated[
+    list[str],
+    typer.Option("--app", metavar="APP", help="application (= consumer group); repeatable"),
+]
+
+
+@command(
+    ROOT,
+    "failover",
+    panel="DR procedures",
+    help_="move applications to a flow's target cluster (resumable steps)",
+    epilog=PROCEDURE_EXITS,
+)
+def _failover(
+    *,
+    config: ConfigOption,
+    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="from A to B")],
+    app: AppsOption,
+    mode: Annotated[
+        FailoverMode,
+        typer.Option(
+            "--mode",
+            metavar="planned|unplanned",
+            help="planned waits for the lag; unplanned does not",
+        ),
+    ] = FailoverMode.planned,
+    reverse: Annotated[bool, flag("--reverse", "then start the flow B->A")] = False,
+    max_lag: Annotated[
+        int, typer.Option("--max-lag", metavar="RECORDS", help="planned: lag bound")
+    ] = 100_000,
+    grant_write: Annotated[
+        bool,
+        flag(
+            "--grant-write",
+            "before the switch, give the applications' producers WRITE on B's topics "
+            "(applications.<name>.producer.principals); the failback removes it",
+        ),
+    ] = False,
+    dry_run: DryRunOption = False,
+    id_: ProcedureIdOption = None,
+    timeout: TimeoutOption = 120.0,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
     procedure = Failover(
-        load_config(args.config),
-        args.flow,
-        args.app,
-        StateStore(args.state_url),
-        mode=args.mode,
-        reverse=args.reverse,
-        dry_run=args.dry_run,
-        max_lag=args.max_lag,
-        timeout_s=args.timeout,
-        grant_write=args.grant_write,
+        load_config(config),
+        flow,
+        app,
+        StateStore(state_url(state_url_)),
+        mode=mode.value,
+        reverse=reverse,
+        dry_run=dry_run,
+        max_lag=max_lag,
+        timeout_s=timeout,
+        grant_write=grant_write,
     )
-    return _run(procedure, args.id)
+    return _run(procedure, id_, output)
 
 
-def _failback(args: argparse.Namespace) -> int:
+@command(
+    ROOT,
+    "failback",
+    panel="DR procedures",
+    help_="move applications back to a flow's source after a failover (resumable steps)",
+    epilog=PROCEDURE_EXITS,
+)
+def _failback(
+    *,
+    config: ConfigOption,
+    flow: Annotated[
+        str,
+        typer.Option(
+            "--flow", metavar="A->B", help="the flow they failed over with (they go back to A)"
+        ),
+    ],
+    app: AppsOption,
+    reconcile: Annotated[
+        Reconcile,
+        typer.Option(
+            "--reconcile",
+            metavar="replicate|report",
+            help="records A holds that never reached B: copy them to B first (replicate), or "
+            "list them and let the groups skip them (report)",
+        ),
+    ] = Reconcile.replicate,
+    keep_write: Annotated[
+        bool,
+        flag(
+            "--keep-write",
+            "keep the WRITE the failover's --grant-write gave the producers on B "
+            "(default: remove exactly what it created)",
+        ),
+    ] = False,
+    dry_run: DryRunOption = False,
+    id_: ProcedureIdOption = None,
+    timeout: TimeoutOption = 120.0,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
     procedure = Failback(
-        load_config(args.config),
-        args.flow,
-        args.app,
-        StateStore(args.state_url),
-        reconcile=args.reconcile,
-        dry_run=args.dry_run,
-        timeout_s=args.timeout,
-        revoke_write=not args.keep_write,
+        load_config(config),
+        flow,
+        app,
+        StateStore(state_url(state_url_)),
+        reconcile=reconcile.value,
+        dry_run=dry_run,
+        timeout_s=timeout,
+        revoke_write=not keep_write,
     )
-    return _run(procedure, args.id)
+    return _run(procedure, id_, output)
 
 
-def _run(procedure: Procedure, procedure_id: str | None) -> int:
+@command(
+    ROOT,
+    "drill",
+    panel="DR procedures",
+    help_="non-disruptive DR drill: shadow groups on the target checked record by record "
+    "(resumable steps)",
+    epilog=exit_statuses(
+        "a step failed or the drill found records that do not match (the report names them)",
+        zero="the drill passed, or the dry run planned it",
+    ),
+)
+def _drill(
+    *,
+    config: ConfigOption,
+    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="the flow to drill")],
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group",
+            metavar="GROUP",
+            help="consumer group; repeatable (default: every group the flow checkpoints)",
+        ),
+    ] = None,
+    shadow_prefix: Annotated[
+        str,
+        typer.Option("--shadow-prefix", metavar="PREFIX", help="shadow groups: <prefix><group>"),
+    ] = "drill-",
+    keep_shadow: Annotated[bool, flag("--keep-shadow", "keep the shadow groups")] = False,
+    mode: Annotated[
+        DrillMode,
+        typer.Option(
+            "--mode",
+            metavar="non-disruptive|full",
+            help="full: fail the drill applications (--app) over and back for real",
+        ),
+    ] = DrillMode.non_disruptive,
+    app: Annotated[
+        list[str] | None,
+        typer.Option("--app", metavar="APP", help="full mode: drill application; repeatable"),
+    ] = None,
+    dry_run: DryRunOption = False,
+    id_: ProcedureIdOption = None,
+    timeout: TimeoutOption = 120.0,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    loaded, store = load_config(config), StateStore(state_url(state_url_))
+    procedure: Procedure
+    if mode is DrillMode.full:
+        if not app:
+            raise ReplicatorError("a full drill moves applications: name them with --app")
+        procedure = FullDrill(loaded, flow, app, store, dry_run=dry_run, timeout_s=timeout)
+    else:
+        procedure = Drill(
+            loaded,
+            flow,
+            group or [],
+            store,
+            shadow_prefix=shadow_prefix,
+            keep_shadow=keep_shadow,
+            dry_run=dry_run,
+            timeout_s=timeout,
+        )
+    return _run(procedure, id_, output)
+
+
+def _run(procedure: Procedure, procedure_id: str | None, output: Output) -> int:
     """Run it (recorded as started by this shell's user, for the run's report) and
     print its report; the exit code."""
     procedure.started_by = f"{getpass.getuser()}@{socket.gethostname()} (replicator CLI)"
-    return print_report(procedure.run(procedure_id))
+    with activity(f"{procedure.kind} of {procedure.flow_name()}", output):
+        report = procedure.run(procedure_id)
+    emit(report, output, lambda: print_report(report))
+    return 0 if report.ok else 1
 
 
 def print_report(report: ProcedureReport) -> int:
@@ -171,33 +255,38 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
 
 
-def _abort(args: argparse.Namespace) -> int:
-    undone = abort(StateStore(args.state_url), args.procedure_id, reason=args.reason)
+@command(
+    ROOT,
+    "abort",
+    panel="DR procedures",
+    help_="undo a failover or failback that stopped before its switch: unfence its "
+    "applications, restart the flows it stopped",
+    epilog=exit_statuses(
+        "no such procedure, or it cannot be aborted (it switched or ended already)",
+        zero="aborted",
+    ),
+)
+def _abort(
+    *,
+    procedure_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="PROCEDURE_ID", help="the run's id (`replicator history` lists them)"
+        ),
+    ],
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="why, for the history")
+    ] = "",
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    undone = abort(StateStore(state_url(state_url_)), procedure_id, reason=reason)
+    emit(asdict(undone), output, lambda: _print_abort(undone))
+    return 0
+
+
+def _print_abort(undone: AbortReport) -> None:
     print(f"{undone.kind} {undone.procedure_id} {undone.outcome}")
     print(f"  unfenced         {json.dumps(undone.unfenced, sort_keys=True)}")
     print(f"  restarted flows  {json.dumps(undone.restarted_flows)}")
     print(f"  applications were down {_seconds(undone.downtime_seconds)}")
-    return 0
-
-
-def _drill(args: argparse.Namespace) -> int:
-    config, store = load_config(args.config), StateStore(args.state_url)
-    procedure: Procedure
-    if args.mode == "full":
-        if not args.app:
-            raise ReplicatorError("a full drill moves applications: name them with --app")
-        procedure = FullDrill(
-            config, args.flow, args.app, store, dry_run=args.dry_run, timeout_s=args.timeout
-        )
-    else:
-        procedure = Drill(
-            config,
-            args.flow,
-            args.group,
-            store,
-            shadow_prefix=args.shadow_prefix,
-            keep_shadow=args.keep_shadow,
-            dry_run=args.dry_run,
-            timeout_s=args.timeout,
-        )
-    return _run(procedure, args.id)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
+from replicator.cli.app import ROOT, command, exit_statuses
+from replicator.cli.options import (
+    ConfigOption,
+    FlowsOption,
+    JsonOption,
+    OutputOption,
+    StateUrlOption,
+)
+from replicator.cli.output import Output, chosen, emit
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
@@ -15,72 +22,74 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
 from replicator.operations.runner import run_flows, select_flows
 from replicator.operations.thread_status import RunnerThreads, read_thread_status
-from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.statestore import StateStore
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = commands.add_parser("run", help="replicate until stopped (SIGTERM/Ctrl-C flush first)")
-    add_config(run)
-    run.add_argument(
-        "--state-url",
-        help="SQLAlchemy URL of the DR state store whose flow states start and stop flows "
-        f"(default ${STATE_URL_ENV}, else SQLite under .data/state)",
-    )
-    run.set_defaults(handler=_run)
-
-    status = commands.add_parser("status", help="flows, partitions, lag and errors")
-    add_config(status)
-    status.add_argument("--json", action="store_true", help="print JSON for scripts")
-    status.set_defaults(handler=_status)
-
-    topics = commands.add_parser("topics", help="what each flow replicates, and why not")
-    add_config(topics)
-    topics.set_defaults(handler=_topics)
-
-
-def add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, required=True, help="mm2.properties-style configuration"
-    )
-    parser.add_argument(
-        "--flow", action="append", metavar="A->B", help="only this flow (repeatable)"
-    )
-
-
-def _run(args: argparse.Namespace) -> int:
-    flows = select_flows(load_config(args.config), args.flow)
+@command(
+    ROOT,
+    "run",
+    panel="Replication",
+    help_="replicate until stopped (SIGTERM/Ctrl-C flush first)",
+    description="Run the selected flows in this process; flows stopped or paused in the "
+    "state store wait until they are started again.",
+    epilog=exit_statuses(
+        "the configuration or the clusters' credentials are refused at start",
+        zero="stopped on request",
+    ),
+)
+def _run(config: ConfigOption, flow: FlowsOption = None, state_url_: StateUrlOption = None) -> int:
+    flows = select_flows(load_config(config), flow)
     # A wrong password or certificate stops here, in one line, instead of workers
     # retrying for ever; a cluster that is away does not (the workers wait for it).
     check_access({c.alias: c for f in flows for c in (f.source, f.target)}.values())
     pace_for_replication()  # this process replicates (a single worker runs in a thread)
-    run_flows(flows, store=StateStore(args.state_url))
+    run_flows(flows, store=StateStore(state_url(state_url_)))
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+@command(
+    ROOT,
+    "status",
+    panel="Replication",
+    help_="flows, partitions, lag and errors",
+    description="Every worker and partition status row the selected flows' replicators "
+    "wrote to their target clusters, and the background threads of `replicator run`.",
+    epilog=exit_statuses(
+        "a flow has no status on its target (no replicator has run for it there), or an error",
+        zero="every flow has status rows",
+    ),
+)
+def _status(
+    *,
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
     """Every status row of the selected flows; exit 1 when a flow has none (nothing
     to show is not "all is well": no replicator has run for it on its target)."""
+    output = chosen(output, json_)
     rows: list[StatusRecord] = []
     runners: list[RunnerThreads] = []
     missing: list[str] = []
-    for flow in select_flows(load_config(args.config), args.flow):
+    for selected in select_flows(load_config(config), flow):
         try:
-            rows += read_status(flow.target, flow.name, required=True)
+            rows += read_status(selected.target, selected.name, required=True)
         except NoStatus as exc:
-            missing.append(f"flow {flow.name}: {exc}")
+            missing.append(f"flow {selected.name}: {exc}")
             continue
-        runners += read_thread_status(flow)
-    if args.json:
-        threads = [{**asdict(r), "state": r.state} for r in runners]
-        json.dump([asdict(row) for row in rows] + threads, sys.stdout, indent=2)
-        print()
-    else:
-        _print_status(rows)
-        for r in runners:  # `replicator run`'s background threads (checkpoints, ...)
-            print(f"{r.flow:<16} {'threads of ' + r.runner:<48} {r.state:<12} {r.summary()}")
+        runners += read_thread_status(selected)
+    threads = [{**asdict(r), "state": r.state} for r in runners]
+    emit([asdict(row) for row in rows] + threads, output, lambda: _print_all(rows, runners))
     for problem in missing:
         print(f"replicator: error: {problem}", file=sys.stderr)
     return 1 if missing else 0
+
+
+def _print_all(rows: list[StatusRecord], runners: list[RunnerThreads]) -> None:
+    _print_status(rows)
+    for r in runners:  # `replicator run`'s background threads (checkpoints, ...)
+        print(f"{r.flow:<16} {'threads of ' + r.runner:<48} {r.state:<12} {r.summary()}")
 
 
 def _print_status(rows: list[StatusRecord]) -> None:
@@ -104,11 +113,43 @@ def _where(row: StatusRecord) -> str:
     return row.where if isinstance(row, PartitionStatus) else row.worker
 
 
-def _topics(args: argparse.Namespace) -> int:
-    for flow in select_flows(load_config(args.config), args.flow):
-        print(f"flow {flow.name}:")
-        for decision in TopicSync(flow).decisions():
+@command(
+    ROOT,
+    "topics",
+    panel="Replication",
+    help_="what each flow replicates, and why not",
+    description="Each topic of the selected flows' source clusters: its remote topic, or "
+    "the rule that leaves it out.",
+)
+def _topics(
+    *,
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    decisions = {
+        selected.name: TopicSync(selected).decisions()
+        for selected in select_flows(load_config(config), flow)
+    }
+    data = [
+        {
+            "flow": name,
+            "source_topic": d.source_topic,
+            "replicate": d.replicate,
+            "remote_topic": d.remote_topic if d.replicate else None,
+            "reason": None if d.replicate else d.reason,
+        }
+        for name, listed in decisions.items()
+        for d in listed
+    ]
+    emit(data, output, lambda: _print_topics(decisions))
+    return 0
+
+
+def _print_topics(decisions: dict) -> None:
+    for name, listed in decisions.items():
+        print(f"flow {name}:")
+        for decision in listed:
             mark = "->" if decision.replicate else "  "
             target = decision.remote_topic if decision.replicate else decision.reason
             print(f"  {mark} {decision.source_topic:<40} {target}")
-    return 0

@@ -3,31 +3,43 @@ self-contained HTML document for auditors (see `replicator.reports`)."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses
+from replicator.cli.options import OutputOption, StateUrlOption
+from replicator.cli.output import Output, emit
+from replicator.cli.state import state_url
 from replicator.reports import build_report, render
-from replicator.statestore import STATE_URL_ENV, StateStore
+from replicator.statestore import StateStore
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    report = commands.add_parser(
-        "report",
-        help="a failover, failback or drill as one self-contained, printable HTML file",
-    )
-    report.add_argument(
-        "run_id", help="the run's id, or its procedure id (`replicator history` lists them)"
-    )
-    report.add_argument("--out", type=Path, required=True, help="the HTML file to write")
-    report.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    report.set_defaults(handler=_report)
-
-
-def _report(args: argparse.Namespace) -> int:
-    made = build_report(StateStore(args.state_url), args.run_id)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(made), encoding="utf-8")
-    print(f"{made.title}, run {made.run.run_id} ({made.run.outcome or 'in progress'}): {args.out}")
+@command(
+    ROOT,
+    "report",
+    panel="DR procedures",
+    help_="a failover, failback or drill as one self-contained, printable HTML file",
+    epilog=exit_statuses("no such run, or the file cannot be written", zero="written"),
+)
+def _report(
+    *,
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID",
+            help="the run's id, or its procedure id (`replicator history` lists them)",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="the HTML file to write")],
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    made = build_report(StateStore(state_url(state_url_)), run_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(made), encoding="utf-8")
+    outcome = made.run.outcome or "in progress"
+    data = {"title": made.title, "run_id": made.run.run_id, "outcome": outcome, "file": out}
+    emit(data, output, lambda: print(f"{made.title}, run {made.run.run_id} ({outcome}): {out}"))
     return 0

@@ -1,18 +1,23 @@
-"""`replicator stack up|down|status|run`: the local Kafka clusters."""
+"""`replicator stack up|down|status|run`: the local Kafka clusters (and the roles the
+compose stack runs from the image: `serve`, `prepare`, `traffic`)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import signal
-import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Annotated
 
+import typer
+
+from replicator.cli.app import EXIT_FAILED, command, exit_statuses, group, usage_error
+from replicator.cli.options import JsonOption, OutputOption, StateUrlOption, flag
+from replicator.cli.output import Output, chosen, emit
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
-from replicator.localstack import DEFAULT_CLUSTERS, ClusterSpec, LocalStack
+from replicator.localstack import DEFAULT_CLUSTERS, ClusterSpec, LocalStack, StackError
 from replicator.localstack.client_config import CLIENTS_FILE
 from replicator.localstack.container import (
     CONTAINER_PORT,
@@ -21,161 +26,66 @@ from replicator.localstack.container import (
     prepare,
     run_traffic,
 )
-from replicator.localstack.security import SECURITY_MODES, parse_mode
+from replicator.localstack.security import SECURITY_MODES, SecurityMode, parse_mode
 from replicator.localstack.stack import DEFAULT_DATA_DIR, DEFAULT_HEAP
 from replicator.localstack.system import DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
-from replicator.statestore import StateStore, default_state_url
+from replicator.statestore import StateStore
 
 _REPORT_EVERY_S = 30.0
 
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    stack = commands.add_parser("stack", help="local Kafka clusters (KRaft, loopback)")
-    actions = stack.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    up = actions.add_parser("up", help="start the clusters and wait until each answers")
-    _add_definition_options(up)
-    up.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
-    _add_security(up)
-    up.set_defaults(handler=_up)
-
-    down = actions.add_parser("down", help="stop the clusters; no JVM is left behind")
-    _add_data_dir(down)
-    down.add_argument("--wipe", action="store_true", help="also delete their data and logs")
-    down.set_defaults(handler=_down)
-
-    status = actions.add_parser("status", help="state, address and topics of each cluster")
-    _add_data_dir(status)
-    status.add_argument("--json", action="store_true", help="print JSON for scripts")
-    status.set_defaults(handler=_status)
-
-    run = actions.add_parser(
-        "run", help="bring the clusters up with demo traffic; Ctrl-C stops what it started"
-    )
-    _add_definition_options(run)
-    run.add_argument("--timeout", type=float, default=90.0, help="start-up timeout, seconds")
-    run.add_argument("--rate", type=int, default=50, help="demo records per second")
-    run.add_argument("--no-demo", action="store_true", help="start the clusters only")
-    _add_security(run)
-    run.add_argument(
-        "--replicate",
-        type=Path,
-        metavar="CONFIG",
-        help="also run a replicator worker on CONFIG (log under the data dir); with "
-        f"--security, <data dir>/{CLIENTS_FILE} unless given",
-    )
-    run.add_argument(
-        "--demo-app",
-        metavar="NAME",
-        help=f"also run the DR-aware demo producer and consumer as application NAME "
-        f"on {DEMO_APP_TOPIC} (needs --replicate)",
-    )
-    run.add_argument("--airflow", action="store_true", help="also run Airflow standalone")
-    run.add_argument("--airflow-port", type=int, default=8080, help="Airflow UI port (loopback)")
-    run.add_argument(
-        "--state-url", help="state store URL (default: $REPLICATOR_STATE_URL or .data/state)"
-    )
-    run.set_defaults(handler=_run)
-    _register_container_roles(actions)
+STACK = group("stack", "local Kafka clusters (KRaft, loopback)", "Local stack")
 
 
-def _register_container_roles(actions: argparse._SubParsersAction) -> None:
-    """The roles docker-compose.yml runs from the image (see localstack.container)."""
-    serve = actions.add_parser(
-        "serve", help="one cluster in the foreground, on every interface (a container's broker)"
-    )
-    serve.add_argument("name", help="cluster name, e.g. primary")
-    _add_data_dir(serve)
-    serve.add_argument(
-        "--port",
-        type=int,
-        default=CONTAINER_PORT,
-        help="in-network port (controller: +1, external: +2)",
-    )
-    serve.add_argument("--advertise", required=True, help="its host name on the container network")
-    serve.add_argument("--external", metavar="HOST:PORT", help="where the host publishes PORT+2")
-    serve.add_argument("--heap", default=DEFAULT_HEAP, help="JVM heap")
-    serve.set_defaults(handler=_serve)
-
-    prepare = actions.add_parser(
-        "prepare", help="one-shot set-up of a first start: flow states, demo application, topics"
-    )
-    prepare.add_argument("--config", type=Path, required=True, help="the replicator's config")
-    prepare.add_argument("--home", required=True, help="the cluster applications run on at first")
-    prepare.add_argument("--demo-app", metavar="NAME", help="register the demo application NAME")
-    prepare.add_argument("--state-url", help="state store URL (default $REPLICATOR_STATE_URL)")
-    prepare.set_defaults(handler=_prepare)
-
-    traffic = actions.add_parser("traffic", help="demo traffic in the foreground until SIGTERM")
-    traffic.add_argument("--bootstrap", required=True, help="bootstrap servers of the cluster")
-    traffic.add_argument("--rate", type=int, default=50, help="records per second")
-    traffic.add_argument("--skip", action="append", default=[], help="leave out this topic")
-    traffic.set_defaults(handler=_traffic)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    network = ContainerNetwork(advertise=args.advertise, external=args.external)
-    spec = ClusterSpec(args.name, args.port)
-    ContainerBroker(spec, args.data_dir, network, heap=args.heap).serve()
-    return 0  # not reached: the broker replaced this process
-
-
-def _prepare(args: argparse.Namespace) -> int:
-    store = StateStore(args.state_url)
+def _cluster_spec(text: str) -> ClusterSpec:
     try:
-        prepare(load_config(args.config), store, args.home, args.demo_app)
-    finally:
-        store.close()
-    print(f"prepared: applications start on {args.home}")
-    return 0
+        return ClusterSpec.parse(text)
+    except StackError as exc:
+        raise usage_error(str(exc), "--cluster") from None
 
 
-def _traffic(args: argparse.Namespace) -> int:
-    run_traffic(args.bootstrap, args.rate, frozenset(args.skip))
-    return 0
+def _security_mode(text: str) -> SecurityMode:
+    try:
+        return parse_mode(text)
+    except StackError as exc:
+        raise usage_error(str(exc), "--security") from None
 
 
-def _add_security(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+_DEFAULTS = " ".join(f"{c.name}={c.port}" for c in DEFAULT_CLUSTERS)
+DataDirOption = Annotated[
+    Path,
+    typer.Option("--data-dir", metavar="PATH", help="storage and logs of every cluster"),
+]
+ClustersOption = Annotated[
+    list[ClusterSpec] | None,
+    typer.Option(
+        "--cluster",
+        parser=_cluster_spec,
+        metavar="NAME=PORT",
+        help=f"a cluster and its broker port (controller: PORT+1); repeat; default {_DEFAULTS}",
+    ),
+]
+HeapOption = Annotated[str, typer.Option("--heap", metavar="SIZE", help="JVM heap of each broker")]
+StartTimeoutOption = Annotated[
+    float, typer.Option("--timeout", metavar="SECONDS", help="start-up timeout, seconds")
+]
+SecurityOption = Annotated[
+    str | None,
+    typer.Option(
         "--security",
-        type=parse_mode,
+        parser=_security_mode,
         metavar="MODE",
         help=f"secure the clusters: {' or '.join(SECURITY_MODES)} (TLS with a CA of the "
         "stack's own, SCRAM-SHA-512 or client certificates, ACLs enforced); writes "
         f"<data dir>/{CLIENTS_FILE} for the replicator. Default: PLAINTEXT, no ACLs",
-    )
+        show_default=False,
+    ),
+]
 
 
-def _add_data_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help=f"storage and logs of every cluster (default {DEFAULT_DATA_DIR})",
-    )
-
-
-def _add_definition_options(parser: argparse.ArgumentParser) -> None:
-    _add_data_dir(parser)
-    defaults = " ".join(f"{c.name}={c.port}" for c in DEFAULT_CLUSTERS)
-    parser.add_argument(
-        "--cluster",
-        dest="clusters",
-        action="append",
-        type=ClusterSpec.parse,
-        metavar="NAME=PORT",
-        help=f"a cluster and its broker port (controller: PORT+1); repeat; default {defaults}",
-    )
-    parser.add_argument("--heap", default=DEFAULT_HEAP, help="JVM heap of each broker")
-
-
-def _stack_from(args: argparse.Namespace) -> LocalStack:
-    return LocalStack(
-        args.clusters or DEFAULT_CLUSTERS,
-        data_dir=args.data_dir,
-        heap=args.heap,
-        security=args.security,
-    )
+def _stack(
+    clusters: list[ClusterSpec] | None, data_dir: Path, heap: str, security: str | None
+) -> LocalStack:
+    return LocalStack(clusters or DEFAULT_CLUSTERS, data_dir=data_dir, heap=heap, security=security)
 
 
 def _print_table(stack: LocalStack) -> None:
@@ -184,9 +94,22 @@ def _print_table(stack: LocalStack) -> None:
         print(f"{status.name:<10} {status.bootstrap:<18} {status.state:<12} topics: {topics}")
 
 
-def _up(args: argparse.Namespace) -> int:
-    stack = _stack_from(args)
-    stack.up(timeout=args.timeout)
+@command(
+    STACK,
+    "up",
+    help_="start the clusters and wait until each answers",
+    epilog=exit_statuses("a cluster did not start (its log is named)", zero="all answer"),
+)
+def _up(
+    *,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    cluster: ClustersOption = None,
+    heap: HeapOption = DEFAULT_HEAP,
+    timeout: StartTimeoutOption = 90.0,
+    security: SecurityOption = None,
+) -> int:
+    stack = _stack(cluster, data_dir, heap, security)
+    stack.up(timeout=timeout)
     _print_table(stack)
     if stack.security is not None:
         print(
@@ -196,20 +119,27 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _down(args: argparse.Namespace) -> int:
-    stack = LocalStack.load(args.data_dir)
-    stopped = stack.down(wipe=args.wipe)
+@command(STACK, "down", help_="stop the clusters; no JVM is left behind")
+def _down(
+    *,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    wipe: Annotated[bool, flag("--wipe", "also delete their data and logs")] = False,
+) -> int:
+    stack = LocalStack.load(data_dir)
+    stopped = stack.down(wipe=wipe)
     print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
-    stack = LocalStack.load(args.data_dir)
-    if args.json:
-        json.dump([s.to_dict() for s in stack.status()], sys.stdout, indent=2)
-        print()
-    else:
-        _print_table(stack)
+@command(STACK, "status", help_="state, address and topics of each cluster")
+def _status(
+    *,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    output: OutputOption = Output.table,
+    json_: JsonOption = False,
+) -> int:
+    stack = LocalStack.load(data_dir)
+    emit([s.to_dict() for s in stack.status()], chosen(output, json_), lambda: _print_table(stack))
     return 0
 
 
@@ -217,28 +147,66 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _run(args: argparse.Namespace) -> int:
+@command(
+    STACK,
+    "run",
+    help_="bring the clusters up with demo traffic; Ctrl-C stops what it started",
+    epilog=exit_statuses("a part did not start", zero="stopped on request"),
+)
+def _run(
+    *,
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    cluster: ClustersOption = None,
+    heap: HeapOption = DEFAULT_HEAP,
+    timeout: StartTimeoutOption = 90.0,
+    rate: Annotated[int, typer.Option("--rate", metavar="N", help="demo records per second")] = 50,
+    no_demo: Annotated[bool, flag("--no-demo", "start the clusters only")] = False,
+    security: SecurityOption = None,
+    replicate: Annotated[
+        Path | None,
+        typer.Option(
+            "--replicate",
+            metavar="CONFIG",
+            help="also run a replicator worker on CONFIG (log under the data dir); with "
+            f"--security, <data dir>/{CLIENTS_FILE} unless given",
+        ),
+    ] = None,
+    demo_app: Annotated[
+        str | None,
+        typer.Option(
+            "--demo-app",
+            metavar="NAME",
+            help="also run the DR-aware demo producer and consumer as application NAME "
+            f"on {DEMO_APP_TOPIC} (needs --replicate)",
+        ),
+    ] = None,
+    airflow: Annotated[bool, flag("--airflow", "also run Airflow standalone")] = False,
+    airflow_port: Annotated[
+        int, typer.Option("--airflow-port", metavar="PORT", help="Airflow UI port (loopback)")
+    ] = 8080,
+    state_url_: StateUrlOption = None,
+) -> int:
     """Foreground supervisor of the embedded default; stops only what it started."""
     # SIGINT too: a shell starting us in the background would have it ignored.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupt)
-    if args.security and args.replicate is None:
-        args.replicate = args.data_dir / CLIENTS_FILE  # written by the stack's start
-    if args.demo_app and args.replicate is None:
+    if security and replicate is None:
+        replicate = data_dir / CLIENTS_FILE  # written by the stack's start
+    if demo_app and replicate is None:
         raise ReplicatorError("--demo-app needs --replicate CONFIG (the app follows failovers)")
     options = SystemOptions(
-        state_url=args.state_url or default_state_url(),
-        work_dir=args.data_dir.resolve().parent,  # .data: beside the clusters' folder
-        replicate=args.replicate,
-        demo_rate=None if args.no_demo else args.rate,
-        demo_app=args.demo_app,
-        airflow_port=args.airflow_port if args.airflow else None,
-        cluster_timeout_s=args.timeout,
+        state_url=state_url(state_url_),
+        work_dir=data_dir.resolve().parent,  # .data: beside the clusters' folder
+        replicate=replicate,
+        demo_rate=None if no_demo else rate,
+        demo_app=demo_app,
+        airflow_port=airflow_port if airflow else None,
+        cluster_timeout_s=timeout,
     )
-    system = EmbeddedSystem(_stack_from(args), options)
+    system = EmbeddedSystem(_stack(cluster, data_dir, heap, security), options)
     try:
         system.start(progress=lambda line: print(line, flush=True))
-        _print_where_to_look(system, args)
+        _print_where_to_look(system, replicate, rate)
         _supervise(system)
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
@@ -253,19 +221,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_where_to_look(system: EmbeddedSystem, args: argparse.Namespace) -> None:
+def _print_where_to_look(system: EmbeddedSystem, replicate: Path | None, rate: int) -> None:
     stack = system.stack
     print("\nLocal Kafka clusters:")
     for spec in stack.clusters:
         print(f"  {spec.name:<10} bootstrap.servers={spec.bootstrap}")
     print(f"  data and logs under {stack.data_dir}")
     if system.demo is not None:
-        print(f"Demo traffic: {args.rate} records/s into {', '.join(system.demo.topics)}")
+        print(f"Demo traffic: {rate} records/s into {', '.join(system.demo.topics)}")
     if system.worker is not None:
-        print(
-            f"Replicator: --config {args.replicate}, {system.worker.where}, log {system.worker.log}"
-        )
-        print(f"  .venv/bin/replicator status --config {args.replicate}")
+        print(f"Replicator: --config {replicate}, {system.worker.where}, log {system.worker.log}")
+        print(f"  .venv/bin/replicator status --config {replicate}")
+        print(f"  .venv/bin/replicator flows list --config {replicate}")
     if system.app is not None:
         app = system.app.app
         print(f"Demo application {app.name!r} on {app.topic}: ledgers in {app.data_dir}")
@@ -290,3 +257,81 @@ def _supervise(system: EmbeddedSystem) -> None:
         if system.demo is not None:
             counts = system.demo.counts
             print(f"demo: {counts.produced} records delivered, {counts.failed} failed", flush=True)
+
+
+# -- the roles docker-compose.yml runs from the image (see localstack.container) --
+
+
+@command(
+    STACK,
+    "serve",
+    help_="one cluster in the foreground, on every interface (a container's broker)",
+    epilog=EXIT_FAILED,
+)
+def _serve(
+    *,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="cluster name, e.g. primary")],
+    advertise: Annotated[
+        str,
+        typer.Option("--advertise", metavar="HOST", help="its host name on the container network"),
+    ],
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", metavar="PORT", help="in-network port (controller: +1, external: +2)"
+        ),
+    ] = CONTAINER_PORT,
+    external: Annotated[
+        str | None,
+        typer.Option("--external", metavar="HOST:PORT", help="where the host publishes PORT+2"),
+    ] = None,
+    heap: Annotated[str, typer.Option("--heap", metavar="SIZE", help="JVM heap")] = DEFAULT_HEAP,
+) -> int:
+    network = ContainerNetwork(advertise=advertise, external=external)
+    ContainerBroker(ClusterSpec(name, port), data_dir, network, heap=heap).serve()
+    return 0  # not reached: the broker replaced this process
+
+
+@command(
+    STACK,
+    "prepare",
+    help_="one-shot set-up of a first start: flow states, demo application, topics",
+)
+def _prepare(
+    *,
+    config: Annotated[
+        Path, typer.Option("--config", metavar="PATH", help="the replicator's config")
+    ],
+    home: Annotated[
+        str,
+        typer.Option("--home", metavar="CLUSTER", help="the cluster applications run on at first"),
+    ],
+    demo_app: Annotated[
+        str | None,
+        typer.Option("--demo-app", metavar="NAME", help="register the demo application NAME"),
+    ] = None,
+    state_url_: StateUrlOption = None,
+) -> int:
+    store = StateStore(state_url(state_url_))
+    try:
+        prepare(load_config(config), store, home, demo_app)
+    finally:
+        store.close()
+    print(f"prepared: applications start on {home}")
+    return 0
+
+
+@command(STACK, "traffic", help_="demo traffic in the foreground until SIGTERM")
+def _traffic(
+    *,
+    bootstrap: Annotated[
+        str, typer.Option("--bootstrap", metavar="SERVERS", help="bootstrap servers of the cluster")
+    ],
+    rate: Annotated[int, typer.Option("--rate", metavar="N", help="records per second")] = 50,
+    skip: Annotated[
+        list[str] | None, typer.Option("--skip", metavar="TOPIC", help="leave out this topic")
+    ] = None,
+) -> int:
+    run_traffic(bootstrap, rate, frozenset(skip or []))
+    return 0

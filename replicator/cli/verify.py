@@ -2,49 +2,99 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Annotated
 
-from replicator.cli.replication import add_config
+import typer
+
+from replicator.cli.app import ROOT, command, exit_statuses, usage_error
+from replicator.cli.options import ConfigOption, FlowsOption, OutputOption, StateUrlOption
+from replicator.cli.output import Output, emit
+from replicator.cli.progress import tracked
+from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.operations.runner import select_flows
-from replicator.statestore import STATE_URL_ENV, StateStore
-from replicator.verification.run import DEFAULT_RESULTS, verify
+from replicator.statestore import StateStore
+from replicator.verification.run import DEFAULT_RESULTS, Verification, verify
 
 _SHOWN = 20
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "verify", help="prove the copy: record parity, lag and retention risk, Data Docs"
-    )
-    add_config(parser)
-    parser.add_argument("--topics", nargs="+", help="only these source topics")
-    parser.add_argument("--master", default="local[2]", help="Spark master URL")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
-    parser.add_argument("--thresholds", type=Path, help="JSON thresholds (lag, retention margin)")
-    parser.add_argument(
-        "--state-url", help=f"SQLAlchemy URL of the state store (default ${STATE_URL_ENV})"
-    )
-    parser.set_defaults(handler=_verify)
-
-
-def _verify(args: argparse.Namespace) -> int:
-    store = StateStore(args.state_url)
-    failed = 0
-    for flow in select_flows(load_config(args.config), args.flow):
+@command(
+    ROOT,
+    "verify",
+    panel="DR procedures",
+    help_="prove the copy: record parity, lag and retention risk, Data Docs",
+    description="Runs the Spark verification job and the GX suites for each selected "
+    "flow and records the result in the state store. `--topics` takes one or more "
+    "topics (`--topics a b`), and may be repeated.",
+    epilog=exit_statuses("a flow's copy failed a suite, or an error", zero="every flow passed"),
+    # `--topics a b c`: the topics after the first arrive as extra arguments.
+    context_settings={"allow_extra_args": True},
+)
+def _verify(
+    *,
+    ctx: typer.Context,
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    topics: Annotated[
+        list[str] | None,
+        typer.Option("--topics", metavar="TOPIC...", help="only these source topics"),
+    ] = None,
+    master: Annotated[str, typer.Option("--master", metavar="URL", help="Spark master URL")] = (
+        "local[2]"
+    ),
+    results: Annotated[
+        Path, typer.Option("--results", metavar="PATH", help="results folder")
+    ] = DEFAULT_RESULTS,
+    thresholds: Annotated[
+        Path | None,
+        typer.Option(
+            "--thresholds", metavar="PATH", help="JSON thresholds (lag, retention margin)"
+        ),
+    ] = None,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    if ctx.args and not topics:
+        raise usage_error(f"unexpected arguments {' '.join(ctx.args)}", "--topics")
+    chosen_topics = [*topics, *ctx.args] if topics else None
+    store = StateStore(state_url(state_url_))
+    verified: list[tuple[str, Verification]] = []
+    for selected in tracked(select_flows(load_config(config), flow), "verifying", "flows", output):
         result = verify(
-            flow,
+            selected,
             store,
-            topics=args.topics,
-            master=args.master,
-            results=args.results,
-            thresholds=args.thresholds,
-            config_file=args.config,
+            topics=chosen_topics,
+            master=master,
+            results=results,
+            thresholds=thresholds,
+            config_file=config,
         )
-        print(f"{flow.name}: {'passed' if result.success else 'FAILED'} ({result.run_id})")
-        for name, suite in result.summary["suites"].items():
-            print(f"  {name:<8} {'ok' if suite['success'] else 'FAILED'} ({suite['rows']} rows)")
+        verified.append((selected.name, result))
+        if output is Output.table:  # as each flow is done: a flow takes minutes
+            _print([(selected.name, result)])
+    data = [
+        {
+            "flow": name,
+            "run_id": r.run_id,
+            "success": r.success,
+            "directory": r.directory,
+            "summary": r.summary,
+        }
+        for name, r in verified
+    ]
+    emit(data, output, lambda: None)
+    return 1 if any(not r.success for _, r in verified) else 0
+
+
+def _print(verified: list[tuple[str, Verification]]) -> None:
+    for name, result in verified:
+        print(f"{name}: {'passed' if result.success else 'FAILED'} ({result.run_id})")
+        for suite_name, suite in result.summary["suites"].items():
+            print(
+                f"  {suite_name:<8} {'ok' if suite['success'] else 'FAILED'} ({suite['rows']} rows)"
+            )
             for failure in suite["failed"]:
                 rows = failure["rows"]
                 print(f"    {failure['expectation']} {failure['column'] or ''}: {len(rows)} rows")
@@ -52,5 +102,3 @@ def _verify(args: argparse.Namespace) -> int:
                     print(f"      {row}")
         print(f"  tables and plan: {result.directory}")
         print(f"  Data Docs: {result.summary['data_docs']}")
-        failed += not result.success
-    return 1 if failed else 0

@@ -8,7 +8,6 @@ are tests/unit/engine/test_reset_decision.py."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from replicator.cli.offset_reset import register, reset_to
+from replicator.cli import main
+from replicator.cli.offset_reset import reset_to
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.resets import ResetRequest, read_resets
@@ -141,14 +141,10 @@ def test_skip_to_latest_through_the_procedure(
         assert store.steps("reset-dry") == [] and store.runs("offset_reset") == []
         assert store.flow_state(flow.name) is None
         # The same through the command line.
-        parser = argparse.ArgumentParser(prog="replicator")
-        register(parser.add_subparsers(dest="command", required=True))
         command = f"offsets reset --flow {flow.name} --topic {topic} --partition 0"
         command += " --to-offset 10 --dry-run --id reset-cli"
-        args = parser.parse_args(
-            [*command.split(), "--config", str(config_path), "--state-url", state_url]
-        )
-        assert args.handler(args) == 0
+        argv = [*command.split(), "--config", str(config_path), "--state-url", state_url]
+        assert main(argv) == 0
         printed = capsys.readouterr().out
         assert "offset_reset reset-cli (dry run)" in printed and "planned" in printed
         assert f"{topic}[0]: 50 -> 10: 40 records will be copied again" in printed
@@ -227,20 +223,18 @@ def test_bad_requests_name_topic_partition_and_offset(primary: str, dr: str) -> 
 
 
 def test_cli_options() -> None:
-    parser = argparse.ArgumentParser(prog="replicator")
-    register(parser.add_subparsers(dest="command", required=True))
+    """The reset target the options name, and the usage errors (exit status 2)."""
+    assert reset_to(False, False, 5, None) == ResetTo.offset(5)
+    noon = datetime.fromisoformat("2024-05-01T12:00:00Z")
+    assert reset_to(False, False, None, noon) == ResetTo.timestamp(1_714_564_800_000)
+    assert reset_to(True, False, None, None) == ResetTo.earliest()
+    assert reset_to(False, True, None, None) == ResetTo.latest()
     common = ["offsets", "reset", "--config", "mm2.properties", "--flow", "A->B", "--topic", "t"]
-
-    args = parser.parse_args([*common, "--to-offset", "5", "--partition", "0", "--partition", "2"])
-    assert (reset_to(args), args.partition, args.dry_run) == (ResetTo.offset(5), [0, 2], False)
-    args = parser.parse_args([*common, "--to-datetime", "2024-05-01T12:00:00Z", "--dry-run"])
-    assert reset_to(args) == ResetTo.timestamp(1_714_564_800_000) and args.dry_run
-    assert reset_to(parser.parse_args([*common, "--to-earliest"])) == ResetTo.earliest()
-    assert reset_to(parser.parse_args([*common, "--to-latest"])) == ResetTo.latest()
     for wrong in (
         [],  # a target is required
         ["--to-earliest", "--to-latest"],  # only one
         ["--to-datetime", "yesterday"],
     ):
-        with pytest.raises(SystemExit):
-            parser.parse_args([*common, *wrong])
+        with pytest.raises(SystemExit) as exited:
+            main([*common, *wrong])
+        assert exited.value.code == 2

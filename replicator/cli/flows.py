@@ -1,0 +1,268 @@
+"""`replicator flows list | describe FLOW`: each flow of the configuration as the
+engine sees it: where it goes, what it replicates, the state the state store asks
+of it, its workers, lag and last checkpoint (read from its target, as the DR status
+page reads them: `replicator.operations.dr_status`). Read-only."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from replicator.cli.app import command, exit_statuses, group
+from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption
+from replicator.cli.output import Output, emit, plain
+from replicator.cli.state import state_url
+from replicator.config import load_config
+from replicator.config.model import FlowConfig, NameFilter
+from replicator.operations.dr_status import FlowStatus, flow_status, probe_cluster
+from replicator.statestore import StateStore, StateStoreError
+from replicator.statestore.flow_states import RUNNING
+
+FLOWS = group("flows", "the configuration's flows: state, workers, lag, checkpoints", "Replication")
+
+
+class _Read:
+    """The flows' status and the state store's answer (or why it gave none)."""
+
+    def __init__(self, flows: list[FlowConfig], url: str) -> None:
+        self.store_error: str | None = None
+        desired: dict[str, str] = {}
+        store = StateStore(url)
+        try:
+            desired = {s.flow: s.state for s in store.flow_states()}
+        except StateStoreError as exc:
+            self.store_error = str(exc)
+        finally:
+            store.close()
+        targets = {f.target.alias: f.target for f in flows}
+        with ThreadPoolExecutor(max_workers=max(1, len(targets), len(flows))) as pool:
+            probed = dict(zip(targets, pool.map(probe_cluster, targets.values()), strict=True))
+            self.flows: list[tuple[FlowConfig, FlowStatus]] = list(
+                zip(
+                    flows,
+                    pool.map(
+                        lambda f: flow_status(
+                            f,
+                            desired.get(f.name, RUNNING),
+                            probed[f.target.alias].reachable,
+                        ),
+                        flows,
+                    ),
+                    strict=True,
+                )
+            )
+
+
+def _patterns(names: NameFilter) -> dict[str, list[str]]:
+    return {
+        "include": [p.pattern for p in names.include],
+        "exclude": [p.pattern for p in names.exclude],
+    }
+
+
+def _describe(flow: FlowConfig, status: FlowStatus) -> dict[str, Any]:
+    data = plain(status)
+    return {
+        "name": flow.name,
+        "source": {"alias": flow.source.alias, "bootstrap": flow.source.bootstrap_servers},
+        "target": {"alias": flow.target.alias, "bootstrap": flow.target.bootstrap_servers},
+        "topics": _patterns(flow.topics),
+        "groups": _patterns(flow.groups),
+        "tasks_max": flow.tasks_max,
+        "exactly_once": flow.exactly_once,
+        "desired_state": status.desired_state,
+        "live_workers": status.live_workers,
+        "dead_workers": status.dead_workers,
+        "total_lag": status.total_lag,
+        "workers": data["workers"],
+        "partitions": data["partitions"],
+        "checkpoint": data["checkpoint"],
+        "acl_sync": data["acl_sync"],
+        "background": data["background"],
+        "error": status.error,
+    }
+
+
+def _findings(status: FlowStatus) -> list[str]:
+    """What is wrong with the flow, as `describe` lists it (exit status 1)."""
+    found = [status.error] if status.error else []
+    found += [f"worker {w.worker} is not live ({w.state})" for w in status.workers if not w.live]
+    found += [
+        f"{p.topic}[{p.partition}]: {p.error}" for p in status.partitions if p.error is not None
+    ]
+    return found
+
+
+def _topics_text(names: NameFilter) -> str:
+    text = ",".join(p.pattern for p in names.include) or "-"
+    if names.exclude:
+        text += " except " + ",".join(p.pattern for p in names.exclude)
+    return text
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}min ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+@command(
+    FLOWS,
+    "list",
+    help_="each flow: source, target, topics, desired state, workers, lag, last checkpoint",
+    epilog=exit_statuses(
+        "a flow's status could not be read (its target is unreachable, ...) or the state "
+        "store did not answer",
+        zero="every flow was read",
+    ),
+)
+def _list(
+    *,
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    read = _Read(load_config(config).flows, state_url(state_url_))
+    data = {
+        "flows": [_describe(flow, status) for flow, status in read.flows],
+        "store_error": read.store_error,
+    }
+    if output is not Output.table:
+        for flow in data["flows"]:  # the list is a summary: `describe` has the rest
+            del flow["partitions"], flow["background"]
+    emit(data, output, lambda: _print_list(read))
+    return 1 if read.store_error or any(s.error for _, s in read.flows) else 0
+
+
+def _print_list(read: _Read) -> None:
+    table = Table(box=None, header_style="bold")
+    for column in ("FLOW", "SOURCE", "TARGET", "TOPICS", "STATE", "WORKERS", "LAG", "CHECKPOINT"):
+        table.add_column(column, no_wrap=column != "TOPICS")
+    for flow, status in read.flows:
+        lag = "-" if status.total_lag is None else str(status.total_lag)
+        checkpoint = _age(status.checkpoint.age_seconds) if status.checkpoint else "-"
+        workers = f"{status.live_workers}/{flow.tasks_max}"
+        if status.dead_workers:
+            workers += f" ({status.dead_workers} dead)"
+        table.add_row(
+            flow.name,
+            flow.source.alias,
+            flow.target.alias,
+            _topics_text(flow.topics),
+            status.desired_state,
+            workers,
+            lag,
+            checkpoint,
+        )
+    console = _console()
+    console.print(table)
+    for _, status in read.flows:
+        if status.error:
+            console.print(f"{status.name}: {status.error}", markup=False)
+    if read.store_error:
+        console.print(f"state store: {read.store_error}", markup=False)
+
+
+@command(
+    FLOWS,
+    "describe",
+    help_="one flow in detail: settings, workers, partitions, checkpoints, threads",
+    epilog=exit_statuses(
+        "the flow's status could not be read, a worker it wants is not live, or a "
+        "partition reports an error",
+        zero="all is well",
+    ),
+)
+def _describe_command(
+    *,
+    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    chosen_flow = load_config(config).flow(flow)
+    read = _Read([chosen_flow], state_url(state_url_))
+    [(flow_config, status)] = read.flows
+    data = {**_describe(flow_config, status), "store_error": read.store_error}
+    findings = _findings(status) + (
+        [f"state store: {read.store_error}"] if read.store_error else []
+    )
+    emit(data, output, lambda: _print_describe(flow_config, status, findings))
+    return 1 if findings else 0
+
+
+def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -> None:
+    console = _console()
+    lag = "-" if status.total_lag is None else str(status.total_lag)
+    about = Table.grid(padding=(0, 2))
+    about.add_column(style="bold")
+    about.add_column()
+    for name, value in (
+        ("flow", flow.name),
+        ("source", f"{flow.source.alias} ({flow.source.bootstrap_servers})"),
+        ("target", f"{flow.target.alias} ({flow.target.bootstrap_servers})"),
+        ("topics", _topics_text(flow.topics)),
+        ("groups", _topics_text(flow.groups)),
+        ("tasks.max", str(flow.tasks_max)),
+        ("exactly once", "yes" if flow.exactly_once else "no"),
+        ("desired state", status.desired_state),
+        ("workers", f"{status.live_workers} live, {status.dead_workers} not live"),
+        ("total lag", lag),
+    ):
+        about.add_row(name, value)
+    console.print(about)
+    if status.workers:
+        workers = Table(title="workers", box=None, header_style="bold", title_justify="left")
+        for column in ("WORKER", "STATE", "HOST", "PID", "PARTITIONS", "LIVE", "UPDATED"):
+            workers.add_column(column)
+        for w in status.workers:
+            workers.add_row(
+                w.worker, w.state, w.host, str(w.pid), str(w.partitions),
+                "yes" if w.live else "NO", f"{w.updated_at:%Y-%m-%d %H:%M:%SZ}",
+            )  # fmt: skip
+        console.print(workers)
+    if status.partitions:
+        partitions = Table(title="partitions", box=None, header_style="bold", title_justify="left")
+        for column in ("PARTITION", "STATE", "NEXT", "LAG", "REPLICATED", "LOST", "NOTE"):
+            partitions.add_column(column)
+        for p in status.partitions:
+            note = p.error or p.skipped or ("stale: its worker is silent" if p.stale else "")
+            partitions.add_row(
+                f"{p.topic}[{p.partition}]", p.state, _text(p.next_offset), _text(p.lag),
+                str(p.replicated), str(p.lost), note,
+            )  # fmt: skip
+        console.print(partitions)
+    if status.checkpoint is not None:
+        c = status.checkpoint
+        groups = ", ".join(c.groups) or "none"
+        console.print(
+            f"checkpoints: {c.checkpoints} in {c.topic}, last {_age(c.age_seconds)}; "
+            f"groups {groups}",
+            markup=False,
+        )
+    if status.acl_sync is not None and status.acl_sync.enabled:
+        a = status.acl_sync
+        synced = "never synced" if a.synced is None else f"{a.synced} ACLs, {_age(a.age_seconds)}"
+        console.print(
+            f"ACL sync: {synced}" + (f"; error: {a.error}" if a.error else ""), markup=False
+        )
+    for b in status.background:
+        console.print(f"threads of {b.runner}: {b.state}: {b.summary}", markup=False)
+    for finding in findings:
+        console.print(f"FINDING: {finding}", markup=False)
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,67 @@
+"""The options several commands share, declared once so that they mean the same
+everywhere: `--config` (default `$REPLICATOR_CONFIG`), `--flow`, `--state-url`,
+`-o/--output` and its alias `--json`, `--dry-run`, `--id`, `--timeout`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from replicator.cli.app import CONFIG_ENV
+from replicator.cli.output import Output
+from replicator.statestore import STATE_URL_ENV, STATE_URL_FILE_ENV
+
+ConfigOption = Annotated[
+    Path,
+    typer.Option(
+        "--config",
+        envvar=CONFIG_ENV,
+        metavar="PATH",
+        help="the replicator's mm2.properties-style configuration",
+        show_default=False,
+    ),
+]
+FlowsOption = Annotated[
+    list[str] | None,
+    typer.Option("--flow", metavar="A->B", help="only this flow (repeatable; default: all)"),
+]
+StateUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--state-url",
+        metavar="URL",
+        help=f"SQLAlchemy URL of the DR state store (default ${STATE_URL_ENV}, or the file "
+        f"${STATE_URL_FILE_ENV} names; in a checkout of the project "
+        "sqlite:///.data/state/replicator.db)",
+        show_default=False,
+    ),
+]
+OutputOption = Annotated[
+    Output,
+    typer.Option(
+        "-o", "--output", metavar="table|json|yaml", help="output format", show_default=False
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", metavar="", help="the same as -o json", show_default=False)
+]
+DryRunOption = Annotated[
+    bool,
+    typer.Option("--dry-run", metavar="", help="check and say what it would do; change nothing"),
+]
+ProcedureIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--id", metavar="ID", help="procedure id: the same id resumes and skips done steps"
+    ),
+]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", metavar="SECONDS", help="seconds per wait")
+]
+
+
+def flag(name: str, help_: str) -> Any:
+    """A boolean option that is set by being given (`--force`)."""
+    return typer.Option(name, metavar="", help=help_)
