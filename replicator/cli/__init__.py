@@ -11,6 +11,8 @@ completion and usage errors (status 2) leave by SystemExit, as they did.
 
 from __future__ import annotations
 
+import functools
+
 import typer
 
 # Imported in the order `replicator --help` lists their commands.
@@ -38,8 +40,9 @@ from replicator.cli.app import ROOT, exit_status, start
 __all__ = ["ROOT", "command_line", "main"]
 
 
+@functools.cache
 def command_line() -> typer.main.TyperGroup:  # type: ignore[name-defined]
-    """The whole command tree (for the reference page and completion)."""
+    """The whole command tree, built once (for `main` and the reference page)."""
     return typer.main.get_command(ROOT)
 
 

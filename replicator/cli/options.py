@@ -33,15 +33,19 @@ StateUrlOption = Annotated[
         "--state-url",
         metavar="URL",
         help=f"SQLAlchemy URL of the DR state store (default ${STATE_URL_ENV}, or the file "
-        f"${STATE_URL_FILE_ENV} names; in a checkout of the project "
-        "sqlite:///.data/state/replicator.db)",
+        f"${STATE_URL_FILE_ENV} names; in a checkout of the project or a folder with a "
+        ".data folder, sqlite:///.data/state/replicator.db)",
         show_default=False,
     ),
 ]
 OutputOption = Annotated[
     Output,
     typer.Option(
-        "-o", "--output", metavar="table|json|yaml", help="output format", show_default=False
+        "-o",
+        "--output",
+        metavar="table|json|yaml",
+        help="output format (default: table)",
+        show_default=False,
     ),
 ]
 JsonOption = Annotated[
