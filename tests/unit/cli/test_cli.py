@@ -183,3 +183,31 @@ def test_shell_completion(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--show-completion", "bash"])
     assert exited.value.code == 0
     assert "_REPLICATOR_COMPLETE=complete_bash" in capsys.readouterr().out
+
+
+def test_flows_of_an_unreachable_target_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No broker listens on port 9: the flow is listed from the configuration, with
+    why its figures are missing. (tests/integration/cli has the live flow.)"""
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = primary, dr\nprimary.bootstrap.servers = 127.0.0.1:9\n"
+        "dr.bootstrap.servers = 127.0.0.1:9\nprimary->dr.enabled = true\n"
+        "primary->dr.topics = orders.*\nprimary->dr.tasks.max = 3\n"
+    )
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(config))
+    monkeypatch.setenv("REPLICATOR_STATE_URL", f"sqlite:///{tmp_path / 'state.db'}")
+    assert main(["flows", "list", "-o", "json"]) == 1
+    [flow] = json.loads(capsys.readouterr().out)["flows"]
+    assert (flow["name"], flow["topics"]["include"], flow["tasks_max"]) == (
+        "primary->dr",
+        ["orders.*"],
+        3,
+    )
+    assert flow["desired_state"] == "running"
+    assert flow["error"] == "target cluster 'dr' is unreachable"
+    assert main(["flows", "describe", "primary->dr"]) == 1
+    out = capsys.readouterr().out
+    assert "FINDING: target cluster 'dr' is unreachable" in out
+    assert "orders.*" in out and "127.0.0.1:9" in out
