@@ -20,7 +20,7 @@ from replicator.cli.options import (
     flag,
 )
 from replicator.cli.output import Output, emit
-from replicator.cli.progress import activity
+from replicator.cli.progress import steps_of
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.procedures.offset_reset import OffsetReset
@@ -126,7 +126,7 @@ def _reset(
             dry_run=dry_run,
             timeout_s=timeout,
         )
-        with activity(f"offset reset of {topic} on {flow}", output):
+        with steps_of(procedure, store, f"offset reset of {topic} on {flow}", output):
             report = procedure.run(id_)
     finally:
         store.close()

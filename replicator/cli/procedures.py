@@ -23,7 +23,7 @@ from replicator.cli.options import (
     flag,
 )
 from replicator.cli.output import Output, emit
-from replicator.cli.progress import activity
+from replicator.cli.progress import steps_of
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
@@ -229,7 +229,7 @@ def _run(procedure: Procedure, procedure_id: str | None, output: Output) -> int:
     """Run it (recorded as started by this shell's user, for the run's report) and
     print its report; the exit code."""
     procedure.started_by = f"{getpass.getuser()}@{socket.gethostname()} (replicator CLI)"
-    with activity(f"{procedure.kind} of {procedure.flow_name()}", output):
+    with steps_of(procedure, procedure.store, f"{procedure.kind} {procedure.flow_name()}", output):
         report = procedure.run(procedure_id)
     emit(report, output, lambda: print_report(report))
     return 0 if report.ok else 1

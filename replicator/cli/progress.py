@@ -1,19 +1,20 @@
 """Progress on long work, on the terminal only.
 
 A bar (done/total, rate, elapsed time, ETA) where the work comes in countable
-pieces the command can see (flows verified, flows taken over), a spinner with the
-elapsed time where it cannot (a procedure's steps run inside the library). Both
-draw on stderr, and only when stderr is a terminal and the output is a table:
-never into JSON or YAML, a log file, a pipe or a CI log. They vanish when done,
-leaving the command's own lines.
+pieces the command can see: flows verified or taken over, and a procedure's steps
+(each is saved in the state store when it completes, which a thread here reads;
+the step running is named). They draw on stderr, and only when stderr is a terminal
+and the output is a table: never into JSON or YAML, a log file, a pipe or a CI log.
+They vanish when done, leaving the command's own lines.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -30,8 +31,15 @@ from rich.progress import (
 from rich.text import Text
 
 from replicator.cli.output import Output
+from replicator.statestore import StateStoreError
+
+if TYPE_CHECKING:
+    from replicator.procedures import Procedure
+    from replicator.statestore import StateStore
 
 T = TypeVar("T")
+#: How often the steps' bar reads the state store.
+_POLL_S = 0.5
 
 
 class RateColumn(ProgressColumn):
@@ -52,15 +60,8 @@ def shown(output: Output = Output.table) -> bool:
     return output is Output.table and sys.stderr.isatty()
 
 
-def tracked(
-    items: Iterable[T], description: str, unit: str, output: Output = Output.table
-) -> Iterator[T]:
-    """`items`, one at a time, with a bar of how many are done, their rate and the ETA."""
-    pieces = list(items)
-    if not shown(output) or not pieces:
-        yield from pieces
-        return
-    progress = Progress(
+def _bar(unit: str) -> Progress:
+    return Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -72,7 +73,17 @@ def tracked(
         console=Console(stderr=True),
         transient=True,
     )
-    with progress:
+
+
+def tracked(
+    items: Iterable[T], description: str, unit: str, output: Output = Output.table
+) -> Iterator[T]:
+    """`items`, one at a time, with a bar of how many are done, their rate and the ETA."""
+    pieces = list(items)
+    if not shown(output) or not pieces:
+        yield from pieces
+        return
+    with _bar(unit) as progress:
         task = progress.add_task(description, total=len(pieces))
         for piece in pieces:
             yield piece
@@ -80,18 +91,37 @@ def tracked(
 
 
 @contextmanager
-def activity(description: str, output: Output = Output.table) -> Iterator[None]:
-    """A spinner with the elapsed time while the body runs."""
+def steps_of(
+    procedure: Procedure, store: StateStore, description: str, output: Output = Output.table
+) -> Iterator[None]:
+    """A bar of `procedure`'s steps done while the body runs it, naming the next one
+    (a dry run saves no step: its bar shows the time only)."""
     if not shown(output):
         yield
         return
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("[progress.description]{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    with progress:
-        progress.add_task(description, total=None)
-        yield
+    names = [step.name for step in procedure.steps()]
+    stop = threading.Event()
+    with _bar("steps") as progress:
+        task = progress.add_task(description, total=len(names))
+
+        def follow() -> None:
+            while not stop.wait(_POLL_S):
+                if not procedure.procedure_id or procedure.dry_run:
+                    continue
+                try:
+                    saved = store.steps(procedure.procedure_id)
+                except StateStoreError as exc:  # the procedure meets it too, and says so
+                    progress.update(task, description=f"{description}: state store: {exc}")
+                    continue
+                done = {s.name for s in saved if s.state == "done"}
+                left = [name for name in names if name not in done]
+                now = f"{description}: {left[0]}" if left else description
+                progress.update(task, completed=len(names) - len(left), description=now)
+
+        follower = threading.Thread(target=follow, name="cli-progress", daemon=True)
+        follower.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            follower.join()

@@ -45,9 +45,10 @@ differs from what they say.
   means for it.
 - **Output**: the commands that read or report take `-o table|json|yaml` (`--json` is the
   same as `-o json` where it was there before). JSON and YAML hold the same data; times
-  are ISO 8601. Progress bars (verify, migrate, checkpoints; a spinner for the procedures)
-  are drawn on stderr only when it is a terminal and the output is a table: never in
-  JSON, YAML, pipes or logs. `replicator import strimzi` keeps `-o` as `--output FILE`.
+  are ISO 8601. Progress bars with rate, elapsed time and ETA (flows for verify, migrate
+  and checkpoints; steps, and the one running, for failover, failback, drill and offsets
+  reset) are drawn on stderr only when it is a terminal and the output is a table: never
+  in JSON, YAML, pipes or logs. `replicator import strimzi` keeps `-o` as `--output FILE`.
 - **Environment**:
   - `{CONFIG_ENV}`: the default of `--config`.
   - `{STATE_URL_ENV}`: the default of `--state-url` (a SQLAlchemy URL, e.g.

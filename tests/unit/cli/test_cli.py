@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ import yaml
 
 from replicator.cli import main
 from replicator.cli.output import Output
-from replicator.cli.progress import tracked
+from replicator.cli.progress import steps_of, tracked
+from replicator.procedures.steps import Procedure, Step
+from replicator.statestore import StateStore
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL = ROOT / "include" / "config" / "local.properties"
@@ -211,3 +214,47 @@ def test_flows_of_an_unreachable_target_exit_1(
     out = capsys.readouterr().out
     assert "FINDING: target cluster 'dr' is unreachable" in out
     assert "orders.*" in out and "127.0.0.1:9" in out
+
+
+class _Slow(Procedure):
+    """Three steps of 0.6 s each, without clusters."""
+
+    kind = "slow"
+    recovery_step = "second"
+
+    def steps(self) -> list[Step]:
+        return [Step(name, self._wait) for name in ("first", "second", "third")]
+
+    def _wait(self) -> dict[str, object]:
+        time.sleep(0.6)
+        return {}
+
+    def params(self) -> dict[str, object]:
+        return {}
+
+    def flow_name(self) -> str | None:
+        return "a->b"
+
+    def mode(self) -> str | None:
+        return None
+
+    def rpo(self) -> int | None:
+        return 0
+
+
+def test_a_procedure_shows_its_steps_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
+    procedure = _Slow(store)
+    with steps_of(procedure, store, "slow a->b"):
+        report = procedure.run("slow-1")
+    assert report.outcome == "succeeded"
+    err = capsys.readouterr().err
+    assert "slow a->b: second" in err and "steps/min" in err and "/3" in err
+    with steps_of(procedure, store, "slow a->b", Output.json):
+        procedure.run("slow-2")
+    assert capsys.readouterr().err == ""
+    store.close()
