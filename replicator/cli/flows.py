@@ -5,6 +5,7 @@ page reads them: `replicator.operations.dr_status`). Read-only."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
@@ -21,6 +22,8 @@ from replicator.config.model import FlowConfig, NameFilter
 from replicator.operations.dr_status import FlowStatus, flow_status, probe_cluster
 from replicator.statestore import StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING
+
+_PIPE_WIDTH = 160
 
 FLOWS = group("flows", "the configuration's flows: state, workers, lag, checkpoints", "Replication")
 
@@ -115,7 +118,12 @@ def _age(seconds: float | None) -> str:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """stdout; off a terminal (a pipe, a file) 160 columns unless $COLUMNS says, so
+    that a row is one line for grep."""
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH
+    return console
 
 
 @command(
