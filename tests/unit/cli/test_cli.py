@@ -258,3 +258,13 @@ def test_a_procedure_shows_its_steps_on_a_terminal(
         procedure.run("slow-2")
     assert capsys.readouterr().err == ""
     store.close()
+
+
+def test_a_state_store_password_never_reaches_the_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql+psycopg://replicator:s3cret-pw@127.0.0.1:9/replicator"
+    assert main(["history", "--state-url", url]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("replicator: error: ") and "127.0.0.1:9" in err
+    assert "s3cret-pw" not in out + err
