@@ -51,6 +51,10 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "the log format is one of text, json" in err
     err = _usage_error(["stack", "up", "--cluster", "primary"], capsys)
     assert "'primary' is not NAME=PORT" in err
+    err = _usage_error(["verify", "orders", "--config", str(LOCAL)], capsys)
+    assert "unexpected arguments orders" in err  # `--topics a b` takes several
+    err = _usage_error(["migrate", "--config", str(LOCAL)], capsys)
+    assert "give exactly one of --from-mm2 and --to-mm2" in err
 
 
 def test_help_exits_0_and_names_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
