@@ -105,13 +105,28 @@ def _task(producer: Producer, *, native: bool) -> ReplicationTask:
         task._spans = None
     elif task._spans is None:
         raise SystemExit("the C span producer is not built (make setup)")
+    task._compose(_NoConsumer(), _NoSyncs(), {}, producer)  # type: ignore[arg-type]
     for partition in range(PARTITIONS):
         tracker = PartitionTracker(
             task.flow.name, "bench", partition, REMOTE, SizeHold(limit=1 << 30),
             next_offset=0, resuming=False, producer=producer,
         )  # fmt: skip
-        task._trackers[tracker.key] = tracker
+        task._partitions.add(tracker)
     return task
+
+
+class _NoConsumer:
+    """The source consumer of a task that is handed its batches: never paused here."""
+
+    def pause(self, partitions: object) -> None:
+        raise AssertionError("the benchmark's records all fit: nothing pauses")
+
+
+class _NoSyncs:
+    """The offset-sync writer of a task whose reports are measured, not published."""
+
+    def acknowledged(self, key: object, **run: object) -> None:
+        pass
 
 
 def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
@@ -138,7 +153,7 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
         """Drop what was queued; the purged runs' reports are stale (epoch moved on)."""
         producer.purge(in_queue=True, in_flight=True)
         for task in tasks:
-            for tracker in task._trackers.values():
+            for tracker in task._partitions.values():
                 tracker.epoch += 1
         producer.poll(0)
 

@@ -110,7 +110,7 @@ class FlowSettings:
     offset_syncs_topic_location: Literal["source", "target"] = "source"
 
     #: `offset-syncs.topic.replication.factor`: Replication factor of the offset-syncs topic when it
-    #: is created. Read by engine.task_setup.
+    #: is created. Read by engine.task.
     offset_syncs_topic_replication_factor: int = 3
 
     #: `emit.heartbeats.enabled`: Whether heartbeats are written to the source's `heartbeats` topic.
@@ -122,7 +122,7 @@ class FlowSettings:
     emit_heartbeats_interval_seconds: float = 1.0
 
     #: `heartbeats.topic.replication.factor`: Replication factor of the heartbeats topic when it is
-    #: created. Read by engine.task_setup.
+    #: created. Read by engine.task.
     heartbeats_topic_replication_factor: int = 3
 
     #: `emit.checkpoints.enabled`: Whether group offsets are translated and written to

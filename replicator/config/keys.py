@@ -438,7 +438,7 @@ TABLE: tuple[Setting, ...] = (
         "3",
         replication_factor,
         "offset_syncs_topic_replication_factor",
-        "engine.task_setup",
+        "engine.task",
         "Replication factor of the offset-syncs topic when it is created.",
     ),
     # --- heartbeats, checkpoints, group offsets ---------------------------------------------
@@ -466,7 +466,7 @@ TABLE: tuple[Setting, ...] = (
         "3",
         replication_factor,
         "heartbeats_topic_replication_factor",
-        "engine.task_setup",
+        "engine.task",
         "Replication factor of the heartbeats topic when it is created.",
     ),
     _flow(

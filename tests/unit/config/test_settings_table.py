@@ -26,7 +26,7 @@ from replicator.config.policies import load_policy
 from replicator.config.reference import render
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.size_limits import SizeLimits
-from replicator.engine.task_setup import TaskSetup
+from replicator.engine.target_writer import target_producer_config
 from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, why_not_replicated
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -271,11 +271,9 @@ def test_the_target_producers_batch_size_is_the_users_capped_by_the_remote_topic
     batch would be refused whole by the broker)."""
 
     def config(**extra: str) -> dict[str, object]:
-        setup = TaskSetup()
-        setup.flow = load_config(two_clusters(**extra)).flows[0]
-        setup._size_limits = SizeLimits()
-        setup._size_limits.update({"A.small": 200_000, "A.large": 5_000_000})
-        return setup._target_producer_config()
+        limits = SizeLimits()
+        limits.update({"A.small": 200_000, "A.large": 5_000_000})
+        return target_producer_config(load_config(two_clusters(**extra)).flows[0], limits)
 
     cap = 200_000 - HEADER_HEADROOM_BYTES
     assert config()["batch.size"] == cap

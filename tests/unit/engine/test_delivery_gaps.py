@@ -30,8 +30,8 @@ from replicator.engine.partition import PartitionTracker
 from replicator.engine.size_limits import SizeHold
 from replicator.engine.spans import span_producer
 from replicator.engine.tail import TailReader
+from replicator.engine.target_writer import DeliveryBounds
 from replicator.engine.task import ReplicationTask
-from replicator.engine.task_setup import DeliveryBounds
 
 from helpers.mock_cluster import MockCluster, mock_cluster
 from helpers.replication import flow_config
@@ -110,7 +110,7 @@ def _replicating(
 ) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
     task, tracker = _task(target, path, producer, timeout_ms)
     yield task, tracker
-    task._producer.flush(10)
+    task._writer.producer.flush(10)
     del task, tracker
     gc.collect()
 
@@ -131,19 +131,16 @@ def _task(
         },
     )
     task = ReplicationTask(flow)
-    task._syncs = _Acknowledged()  # type: ignore[assignment]
-    task._consumer = _Source()  # type: ignore[assignment]
-    task._producer = producer or task._make_target_producer()
-    task._reporter.read_lag_with(task._consumer)  # type: ignore[arg-type]
-    task._reporter.write_with(task._producer)
     if path == "python":
         task._spans = None
+    task._compose(_Source(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
+    task._reporter.read_lag_with(task._consumer)  # type: ignore[arg-type]
     tracker = PartitionTracker(
         flow.name, "orders", 0, _REMOTE, SizeHold(limit=1_000_000),
-        next_offset=0, resuming=False, producer=task._producer,
+        next_offset=0, resuming=False, producer=task._writer.producer,
     )  # fmt: skip
-    task._trackers[tracker.key] = tracker
-    task._resumed_at_target(tracker, 0)
+    task._partitions.add(tracker)
+    task._writer.deliveries.resumed_at(tracker, 0)
     return task, tracker
 
 
@@ -204,15 +201,15 @@ def _replicate_through_outage(
     tail = TailReader({"bootstrap.servers": target.bootstrap_servers}, "primary")
     try:
         for _ in range(5):
-            assert task._producer.flush(30) == 0, "the producer did not settle in 30 s"
+            assert task._writer.producer.flush(30) == 0, "the producer did not settle in 30 s"
             if not tracker.resuming:
                 break
             position = tail.position(_REMOTE, 0)
             resume = position.next_source_offset or 0
-            task._draining = False
+            task._writer._draining = False
             tracker.resuming = False
             tracker.next_offset = resume
-            task._resumed_at_target(tracker, position.target_end)
+            task._writer.deliveries.resumed_at(tracker, position.target_end)
             task._polled_at = time.monotonic()  # as the loop's next consume does
             task._replicate(_source(range(resume, end)))
         assert not tracker.resuming, "the partition kept rewinding"
@@ -268,7 +265,8 @@ def test_a_run_whose_report_skips_target_offsets_is_not_acknowledged(
 def _lose_records_inside_a_run(
     task: ReplicationTask, tracker: PartitionTracker, target: MockCluster
 ) -> None:
-    task._bounds = DeliveryBounds(deadline=None, wait=60)  # only librdkafka's timeout applies
+    # Only librdkafka's timeout applies.
+    task._writer.bounds = DeliveryBounds(deadline=None, wait=60)
     target.broker_down()
     back = threading.Timer(_OUTAGE_S, target.broker_up)
     back.start()
@@ -276,7 +274,7 @@ def _lose_records_inside_a_run(
         task._replicate(_source(range(_RECORDS)))
     finally:
         back.join()
-    assert task._producer.flush(30) == 0
+    assert task._writer.producer.flush(30) == 0
 
     landed = {source for _, source in _landed(target)}
     assert len(landed) < _RECORDS, "the producer lost nothing: the case did not happen"
@@ -297,7 +295,7 @@ def test_a_run_unacknowledged_past_the_message_timeout_rewinds_and_is_copied_onc
         task._replicate(_source(range(10)))  # room enough: nothing waits
         assert not tracker.resuming
         time.sleep(1.2)  # past the flow's message.timeout.ms (1 s)
-        task._check_deadline()
+        task._writer.check_deadline()
         assert tracker.resuming, "the run outlived the deadline and the partition went on"
     finally:
         target.broker_up()
@@ -325,10 +323,10 @@ def _given_up_while_the_target_is_away(
     try:
         task._replicate(_source(range(50)))  # the queue takes them: nothing waits
         give_up()
-        assert task._trackers == {}
+        assert len(task._partitions) == 0
     finally:
         target.broker_up()
-    task._producer.flush(10)
+    task._writer.producer.flush(10)
     return _landed(target)
 
 
@@ -343,7 +341,7 @@ def test_a_lost_assignment_is_not_flushed_into_its_next_owners_partitions(
 
         def lose() -> None:
             back.start()
-            task._on_lost(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+            task._rebalance.on_lost(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
 
         try:
             assert _given_up_while_the_target_is_away(task, target, lose) == []
@@ -358,10 +356,10 @@ def test_a_revoke_during_a_rewind_leaves_nothing_in_flight_to_land_later(
     flush is not skipped; records that do not land within its bound are dropped
     before the partition goes, so none lands after its next owner read the tail."""
     with _replicating(target, path, timeout_ms=300_000) as (task, _tracker):
-        task._bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
+        task._writer.bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
 
         def revoke_while_rewinding() -> None:
-            task._draining = True
-            task._on_revoke(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+            task._writer._draining = True
+            task._rebalance.on_revoke(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
 
         assert _given_up_while_the_target_is_away(task, target, revoke_while_rewinding) == []

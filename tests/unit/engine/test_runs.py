@@ -217,17 +217,16 @@ def _task(
         {"replication.policy.class": IDENTITY_POLICY},
     )  # fmt: skip
     task = ReplicationTask(flow)
-    task._syncs = _Acknowledged()  # type: ignore[assignment]
-    task._consumer = _Pausing()  # type: ignore[assignment]
     if path == "python":
         task._spans = None
+    task._compose(_Pausing(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
     for topic in topics:
         for partition in partitions:
             tracker = PartitionTracker(
                 flow.name, topic, partition, f"primary.{topic}", SizeHold(limit=1_000_000),
                 next_offset=0, resuming=False, producer=producer,
             )  # fmt: skip
-            task._trackers[tracker.key] = tracker
+            task._partitions.add(tracker)
     return task
 
 
@@ -263,28 +262,28 @@ def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
     handed = [(p, o) for p, o, _ in producer.produced]
     assert handed == (reports if path == "native" else [(0, 10), (0, 11), *reports])
     # Where each partition continues: after its last record, replicated or skipped.
-    assert task._trackers["orders", 0].next_offset == 14
-    assert task._trackers["orders", 1].next_offset == 7
-    assert task._trackers["orders", 1].counters.skipped == 1
-    assert task._trackers["orders", 0].counters.replicated == 4
+    assert task._partitions.trackers["orders", 0].next_offset == 14
+    assert task._partitions.trackers["orders", 1].next_offset == 7
+    assert task._partitions.trackers["orders", 1].counters.skipped == 1
+    assert task._partitions.trackers["orders", 0].counters.replicated == 4
 
 
 def test_a_run_of_records_from_the_target_produces_nothing_and_moves_on(
     path: str, producer: _RecordingProducer, source: _Source
 ) -> None:
     task = _task(producer, range(1), path)
-    task._trackers["orders", 0].next_offset = 3
+    task._partitions.trackers["orders", 0].next_offset = 3
     task._replicate(source.batch([_record(0, 3, origin=b"dr"), _record(0, 4, origin=b"dr")]))
     assert producer.produced == []
     assert producer.landed(range(1)) == {0: []}
-    assert task._trackers["orders", 0].next_offset == 5
+    assert task._partitions.trackers["orders", 0].next_offset == 5
 
 
 def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
     path: str, producer: _RecordingProducer, source: _Source
 ) -> None:
     task = _task(producer, range(4), path)
-    task._trackers["orders", 3].next_offset = 42
+    task._partitions.trackers["orders", 3].next_offset = 42
     task._replicate(
         source.batch([
             _record(3, 42),
@@ -304,7 +303,7 @@ def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
     # Key, value and the record's own headers are what count against the remote
     # topic's max.message.bytes (ours fit in the headroom topic sync adds).
     own = (5 + 3 + 10) + (5 + 0 + 10)
-    counted = task._trackers["orders", 3].counters.replicated_bytes
+    counted = task._partitions.trackers["orders", 3].counters.replicated_bytes
     assert counted == own + 2 * (len(b"k") + len(b"v")) + 300 + 256 * 40
 
 
@@ -312,7 +311,7 @@ def test_a_consume_error_ends_the_run_and_is_handled_before_the_rest(
     path: str, producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
 ) -> None:
     task = _task(producer, range(1), path)
-    task._trackers["orders", 0].next_offset = 10
+    task._partitions.trackers["orders", 0].next_offset = 10
     # The error is an event, not a record: a transient one cannot be had from the
     # mock cluster on demand, so it alone is made here; the records are consumed.
     transient = Message(
@@ -323,7 +322,7 @@ def test_a_consume_error_ends_the_run_and_is_handled_before_the_rest(
 
     assert [(o, r.count) for _, o, r in producer.produced] == [(10, 1), (11, 1)]
     assert "transient consume error" in caplog.text
-    assert task._trackers["orders", 0].next_offset == 12
+    assert task._partitions.trackers["orders", 0].next_offset == 12
 
 
 def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
@@ -338,7 +337,7 @@ def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
     assert _delivered(task, producer) == [(0, 0, 999, 1_000, 999)]
     landed = producer.landed(range(1))[0]
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed] == list(range(1_000))
-    assert task._trackers["orders", 0].next_offset == 1_000
+    assert task._partitions.trackers["orders", 0].next_offset == 1_000
 
 
 def test_a_record_too_large_for_the_remote_topic_splits_the_run(
@@ -348,14 +347,14 @@ def test_a_record_too_large_for_the_remote_topic_splits_the_run(
     the remote topic's config is synced, and what came before it is delivered as a
     run of its own."""
     task = _task(producer, range(1), path)
-    task._trackers["orders", 0].size.limit = 50
+    task._partitions.trackers["orders", 0].size.limit = 50
     task._replicate(
         source.batch([_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 60), _record(0, 3)])
     )
 
     assert _delivered(task, producer) == [(0, 0, 1, 2, 1)]
-    assert task._trackers["orders", 0].size.held
-    assert task._trackers["orders", 0].next_offset == 2
+    assert task._partitions.trackers["orders", 0].size.held
+    assert task._partitions.trackers["orders", 0].next_offset == 2
     assert task._consumer.paused == [TopicPartition("orders", 0)]  # type: ignore[attr-defined]
 
 
@@ -394,7 +393,7 @@ def test_own_headers_loops_and_forwarded_provenance_inside_one_span(
         (b"k", b"v", 1_700_000_000_008, [("app", b"1"), *_ours(8)]),
         (b"k", b"v", 1_700_000_000_009, _ours(9)),
     ]
-    tracker = task._trackers["orders", 0]
+    tracker = task._partitions.trackers["orders", 0]
     assert (tracker.next_offset, tracker.counters.skipped) == (10, 1)
     # Not silent: a log line naming the partition and the first offset, the metric,
     # and the partition's status.
@@ -423,8 +422,8 @@ def test_two_topics_with_the_same_partition_number_in_one_batch(
     assert producer.landed(range(1), "primary.payments")[0] == [
         (b"k", b"v", 1_700_000_000_000 + o, _ours(o, "payments")) for o in range(2)
     ]
-    assert task._trackers["orders", 0].next_offset == 4
-    assert task._trackers["payments", 0].next_offset == 2
+    assert task._partitions.trackers["orders", 0].next_offset == 4
+    assert task._partitions.trackers["payments", 0].next_offset == 2
 
 
 def test_a_refusal_other_than_queue_full_inside_a_span_stops_the_flow_after_what_came_before(
@@ -462,12 +461,11 @@ def test_a_failed_batch_inside_a_span_acknowledges_nothing_and_rewinds(
         }
     )
     task = _task(producer, range(1), path)
-    task._producer = producer  # type: ignore[assignment]
     task._syncs.rolled_back = lambda _key: None  # type: ignore[attr-defined]
     task._replicate(source.batch([_record(0, offset) for offset in range(500)]))
     producer.flush(10)
 
     assert _delivered(task, producer) == []
-    tracker = task._trackers["orders", 0]
+    tracker = task._partitions.trackers["orders", 0]
     assert tracker.resuming and tracker.counters.replicated == 0
-    assert task._waiting == {tracker.key: tracker}
+    assert task._partitions.waiting() == [tracker]

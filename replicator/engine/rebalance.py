@@ -1,11 +1,14 @@
 """Partitions coming and going: the consumer group's rebalance callbacks, and where
 each partition assigned to this worker (or rewound) continues.
 
-Part of `ReplicationTask` (a base class of it, sharing its state): the loop in
-`task` keeps the partitions this part tracks, and this part decides when they are
-replicated again. A target that does not answer keeps partitions waiting (paused,
-tried again with backoff) instead of stopping the flow: a rebalance or a rewind
-during a target outage must not need an operator.
+`Rebalance` tracks an assigned partition (in `Partitions`) and decides when it is
+replicated again: after its last committed replica on the target (or where an
+operator's reset says), every earlier owner fenced first in exactly-once mode. A
+target that does not answer keeps partitions waiting (paused, tried again with
+backoff) instead of stopping the flow: a rebalance or a rewind during a target
+outage must not need an operator. Partitions given up (revoked, lost) leave nothing
+in flight that could land after their next owner read the tail. It owns the backoff
+of those attempts; everything else it changes belongs to the part it calls.
 """
 
 from __future__ import annotations
@@ -18,52 +21,62 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from replicator import metrics
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
-from replicator.config.policies import ReplicationPolicy
-from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.kafka_errors import reason
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
+from replicator.engine.partitions import Partitions
+from replicator.engine.replicated_topics import ReplicatedTopics
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resets import PendingResets
 from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
-from replicator.engine.size_limits import SizeHold, SizeLimits
 from replicator.engine.source_commits import SourceCommits
 from replicator.engine.takeover import TakeoverRefused
-from replicator.engine.topic_sync import TopicSync
+from replicator.engine.target_writer import TargetWriter
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.clients import Consumer
 
 log = logging.getLogger(__name__)
 
 #: How long one attempt to reach the target waits for its answer.
 _PROBE_TIMEOUT_S = 10.0
+#: Partitions waiting for the target try it again after this long at first, then
+#: twice as long each time, up to the maximum, for as long as it stays away.
+_RESUME_FIRST_S = 0.5
+_RESUME_MAX_S = 10.0
 
 
-class Assignment:
-    """Rebalances and resume points of a `ReplicationTask`."""
+class Rebalance:
+    """Assignment, revocation and resume points of one task's partitions."""
 
-    # The task's state this part reads and changes (see ReplicationTask).
-    flow: FlowConfig
-    policy: ReplicationPolicy
-    topic_sync: TopicSync
-    _topics: dict[str, int]
-    _trackers: dict[tuple[str, int], PartitionTracker]
-    _waiting: dict[tuple[str, int], PartitionTracker]
-    _target_next: dict[tuple[str, int], int]
-    _backoff: Backoff
-    _draining: bool
-    _size_limits: SizeLimits
-    _consumer: Consumer
-    _producer: Producer
-    _resume_points: ResumePoints
-    _syncs: OffsetSyncWriter
-    _exactly_once: ExactlyOnce | None
-    _reporter: TaskReporter
-    _source_commits: SourceCommits
+    def __init__(
+        self,
+        flow: FlowConfig,
+        *,
+        consumer: Consumer,
+        partitions: Partitions,
+        writer: TargetWriter,
+        topics: ReplicatedTopics,
+        resume_points: ResumePoints,
+        syncs: OffsetSyncWriter,
+        source_commits: SourceCommits,
+        reporter: TaskReporter,
+    ) -> None:
+        self.flow = flow
+        self._consumer = consumer
+        self._partitions = partitions
+        self._writer = writer
+        self._topics = topics
+        self._resume_points = resume_points
+        self._syncs = syncs
+        self._source_commits = source_commits
+        self._reporter = reporter
+        self._backoff = Backoff(_RESUME_FIRST_S, _RESUME_MAX_S)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    # -- the group's callbacks -----------------------------------------------------------
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Where each partition continues is read from the target. A target that does
         # not answer only keeps its partitions waiting (paused, tried again with
         # backoff): a rebalance during a target outage must not stop the flow.
@@ -83,10 +96,11 @@ class Assignment:
         if to_pause:
             consumer.pause(to_pause)
         if assignment:  # a cooperative rebalance often gives this worker nothing new
-            waiting = f" ({len(self._waiting)} waiting for the target)" if self._waiting else ""
-            log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), waiting)
+            waiting = self._partitions.waiting()
+            note = f" ({len(waiting)} waiting for the target)" if waiting else ""
+            log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), note)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The group moved on without us (a stalled process missed its session): the
         # partitions already have a new owner. In exactly-once mode that owner fenced
         # our transactions; otherwise what we flush now may be copied twice.
@@ -97,47 +111,46 @@ class Assignment:
         )
         self._give_up(consumer, partitions, lost=True)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("flow %s: revoking assignment %s", self.flow.name, _describe(partitions))
         self._give_up(consumer, partitions, lost=False)
 
     def _give_up(self, consumer: Consumer, partitions: list[TopicPartition], lost: bool) -> None:
         """Let `partitions` go. What is in flight is finished (or dropped: see
-        `_release_records`) first, so the next owner resumes exactly after it."""
-        self._release_records(lost)
+        `TargetWriter.release`) first, so the next owner resumes exactly after it."""
+        self._writer.release(lost)
         self._syncs.emit_due(force=True)
         keys = [(tp.topic, tp.partition) for tp in partitions]
         if not lost:  # a lost assignment's partitions are already another worker's
-            mine = [self._trackers[key] for key in keys if key in self._trackers]
-            self._source_commits.commit_due(consumer, mine, self._in_flight(), force=True)
+            mine = [t for t in (self._partitions.get(key) for key in keys) if t is not None]
+            self._source_commits.commit_due(consumer, mine, self._writer.in_flight(), force=True)
         self._source_commits.forget(keys)
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            tracker = self._trackers.pop(key, None)
-            self._waiting.pop(key, None)
-            self._target_next.pop(key, None)
-            self._syncs.forget(key)
-            if self._exactly_once is not None:
-                self._exactly_once.close(key)
+        exactly_once = self._writer.exactly_once
+        for key in keys:
+            tracker = self._partitions.forget(key)
+            self._writer.deliveries.forget(key)
+            if exactly_once is not None:
+                exactly_once.close(key)
             if tracker is not None:
                 self._reporter.revoked(tracker)
         consumer.incremental_unassign(partitions)
 
     def _track(self, tp: TopicPartition) -> PartitionTracker:
         """The tracker of a newly assigned partition, waiting to be resumed."""
-        remote = self.policy.format_remote_topic(self.flow.source.alias, tp.topic)
-        tracker = PartitionTracker(
-            flow=self.flow.name,
-            topic=tp.topic,
-            partition=tp.partition,
-            remote=remote,
-            size=SizeHold(self._size_limits.record_limit(remote)),
-            partition_labels=self.flow.metrics_partition_labels,
+        remote = self.flow.policy.format_remote_topic(self.flow.source.alias, tp.topic)
+        return self._partitions.track(
+            tp.topic, tp.partition, remote, self._writer.record_limit(remote)
         )
-        key = tracker.key
-        self._trackers[key] = self._waiting[key] = tracker
-        self._syncs.track(key)
-        return tracker
+
+    # -- resuming ------------------------------------------------------------------------
+
+    def resume_waiting(self) -> None:
+        """Resume the partitions that wait for the target, when it answers."""
+        waiting = self._partitions.waiting()
+        if not waiting:
+            return
+        for tracker in self._resume(waiting):
+            self._partitions.restart_fetch(tracker)
 
     def _resume(self, trackers: list[PartitionTracker]) -> list[PartitionTracker]:
         """Find where each waiting partition continues: after its last committed
@@ -148,10 +161,8 @@ class Assignment:
         now = time.monotonic()
         if not trackers or not self._backoff.due(now):
             return []
-        if self._draining:
-            if len(self._producer):  # records still in flight may yet land: no tail is final
-                return []
-            self._draining = False
+        if not self._writer.settled():  # records still in flight may yet land
+            return []
         resumed: list[PartitionTracker] = []
         try:
             self._know_remotes(trackers)
@@ -167,7 +178,8 @@ class Assignment:
                 log.warning(
                     "flow %s: %d partitions wait for %r to tell where they continue (%s); "
                     "trying again until it answers",
-                    self.flow.name, len(self._waiting), self.flow.target.alias, reason(exc),
+                    self.flow.name, len(self._partitions.waiting()), self.flow.target.alias,
+                    reason(exc),
                 )  # fmt: skip
             return resumed
         away = self._backoff.succeeded(time.monotonic())
@@ -178,67 +190,51 @@ class Assignment:
             )  # fmt: skip
         return resumed
 
-    def _resume_waiting(self) -> None:
-        """Resume the partitions that wait for the target, when it answers."""
-        for tracker in self._resume(list(self._waiting.values())):
-            self._restart_fetch(tracker)
-
     def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
         """The remote topics of `trackers` have their partitions on the target, and
         the target producer knows them (it must before the first record)."""
-        missing = {
-            t.topic: self._topics.get(t.topic, t.partition + 1)
-            for t in trackers
-            if t.topic not in self._topics or t.partition >= self._topics[t.topic]
-        }
-        if missing:
-            limits = self.topic_sync.sync(missing).max_message_bytes
-            self._topics.update(missing)
-            self._update_size_limits(limits)
+        limits = self._topics.add_missing(trackers)
+        if limits is not None:
+            self._writer.update_size_limits(limits)
         for topic in {t.topic for t in trackers}:
-            remote = self.policy.format_remote_topic(self.flow.source.alias, topic)
-            self._producer.list_topics(remote, timeout=_PROBE_TIMEOUT_S)
-        if self._draining:  # the limits' new producer found the target away
+            remote = self.flow.policy.format_remote_topic(self.flow.source.alias, topic)
+            self._writer.producer.list_topics(remote, timeout=_PROBE_TIMEOUT_S)
+        if self._writer.draining:  # the limits' new producer found the target away
             raise ReplicatorError(f"{self.flow.target.alias!r} did not take the records in flight")
 
     def _resume_partition(self, tracker: PartitionTracker, resets: PendingResets) -> bool:
         """Set where `tracker` continues; False if the target refuses it (stopped)."""
-        key = tracker.key
-        if self._exactly_once is None:
-            tracker.producer = self._producer
-        else:
-            try:
-                tracker.producer = self._exactly_once.open(tracker)
-            except TransactionsRefused as exc:
-                self._waiting.pop(key, None)
-                tracker.resuming = False
-                self._exactly_once.refuse(tracker, str(exc))
-                return False
+        try:
+            self._writer.for_partition(tracker)
+        except TransactionsRefused as exc:
+            self._partitions.unwait(tracker)
+            exactly_once = self._writer.exactly_once
+            assert exactly_once is not None  # only transactional producers are refused
+            exactly_once.refuse(tracker, str(exc))
+            return False
         try:
             point = self._resume_points.point(
                 resets, self._consumer, tracker.topic, tracker.partition, tracker.remote
             )
         except TakeoverRefused as exc:  # this partition needs an operator; the others go on
-            self._waiting.pop(key, None)
-            tracker.resuming = False
+            self._partitions.unwait(tracker)
             metrics.ERRORS.labels(tracker.flow, "takeover").inc()
-            # Paused where it is assigned (`_on_assign`, or still paused while waiting).
-            self._stop_partition(tracker, f"{exc}. The partition is stopped; the others go on")
+            # Paused where it is assigned (`on_assign`, or still paused while waiting).
+            self._partitions.stop(tracker, f"{exc}. The partition is stopped; the others go on")
             self._reporter.partition(tracker, None)
             return False
         tracker.next_offset = tracker.acked_next = point.offset
         tracker.counters.skipped += point.skipped
-        self._resumed_at_target(tracker, point.target_end)
-        self._syncs.restart(key)
-        tracker.resuming = False
-        self._waiting.pop(key, None)
+        self._writer.deliveries.resumed_at(tracker, point.target_end)
+        self._partitions.resumed(tracker)
         if point.outside_possible:
-            self._check_position(tracker, point.low, point.high)
+            self.check_position(tracker, point.low, point.high)
         return True
 
-    def _check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:
-        """Apply the failure policies when the resume point is outside the source log
-        `low..high`, publishing the partition's status; False when it is inside."""
+    def check_position(self, tracker: PartitionTracker, low: int, high: int) -> bool:
+        """Apply the failure policies when the partition's position is outside the
+        source log `low..high`, publishing the partition's status; False when it is
+        inside."""
         outside = outside_log(
             self.flow, tracker.topic, tracker.partition, tracker.remote,
             position=tracker.next_offset, low=low, high=high,
@@ -256,7 +252,7 @@ class Assignment:
             )  # fmt: skip
             tracker.next_offset = outside.new_position
         else:
-            self._stop_partition(tracker, outside.stop_message)
+            self._partitions.stop(tracker, outside.stop_message)
         self._reporter.partition(tracker, max(0, high - tracker.next_offset))
         return True
 
