@@ -142,8 +142,8 @@ SIZES = (100, 1024)
 #: 350,000 records/s, at 1 KB from 96,000 to 190,000; 2026-11-27), an operator's MM2
 #: has long since compiled. 1 KB runs hold about 6.2 GB per cluster at a time.
 RECORDS = {100: 15_000_000, 1024: 6_000_000}
-#: Our target producer (replicator/engine/task_setup.py): lz4, linger 20 ms, batches up to about
-#: the topic's max.message.bytes (1 MB), idempotent (so acks=all) with librdkafka's 5
+#: Our target producer (replicator/engine/target_writer.py): lz4, linger 20 ms, batches up to
+#: about the topic's max.message.bytes (1 MB), idempotent (so acks=all) with librdkafka's 5
 #: requests in flight. MM2's task producer and ProducerPerformance get the same, in
 #: Java's names; Connect's defaults (no compression, linger 0, 16 KB batches, one
 #: request in flight) would compare defaults, not engines. Connect sets acks=all.

@@ -165,6 +165,7 @@ class TargetWriter:
         stopping: threading.Event,
         last_poll: Callable[[], float],
         bounds: DeliveryBounds | None = None,
+        make_producer: Callable[[dict[str, object]], Producer] = Producer,
     ) -> None:
         self.flow = flow
         self._partitions = partitions
@@ -183,6 +184,9 @@ class TargetWriter:
         self._size_limits = SizeLimits()
         self._oversized = OversizedRecords(flow)
         self._held: list[PartitionTracker] = []  # an oversized record waits for a sync
+        #: Makes the default mode's producer from its settings (a client of
+        #: `replicator.kafka.clients`; the unit tests give a fake).
+        self._new_producer = make_producer
         self._producer: Producer | None = None
         self._producer_limits: tuple[int, int] = (0, 0)
         #: A batch the target refused trips the gapless guarantee: the target producer
@@ -249,7 +253,7 @@ class TargetWriter:
         # A failed batch must stop the partition, never leave a hole behind it; and
         # no record times out, which would leave one (the engine keeps the user's
         # timeout as its own deadline: DeliveryBounds).
-        return Producer(
+        return self._new_producer(
             {
                 **config,
                 "message.timeout.ms": 0,

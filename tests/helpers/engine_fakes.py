@@ -1,0 +1,241 @@
+"""Stand-ins for the clients and collaborators of the engine's parts, for their unit
+tests (tests/unit/engine/test_partitions.py, test_target_writer.py, test_rebalance.py,
+test_deliveries.py). Each part is tested alone, without Kafka: these record what the
+part asked of them. The parts working together over real clients are the engine's
+integration suites (tests/integration/engine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from replicator.engine.partition import PartitionTracker
+from replicator.engine.resume import ResumePoint
+from replicator.engine.size_limits import SizeHold
+
+from helpers.replication import flow_config
+
+
+def flow(**properties: str) -> Any:
+    """A flow primary->dr of topic `orders`, its clusters nowhere (nothing connects)."""
+    return flow_config(("primary", "localhost:1"), ("dr", "localhost:2"), "orders", properties)
+
+
+def tracker(
+    partition: int = 0, *, topic: str = "orders", next_offset: int = 0, resuming: bool = False
+) -> PartitionTracker:
+    return PartitionTracker(
+        "primary->dr", topic, partition, f"primary.{topic}", SizeHold(limit=1_000),
+        next_offset=next_offset, resuming=resuming,
+    )  # fmt: skip
+
+
+def record(
+    offset: int,
+    partition: int = 0,
+    *,
+    topic: str = "orders",
+    value: bytes | None = b"v",
+    headers: list[tuple[str, bytes | None]] | None = None,
+) -> Message:
+    return Message(
+        topic=topic, partition=partition, offset=offset, key=b"k", value=value,
+        headers=headers, timestamp=(1, 1_700_000_000_000 + offset),
+    )  # fmt: skip
+
+
+def tps(partitions: list[TopicPartition]) -> list[tuple[str, int, int]]:
+    return [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+
+
+class FakeConsumer:
+    """The source consumer: what was paused, resumed, assigned and unassigned, in order."""
+
+    def __init__(self, high: int = 100) -> None:
+        self.calls: list[tuple[str, list[tuple[str, int, int]]]] = []
+        self.high = high
+        self.committed: list[list[TopicPartition]] = []
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("pause", tps(partitions)))
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("resume", tps(partitions)))
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("assign", tps(partitions)))
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("unassign", tps(partitions)))
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        self.committed.append(offsets)
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, self.high
+
+    def paused(self) -> list[tuple[str, int]]:
+        return [(t, p) for name, parts in self.calls if name == "pause" for t, p, _ in parts]
+
+
+class FakeSyncs:
+    """The offset-sync writer: what it was told, per call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.acknowledged_runs: list[dict[str, Any]] = []
+
+    def track(self, key: tuple[str, int]) -> None:
+        self.calls.append(("track", key))
+
+    def forget(self, key: tuple[str, int]) -> None:
+        self.calls.append(("forget", key))
+
+    def restart(self, key: tuple[str, int]) -> None:
+        self.calls.append(("restart", key))
+
+    def rolled_back(self, key: tuple[str, int]) -> None:
+        self.calls.append(("rolled_back", key))
+
+    def emit_due(self, force: bool) -> None:
+        self.calls.append(("emit_due", force))
+
+    def acknowledged(self, key: tuple[str, int], **run: Any) -> None:
+        self.acknowledged_runs.append({"key": key, **run})
+
+
+class FakeReporter:
+    """The status and metrics reporter: what it published."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, Any]] = []
+        self.writers: list[Any] = []
+
+    def lag(self, tracker: PartitionTracker) -> int | None:
+        return 0
+
+    def partition(self, tracker: PartitionTracker, lag: int | None) -> None:
+        self.published.append(("partition", tracker.key))
+
+    def revoked(self, tracker: PartitionTracker) -> None:
+        self.published.append(("revoked", tracker.key))
+
+    def publish_metrics(self, trackers: Any) -> None:
+        self.published.append(("metrics", len(list(trackers))))
+
+    def skipped(self, tracker: PartitionTracker, offset: int, reason: str) -> None:
+        self.published.append(("skipped", (tracker.key, offset, reason)))
+
+    def write_with(self, producer: Any) -> None:
+        self.writers.append(producer)
+
+
+class FakeProducer:
+    """The target producer: the records it took, by (topic, partition, source offset);
+    `held` records are in flight until `deliver` or `flush` settles them. `room`
+    records fit in its queue (BufferError beyond); `flush_leaves` records stay
+    unacknowledged by a flush (the target away)."""
+
+    def __init__(self, config: dict[str, object] | None = None, *, room: int = 1_000) -> None:
+        self.config = config or {}
+        self.room = room
+        self.produced: list[tuple[str, int, bytes | None, Any]] = []
+        self.held: list[tuple[Any, Message]] = []
+        self.flushes: list[float] = []
+        self.purges: list[tuple[bool, bool]] = []
+        self.flush_leaves = 0
+        self.fatal: KafkaError | None = None
+
+    def produce(self, topic: str, value: Any, key: Any, partition: int, on_delivery: Any,
+                _callback: Any, timestamp: int, headers: Any) -> None:  # fmt: skip
+        if len(self.held) >= self.room:
+            raise BufferError("queue full")
+        self.produced.append((topic, partition, value, headers))
+        self.held.append((on_delivery, Message(topic=topic, partition=partition)))
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def deliver(self, error: KafkaError | None = None, first_offset: int = 0) -> None:
+        """Settle every record in flight: landed one after another from
+        `first_offset`, or failed with `error`; each run's report is called."""
+        held, self.held = self.held, []
+        for index, (report, message) in enumerate(held):
+            if report is not None:
+                landed = Message(
+                    topic=message.topic(), partition=message.partition(),
+                    offset=first_offset + index, timestamp=(1, 1_700_000_000_000),
+                )  # fmt: skip
+                report(error, landed)
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        self.flushes.append(timeout)
+        if self.flush_leaves:
+            return self.flush_leaves
+        self.deliver()
+        return 0
+
+    def purge(self, in_queue: bool = True, in_flight: bool = False) -> None:
+        """Every record it holds counts as sent: only `in_flight` drops them."""
+        self.purges.append((in_queue, in_flight))
+        if in_flight:
+            self.held = []
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        return None
+
+
+class FakeTopics:
+    """The replicated topics, as the target writer and rebalancing use them."""
+
+    def __init__(self, limits: dict[str, int] | None = None) -> None:
+        self.limits = limits or {}
+        self.synced: list[dict[str, int]] = []
+        self.missing: list[list[tuple[str, int]]] = []
+
+    def counts(self, trackers: list[PartitionTracker]) -> dict[str, int]:
+        return {t.topic: 1 for t in trackers}
+
+    def sync(self, topics: dict[str, int]) -> dict[str, int]:
+        self.synced.append(topics)
+        return self.limits
+
+    def add_missing(self, trackers: list[PartitionTracker]) -> dict[str, int] | None:
+        self.missing.append([t.key for t in trackers])
+        return None
+
+
+class FakeResumePoints:
+    """Where partitions resume: `offsets` by key (target_end = offset), or `error` raised."""
+
+    def __init__(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+        self.offsets = offsets or {}
+        self.error: Exception | None = None
+
+    def resets(self, partitions: list[TopicPartition]) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def point(
+        self, resets: Any, consumer: Any, topic: str, partition: int, remote: str
+    ) -> ResumePoint:
+        offset = self.offsets.get((topic, partition), 0)
+        return ResumePoint(offset, 0, 0, 100, offset, outside_possible=False)
+
+
+class FakeSourceCommits:
+    def __init__(self) -> None:
+        self.commits: list[tuple[list[tuple[str, int]], set[tuple[str, int]], bool]] = []
+        self.forgotten: list[tuple[str, int]] = []
+
+    def commit_due(
+        self, consumer: Any, trackers: Any, in_flight: Any, *, force: bool = False
+    ) -> None:
+        self.commits.append(([t.key for t in trackers], set(in_flight), force))
+
+    def forget(self, keys: Any) -> None:
+        self.forgotten += list(keys)
