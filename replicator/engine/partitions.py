@@ -13,7 +13,7 @@ reassign), the offset-sync writer and the status reporter.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, ValuesView
+from collections.abc import ValuesView
 from typing import Protocol
 
 from confluent_kafka import TopicPartition
@@ -81,12 +81,6 @@ class Partitions:
 
     def get(self, key: Key) -> PartitionTracker | None:
         return self._trackers.get(key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._trackers
-
-    def __iter__(self) -> Iterator[PartitionTracker]:
-        return iter(list(self._trackers.values()))
 
     def __len__(self) -> int:
         return len(self._trackers)

@@ -32,7 +32,7 @@ from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
 from replicator.engine.source_commits import SourceCommits
 from replicator.engine.takeover import TakeoverRefused
-from replicator.engine.target_writer import TargetWriter
+from replicator.engine.target_writer import ReplicaWriter
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import Consumer
@@ -56,7 +56,7 @@ class Rebalance:
         *,
         consumer: Consumer,
         partitions: Partitions,
-        writer: TargetWriter,
+        writer: ReplicaWriter,
         topics: ReplicatedTopics,
         resume_points: ResumePoints,
         syncs: OffsetSyncWriter,
@@ -117,7 +117,7 @@ class Rebalance:
 
     def _give_up(self, consumer: Consumer, partitions: list[TopicPartition], lost: bool) -> None:
         """Let `partitions` go. What is in flight is finished (or dropped: see
-        `TargetWriter.release`) first, so the next owner resumes exactly after it."""
+        `ReplicaWriter.release`) first, so the next owner resumes exactly after it."""
         self._writer.release(lost)
         self._syncs.emit_due(force=True)
         keys = [(tp.topic, tp.partition) for tp in partitions]
@@ -125,12 +125,9 @@ class Rebalance:
             mine = [t for t in (self._partitions.get(key) for key in keys) if t is not None]
             self._source_commits.commit_due(consumer, mine, self._writer.in_flight(), force=True)
         self._source_commits.forget(keys)
-        exactly_once = self._writer.exactly_once
         for key in keys:
             tracker = self._partitions.forget(key)
-            self._writer.deliveries.forget(key)
-            if exactly_once is not None:
-                exactly_once.close(key)
+            self._writer.forget(key)
             if tracker is not None:
                 self._reporter.revoked(tracker)
         consumer.incremental_unassign(partitions)
@@ -196,9 +193,9 @@ class Rebalance:
         limits = self._topics.add_missing(trackers)
         if limits is not None:
             self._writer.update_size_limits(limits)
-        for topic in {t.topic for t in trackers}:
-            remote = self.flow.policy.format_remote_topic(self.flow.source.alias, topic)
-            self._writer.producer.list_topics(remote, timeout=_PROBE_TIMEOUT_S)
+        remote = self.flow.policy.format_remote_topic
+        topics = {t.topic for t in trackers}
+        self._writer.know((remote(self.flow.source.alias, t) for t in topics), _PROBE_TIMEOUT_S)
         if self._writer.draining:  # the limits' new producer found the target away
             raise ReplicatorError(f"{self.flow.target.alias!r} did not take the records in flight")
 
@@ -225,7 +222,7 @@ class Rebalance:
             return False
         tracker.next_offset = tracker.acked_next = point.offset
         tracker.counters.skipped += point.skipped
-        self._writer.deliveries.resumed_at(tracker, point.target_end)
+        self._writer.resumed_at(tracker, point.target_end)
         self._partitions.resumed(tracker)
         if point.outside_possible:
             self.check_position(tracker, point.low, point.high)

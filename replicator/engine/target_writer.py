@@ -13,12 +13,10 @@ which is the reference; the runs' delivery reports are `Deliveries`'. Records th
 did not reach the target rewind every partition (`rewind_all`); a fatal producer
 error replaces the producer and stops the task through the `fail` callback.
 
-The loop's interface (see docs/dataplane.md, "Proposed interface", for how the
-compiled Mover sits behind it): `start`, `write_run`, `serve`, `resync_held`,
-`check_deadline`, `in_flight`, `release`, `flush`, `on_fatal` / `replace_spent`,
-`close_transactions`. The user's client settings come first where they may tune
-(batching, timeouts, security); what the guarantees rest on comes last, so no
-setting of theirs undoes it.
+What the loop and rebalancing call is `ReplicaWriter`, the interface the compiled
+Mover is to sit behind (docs/dataplane.md, "Proposed interface for the engine").
+The user's client settings come first where they may tune (batching, timeouts,
+security); what the guarantees rest on comes last, so no setting of theirs undoes it.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -127,6 +125,76 @@ class HeldTopics(Protocol):
         """Sync the remote topics of `topics`; their max.message.bytes."""
 
 
+class ReplicaWriter(Protocol):
+    """What the loop and rebalancing ask of whatever writes replicas to the target.
+
+    `TargetWriter` is the implementation: the Python loop as the reference, with the
+    C span producer for plain records. The compiled Mover (docs/dataplane.md,
+    "Proposed interface for the engine") is meant to sit behind the same methods;
+    that document maps each one to the Mover's calls."""
+
+    @property
+    def exactly_once(self) -> ExactlyOnce | None: ...
+    @property
+    def spent(self) -> bool: ...
+    @property
+    def draining(self) -> bool: ...
+
+    def start(self, limits: dict[str, int], producer: Producer | None = None) -> None:
+        """Make the target producer for the remote topics' max.message.bytes."""
+
+    def for_partition(self, tracker: PartitionTracker) -> Producer:
+        """Open the partition for writing (exactly-once: fence its earlier owners)."""
+
+    def write_run(self, tracker: PartitionTracker, messages: list[Message], start: int) -> int:
+        """Write the run of `tracker`'s records from `messages[start]`; the next index."""
+
+    def serve(self) -> None:
+        """Serve the delivery reports that are due."""
+
+    def know(self, remotes: Iterable[str], timeout: float) -> None:
+        """Learn the remote topics' partitions before their first record."""
+
+    def record_limit(self, remote: str) -> int:
+        """What one record's key, value and headers may add up to on `remote`."""
+
+    def update_size_limits(self, limits: dict[str, int]) -> None:
+        """New max.message.bytes of remote topics (a new producer when they need it)."""
+
+    def resync_held(self) -> None:
+        """Sync the topics of records held as oversized, and fetch them again."""
+
+    def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
+        """The partition resumes; its next replica lands at `target_end` or later."""
+
+    def settled(self) -> bool:
+        """Whether partitions may resume now (nothing in flight after a rewind)."""
+
+    def in_flight(self) -> set[tuple[str, int]]:
+        """The partitions with records the target has not acknowledged yet."""
+
+    def check_deadline(self) -> None:
+        """Rewind every partition when a run outlived the user's message timeout."""
+
+    def release(self, lost: bool) -> None:
+        """Before partitions are given up: flush (revoked) or drop (lost) what is held."""
+
+    def forget(self, key: tuple[str, int]) -> None:
+        """The partition was given up."""
+
+    def flush(self, timeout: float) -> int:
+        """Wait for what is in flight; the count still unacknowledged."""
+
+    def on_fatal(self, error: KafkaError) -> None:
+        """The producer failed fatally: replace it and stop the task."""
+
+    def replace_spent(self) -> None:
+        """A new producer after a refused batch spent the old one."""
+
+    def close_transactions(self) -> None:
+        """Close the transactional producers (exactly-once mode), at shutdown."""
+
+
 class _Span(NamedTuple):
     """What the C span producer produced of a run: `messages[:index]` are done."""
 
@@ -150,7 +218,8 @@ def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
 
 
 class TargetWriter:
-    """Writes one flow's replicas to the target (see the module's description)."""
+    """Writes one flow's replicas to the target (see the module's description); the
+    `ReplicaWriter` of the Python loop and the C span producer."""
 
     def __init__(
         self,
@@ -323,6 +392,24 @@ class TargetWriter:
     def serve(self) -> None:
         """Serve the target producer's delivery reports that are due."""
         self.producer.poll(0)
+
+    def know(self, remotes: Iterable[str], timeout: float) -> None:
+        """Have the target producer learn the `remotes` topics' partitions (it must
+        before their first record); raises KafkaException when the target does not
+        answer within `timeout` seconds."""
+        for remote in remotes:
+            self.producer.list_topics(remote, timeout=timeout)
+
+    def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
+        """The partition resumes, its remote partition's high watermark `target_end`:
+        its next replica lands there or later (see `Deliveries`)."""
+        self.deliveries.resumed_at(tracker, target_end)
+
+    def forget(self, key: tuple[str, int]) -> None:
+        """The partition was given up: nothing of it is written any more."""
+        self.deliveries.forget(key)
+        if self._exactly_once is not None:
+            self._exactly_once.close(key)
 
     # -- size limits ---------------------------------------------------------------------
 

@@ -140,7 +140,7 @@ def _task(
         next_offset=0, resuming=False, producer=task._writer.producer,
     )  # fmt: skip
     task._partitions.add(tracker)
-    task._writer.deliveries.resumed_at(tracker, 0)
+    task._writer.resumed_at(tracker, 0)
     return task, tracker
 
 
@@ -209,7 +209,7 @@ def _replicate_through_outage(
             task._writer._draining = False
             tracker.resuming = False
             tracker.next_offset = resume
-            task._writer.deliveries.resumed_at(tracker, position.target_end)
+            task._writer.resumed_at(tracker, position.target_end)
             task._polled_at = time.monotonic()  # as the loop's next consume does
             task._replicate(_source(range(resume, end)))
         assert not tracker.resuming, "the partition kept rewinding"

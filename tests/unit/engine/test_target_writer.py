@@ -111,7 +111,7 @@ def test_a_run_is_produced_in_order_and_acknowledged_by_the_report_of_its_last_r
     assert one.next_offset == 13
     assert w.writer.in_flight() == {("orders", 0)}
 
-    w.writer.deliveries.resumed_at(one, 100)
+    w.writer.resumed_at(one, 100)
     producer.deliver(first_offset=100)
     assert w.syncs.acknowledged_runs == [
         {
@@ -145,7 +145,7 @@ def test_a_fatal_producer_error_replaces_the_producer_and_stops_the_task(w: _Wri
 def test_a_rejected_batch_spends_the_producer_until_it_is_replaced(w: _Writer) -> None:
     one = w.replicating(0)
     w.writer.write_run(one, [record(0), record(1)], 0)
-    w.writer.deliveries.resumed_at(one, 0)
+    w.writer.resumed_at(one, 0)
     w.producers[0].deliver(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"))
 
     assert w.writer.spent
