@@ -1,11 +1,16 @@
 """`replicator flows list | describe FLOW`: each flow of the configuration as the
 engine sees it: where it goes, what it replicates, the state the state store asks
 of it, its workers, lag and last checkpoint (read from its target, as the DR status
-page reads them: `replicator.operations.dr_status`). Read-only."""
+page reads them: `replicator.operations.dr_status`).
+
+`replicator flows pause FLOW --reason TEXT | resume FLOW`: an operator's pause,
+through the state store (`replicator.procedures.pause`)."""
 
 from __future__ import annotations
 
+import getpass
 import os
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
@@ -14,12 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from replicator.cli.app import command, exit_statuses, group
-from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption
+from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption, TimeoutOption
 from replicator.cli.output import Output, emit, plain
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.config.model import FlowConfig, NameFilter
 from replicator.operations.dr_status import FlowStatus, flow_status, probe_cluster
+from replicator.procedures.pause import pause_flow, resume_flow
 from replicator.statestore import StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING
 
@@ -274,3 +280,85 @@ def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -
 
 def _text(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _operator() -> str:
+    """Who pauses or resumes: this shell's user and host, as procedures record it."""
+    return f"{getpass.getuser()}@{socket.gethostname()} (replicator CLI)"
+
+
+@command(
+    FLOWS,
+    "pause",
+    help_="stop a flow's replication until an operator resumes it (the workers stay up; "
+    "the status page shows it paused, the supervisor raises no alarm for it)",
+    epilog=exit_statuses(
+        "refused: a procedure holds the flow, or stopped it (a failover: its own steps "
+        "start it again); or its workers did not stop within --timeout",
+        zero="the flow is paused (or already was: who paused it is shown)",
+    ),
+)
+def _pause(
+    *,
+    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="why, for the next operator")
+    ],
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    timeout: TimeoutOption = 60.0,
+    output: OutputOption = Output.table,
+) -> int:
+    chosen = load_config(config).flow(flow)
+    store = StateStore(state_url(state_url_))
+    try:
+        result = pause_flow(store, chosen, _operator(), reason, timeout)
+    finally:
+        store.close()
+
+    def text() -> None:
+        if result.get("already"):
+            print(
+                f"flow {flow} was already paused by {result['by']} at {result['at']}: "
+                f"{result['reason']}"
+            )
+        else:
+            print(f"flow {flow} paused; its workers stopped. `replicator flows resume {flow}`")
+
+    emit(result, output, text)
+    return 0
+
+
+@command(
+    FLOWS,
+    "resume",
+    help_="start a paused flow again, from where it stopped",
+    epilog=exit_statuses(
+        "refused: the flow is not paused (it runs, or a procedure stopped it), or a "
+        "procedure holds it",
+        zero="the flow runs again (workers start it within about a second)",
+    ),
+)
+def _resume(
+    *,
+    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    config: ConfigOption,
+    state_url_: StateUrlOption = None,
+    output: OutputOption = Output.table,
+) -> int:
+    chosen = load_config(config).flow(flow)
+    store = StateStore(state_url(state_url_))
+    try:
+        result = resume_flow(store, chosen, _operator())
+    finally:
+        store.close()
+    paused = result["paused"]
+    emit(
+        result,
+        output,
+        lambda: print(
+            f"flow {flow} resumed (paused by {paused.get('by')} at {paused.get('at')}: "
+            f"{paused.get('reason')})"
+        ),
+    )
+    return 0

@@ -7,6 +7,7 @@ resume every record arrives once.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from datetime import timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from replicator.cli import main
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.operations.health import Bounds
@@ -38,7 +40,12 @@ _RECORDS, _RATE = 3_000, 100  # about 30 s of writing
 
 
 def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_exactly(
-    tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = unique_topic("pause")
     create_topic(primary, topic, partitions=1)
@@ -46,17 +53,33 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
     config = load_config(path)
     flow = config.flow("primary->dr")
     remote = f"primary.{topic}"
+    where = ["--config", str(path), "--state-url", state_url]
     worker = start_replicator(path, tmp_path / "worker.log", "--state-url", state_url)
     try:
         with PacedProduction(primary, topic, _RECORDS, partitions=1, rate=_RATE) as production:
             wait_until(lambda: (end_offsets(dr, remote, 1) or [0])[0] > 200, 60, "copying")
 
-            paused = pause_flow(store, flow, "alice", "target maintenance", timeout_s=60)
+            capsys.readouterr()
+            paused = main(
+                [
+                    "flows",
+                    "pause",
+                    flow.name,
+                    *where,
+                    "--reason",
+                    "target maintenance",
+                    "-o",
+                    "json",
+                ]
+            )
 
-            assert paused["state"] == "paused" and paused["still_running"] == ""
+            assert paused == 0
+            assert json.loads(capsys.readouterr().out)["state"] == "paused"
             state = store.flow_state(flow.name)
             assert state is not None and state.state == "paused"
-            assert state.detail["by"] == "alice" and state.detail["reason"] == "target maintenance"
+            operator = state.detail["by"]
+            assert "(replicator CLI)" in operator
+            assert state.detail["reason"] == "target maintenance"
             # The source is still written; nothing more reaches the target.
             held = end_offsets(dr, remote, 1)
             time.sleep(5)
@@ -73,21 +96,22 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
             assert supervised.problems == [], [str(p) for p in supervised.problems]
             # Pausing again says who paused it, and changes nothing.
             again = pause_flow(store, flow, "bob", "me too", timeout_s=60)
-            assert again["already"] and again["by"] == "alice"
+            assert again["already"] and again["by"] == operator
             # A procedure that stops and starts the flow (an offset reset) leaves it paused.
             stop_flow(store, flow, "offset-reset-1", timeout_s=60)
             assert start_flow(store, flow.name, "offset-reset-1")["state"] == "paused"
-            assert store.flow_state(flow.name).detail["by"] == "alice"
+            assert store.flow_state(flow.name).detail["by"] == operator
             # An operator and a procedure never interleave: its lease is named.
             store.acquire_leases([f"flow {flow.name}"], "failover-7", ttl_s=60)
             with pytest.raises(LeaseHeld, match="leased to failover-7"):
                 resume_flow(store, flow, "bob")
             store.release_leases("failover-7")
 
-            resumed = resume_flow(store, flow, "alice")
-            assert resumed["state"] == "running" and resumed["paused"]["by"] == "alice"
-            with pytest.raises(ReplicatorError, match="is not paused: it runs"):
-                resume_flow(store, flow, "alice")
+            capsys.readouterr()
+            assert main(["flows", "resume", flow.name, *where]) == 0
+            assert f"flow {flow.name} resumed (paused by {operator}" in capsys.readouterr().out
+            assert main(["flows", "resume", flow.name, *where]) == 1
+            assert "is not paused: it runs" in capsys.readouterr().err
 
         # Everything written, paused or not, arrives once and in order.
         wait_until(
