@@ -31,6 +31,9 @@ from replicator.statestore.flow_states import RUNNING
 
 _PIPE_WIDTH = 160
 
+#: The one flow a command acts on.
+FlowArgument = Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")]
+
 FLOWS = group("flows", "the configuration's flows: state, workers, lag, checkpoints", "Replication")
 
 
@@ -201,7 +204,7 @@ def _print_list(read: _Read) -> None:
 )
 def _describe_command(
     *,
-    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    flow: FlowArgument,
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
@@ -300,7 +303,7 @@ def _operator() -> str:
 )
 def _pause(
     *,
-    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    flow: FlowArgument,
     reason: Annotated[
         str, typer.Option("--reason", metavar="TEXT", help="why, for the next operator")
     ],
@@ -341,7 +344,7 @@ def _pause(
 )
 def _resume(
     *,
-    flow: Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")],
+    flow: FlowArgument,
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
