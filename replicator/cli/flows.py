@@ -166,7 +166,11 @@ def _list(
 def _print_list(read: _Read) -> None:
     table = Table(box=None, header_style="bold")
     for column in ("FLOW", "SOURCE", "TARGET", "TOPICS", "STATE", "WORKERS", "LAG", "CHECKPOINT"):
-        table.add_column(column, no_wrap=column != "TOPICS")
+        # The topics may be long (MM2's default excludes): they wrap, but never shrink
+        # away (rich gives a column no room at all when the others fill the width).
+        table.add_column(
+            column, no_wrap=column != "TOPICS", min_width=24 if column == "TOPICS" else None
+        )
     for flow, status in read.flows:
         lag = "-" if status.total_lag is None else str(status.total_lag)
         checkpoint = _age(status.checkpoint.age_seconds) if status.checkpoint else "-"
