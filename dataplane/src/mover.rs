@@ -584,7 +584,9 @@ impl Inner {
                 element
                     .set_offset(Offset::Offset(next))
                     .map_err(|e| TxnError::plain(e.to_string()))?;
-                element.set_metadata(format!("source {}", part.topic));
+                // No commit metadata: rdkafka's `set_metadata` stores it without a NUL
+                // terminator, and what the target's group then held read past its end
+                // (garbage after the 27 bytes written, 2026-11-29); to investigate.
             }
             group::send_offsets(
                 self.producer.client().native_ptr(),
