@@ -205,7 +205,7 @@ format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 
 # The documentation site (mkdocs.yml) on http://127.0.0.1:8000; make test builds it --strict
-# (tests/unit/docs/test_docs_build.py).
+# (tests/integration/docs/test_docs_site.py, which also opens it in Chromium).
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 

@@ -183,12 +183,11 @@ def requests_made(driver: WebDriver) -> list[str]:
 
 
 def outside(urls: list[str], base: str) -> list[str]:
-    """The network requests among `urls` to another host than `base`'s (data: and
-    blob: URLs are no requests)."""
+    """The network requests among `urls` to another host than `base`'s (data:, blob:
+    and the browser's own chrome: URLs are no requests)."""
     host = urlsplit(base).netloc
-    return [
-        u for u in urls if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != host
-    ]
+    network = ("http", "https", "ws", "wss")
+    return [u for u in urls if urlsplit(u).scheme in network and urlsplit(u).netloc != host]
 
 
 def wait_for(driver: WebDriver, selector: str, what: str, minimum: int = 1) -> int:
