@@ -87,10 +87,11 @@ class ReplicatedTopics:
     def add_missing(self, trackers: Iterable[PartitionTracker]) -> dict[str, int] | None:
         """Make the remote topics (or partitions) of assigned partitions this task did
         not know yet; their max.message.bytes, or None when none was missing."""
+        trackers = list(trackers)
         missing = {
-            t.topic: self._topics.get(t.topic, t.partition + 1)
-            for t in trackers
-            if t.topic not in self._topics or t.partition >= self._topics[t.topic]
+            topic: count
+            for topic, count in self.counts(trackers).items()
+            if count > self._topics.get(topic, 0)
         }
         if not missing:
             return None
@@ -99,8 +100,14 @@ class ReplicatedTopics:
         return limits
 
     def counts(self, trackers: Iterable[PartitionTracker]) -> dict[str, int]:
-        """The partition counts of the topics of `trackers`."""
-        return {t.topic: self._topics.get(t.topic, t.partition + 1) for t in trackers}
+        """The partition counts of the topics of `trackers`: the known count, or more
+        when a tracker's partition lies beyond it (a partition added to the source
+        topic and assigned before the refresh saw it), whatever the trackers' order."""
+        counts: dict[str, int] = {}
+        for t in trackers:
+            known = counts.get(t.topic, self._topics.get(t.topic, 0))
+            counts[t.topic] = max(known, t.partition + 1)
+        return counts
 
     def sync(self, topics: dict[str, int]) -> dict[str, int]:
         """Sync the remote topics of `topics` (configs too); their max.message.bytes."""

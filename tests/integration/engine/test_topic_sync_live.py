@@ -77,3 +77,30 @@ def test_new_topics_partitions_and_configs_reach_the_target(primary: str, dr: st
     assert int(remote["max.message.bytes"]) > int(
         _topic_configs(primary, first)["max.message.bytes"]
     )
+
+
+def test_partitions_assigned_before_the_topic_refresh_saw_them(primary: str, dr: str) -> None:
+    """Partitions added to a source topic reach the consumer's assignment (its metadata
+    refresh, 10 s) long before the flow's topic refresh (600 s here): the remote topic
+    grows to the highest assigned partition, and their records land in the partitions
+    of the same number (before the fix it kept its old count: the known one)."""
+    topic = unique_topic("grown")
+    create_topic(primary, topic, partitions=2)
+    produce_records(primary, topic, make_records(100))
+    flow = flow_config(
+        ("primary", primary),
+        ("dr", dr),
+        topics=topic,
+        properties={"refresh.topics.interval.seconds": "600"},
+    )
+    remote = f"primary.{topic}"
+
+    with running(flow):
+        wait_until(lambda: sum(end_offsets(dr, remote, 2) or [0]) == 100, 60, "the first 100")
+        admin = AdminClient({"bootstrap.servers": primary})
+        admin.create_partitions([NewPartitions(topic, 5)])[topic].result(timeout=10)
+        produce_records(primary, topic, make_records(500))
+        wanted = end_offsets(primary, topic, 5)
+        assert wanted is not None
+        assert all(wanted[2:]), wanted  # records in every new partition
+        wait_until(lambda: end_offsets(dr, remote, 5) == wanted, 90, "the new partitions' records")

@@ -93,3 +93,21 @@ def test_partitions_assigned_before_the_map_knew_them_get_remote_topics(
     assert sync.synced[-1] == ("sync", {"payments": 1})
     assert topics.topics == {"orders": 2, "payments": 1}
     assert topics.counts([tracker(0), tracker(0, topic="audit")]) == {"orders": 2, "audit": 1}
+
+
+def test_partitions_added_to_a_known_topic_grow_its_remote_topic(
+    topics: ReplicatedTopics, sync: _TopicSync
+) -> None:
+    # orders has 2 partitions; 4 and 5 were added and assigned before the refresh saw them.
+    topics.add_missing([tracker(5), tracker(0), tracker(4)])
+    assert sync.synced[-1] == ("sync", {"orders": 6})
+    assert topics.topics["orders"] == 6
+    assert topics.counts([tracker(3)]) == {"orders": 6}
+
+
+def test_a_new_topic_gets_as_many_partitions_as_its_highest_assigned_one(
+    topics: ReplicatedTopics, sync: _TopicSync
+) -> None:
+    topics.add_missing([tracker(2, topic="payments"), tracker(0, topic="payments")])
+    assert sync.synced[-1] == ("sync", {"payments": 3})
+    assert topics.counts([tracker(1, topic="audit"), tracker(0, topic="audit")]) == {"audit": 2}
