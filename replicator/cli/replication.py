@@ -103,6 +103,8 @@ def _print_status(rows: list[StatusRecord]) -> None:
                 figures += f" ({row.skip_note})"
         else:
             kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
+            if row.data_path:
+                figures += f" {row.data_path}"
             if row.python_reason:
                 figures += f" loop in Python alone: {row.python_reason}"
         error = f"  ERROR: {row.error}" if row.error else ""

@@ -622,6 +622,18 @@ TABLE: tuple[Setting, ...] = (
         "(docs/monitoring.md).",
     ),
     _ours(
+        "replicator.data.path",
+        "auto|python|compiled",
+        "auto",
+        choice("auto", "python", "compiled"),
+        "data_path",
+        "engine.data_path",
+        "How the records move: `auto` through the compiled data plane (replicator._dataplane) "
+        "when it is built and the flow is not exactly-once, else the Python loop; `python` "
+        "always the Python loop; `compiled` the data plane or refuse to start "
+        "(docs/dataplane.md).",
+    ),
+    _ours(
         "replicator.takeover.uncertain",
         "refuse|at-least-once",
         "refuse",

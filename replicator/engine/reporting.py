@@ -58,6 +58,8 @@ class TaskReporter:
         self.started_ms = started_ms
         self._producer: Producer | None = None
         self._status: StatusWriter | None = None
+        #: Which data path the records take, as `data_path.DataPath.describe` says it.
+        self.data_path: str | None = None
         self._consumer: Consumer | None = None
         #: Skipped records per partition: reason -> [count, first source offset].
         self._skips: dict[tuple[str, int], dict[str, list[int]]] = {}
@@ -193,6 +195,7 @@ class TaskReporter:
                 error=error,
                 started_ms=self.started_ms,
                 python_reason=python_reason(),
+                data_path=self.data_path,
             )
         )
         self._producer.poll(0)

@@ -82,6 +82,9 @@ class WorkerStatus:
     #: Why this worker's replication loop runs in Python alone (its C part could not
     #: be used; see `replicator.engine.spans`), or None when it uses the C part.
     python_reason: str | None = None
+    #: Which data path the worker's records take (`replicator.engine.data_path`): the
+    #: compiled data plane, or the Python loop and why. None: a worker older than it.
+    data_path: str | None = None
     #: When this worker started the flow: staleness bounds (checkpoints, heartbeats)
     #: count from it, since a flow that just started has written nothing yet.
     started_ms: int | None = None

@@ -17,6 +17,10 @@ state and testable without Kafka (docs/engine.md, "The engine's parts"):
 - `Rebalance` (`rebalance`): the group's assign, revoke and lost callbacks, and
   where each partition resumes.
 - `ReplicatedTopics` (`replicated_topics`): the topic map, refreshed and synced.
+- `MoverWriter` (`mover_writer`): the compiled data path of the default mode, when
+  `data_path` chose it: the Mover reads and writes the records, the group consumer
+  (behind `MoverFetch`) only keeps the group's assignment; `_round` then moves
+  records with `MoverWriter.move` instead of `_next_batch` and `_replicate`.
 
 The task owns the clients they work through (the source consumer, the producer to
 the source for offset syncs and heartbeats), why it stopped (`_fatal`), and the
@@ -35,9 +39,11 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
+from replicator.engine import data_path
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.kafka_errors import AUTH_ERRORS, AccessDenied, missing_on_source
+from replicator.engine.mover_writer import MoverFetch, MoverWriter
 from replicator.engine.offset_syncs import OffsetSyncWriter, offset_syncs_producer
 from replicator.engine.partitions import Partitions
 from replicator.engine.rebalance import Rebalance
@@ -102,7 +108,11 @@ class ReplicationTask:
         self._syncs: OffsetSyncWriter | None = None
         self._heartbeats: HeartbeatWriter | None = None
         self._partitions: Partitions | None = None
-        self._writer: TargetWriter | None = None
+        self._writer: TargetWriter | MoverWriter | None = None
+        #: The compiled path's writer (the same object as `_writer`), None on the Python loop.
+        self._mover: MoverWriter | None = None
+        #: The source consumer as the parts see it: `MoverFetch` on the compiled path.
+        self._fetch: Consumer | MoverFetch | None = None
         self._rebalance: Rebalance | None = None
 
     # -- the loop ----------------------------------------------------------------------
@@ -142,9 +152,13 @@ class ReplicationTask:
         partitions a config sync or the target let go, serve the producer's reports,
         then the periodic work that is due."""
         flow, writer = self.flow, self._writer
-        messages = self._next_batch()
-        if messages:
-            self._replicate(messages)
+        if self._mover is not None:
+            self._poll_group()
+            self._mover.move(_CONSUME_TIMEOUT_S)
+        else:
+            messages = self._next_batch()
+            if messages:
+                self._replicate(messages)
         writer.resync_held()  # partitions held at an oversized record
         self._rebalance.resume_waiting()  # partitions waiting for the target
         writer.serve()
@@ -192,6 +206,16 @@ class ReplicationTask:
                 messages += consume(_CONSUME_BATCH - 1, 0)
         return messages
 
+    def _poll_group(self) -> None:
+        """The compiled path: poll the group consumer, which serves the group's
+        callbacks and errors. It fetches no record (its partitions stay paused: the
+        Mover reads them); one it had fetched before a pause is the Mover's to copy."""
+        self._polled_at = time.monotonic()
+        for message in self._consumer.consume(_CONSUME_BATCH, 0):
+            error = message.error()
+            if error is not None:
+                self._on_consume_error(message, error)
+
     def _last_poll(self) -> float:
         return self._polled_at
 
@@ -229,23 +253,7 @@ class ReplicationTask:
         code = error.code()
         topic, partition = message.topic(), message.partition()
         if code == KafkaError._AUTO_OFFSET_RESET:
-            # The fetch position left the source log while running (retention outran us,
-            # or the topic was truncated); the fetcher stands still until restarted.
-            tracker = self._partitions.get((topic, partition))
-            if tracker is None:
-                return
-            if tracker.stopped or tracker.resuming:  # reported, or its position is not known
-                self._partitions.pause(tracker)
-                return
-            low, high = watermarks(self._consumer, topic, partition)
-            if not self._rebalance.check_position(tracker, low, high):
-                log.warning(
-                    "flow %s: %s[%d] offset %d reported out of range although the source "
-                    "log is %d..%d; fetching it again: %s",
-                    self.flow.name, topic, partition, tracker.next_offset, low, high,
-                    error.str(),
-                )  # fmt: skip
-            self._partitions.restart_fetch(tracker)
+            self._out_of_range(topic, partition, error.str())
             return
         if code in AUTH_ERRORS:
             metrics.ERRORS.labels(self.flow.name, "authorization").inc()
@@ -261,6 +269,24 @@ class ReplicationTask:
             self._fail(f"flow {self.flow.name}: consuming {topic}[{partition}]: {error.str()}")
             return
         log.warning("flow %s: transient consume error: %s", self.flow.name, error.str())
+
+    def _out_of_range(self, topic: str, partition: int, why: str) -> None:
+        """The fetch position left the source log while running (retention outran us,
+        or the topic was truncated); the fetcher stands still until restarted."""
+        tracker = self._partitions.get((topic, partition))
+        if tracker is None:
+            return
+        if tracker.stopped or tracker.resuming:  # reported, or its position is not known
+            self._partitions.pause(tracker)
+            return
+        low, high = watermarks(self._consumer, topic, partition)
+        if not self._rebalance.check_position(tracker, low, high):
+            log.warning(
+                "flow %s: %s[%d] offset %d reported out of range although the source "
+                "log is %d..%d; fetching it again: %s",
+                self.flow.name, topic, partition, tracker.next_offset, low, high, why,
+            )  # fmt: skip
+        self._partitions.restart_fetch(tracker)
 
     def _fail(self, message: str, *, access: bool = False) -> None:
         """Stop the task on `message`. `access`: a cluster refused the principal
@@ -325,30 +351,48 @@ class ReplicationTask:
         the remote topics' `limits` (max.message.bytes), or uses `producer` (tests and
         benchmarks compose a task over clients of their own this way)."""
         flow = self.flow
+        path = data_path.choose(flow, own_producer=producer is not None)
+        data_path.announce(flow.name, path)
+        self._reporter.data_path = path.describe()
         self._consumer, self._syncs = consumer, syncs
+        fetch = self._fetch = MoverFetch(consumer) if path.compiled else consumer
         self._partitions = Partitions(
             flow.name,
-            consumer,
+            fetch,
             syncs,
             self._reporter,
             transactional=flow.exactly_once,
             partition_labels=flow.metrics_partition_labels,
         )
-        self._writer = TargetWriter(
-            flow,
-            self._partitions,
-            syncs,
-            self._reporter,
-            topics=self._topics,
-            spans=self._spans,
-            fail=self._fail,
-            stopping=self.stop_event,
-            last_poll=self._last_poll,
-        )
+        if isinstance(fetch, MoverFetch):
+            self._writer = self._mover = MoverWriter(
+                flow,
+                self._partitions,
+                syncs,
+                self._reporter,
+                module=path.module,
+                topics=self._topics,
+                fail=self._fail,
+                out_of_range=self._out_of_range,
+                stopping=self.stop_event,
+            )
+            fetch.bind(self._mover)
+        else:
+            self._writer = TargetWriter(
+                flow,
+                self._partitions,
+                syncs,
+                self._reporter,
+                topics=self._topics,
+                spans=self._spans,
+                fail=self._fail,
+                stopping=self.stop_event,
+                last_poll=self._last_poll,
+            )
         self._writer.start(limits, producer)
         self._rebalance = Rebalance(
             flow,
-            consumer=consumer,
+            consumer=fetch,
             partitions=self._partitions,
             writer=self._writer,
             topics=self._topics,
@@ -376,11 +420,18 @@ class ReplicationTask:
         )
 
     def _subscribe(self) -> None:
+        rebalance, fetch = self._rebalance, self._fetch
+        if fetch is self._consumer:
+            callbacks = rebalance.on_assign, rebalance.on_revoke, rebalance.on_lost
+        else:  # the compiled path: the parts assign, pause and give up through MoverFetch
+            callbacks = (
+                lambda _consumer, partitions: rebalance.on_assign(fetch, partitions),
+                lambda _consumer, partitions: rebalance.on_revoke(fetch, partitions),
+                lambda _consumer, partitions: rebalance.on_lost(fetch, partitions),
+            )
+        on_assign, on_revoke, on_lost = callbacks
         self._consumer.subscribe(
-            self._topics.names(),
-            on_assign=self._rebalance.on_assign,
-            on_revoke=self._rebalance.on_revoke,
-            on_lost=self._rebalance.on_lost,
+            self._topics.names(), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
         )
 
     def _shutdown(self) -> None:
@@ -394,6 +445,8 @@ class ReplicationTask:
             self._publish_status("failed" if self._fatal else "stopped")
         if self._writer is not None:
             self._writer.flush(30)
+        if self._mover is not None:
+            self._mover.close()
         if self._source_producer is not None:
             self._source_producer.flush(30)
         if self._resume_points is not None:

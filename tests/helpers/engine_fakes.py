@@ -1,8 +1,8 @@
 """Stand-ins for the clients and collaborators of the engine's parts, for their unit
 tests (tests/unit/engine/test_partitions.py, test_target_writer.py, test_rebalance.py,
-test_deliveries.py). Each part is tested alone, without Kafka: these record what the
-part asked of them. The parts working together over real clients are the engine's
-integration suites (tests/integration/engine)."""
+test_deliveries.py, test_mover_writer.py). Each part is tested alone, without Kafka:
+these record what the part asked of them. The parts working together over real clients
+are the engine's integration suites (tests/integration/engine)."""
 
 from __future__ import annotations
 
@@ -239,3 +239,70 @@ class FakeSourceCommits:
 
     def forget(self, keys: Any) -> None:
         self.forgotten += list(keys)
+
+
+class FakeMoverError(Exception):
+    """`replicator._dataplane.MoverError`'s stand-in."""
+
+
+class FakeMover:
+    """The compiled Mover (`replicator._dataplane.Mover`): what it was assigned,
+    released and closed, in order. `handed` is what the next `move_records` hands
+    back (`moved` records moved), `raises` what it raises instead; `reports` what the
+    next `progress` returns; `flush_leaves` records stay in flight after a flush."""
+
+    made: list[FakeMover]
+
+    def __init__(self, source: dict[str, str], target: dict[str, str], provenance: Any,
+                 **options: Any) -> None:  # fmt: skip
+        self.source, self.target, self.provenance, self.options = (
+            source, target, provenance, options,
+        )  # fmt: skip
+        self.calls: list[tuple[str, Any]] = []
+        self.handed: list[tuple[Any, ...]] = []
+        self.moved = 0
+        self.raises: Exception | None = None
+        self.reports: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self.flush_leaves = 0
+        self.closed = False
+        FakeMover.made.append(self)
+
+    def assign(self, partitions: list[tuple[str, int, int, str]]) -> None:
+        self.calls.append(("assign", partitions))
+
+    def unassign(self, partitions: list[tuple[str, int]]) -> None:
+        self.calls.append(("unassign", partitions))
+
+    def move_records(self, max_records: int, timeout: float) -> tuple[int, list[Any]]:
+        if self.raises is not None:
+            raise self.raises
+        handed, self.handed = self.handed, []
+        return self.moved, handed
+
+    def release(self, topic: str, partition: int, headers: Any) -> None:
+        self.calls.append(("release", (topic, partition, headers)))
+
+    def progress(self) -> dict[tuple[str, int], tuple[Any, ...]]:
+        reports, self.reports = self.reports, {}
+        return reports
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append(("flush", timeout))
+        return self.flush_leaves
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeDataplane:
+    """The module `replicator._dataplane` as the compiled path uses it."""
+
+    Mover = FakeMover
+    MoverError = FakeMoverError
+    LIBRDKAFKA_VERSION = "2.12.1"
+
+    def __init__(self) -> None:
+        FakeMover.made = []

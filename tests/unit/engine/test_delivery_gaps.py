@@ -128,6 +128,7 @@ def _task(
         {
             "dr.producer.queue.buffering.max.messages": "100",
             "dr.producer.message.timeout.ms": str(timeout_ms),
+            "replicator.data.path": "python",  # these are the Python loop's runs
         },
     )
     task = ReplicationTask(flow)

@@ -1,0 +1,95 @@
+"""Which data path a flow's records take, decided once per task: the compiled data
+plane (`replicator._dataplane`'s Mover, docs/dataplane.md) or the Python loop (the
+reference, with the C span producer when it can be used).
+
+`replicator.data.path` chooses: `auto` (the default) takes the compiled path when
+the module is built and the flow is not exactly-once (exactly-once flows keep the
+Python loop for now: the engine's transactions are not mapped onto the Mover's
+yet); `python` always takes the Python loop; `compiled` takes the compiled path or
+refuses to start, naming the key and the fix. The choice is said in the log, the
+metric `replicator_data_path{flow,path}` and `replicator status` (the worker's line).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+
+from replicator import metrics
+from replicator.config.model import FlowConfig
+from replicator.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+COMPILED = "compiled"
+PYTHON = "python"
+_KEY = "replicator.data.path"
+
+
+@dataclass(frozen=True)
+class DataPath:
+    """The path a task's records take, and why (the Python loop), or the compiled
+    module to take it with."""
+
+    path: str
+    #: What the status line says after the path: the library version, or why Python.
+    detail: str
+    module: ModuleType | None = None
+
+    @property
+    def compiled(self) -> bool:
+        return self.path == COMPILED
+
+    def describe(self) -> str:
+        """How the log and `replicator status` say it."""
+        if self.compiled:
+            return f"records move through the compiled data plane ({self.detail})"
+        return f"records move through the Python loop: {self.detail}"
+
+
+def _module() -> tuple[ModuleType | None, str]:
+    """The compiled module, or None and why it cannot be imported."""
+    try:
+        return importlib.import_module("replicator._dataplane"), ""
+    except ImportError as exc:
+        return None, f"replicator._dataplane is not built ({exc})"
+
+
+def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
+    """The path of `flow`'s records (see the module's description). `own_producer`:
+    the task was composed over a producer of the caller's (tests, benchmarks), which
+    only the Python loop can write with. Raises ConfigError for `compiled` when the
+    compiled path cannot be taken."""
+    wanted = flow.data_path
+    if wanted == PYTHON:
+        return DataPath(PYTHON, f"{_KEY} = python")
+    why = None
+    if flow.exactly_once:
+        why = "exactly-once flows keep the Python loop for now (docs/dataplane.md)"
+    elif own_producer:
+        why = "the task was given a target producer of its own"
+    module = None
+    if why is None:
+        module, why = _module()
+        why = why or None
+    if why is None:
+        assert module is not None
+        return DataPath(COMPILED, f"librdkafka {module.LIBRDKAFKA_VERSION}", module)
+    if wanted == COMPILED:
+        raise ConfigError(
+            f"flow {flow.name}: {_KEY} = compiled, but {why}. Build the data plane "
+            f"(`make setup` with cargo on PATH; REPLICATOR_REQUIRE_RUST=1 makes a missing "
+            f"toolchain an error) or set {_KEY} = auto to let such a flow take the Python loop"
+        )
+    return DataPath(PYTHON, why)
+
+
+def announce(flow: str, choice: DataPath) -> None:
+    """Say the choice once: a log line and the gauge (1 for the path taken, 0 for
+    the other)."""
+    log.info("flow %s: %s", flow, choice.describe())
+    other = PYTHON if choice.compiled else COMPILED
+    metrics.DATA_PATH.labels(flow, choice.path).set(1)
+    metrics.DATA_PATH.labels(flow, other).set(0)

@@ -1,0 +1,585 @@
+"""The compiled data path of the default (idempotent) mode: one flow's records moved
+by `replicator._dataplane`'s Mover (docs/dataplane.md), behind the same parts as the
+Python loop.
+
+Python keeps every decision. The group consumer keeps the flow's group membership
+and decides the assignment, but never fetches a record: `MoverFetch` stands in for
+it before `Partitions` and `Rebalance`, keeps every assigned partition paused in it,
+and assigns the Mover by hand at the positions they set (and unassigns it when they
+pause or give up a partition). `MoverWriter` is the `ReplicaWriter` of this path:
+
+- `move` is the round's data step: `move_records`, then each handed-back record
+  settled (`RecordRewrite.headers` for records carrying our headers: `release` with
+  its replica's headers, or skipped as a loop; records too large held for a config
+  sync, skipped or stopped at, as `oversized.record.policy` says);
+- `serve` feeds `progress()` to the partitions (positions, counters), the offset
+  syncs (every `shifts` pair, then the newest pair) and logs `events()`;
+- a `MoverError` stops the task as a fatal producer error does in the Python loop,
+  but an offset out of range, which goes to the task's handler (the failure policies);
+- records that did not reach the target (a partition given up as lost, a flush that
+  timed out, the user's message timeout) drop the Mover with its queue (closing it
+  purges) and rewind every partition to the target tail, as the Python loop's
+  `rewind_all` does; a Mover is made anew for them.
+
+The Mover has one limit for every record (its producer's message.max.bytes, the
+largest remote topic's): a record within it but above its own remote topic's smaller
+limit is refused by the broker and stops the flow (docs/dataplane.md, "Where the
+engine's compiled path stops").
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from replicator import metrics
+from replicator.config.model import FlowConfig
+from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER, Headers
+from replicator.engine.offset_syncs import OffsetSyncWriter
+from replicator.engine.partition import PartitionTracker
+from replicator.engine.partitions import Partitions
+from replicator.engine.reporting import TaskReporter
+from replicator.engine.rewrite import RecordRewrite
+from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
+from replicator.engine.source_consumer import source_consumer_config
+from replicator.engine.target_writer import DeliveryBounds, HeldTopics, target_producer_config
+from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.errors import is_fatal, kafka_error
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+#: Records one `move_records` call moves at most.
+MOVE_BATCH = 10_000
+#: A flush before partitions are given up (or the Mover is made anew) waits at most this.
+_FLUSH_MAX_S = 60.0
+#: The group settings that concern only the group consumer (the Mover's consumer is
+#: assigned by hand and never joins a group).
+_GROUP_ONLY = (
+    "group.id",
+    "group.instance.id",
+    "group.protocol",
+    "group.remote.assignor",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+)
+#: A consume error as the Mover words it: "consuming T partition p at offset o: NAME: ...".
+_CONSUMING = re.compile(
+    r"^consuming (?P<topic>.+) partition (?P<partition>\d+) at offset -?\d+: (?P<code>\w+):"
+)
+#: librdkafka's names of the authorization errors a consumer gets.
+_AUTH_NAMES = frozenset(
+    {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
+)
+
+
+def _setting(value: object) -> str:
+    """A client setting as the Mover takes it (librdkafka's strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def mover_source_config(flow: FlowConfig) -> dict[str, str]:
+    """The Mover's source consumer settings: the group consumer's, without the group."""
+    config = source_consumer_config(flow)
+    return {k: _setting(v) for k, v in config.items() if k not in _GROUP_ONLY and not callable(v)}
+
+
+def mover_target_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[str, str]:
+    """The Mover's producer settings: the Python loop's, with its guarantees (no record
+    times out, a refused batch never leaves a hole behind it: see DeliveryBounds)."""
+    config = target_producer_config(flow, size_limits)
+    config.pop("delivery.timeout.ms", None)
+    config.update({"message.timeout.ms": 0, "enable.gapless.guarantee": True})
+    return {k: _setting(v) for k, v in config.items() if not callable(v)}
+
+
+class MoverFetch:
+    """The source consumer as `Partitions` and `Rebalance` see it on the compiled
+    path: the group consumer for membership, commits and watermarks (every other
+    attribute is its own), every assigned partition kept paused in it; the Mover
+    assigned by hand where they set a partition's position, unassigned where they
+    pause or give it up."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._writer: MoverWriter | None = None
+
+    def bind(self, writer: MoverWriter) -> None:
+        """The writer whose Mover reads the partitions (it is made over `Partitions`,
+        which is made over this)."""
+        self._writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.incremental_assign(partitions)
+        self._consumer.pause(partitions)
+        # A logical offset (OFFSET_BEGINNING) marks a partition still waiting for its
+        # position (Rebalance pauses it next): the Mover reads from known ones only.
+        assert self._writer is not None, "MoverFetch.bind was not called"
+        self._writer.assign(
+            [(tp.topic, tp.partition, tp.offset) for tp in partitions if tp.offset >= 0]
+        )
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        """Nothing: the group consumer never fetches, and the Mover reads what it was assigned."""
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.pause(partitions)
+        self._writer.unassign([(tp.topic, tp.partition) for tp in partitions])
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self._writer.unassign([(tp.topic, tp.partition) for tp in partitions])
+        self._consumer.incremental_unassign(partitions)
+
+
+class MoverWriter:
+    """The `ReplicaWriter` of the compiled path (see the module's description)."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        partitions: Partitions,
+        syncs: OffsetSyncWriter,
+        reporter: TaskReporter,
+        *,
+        module: ModuleType,
+        topics: HeldTopics,
+        fail: Callable[..., None],
+        out_of_range: Callable[[str, int, str], None],
+        stopping: threading.Event,
+        bounds: DeliveryBounds | None = None,
+        make_producer: Callable[[dict[str, object]], Producer] = Producer,
+    ) -> None:
+        self.flow = flow
+        self._module = module
+        self._partitions = partitions
+        self._syncs = syncs
+        self._reporter = reporter
+        self._topics = topics
+        self._fail = fail
+        #: The task's handler of a position outside the source log (topic, partition, why).
+        self._out_of_range = out_of_range
+        self._stopping = stopping
+        self.bounds = bounds or DeliveryBounds.of(flow)
+        self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias, flow.policy)
+        self._size_limits = SizeLimits()
+        self._oversized = OversizedRecords(flow)
+        self._held: list[PartitionTracker] = []
+        self._new_producer = make_producer
+        #: The Python producer to the target for the worker's status (the Mover writes
+        #: the replicas).
+        self._producer: Producer | None = None
+        self._mover: Any = None
+        self._mover_limits: tuple[int, int] = (0, 0)
+        #: The partitions the Mover reads.
+        self._assigned: set[Key] = set()
+        #: Per partition: the newest (source, target) pair given to the offset syncs.
+        self._pairs: dict[Key, tuple[int, int]] = {}
+        #: Per partition: records the target has not acknowledged yet (last `progress`).
+        self._in_flight: dict[Key, int] = {}
+        #: Since when records have been in flight with none acknowledged (the deadline).
+        self._waiting_since: float | None = None
+
+    # -- what the loop and rebalancing read -----------------------------------------------
+
+    @property
+    def exactly_once(self) -> None:
+        return None  # exactly-once flows take the Python loop (data_path)
+
+    @property
+    def spent(self) -> bool:
+        return False
+
+    @property
+    def draining(self) -> bool:
+        return False  # a rewind drops the Mover with its queue: nothing is left in flight
+
+    @property
+    def producer(self) -> Producer:
+        assert self._producer is not None, "MoverWriter.start was not called"
+        return self._producer
+
+    # -- the Mover's life ---------------------------------------------------------------
+
+    def start(self, limits: dict[str, int], producer: Producer | None = None) -> None:
+        """Make the Mover for the remote topics' `limits`, and the status producer."""
+        if producer is not None:
+            raise ValueError(
+                "the compiled path makes its own clients; the Python loop takes a producer"
+            )
+        self._size_limits.update(limits)
+        self._producer = self._new_producer(target_producer_config(self.flow, self._size_limits))
+        self._reporter.write_with(self._producer)
+        self._mover = self._make_mover()
+
+    def _make_mover(self) -> Any:
+        self._mover_limits = self._size_limits.producer_limits()
+        source = self.flow.source.alias.encode()
+        return self._module.Mover(
+            mover_source_config(self.flow),
+            mover_target_config(self.flow, self._size_limits),
+            [("__dr_src", source)],
+            offset_header=OFFSET_HEADER,
+            topic_header=TOPIC_HEADER,
+            reserved_headers=sorted(OURS),
+        )
+
+    def _replace_mover(self, *, flush: bool) -> None:
+        """A new Mover: the old one flushed first (`flush`) or dropped with its queue.
+        The partitions it read are read by the new one from where they stand: after
+        a flush every record read is acknowledged, so that is right after the
+        newest delivered one; without one every partition rewinds first."""
+        old = self._mover
+        if flush:
+            self._serve_progress()
+        try:
+            old.close()
+        except self._module.MoverError as exc:
+            log.warning("flow %s: closing the data plane's Mover: %s", self.flow.name, exc)
+        self._events(old)
+        keys, self._assigned = self._assigned, set()
+        self._in_flight.clear()
+        self._waiting_since = None
+        self._mover = self._make_mover()
+        again = []
+        for key in keys:
+            tracker = self._partitions.get(key)
+            if tracker is not None and not (
+                tracker.resuming or tracker.stopped or tracker.size.held
+            ):
+                again.append((key[0], key[1], tracker.next_offset))
+        self.assign(again)
+
+    def assign(self, partitions: list[tuple[str, int, int]]) -> None:
+        """Have the Mover read (topic, partition) from offset (MoverFetch)."""
+        wanted = []
+        for topic, partition, offset in partitions:
+            key = (topic, partition)
+            tracker = self._partitions.get(key)
+            if tracker is None:
+                continue
+            if key in self._assigned:  # fetched again from a new position
+                self._mover.unassign([key])
+            wanted.append((topic, partition, offset, tracker.remote))
+            self._assigned.add(key)
+            self._pairs.pop(key, None)
+        if wanted:
+            self._mover.assign(wanted)
+
+    def unassign(self, keys: list[Key]) -> None:
+        """Stop the Mover reading these partitions (MoverFetch)."""
+        gone = [key for key in keys if key in self._assigned]
+        if gone:
+            self._mover.unassign(gone)
+            self._assigned.difference_update(gone)
+
+    # -- the round ----------------------------------------------------------------------
+
+    def move(self, timeout: float) -> int:
+        """The round's data step: move what the source has (waiting up to `timeout`
+        for the first record), then settle every record handed back. Returns the
+        records moved."""
+        try:
+            moved, handed = self._mover.move_records(MOVE_BATCH, timeout)
+        except self._module.MoverError as exc:
+            self._on_mover_error(exc)
+            return 0
+        for record in handed:
+            self._settle(record)
+        return moved
+
+    def _settle(self, record: tuple[Any, ...]) -> None:
+        """A record the Mover handed back, (topic, partition, offset, key, value,
+        timestamp type, timestamp, headers, reason): produce it with its replica's
+        headers, skip it (a loop), or apply the size limits (the partition waits
+        meanwhile)."""
+        topic, partition, offset, key, value, _, _, own, reason = record
+        tracker = self._partitions.get((topic, partition))
+        if tracker is None or (topic, partition) not in self._assigned:
+            return  # given up meanwhile: its next owner reads it
+        headers, size = self._rewrite.headers(own, offset, topic)
+        size += (len(key) if key else 0) + (len(value) if value else 0)
+        if headers is None:
+            self._mover.release(topic, partition, None)
+            tracker.counters.skipped += 1
+            self._reporter.skipped(tracker, offset, self._rewrite.skip)
+        elif reason == "too_large" or size > tracker.size.limit:
+            self._hold_or_refuse(tracker, offset, size)
+        else:
+            self._release(tracker, headers)
+
+    def _release(self, tracker: PartitionTracker, headers: Headers | None) -> None:
+        try:
+            self._mover.release(tracker.topic, tracker.partition, headers)
+        except self._module.MoverError as exc:
+            self._on_mover_error(exc)
+
+    def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
+        """A record too large for its remote topic: hold the partition for a config
+        sync of the topic, skip the record or stop at it (oversized.record.policy)."""
+        verdict = self._oversized.verdict(
+            tracker.topic, tracker.partition, tracker.remote, tracker.size, offset=offset, size=size
+        )
+        tracker.next_offset = offset
+        if verdict.action is Oversized.HOLD:
+            self.unassign([tracker.key])  # read again from the record after the sync
+            self._held.append(tracker)
+            return
+        metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
+        if verdict.action is Oversized.SKIP:
+            self._release(tracker, None)
+            tracker.counters.skipped += 1
+            tracker.next_offset = offset + 1
+            metrics.SKIPPED.labels(*tracker.labels, "record_too_large").inc()
+            log.warning("%s; skipped (oversized.record.policy=skip)", verdict.message)
+            self._reporter.partition(tracker, self._reporter.lag(tracker))
+            return
+        self._partitions.halt(tracker, verdict.message)
+
+    def serve(self) -> None:
+        """What the Mover delivered since the last call, to the partitions and the
+        offset syncs; its client events to the log."""
+        self._serve_progress()
+        self._events(self._mover)
+        self.producer.poll(0)
+
+    def _serve_progress(self) -> None:
+        try:
+            progress = self._mover.progress()
+        except self._module.MoverError as exc:
+            self._on_mover_error(exc)
+            return
+        acked_any = False
+        for key, (through, target, in_flight, records, size, shifts) in progress.items():
+            tracker = self._partitions.get(key)
+            if key not in self._assigned:
+                self._in_flight.pop(key, None)
+            else:
+                self._in_flight[key] = in_flight
+            if tracker is None or tracker.resuming or tracker.stopped:
+                continue  # rewound or given up: the target tail tells
+            if records:
+                acked_any = True
+                counters = tracker.counters
+                counters.replicated += records
+                counters.replicated_bytes += size
+                counters.acked_timestamp_ms = int(time.time() * 1000)
+            if through < 0 or through + 1 <= tracker.acked_next:
+                continue
+            tracker.acked_next = through + 1
+            tracker.next_offset = max(tracker.next_offset, through + 1)
+            if records:
+                self._acknowledge(tracker, [*shifts, (through, target)])
+        if acked_any or not any(self._in_flight.values()):
+            self._waiting_since = None
+        elif self._waiting_since is None:
+            self._waiting_since = time.monotonic()
+
+    def _acknowledge(self, tracker: PartitionTracker, pairs: list[tuple[int, int]]) -> None:
+        """Tell the offset syncs the acknowledged (source, target) pairs in order: each
+        shift (where the mapping stopped being a plain shift), then the newest pair, as
+        runs from the previous pair (so the syncs publish the shifts)."""
+        key = tracker.key
+        last_source, _ = self._pairs.get(key, (-1, -1))
+        for source, target in pairs:
+            if source <= last_source:
+                continue
+            first = last_source + 1 if last_source >= 0 else source
+            self._syncs.acknowledged(
+                key,
+                first_source=first,
+                last_source=source,
+                count=source - first + 1,
+                target_offset=target,
+                timestamp_ms=tracker.counters.acked_timestamp_ms,
+            )
+            last_source = source
+            self._pairs[key] = (source, target)
+
+    def _events(self, mover: Any) -> None:
+        try:
+            events = mover.events()
+        except self._module.MoverError:
+            return  # closed: its events went with it
+        for client, level, text in events:
+            logged = logging.ERROR if level in ("fatal", "error") else logging.WARNING
+            log.log(logged, "flow %s: data plane %s client: %s", self.flow.name, client, text)
+
+    def _on_mover_error(self, exc: Exception) -> None:
+        """A consume error, a refused or failed delivery, a fatal client error: the
+        task stops (as for a fatal producer error of the Python loop), but for an
+        offset out of range, which the failure policies decide."""
+        text = str(exc)
+        consuming = _CONSUMING.match(text)
+        if consuming is not None and consuming["code"] == "_AUTO_OFFSET_RESET":
+            self._out_of_range(consuming["topic"], int(consuming["partition"]), text)
+            return
+        access = consuming is not None and consuming["code"] in _AUTH_NAMES
+        metrics.ERRORS.labels(self.flow.name, "consume" if consuming else "delivery").inc()
+        self._fail(
+            f"flow {self.flow.name}: the data plane stopped: {text}. Replication of the flow "
+            "is stopped; fix the cause and restart, it resumes from the target tail",
+            access=access,
+        )
+
+    # -- ReplicaWriter ------------------------------------------------------------------
+
+    def for_partition(self, tracker: PartitionTracker) -> Producer:
+        """The partition's records go through the Mover; its producer is the status one."""
+        tracker.producer = self.producer
+        return tracker.producer
+
+    def write_run(self, tracker: PartitionTracker, messages: list[Any], start: int) -> int:
+        raise RuntimeError("the compiled path reads the source itself: the loop calls move()")
+
+    def know(self, remotes: Iterable[str], timeout: float) -> None:
+        """Check the target answers for the remote topics (the Mover learns them itself)."""
+        for remote in remotes:
+            self.producer.list_topics(remote, timeout=timeout)
+
+    def record_limit(self, remote: str) -> int:
+        return self._size_limits.record_limit(remote)
+
+    def update_size_limits(self, limits: dict[str, int]) -> None:
+        """New max.message.bytes of remote topics: the partitions' limits follow, and
+        the Mover is made anew when its producer's no longer fit."""
+        self._size_limits.update(limits)
+        for tracker in self._partitions.values():
+            tracker.size.limit = self._size_limits.record_limit(tracker.remote)
+        message_max_bytes, batch_size = self._size_limits.producer_limits()
+        have_max, have_batch = self._mover_limits
+        if self._mover is None or (message_max_bytes <= have_max and batch_size >= have_batch):
+            return
+        if self.flush(min(_FLUSH_MAX_S, self.bounds.wait)):
+            self.rewind_all("records still unacknowledged before the data plane's limits changed")
+            return
+        self._replace_mover(flush=True)
+        log.info(
+            "flow %s: the data plane's Mover made anew for the remote topics' limits "
+            "(message.max.bytes=%d, batch.size=%d)",
+            self.flow.name, *self._mover_limits,
+        )  # fmt: skip
+
+    def resync_held(self) -> None:
+        """Sync the configs of topics with a held oversized record, then read those
+        partitions again from that record: it now fits, or its policy applies."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        topics = self._topics.counts(held)
+        self._oversized.resynced(topics)
+        self.update_size_limits(self._topics.sync(topics))
+        for tracker in held:
+            tracker.size.held = False
+            if self._partitions.is_current(tracker):
+                self._partitions.restart_fetch(tracker)
+
+    def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
+        """Nothing to note: the Mover acknowledges record by record."""
+
+    def settled(self) -> bool:
+        return True
+
+    def in_flight(self) -> set[Key]:
+        return {key for key, count in self._in_flight.items() if count}
+
+    def check_deadline(self) -> None:
+        """Rewind every partition when records stayed unacknowledged for the user's
+        message timeout (the Mover's producer never times a record out)."""
+        deadline = self.bounds.deadline
+        if deadline is None or self._waiting_since is None:
+            return
+        age = time.monotonic() - self._waiting_since
+        if age >= deadline:
+            self.rewind_all(
+                f"records unacknowledged by {self.flow.target.alias!r} after {age:.0f} s "
+                "(message.timeout.ms)"
+            )
+
+    def rewind_all(self, why: str) -> None:
+        """Records did not reach the target: the Mover is dropped with its queue (none
+        of it may land after the gap) and every partition resumes from the target tail."""
+        metrics.ERRORS.labels(self.flow.name, "target_unavailable").inc()
+        log.warning(
+            "flow %s: %s; every partition resumes from the target tail once %r answers",
+            self.flow.name, why, self.flow.target.alias,
+        )  # fmt: skip
+        self._partitions.rewind_all()  # pauses them: MoverFetch unassigns them
+        self._replace_mover(flush=False)
+
+    def release(self, lost: bool) -> None:
+        """Before partitions are given up the Mover holds no record of theirs: flushed
+        (revoked), or dropped with its queue (lost, or a flush that timed out), every
+        partition then rewinding."""
+        if self._mover is None:
+            return
+        if lost:
+            self.rewind_all("the assignment was lost; what the data plane held is dropped")
+            return
+        bound = min(_FLUSH_MAX_S, self.bounds.wait)
+        remaining = self.flush(bound)
+        if remaining:
+            self.rewind_all(
+                f"{remaining} records still unacknowledged by {self.flow.target.alias!r} "
+                f"after {bound:.0f} s; dropped, so none lands after the partitions' next "
+                "owner started"
+            )
+
+    def forget(self, key: Key) -> None:
+        self._pairs.pop(key, None)
+        self._in_flight.pop(key, None)
+        self.unassign([key])
+
+    def flush(self, timeout: float) -> int:
+        """Wait for the Mover's records in flight (and the status producer's); the
+        count still unacknowledged."""
+        remaining = 0
+        if self._mover is not None:
+            try:
+                remaining = self._mover.flush(timeout)
+            except self._module.MoverError as exc:
+                self._on_mover_error(exc)
+            self._serve_progress()
+        if self._producer is not None:
+            try:
+                self._producer.flush(timeout)
+            except KafkaException as exc:
+                if not is_fatal(kafka_error(exc)):
+                    raise
+                self.on_fatal(kafka_error(exc))
+        return remaining
+
+    def on_fatal(self, error: KafkaError) -> None:
+        """The status producer failed fatally: replaced, and the task stops."""
+        self.replace_spent()
+        metrics.ERRORS.labels(self.flow.name, "delivery").inc()
+        self._fail(
+            f"flow {self.flow.name}: the producer to {self.flow.target.alias!r} failed "
+            f"fatally: {error.str()}. Replication of the flow is stopped; fix the cause and restart"
+        )
+
+    def replace_spent(self) -> None:
+        self._producer = self._new_producer(target_producer_config(self.flow, self._size_limits))
+        self._reporter.write_with(self._producer)
+
+    def close_transactions(self) -> None:
+        """Nothing: the compiled path is the default mode's."""
+
+    def close(self) -> None:
+        """Close the Mover (at shutdown, after `flush`)."""
+        if self._mover is not None:
+            self._events(self._mover)
+            self._mover.close()

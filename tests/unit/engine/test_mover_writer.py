@@ -1,0 +1,272 @@
+"""The compiled path's writer alone (`replicator.engine.mover_writer`) over a fake
+Mover (`helpers.engine_fakes.FakeMover`), the real `Partitions` over `MoverFetch`
+over a fake group consumer: the Mover's settings; the group consumer kept paused
+while the Mover is assigned by hand where the parts set positions; handed-back
+records settled (forwarded provenance released with the replica's headers, a loop
+skipped, an oversized record held for a config sync and read again); `progress()`
+fed to the partitions and the offset syncs, shifts first; a `MoverError` stopping
+the task, but an offset out of range; a lost assignment dropping the Mover; and
+which path `data_path` chooses. The Mover on real clusters is
+tests/integration/engine/test_compiled_path.py."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from replicator.engine import data_path
+from replicator.engine.headers import (
+    OFFSET_HEADER,
+    ORIGIN_HEADER,
+    SOURCE_HEADER,
+    TOPIC_HEADER,
+    encode_offset,
+)
+from replicator.engine.mover_writer import MoverFetch, MoverWriter
+from replicator.engine.partitions import Partitions
+from replicator.errors import ConfigError
+
+from helpers.engine_fakes import (
+    FakeConsumer,
+    FakeDataplane,
+    FakeMover,
+    FakeMoverError,
+    FakeProducer,
+    FakeReporter,
+    FakeSyncs,
+    FakeTopics,
+    flow,
+    tracker,
+)
+
+KEY = ("orders", 0)
+
+
+class _Path:
+    """A MoverWriter over fakes, and what it did to them."""
+
+    def __init__(self, topics: FakeTopics | None = None, **properties: str) -> None:
+        self.flow = flow(**properties)
+        self.module = FakeDataplane()
+        self.consumer = FakeConsumer()
+        self.fetch = MoverFetch(self.consumer)  # type: ignore[arg-type]
+        self.syncs = FakeSyncs()
+        self.reporter = FakeReporter()
+        self.partitions = Partitions(self.flow.name, self.fetch, self.syncs, self.reporter)  # type: ignore[arg-type]
+        self.topics = topics or FakeTopics()
+        self.failures: list[tuple[str, bool]] = []
+        self.out_of_range: list[tuple[str, int]] = []
+        self.writer = MoverWriter(
+            self.flow,
+            self.partitions,
+            self.syncs,  # type: ignore[arg-type]
+            self.reporter,  # type: ignore[arg-type]
+            module=self.module,  # type: ignore[arg-type]
+            topics=self.topics,
+            fail=self.fail,
+            out_of_range=lambda topic, partition, _why: self.out_of_range.append(
+                (topic, partition)
+            ),
+            stopping=threading.Event(),
+            make_producer=FakeProducer,
+        )
+        self.fetch.bind(self.writer)
+        self.writer.start({})
+
+    @property
+    def mover(self) -> FakeMover:
+        return FakeMover.made[-1]
+
+    def fail(self, message: str, *, access: bool = False) -> None:
+        self.failures.append((message, access))
+
+    def replicating(self, partition: int = 0, next_offset: int = 0) -> Any:
+        """A partition resumed at `next_offset` and fetched from there, as Rebalance does."""
+        made = tracker(partition, next_offset=next_offset, resuming=True)
+        self.partitions.add(made)
+        self.writer.for_partition(made)
+        made.acked_next = next_offset
+        self.partitions.resumed(made)
+        self.partitions.restart_fetch(made)
+        return made
+
+
+@pytest.fixture
+def p() -> _Path:
+    return _Path()
+
+
+def test_the_movers_settings_are_the_loops_without_the_group_as_strings(p: _Path) -> None:
+    source, target = p.mover.source, p.mover.target
+    assert "group.id" not in source and "partition.assignment.strategy" not in source
+    assert source["isolation.level"] == "read_committed"
+    assert source["enable.auto.commit"] == "false"
+    assert source["auto.offset.reset"] == "error"
+    assert target["enable.idempotence"] == "true"
+    assert target["message.timeout.ms"] == "0"
+    assert target["enable.gapless.guarantee"] == "true"
+    assert all(isinstance(v, str) for v in (*source.values(), *target.values()))
+    assert p.mover.provenance == [(SOURCE_HEADER, b"primary")]
+    assert p.mover.options["offset_header"] == OFFSET_HEADER
+    assert p.mover.options["topic_header"] == TOPIC_HEADER
+    assert set(p.mover.options["reserved_headers"]) >= {SOURCE_HEADER, ORIGIN_HEADER}
+
+
+def test_the_group_consumer_stays_paused_and_the_mover_is_assigned_by_hand(p: _Path) -> None:
+    made = p.partitions.track("orders", 0, "primary.orders", 1_000)
+    p.partitions.track("orders", 1, "primary.orders", 1_000)
+    p.fetch.incremental_assign([
+        TopicPartition("orders", 0, 5),
+        TopicPartition("orders", 1, OFFSET_BEGINNING),  # waits for its position
+    ])  # fmt: skip
+    assert ("pause", [("orders", 0, 5), ("orders", 1, OFFSET_BEGINNING)]) in p.consumer.calls
+    assert p.mover.calls == [("assign", [("orders", 0, 5, "primary.orders")])]
+    p.fetch.resume([TopicPartition("orders", 0)])  # the group consumer is not resumed
+    assert not [c for c in p.consumer.calls if c[0] == "resume"]
+    p.partitions.pause(made)
+    assert p.mover.calls[-1] == ("unassign", [KEY])
+    p.fetch.incremental_unassign([TopicPartition("orders", 1)])  # the Mover never read it
+    assert p.mover.calls[-1] == ("unassign", [KEY])
+    assert p.consumer.calls[-1] == ("unassign", [("orders", 1, -1001)])
+
+
+def test_forwarded_provenance_is_released_with_the_replicas_headers(p: _Path) -> None:
+    """east.orders on primary is primary's copy of east's orders: copied on to dr with
+    its own headers, then our provenance, the origin (east) kept."""
+    made = tracker(topic="east.orders", next_offset=7, resuming=True)
+    p.partitions.add(made)
+    p.partitions.resumed(made)
+    p.partitions.restart_fetch(made)
+    own = [("app", b"1"), (SOURCE_HEADER, b"east"), (TOPIC_HEADER, b"orders")]
+    p.mover.handed = [
+        ("east.orders", 0, 7, b"k", b"v", 0, 1_700_000_000_000, own, "reserved_header")
+    ]
+    p.writer.move(0.1)
+    assert p.mover.calls[-1] == (
+        "release",
+        (
+            "east.orders",
+            0,
+            [
+                ("app", b"1"),
+                (SOURCE_HEADER, b"primary"),
+                (OFFSET_HEADER, encode_offset(7)),
+                (TOPIC_HEADER, b"east.orders"),
+                (ORIGIN_HEADER, b"east"),
+            ],
+        ),
+    )
+
+
+def test_a_loop_is_skipped_and_counted(p: _Path) -> None:
+    """dr.orders on primary is our copy of dr's orders: it goes back nowhere."""
+    made = tracker(topic="dr.orders", next_offset=3, resuming=True)
+    p.partitions.add(made)
+    p.partitions.resumed(made)
+    p.partitions.restart_fetch(made)
+    own = [(SOURCE_HEADER, b"dr"), (TOPIC_HEADER, b"orders")]
+    p.mover.handed = [("dr.orders", 0, 3, None, b"v", 0, 1, own, "reserved_header")]
+    p.writer.move(0.1)
+    assert p.mover.calls[-1] == ("release", ("dr.orders", 0, None))
+    assert made.counters.skipped == 1
+    assert p.reporter.published[-1][0] == "skipped"
+
+
+def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path) -> None:
+    made = p.replicating(next_offset=10)
+    p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)])}
+    p.writer.serve()
+    assert (made.acked_next, made.next_offset) == (20, 20)
+    assert (made.counters.replicated, made.counters.replicated_bytes) == (10, 1_000)
+    runs = [
+        (r["first_source"], r["last_source"], r["count"], r["target_offset"])
+        for r in p.syncs.acknowledged_runs
+    ]
+    assert runs == [(10, 10, 1, 100), (11, 15, 5, 104), (16, 19, 4, 108)]
+    assert p.writer.in_flight() == {KEY}
+    p.mover.reports = {KEY: (19, 108, 0, 0, 0, [])}
+    p.writer.serve()
+    assert p.writer.in_flight() == set()
+    assert len(p.syncs.acknowledged_runs) == 3  # nothing new
+
+
+def test_an_oversized_record_is_held_for_a_sync_then_read_again(p: _Path) -> None:
+    topics = FakeTopics({"primary.orders": 5_000_000})
+    p = _Path(topics)
+    made = p.replicating(next_offset=0)
+    p.mover.handed = [("orders", 0, 4, None, b"x" * 2_000_000, 0, 1, [], "too_large")]
+    p.writer.move(0.1)
+    assert made.size.held and made.next_offset == 4
+    assert p.mover.calls[-1] == ("unassign", [KEY])
+    old = p.mover
+    p.writer.resync_held()
+    assert topics.synced == [{"orders": 1}]
+    assert old.closed  # larger limits: a new Mover, whose producer takes the record
+    assert int(p.mover.target["message.max.bytes"]) > 5_000_000
+    assert p.mover.calls[-1] == ("assign", [("orders", 0, 4, "primary.orders")])
+
+
+def test_an_oversized_record_stops_the_partition_when_the_policy_says_fail() -> None:
+    p = _Path(**{"sync.topic.configs.enabled": "false"})
+    made = p.replicating(next_offset=0)
+    p.mover.handed = [("orders", 0, 4, None, b"x" * 2_000, 0, 1, [], "too_large")]
+    p.writer.move(0.1)
+    assert made.stopped and "oversized.record.policy=fail" in made.stopped
+    assert p.mover.calls[-1] == ("unassign", [KEY])
+
+
+def test_an_offset_out_of_range_goes_to_the_policies_any_other_error_stops(p: _Path) -> None:
+    p.replicating()
+    p.mover.raises = FakeMoverError(
+        "consuming orders partition 0 at offset 5: _AUTO_OFFSET_RESET: Local: No offset stored"
+    )
+    p.writer.move(0.1)
+    assert p.out_of_range == [KEY] and not p.failures
+    p.mover.raises = FakeMoverError(
+        "delivering orders partition 0 offset 9 (to primary.orders): Broker: Message size too large"
+    )
+    p.writer.move(0.1)
+    ((message, access),) = p.failures
+    assert "Message size too large" in message and "orders partition 0 offset 9" in message
+    assert not access
+    p.mover.raises = FakeMoverError(
+        "consuming orders partition 0 at offset 5: TOPIC_AUTHORIZATION_FAILED: Broker: ..."
+    )
+    p.writer.move(0.1)
+    assert p.failures[-1][1] is True
+
+
+def test_a_lost_assignment_drops_the_mover_and_rewinds_every_partition(p: _Path) -> None:
+    made = p.replicating()
+    old = p.mover
+    p.writer.release(lost=True)
+    assert old.closed and not any(c[0] == "flush" for c in old.calls)
+    assert made.resuming and p.mover is not old
+    assert p.mover.calls == []  # read again once it resumes from the target tail
+
+
+def test_a_revoke_flushes_and_rewinds_only_when_records_stay_in_flight(p: _Path) -> None:
+    made = p.replicating()
+    p.writer.release(lost=False)
+    assert p.mover.calls[-1][0] == "flush" and not made.resuming
+    p.mover.flush_leaves = 3
+    old = p.mover
+    p.writer.release(lost=False)
+    assert old.closed and made.resuming
+
+
+def test_the_path_is_chosen_once_and_compiled_refuses_clearly(monkeypatch: Any) -> None:
+    assert data_path.choose(flow(**{"replicator.data.path": "python"})).path == "python"
+    exactly_once = data_path.choose(flow(**{"exactly.once": "true"}))
+    assert exactly_once.path == "python" and "exactly-once" in exactly_once.describe()
+    monkeypatch.setattr(data_path, "_module", lambda: (None, "replicator._dataplane is not built"))
+    assert "not built" in data_path.choose(flow()).describe()
+    with pytest.raises(ConfigError, match=r"replicator.data.path = compiled, but .*not built"):
+        data_path.choose(flow(**{"replicator.data.path": "compiled"}))
+    monkeypatch.setattr(data_path, "_module", lambda: (FakeDataplane, ""))
+    chosen = data_path.choose(flow())
+    assert chosen.compiled
+    assert chosen.describe() == "records move through the compiled data plane (librdkafka 2.12.1)"
