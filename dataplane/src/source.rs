@@ -4,14 +4,15 @@
 //! partition and offset (the crate's BaseConsumer drops them). All `unsafe` of the
 //! consumer is in this module, behind `Source` and `Record`.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 use std::slice;
 use std::time::Duration;
 
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -48,6 +49,14 @@ pub struct Source<C: ClientContext> {
 impl<C: ClientContext> Source<C> {
     pub fn new(config: &ClientConfig, context: C) -> Result<Self, String> {
         let native = config.create_native_config().map_err(|e| e.to_string())?;
+        // The crate reads logs and errors as events of its own poll, which this
+        // consumer does not use: served by `rd_kafka_consumer_poll` instead, they went
+        // to librdkafka's defaults, which print to stderr ("%3|...|ERROR|...") past
+        // the context. These hand them to the context (the opaque the crate sets).
+        unsafe {
+            rd::rd_kafka_conf_set_log_cb(native.ptr(), Some(log_cb::<C>));
+            rd::rd_kafka_conf_set_error_cb(native.ptr(), Some(error_cb::<C>));
+        }
         let client = Client::new(config, native, RDKafkaType::RD_KAFKA_CONSUMER, context)
             .map_err(|e| e.to_string())?;
         // Errors, logs and everything else come through the consumer's queue.
@@ -133,6 +142,57 @@ impl<C: ClientContext> Source<C> {
     pub fn close(&self) -> Result<(), String> {
         check(unsafe { rd::rd_kafka_consumer_close(self.client.native_ptr()) })
     }
+}
+
+/// librdkafka's log line, to the client's context (see `Source::new`).
+unsafe extern "C" fn log_cb<C: ClientContext>(
+    rk: *const rd::rd_kafka_t,
+    level: c_int,
+    fac: *const c_char,
+    buf: *const c_char,
+) {
+    let context = unsafe { rd::rd_kafka_opaque(rk) } as *const C;
+    if context.is_null() || fac.is_null() || buf.is_null() {
+        return;
+    }
+    let level = match level {
+        0 => RDKafkaLogLevel::Emerg,
+        1 => RDKafkaLogLevel::Alert,
+        2 => RDKafkaLogLevel::Critical,
+        3 => RDKafkaLogLevel::Error,
+        4 => RDKafkaLogLevel::Warning,
+        5 => RDKafkaLogLevel::Notice,
+        6 => RDKafkaLogLevel::Info,
+        _ => RDKafkaLogLevel::Debug,
+    };
+    let fac = unsafe { CStr::from_ptr(fac) }.to_string_lossy();
+    let buf = unsafe { CStr::from_ptr(buf) }.to_string_lossy();
+    unsafe { &*context }.log(level, fac.trim(), buf.trim());
+}
+
+/// A client-level error (a broker down, a fatal error), to the client's context.
+unsafe extern "C" fn error_cb<C: ClientContext>(
+    _rk: *mut rd::rd_kafka_t,
+    err: c_int,
+    reason: *const c_char,
+    opaque: *mut c_void,
+) {
+    let context = opaque as *const C;
+    if context.is_null() {
+        return;
+    }
+    // librdkafka passes one of its own codes, the enum rdkafka-sys generated from
+    // the same header (as `rd_kafka_event_error` returns it to the crate).
+    let code: RDKafkaRespErr = unsafe { std::mem::transmute::<c_int, RDKafkaRespErr>(err) };
+    let reason = if reason.is_null() {
+        String::new()
+    } else {
+        unsafe { CStr::from_ptr(reason) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let error = KafkaError::Global(RDKafkaErrorCode::from(code));
+    unsafe { &*context }.error(error, reason.trim());
 }
 
 /// One message from `rd_kafka_consumer_poll`: a record, or an error about a

@@ -50,7 +50,7 @@ from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
 from replicator.engine.source_consumer import source_consumer_config
 from replicator.engine.target_writer import DeliveryBounds, HeldTopics, target_producer_config
-from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.clients import Consumer, Producer, route_event
 from replicator.kafka.errors import is_fatal, kafka_error
 
 log = logging.getLogger(__name__)
@@ -410,13 +410,17 @@ class MoverWriter:
             self._pairs[key] = (source, target)
 
     def _events(self, mover: Any) -> None:
+        """The Mover's client events, routed as the Python clients' logs and errors are
+        (connection trouble to the cluster's reachability, the rest logged once)."""
         try:
             events = mover.events()
         except self._module.MoverError:
             return  # closed: its events went with it
+        flow = self.flow
         for client, level, text in events:
-            logged = logging.ERROR if level in ("fatal", "error") else logging.WARNING
-            log.log(logged, "flow %s: data plane %s client: %s", self.flow.name, client, text)
+            cluster = flow.source if client == "source" else flow.target
+            settings = flow.source.consumer if client == "source" else flow.target.producer
+            route_event(settings, cluster.alias, level, text)
 
     def _on_mover_error(self, exc: Exception) -> None:
         """A consume error, a refused or failed delivery, a fatal client error: the

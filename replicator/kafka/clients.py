@@ -144,6 +144,30 @@ def _error_callback(tracker: Reachability, then: ErrorCallback | None) -> ErrorC
     return on_error
 
 
+#: How the compiled data plane's events name librdkafka's connection errors (the
+#: rdkafka crate's names of _TRANSPORT, _ALL_BROKERS_DOWN, _RESOLVE, _TIMED_OUT).
+_CONNECTION_NAMES = ("BrokerTransportFailure", "AllBrokersDown", "Resolve ", "OperationTimedOut")
+
+
+def route_event(config: Mapping[str, object], cluster: str, level: str, text: str) -> None:
+    """A log line or client error of a client this module did not build (the compiled
+    data plane's own librdkafka, `replicator._dataplane`: its `events()`), routed as
+    this module's clients' are: connection trouble to the cluster's `Reachability`,
+    anything else logged, each distinct line at most once per `REPEAT_WINDOW_S`.
+    `level` is librdkafka's ("fatal", "error", "warning", ...); `text` is
+    "FACILITY [thrd:...]: message" for a log line, "<error>: <reason>" for an error.
+    `config`: the client's settings (its bootstrap servers tell the cluster)."""
+    tracker = reachability.CLUSTERS.of(config, cluster)
+    facility, _, rest = text.partition(" ")
+    connection = facility in _CONNECTION_FACILITIES or any(n in text for n in _CONNECTION_NAMES)
+    if level != "fatal" and connection:
+        tracker.trouble(_THREAD.sub("", rest) if facility in _CONNECTION_FACILITIES else text)
+        log.debug("cluster %s: data plane: %s", cluster, text)
+        return
+    severity = logging.ERROR if level in ("fatal", "error") else logging.WARNING
+    _log_once(severity, cluster, f"data plane: {_THREAD.sub('', text)}")
+
+
 def routed(
     config: Mapping[str, object], cluster: str | None = None, *, exported: bool = True
 ) -> dict[str, object]:
