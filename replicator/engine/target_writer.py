@@ -14,7 +14,8 @@ did not reach the target rewind every partition (`rewind_all`); a fatal producer
 error replaces the producer and stops the task through the `fail` callback.
 
 What the loop and rebalancing call is `ReplicaWriter`, the interface the compiled
-Mover is to sit behind (docs/dataplane.md, "Proposed interface for the engine").
+Mover sits behind on the compiled path (`mover_writer.MoverWriter`; docs/dataplane.md,
+"Proposed interface for the engine (part 2), as built").
 The user's client settings come first where they may tune (batching, timeouts,
 security); what the guarantees rest on comes last, so no setting of theirs undoes it.
 """
@@ -129,9 +130,9 @@ class ReplicaWriter(Protocol):
     """What the loop and rebalancing ask of whatever writes replicas to the target.
 
     `TargetWriter` is the implementation: the Python loop as the reference, with the
-    C span producer for plain records. The compiled Mover (docs/dataplane.md,
-    "Proposed interface for the engine") is meant to sit behind the same methods;
-    that document maps each one to the Mover's calls."""
+    C span producer for plain records. `mover_writer.MoverWriter` is the compiled
+    path's (docs/dataplane.md, "Proposed interface for the engine (part 2), as built",
+    maps each method to the Mover's calls)."""
 
     @property
     def exactly_once(self) -> ExactlyOnce | None: ...
