@@ -41,6 +41,11 @@ def _assignments(primary: str, topic: str) -> list[int]:
         group = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=10)
     except KafkaException:
         return []  # the group coordinator is still loading or moving
+    except TimeoutError:
+        # The broker did not answer within 10 s: on this 2-core machine, with both
+        # workers copying at full speed (the compiled data path), it happened in 2 of
+        # 4 runs. Asked again, as when the coordinator moves.
+        return []
     return sorted(
         sum(1 for tp in member.assignment.topic_partitions if tp.topic == topic)
         for member in group.members
