@@ -71,6 +71,9 @@ _GROUP_ONLY = (
     "partition.assignment.strategy",
     "session.timeout.ms",
     "heartbeat.interval.ms",
+    # Only for a member of a group; below the default session.timeout.ms (whose key is
+    # dropped above) librdkafka refuses to make the Mover's consumer at all.
+    "max.poll.interval.ms",
 )
 #: A consume error as the Mover words it: "consuming T partition p at offset o: NAME: ...".
 _CONSUMING = re.compile(

@@ -99,8 +99,12 @@ def p() -> _Path:
     return _Path()
 
 
-def test_the_movers_settings_are_the_loops_without_the_group_as_strings(p: _Path) -> None:
+def test_the_movers_settings_are_the_loops_without_the_group_as_strings() -> None:
+    # A poll interval below the default session timeout: librdkafka refuses a consumer
+    # that has one without the other (the group's settings are the group consumer's).
+    p = _Path(**{"consumer.max.poll.interval.ms": "15000", "consumer.session.timeout.ms": "10000"})
     source, target = p.mover.source, p.mover.target
+    assert "max.poll.interval.ms" not in source and "session.timeout.ms" not in source
     assert "group.id" not in source and "partition.assignment.strategy" not in source
     assert source["isolation.level"] == "read_committed"
     assert source["enable.auto.commit"] == "false"
