@@ -152,6 +152,13 @@ impl ProducerContext for TargetContext {
     }
 }
 
+/// Why the producer did not take a record (`Inner::produce`).
+enum Refused {
+    TooLarge,
+    QueueFull,
+    Other(String),
+}
+
 /// A record handed back to Python, kept until it is released or skipped.
 struct Held {
     offset: i64,
@@ -278,8 +285,10 @@ impl Inner {
         headers
     }
 
-    /// Produce one record to `slot`'s target partition; Err(None) when the producer
-    /// refused it as too large, Err(Some(..)) for any other refusal.
+    /// Produce one record to `slot`'s target partition. While the producer's queue
+    /// is full it serves delivery reports, until `room_until` (then `Refused::QueueFull`)
+    /// or, without one, until it takes the record.
+    #[allow(clippy::too_many_arguments)]
     fn produce(
         &self,
         slot: usize,
@@ -288,7 +297,8 @@ impl Inner {
         value: Option<&[u8]>,
         timestamp: (i32, i64),
         headers: OwnedHeaders,
-    ) -> Result<(), Option<String>> {
+        room_until: Option<Instant>,
+    ) -> Result<(), Refused> {
         let part = &self.parts[slot];
         let bytes = (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
         let mut record: BaseRecord<'_, [u8], [u8], Box<Sent>> = BaseRecord::with_opaque_to(
@@ -310,18 +320,21 @@ impl Inner {
             match self.producer.send(record) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    if room_until.is_some_and(|until| Instant::now() >= until) {
+                        return Err(Refused::QueueFull);
+                    }
                     record = back;
                     self.producer.poll(Duration::from_millis(100));
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    return Err(None);
+                    return Err(Refused::TooLarge);
                 }
-                Err((error, _)) => return Err(Some(error.to_string())),
+                Err((error, _)) => return Err(Refused::Other(error.to_string())),
             }
         }
         lock(&self.source_shared().ledgers)[slot]
             .sent(offset)
-            .map_err(Some)
+            .map_err(Refused::Other)
     }
 
     fn source_shared(&self) -> &Arc<Shared> {
@@ -424,18 +437,28 @@ impl Inner {
                 record.value(),
                 record.timestamp(),
                 headers,
+                Some(deadline),
             ) {
                 Ok(()) => {
                     settled(&mut self.transactional, slot, offset);
                     moved += 1;
                 }
-                Err(None) => {
+                Err(Refused::QueueFull) => {
+                    // The target takes nothing now: this record is read again by the
+                    // next call, and this one returns, so that the caller keeps
+                    // polling its group (a wait here outlived max.poll.interval.ms).
+                    let part = &self.parts[slot];
+                    self.source
+                        .seek(&part.topic, part.partition, offset, SEEK_TIMEOUT)?;
+                    break;
+                }
+                Err(Refused::TooLarge) => {
                     let held = keep(Irregular::TooLarge);
                     hold(&self.source, &mut self.parts, slot, held)?;
                     took(&mut self.transactional, slot, offset);
                     handed.push(slot);
                 }
-                Err(Some(problem)) => {
+                Err(Refused::Other(problem)) => {
                     return Err(format!(
                         "producing {}: {problem}",
                         self.where_(slot, offset)
@@ -478,9 +501,14 @@ impl Inner {
                     held.value.as_deref(),
                     held.timestamp,
                     owned,
+                    None,
                 );
                 if let Err(problem) = produced {
-                    let problem = problem.unwrap_or_else(|| "too large for the producer".into());
+                    let problem = match problem {
+                        Refused::TooLarge => "too large for the producer".into(),
+                        Refused::QueueFull => "the producer's queue is full".into(),
+                        Refused::Other(problem) => problem,
+                    };
                     let at = self.where_(slot, held.offset);
                     self.parts[slot].held = Some(held);
                     return Err(format!("producing {at}: {problem}"));
