@@ -21,7 +21,12 @@ from types import TracebackType
 from typing import IO
 
 from replicator.localstack.errors import StackError
-from replicator.localstack.jvm import artifact_classpath, extra_jvm_options, find_java
+from replicator.localstack.jvm import (
+    archive_options,
+    artifact_classpath,
+    extra_jvm_options,
+    find_java,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,7 @@ def java_command(
     return [
         str(find_java()),
         f"-Xmx{heap}",
+        *archive_options("kafka"),
         *extra_jvm_options(),
         *jvm_options,
         f"-Dlog4j2.configurationFile={log4j.resolve()}",
