@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from replicator.localstack.broker import ClusterSpec, port_in_use
+from replicator.localstack.errors import StackError
 from replicator.localstack.jvm import JVM_OPTIONS_ENV, class_archive
 from replicator.localstack.stack import LocalStack
 
@@ -31,7 +32,10 @@ def _free_port_pair() -> int:
             port = probe.getsockname()[1]
         if port < 65534 and not port_in_use(port + 1):
             return port
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1 after 50 tries")
+    raise StackError(
+        "no two consecutive free ports on 127.0.0.1 after 50 tries; "
+        "free some and run `make setup` again"
+    )
 
 
 def build(timeout: float = 180.0) -> Path:
@@ -55,11 +59,13 @@ def build(timeout: float = 180.0) -> Path:
         else:
             os.environ[JVM_OPTIONS_ENV] = saved
     if not partial.is_file():
-        raise RuntimeError(f"the broker stopped without writing its class archive {partial}")
+        raise StackError(
+            f"the broker stopped without writing its class archive {partial}: its JVM "
+            "needs -XX:ArchiveClassesAtExit (JDK 13 or later); brokers start without it"
+        )
     partial.replace(archive)
     return archive
 
 
 if __name__ == "__main__":
     sys.stdout.write(f"class archive: {build()}\n")
-    sys.exit(0)
