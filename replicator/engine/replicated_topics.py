@@ -87,7 +87,6 @@ class ReplicatedTopics:
     def add_missing(self, trackers: Iterable[PartitionTracker]) -> dict[str, int] | None:
         """Make the remote topics (or partitions) of assigned partitions this task did
         not know yet; their max.message.bytes, or None when none was missing."""
-        trackers = list(trackers)
         missing = {
             topic: count
             for topic, count in self.counts(trackers).items()

@@ -27,7 +27,12 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from replicator.localstack import certificates
 from replicator.localstack.errors import StackError
-from replicator.localstack.jvm import artifact_classpath, extra_jvm_options, find_java
+from replicator.localstack.jvm import (
+    archive_options,
+    artifact_classpath,
+    extra_jvm_options,
+    find_java,
+)
 from replicator.localstack.security import BROKER_USER, StackSecurity
 
 #: Where a local broker listens unless its ClusterSpec says otherwise.
@@ -291,6 +296,7 @@ class LocalBroker:
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
+            *archive_options("kafka"),
             *extra_jvm_options(),
             *options,
             "-Djava.awt.headless=true",

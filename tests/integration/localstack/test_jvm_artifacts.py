@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from replicator.localstack.jvm import artifact_classpath, jvm_dir
+from replicator.localstack import LocalStack
+from replicator.localstack.jvm import artifact_classpath, class_archive, jvm_dir
 
 from helpers.kafka import create_topic, make_records, produce_records, unique_topic
 
@@ -74,3 +76,15 @@ def test_spark_kafka_connector_reads_headers_and_offsets(spark: SparkSession, pr
     assert {row["partition"] for row in rows} == {0, 1, 2}
     first = frame.where("offset = 0").select("headers").first()
     assert first["headers"][0]["key"] == "seq"
+
+
+def test_the_brokers_map_the_class_archive_make_setup_wrote(kafka_stack: LocalStack) -> None:
+    """`make setup` writes the Kafka class-data archive; the session's brokers map it
+    (a broker that ignored it would start in about 40% more CPU, silently)."""
+    archive = class_archive("kafka")
+    assert archive.is_file(), f"no {archive}: run `make setup`"
+    pids = [pid for broker in kafka_stack.brokers.values() for pid in broker.pids()]
+    assert pids, "the session's brokers are not running"
+    for pid in pids:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert str(archive) in maps, f"broker {pid} does not map {archive}"

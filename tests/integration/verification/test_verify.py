@@ -31,7 +31,7 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
     wanted = {}
     for topic in topics:
         create_topic(primary, topic, partitions=3)
-        wanted[topic] = preload(primary, topic, 51_000, 3)
+        wanted[topic] = preload(primary, topic, 6_000, 3)
     flow = flow_config(("primary", primary), ("dr", dr), "|".join(topics))
     with running(flow):
         wait_until(

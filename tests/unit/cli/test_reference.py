@@ -29,3 +29,28 @@ def test_every_command_documents_its_exit_statuses() -> None:
 
 def test_the_page_is_in_the_navigation() -> None:
     assert "cli.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+#: The commands that only act (start, stop or serve something) and read nothing back:
+#: every other command takes -o table|json|yaml.
+_ACTIONS = {
+    "run",
+    "stack up",
+    "stack down",
+    "stack run",
+    "stack serve",
+    "stack prepare",
+    "stack traffic",
+}
+
+
+def test_every_command_that_reads_takes_o_table_json_yaml() -> None:
+    groups = {"", "acls", "import", "flows", "offsets", "clients", "stack"}
+    for path in command_paths():
+        name = " ".join(path)
+        if name in groups or name in _ACTIONS:
+            continue
+        text = " ".join(help_text(path).split())
+        assert "--output -o" in text or "-o, --output" in text, f"replicator {name} has no -o"
+        if name != "import strimzi":  # its -o is --output FILE (the properties written)
+            assert "table|json|yaml" in text, f"replicator {name}: -o without its formats"
