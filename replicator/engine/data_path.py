@@ -3,11 +3,11 @@ plane (`replicator._dataplane`'s Mover, docs/dataplane.md) or the Python loop (t
 reference, with the C span producer when it can be used).
 
 `replicator.data.path` chooses: `auto` (the default) takes the compiled path when
-the module is built and the flow is not exactly-once (exactly-once flows keep the
-Python loop for now: the engine's transactions are not mapped onto the Mover's
-yet); `python` always takes the Python loop; `compiled` takes the compiled path or
-refuses to start, naming the key and the fix. The choice is said in the log, the
-metric `replicator_data_path{flow,path}` and `replicator status` (the worker's line).
+the module is built (exactly-once flows too: one transactional Mover per source
+partition, `mover_transactions`); `python` always takes the Python loop; `compiled`
+takes the compiled path or refuses to start, naming the key and the fix. The choice
+is said in the log, the metric `replicator_data_path{flow,path}` and `replicator
+status` (the worker's line).
 """
 
 from __future__ import annotations
@@ -66,9 +66,7 @@ def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
     if wanted == PYTHON:
         return DataPath(PYTHON, f"{_KEY} = python")
     why = None
-    if flow.exactly_once:
-        why = "exactly-once flows keep the Python loop for now (docs/dataplane.md)"
-    elif own_producer:
+    if own_producer:
         why = "the task was given a target producer of its own"
     module = None
     if why is None:
@@ -76,7 +74,10 @@ def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
         why = why or None
     if why is None:
         assert module is not None
-        return DataPath(COMPILED, f"librdkafka {module.LIBRDKAFKA_VERSION}", module)
+        detail = f"librdkafka {module.LIBRDKAFKA_VERSION}"
+        if flow.exactly_once:
+            detail += ", exactly-once: a transactional Mover per partition"
+        return DataPath(COMPILED, detail, module)
     if wanted == COMPILED:
         raise ConfigError(
             f"flow {flow.name}: {_KEY} = compiled, but {why}. Build the data plane "

@@ -199,8 +199,8 @@ class MoverWriter:
     # -- what the loop and rebalancing read -----------------------------------------------
 
     @property
-    def exactly_once(self) -> None:
-        return None  # exactly-once flows take the Python loop (data_path)
+    def exactly_once(self) -> Any:
+        return None  # the default mode (exactly-once: mover_transactions)
 
     @property
     def spent(self) -> bool:
@@ -316,7 +316,7 @@ class MoverWriter:
         headers, size = self._rewrite.headers(own, offset, topic)
         size += (len(key) if key else 0) + (len(value) if value else 0)
         if headers is None:
-            self._mover.release(topic, partition, None)
+            self._mover_of(tracker.key).release(topic, partition, None)
             tracker.counters.skipped += 1
             self._reporter.skipped(tracker, offset, self._rewrite.skip)
         elif reason == "too_large" or size > tracker.size.limit:
@@ -326,7 +326,7 @@ class MoverWriter:
 
     def _release(self, tracker: PartitionTracker, headers: Headers | None) -> None:
         try:
-            self._mover.release(tracker.topic, tracker.partition, headers)
+            self._mover_of(tracker.key).release(tracker.topic, tracker.partition, headers)
         except self._module.MoverError as exc:
             self._on_mover_error(exc)
 
@@ -359,12 +359,21 @@ class MoverWriter:
         self._events(self._mover)
         self.producer.poll(0)
 
+    def _mover_of(self, key: Key) -> Any:
+        """The Mover that reads the partition `key` (one for all, in this mode)."""
+        return self._mover
+
     def _serve_progress(self) -> None:
         try:
             progress = self._mover.progress()
         except self._module.MoverError as exc:
             self._on_mover_error(exc)
             return
+        self._account(progress)
+
+    def _account(self, progress: dict[Key, tuple[Any, ...]]) -> None:
+        """A Mover's `progress()` to the partitions (positions, counters) and the
+        offset syncs (each `shifts` pair, then the newest pair)."""
         acked_any = False
         for key, (through, target, in_flight, records, size, shifts) in progress.items():
             tracker = self._partitions.get(key)

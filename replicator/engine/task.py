@@ -21,6 +21,8 @@ state and testable without Kafka (docs/engine.md, "The engine's parts"):
   `data_path` chose it: the Mover reads and writes the records, the group consumer
   (behind `MoverFetch`) only keeps the group's assignment; `_round` then moves
   records with `MoverWriter.move` instead of `_next_batch` and `_replicate`.
+  Exactly-once flows take `TransactionalMoverWriter` (`mover_transactions`): a
+  transactional Mover per source partition, its transaction committed each round.
 
 The task owns the clients they work through (the source consumer, the producer to
 the source for offset syncs and heartbeats), why it stopped (`_fatal`), and the
@@ -43,6 +45,7 @@ from replicator.engine import data_path
 from replicator.engine.heartbeats import HeartbeatWriter
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.kafka_errors import AUTH_ERRORS, AccessDenied, missing_on_source
+from replicator.engine.mover_transactions import TransactionalMoverWriter
 from replicator.engine.mover_writer import MoverFetch, MoverWriter
 from replicator.engine.offset_syncs import OffsetSyncWriter, offset_syncs_producer
 from replicator.engine.partitions import Partitions
@@ -365,7 +368,9 @@ class ReplicationTask:
             partition_labels=flow.metrics_partition_labels,
         )
         if isinstance(fetch, MoverFetch):
-            self._writer = self._mover = MoverWriter(
+            # Exactly-once: a transactional Mover per source partition.
+            writer_class = TransactionalMoverWriter if flow.exactly_once else MoverWriter
+            self._writer = self._mover = writer_class(
                 flow,
                 self._partitions,
                 syncs,

@@ -112,7 +112,7 @@ class TransactionalWriters:
             producer.init_transactions(_TIMEOUT_S)
         except KafkaException as exc:
             error = kafka_error(exc)
-            if error.code() in _AWAY or (error.retriable() and error.code() not in _REFUSED):
+            if init_retriable(error):
                 raise
             raise TransactionsRefused(
                 f"{topic}[{partition}]: cannot initialise transactions with id "
@@ -150,7 +150,7 @@ class TransactionalWriters:
                 settled[key] = Settled(Outcome.RETRY, away)
                 continue
             settled[key] = result = self._commit(key, writer)
-            if result.error is not None and result.error.code() in _AWAY:
+            if result.error is not None and is_away(result.error):
                 away = result.error
         return settled
 
@@ -166,14 +166,10 @@ class TransactionalWriters:
         """A transactional call failed: the producer is dropped either way (a new one
         with the same id settles its transaction); what the partition does next."""
         self.discard(*key)
-        if is_fenced(error):
+        settled = failed(error)
+        if settled.outcome is Outcome.FENCED:
             _log_fenced(key, error)
-            return Settled(Outcome.FENCED, error)
-        if error.code() in _REFUSED:
-            return Settled(Outcome.REFUSED, error)
-        # Retriable, abortable, or fatal for another reason (a producer whose epoch
-        # the coordinator bumped after a timeout): none is a reason to stop.
-        return Settled(Outcome.RETRY, error)
+        return settled
 
     def discard(self, topic: str, partition: int) -> None:
         """Drop the partition's producer without waiting for anything: what it still
@@ -212,6 +208,31 @@ class TransactionalWriters:
 def is_fenced(error: KafkaError) -> bool:
     """A newer producer with the same transactional id took over."""
     return error.code() in _FENCED
+
+
+def is_away(error: KafkaError) -> bool:
+    """The target did not answer in time (the round's other transactions would wait
+    just as long)."""
+    return error.code() in _AWAY
+
+
+def failed(error: KafkaError) -> Settled:
+    """What a failed transactional call (begin, commit) means for its partition: the
+    producer is dropped either way, by the caller. Fenced: another worker owns it.
+    Refused: stop it. Anything else: resume from the committed tail."""
+    if is_fenced(error):
+        return Settled(Outcome.FENCED, error)
+    if error.code() in _REFUSED:
+        return Settled(Outcome.REFUSED, error)
+    # Retriable, abortable, or fatal for another reason (a producer whose epoch
+    # the coordinator bumped after a timeout): none is a reason to stop.
+    return Settled(Outcome.RETRY, error)
+
+
+def init_retriable(error: KafkaError) -> bool:
+    """Whether a failed `init_transactions` is worth trying again later (the target
+    is away or busy); otherwise the target refuses transactions for the partition."""
+    return error.code() in _AWAY or (error.retriable() and error.code() not in _REFUSED)
 
 
 def _log_fenced(key: Key, error: KafkaError) -> None:

@@ -104,6 +104,9 @@ class FakeSyncs:
     def acknowledged(self, key: tuple[str, int], **run: Any) -> None:
         self.acknowledged_runs.append({"key": key, **run})
 
+    def committed(self, key: tuple[str, int]) -> None:
+        self.calls.append(("committed", key))
+
 
 class FakeReporter:
     """The status and metrics reporter: what it published."""
@@ -245,11 +248,31 @@ class FakeMoverError(Exception):
     """`replicator._dataplane.MoverError`'s stand-in."""
 
 
+class FakeTransactionError(FakeMoverError):
+    """`replicator._dataplane.TransactionError`'s stand-in: librdkafka's verdict as
+    attributes (`code` by librdkafka's name)."""
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        fatal: bool = False,
+        retriable: bool = False,
+        txn_requires_abort: bool = False,
+    ) -> None:
+        super().__init__(f"{code}: failed")
+        self.code, self.fatal = code, fatal
+        self.retriable, self.txn_requires_abort = retriable, txn_requires_abort
+
+
 class FakeMover:
     """The compiled Mover (`replicator._dataplane.Mover`): what it was assigned,
     released and closed, in order. `handed` is what the next `move_records` hands
     back (`moved` records moved), `raises` what it raises instead; `reports` what the
-    next `progress` returns; `flush_leaves` records stay in flight after a flush."""
+    next `progress` returns; `flush_leaves` records stay in flight after a flush.
+    Transactional (`transactional_id`): `init_transactions`, `begin_transaction`,
+    `commit_transaction` and `abort_transaction` are recorded in `calls`, and
+    `txn_raises[name]` is what the next call of that name raises."""
 
     made: list[FakeMover]
 
@@ -265,7 +288,32 @@ class FakeMover:
         self.reports: dict[tuple[str, int], tuple[Any, ...]] = {}
         self.flush_leaves = 0
         self.closed = False
+        self.txn_raises: dict[str, Exception] = {}
         FakeMover.made.append(self)
+
+    def _txn(self, name: str) -> None:
+        self.calls.append((name, None))
+        raised = self.txn_raises.pop(name, None)
+        if raised is not None:
+            raise raised
+
+    def init_transactions(self, timeout: float) -> None:
+        self._txn("init_transactions")
+
+    def begin_transaction(self) -> None:
+        self._txn("begin_transaction")
+
+    def commit_transaction(self, timeout: float) -> dict[tuple[str, int], int]:
+        self._txn("commit_transaction")
+        return {}
+
+    def abort_transaction(self, timeout: float) -> dict[tuple[str, int], int]:
+        self._txn("abort_transaction")
+        return {}
+
+    def named(self, name: str) -> int:
+        """How many times `name` was called."""
+        return sum(1 for call, _ in self.calls if call == name)
 
     def assign(self, partitions: list[tuple[str, int, int, str]]) -> None:
         self.calls.append(("assign", partitions))
@@ -302,6 +350,7 @@ class FakeDataplane:
 
     Mover = FakeMover
     MoverError = FakeMoverError
+    TransactionError = FakeTransactionError
     LIBRDKAFKA_VERSION = "2.12.1"
 
     def __init__(self) -> None:

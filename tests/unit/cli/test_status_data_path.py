@@ -13,7 +13,9 @@ from replicator.engine.status import WorkerStatus
     "path",
     [
         "records move through the compiled data plane (librdkafka 2.12.1)",
-        "records move through the Python loop: exactly-once flows keep the Python loop for now",
+        "records move through the Python loop: replicator.data.path = python",
+        "records move through the compiled data plane (librdkafka 2.12.1, exactly-once: "
+        "a transactional Mover per partition)",
     ],
 )
 def test_the_workers_line_says_its_data_path(capsys: pytest.CaptureFixture[str], path: str) -> None:

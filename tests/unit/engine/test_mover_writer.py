@@ -264,8 +264,6 @@ def test_a_revoke_flushes_and_rewinds_only_when_records_stay_in_flight(p: _Path)
 
 def test_the_path_is_chosen_once_and_compiled_refuses_clearly(monkeypatch: Any) -> None:
     assert data_path.choose(flow(**{"replicator.data.path": "python"})).path == "python"
-    exactly_once = data_path.choose(flow(**{"exactly.once": "true"}))
-    assert exactly_once.path == "python" and "exactly-once" in exactly_once.describe()
     monkeypatch.setattr(data_path, "_module", lambda: (None, "replicator._dataplane is not built"))
     assert "not built" in data_path.choose(flow()).describe()
     with pytest.raises(ConfigError, match=r"replicator.data.path = compiled, but .*not built"):
@@ -274,3 +272,8 @@ def test_the_path_is_chosen_once_and_compiled_refuses_clearly(monkeypatch: Any) 
     chosen = data_path.choose(flow())
     assert chosen.compiled
     assert chosen.describe() == "records move through the compiled data plane (librdkafka 2.12.1)"
+    exactly_once = data_path.choose(flow(**{"exactly.once": "true"}))
+    assert exactly_once.compiled and exactly_once.describe() == (
+        "records move through the compiled data plane (librdkafka 2.12.1, exactly-once: "
+        "a transactional Mover per partition)"
+    )
