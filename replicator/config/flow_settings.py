@@ -183,9 +183,9 @@ class FlowSettings:
     commit_source_offsets: bool = True
 
     #: `replicator.data.path`: Ours (not MM2's). How the records move: `auto` through the compiled
-    #: data plane (replicator._dataplane) when it is built and the flow is not exactly-once, else
-    #: the Python loop; `python` always the Python loop; `compiled` the data plane or refuse to
-    #: start (docs/dataplane.md). Read by engine.data_path.
+    #: data plane (replicator._dataplane) when it is built (exactly-once flows too: a transactional
+    #: Mover per partition), else the Python loop; `python` always the Python loop; `compiled` the
+    #: data plane or refuse to start (docs/dataplane.md). Read by engine.data_path.
     data_path: Literal["auto", "python", "compiled"] = "auto"
 
     #: `replicator.takeover.uncertain`: Ours (not MM2's). Taking over from MirrorMaker 2 where the

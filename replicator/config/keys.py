@@ -629,9 +629,9 @@ TABLE: tuple[Setting, ...] = (
         "data_path",
         "engine.data_path",
         "How the records move: `auto` through the compiled data plane (replicator._dataplane) "
-        "when it is built and the flow is not exactly-once, else the Python loop; `python` "
-        "always the Python loop; `compiled` the data plane or refuse to start "
-        "(docs/dataplane.md).",
+        "when it is built (exactly-once flows too: a transactional Mover per partition), else "
+        "the Python loop; `python` always the Python loop; `compiled` the data plane or refuse "
+        "to start (docs/dataplane.md).",
     ),
     _ours(
         "replicator.takeover.uncertain",
