@@ -405,8 +405,15 @@ class TransactionalMoverWriter(MoverWriter):
                 settled = self.movers.commit(key)
                 if settled is not None and settled.outcome is Outcome.COMMITTED:
                     self._committed(key, mover)
-            if error is not None and _CONSUMING.match(str(error)):
-                self._on_mover_error(error)  # after the commit: positions are final
+            consuming = None if error is None else _CONSUMING.match(str(error))
+            if consuming is not None and (
+                settled is None
+                or settled.outcome is Outcome.COMMITTED
+                or consuming["code"] != "_AUTO_OFFSET_RESET"
+            ):
+                # After the commit: the position the failure policies see is final. (A
+                # transaction that did not commit resumes from the tail, checked there.)
+                self._on_mover_error(error)
             elif error is not None:
                 self._delivery_failed(tracker, error, settled)
                 continue

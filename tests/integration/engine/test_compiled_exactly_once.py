@@ -10,23 +10,33 @@ inside its transactions), a second one finishes the copy. The target is then rea
 read_committed and compared with the source record by record: every committed
 source record exactly once, in order (no duplicate, no gap, no aborted record),
 with its key, value, timestamp, its own headers in order, then `__dr_src`,
-`__dr_off` and `__dr_topic`."""
+`__dr_off` and `__dr_topic`. And a partition whose transactional id another producer
+initialises (its next owner) is given up, nothing more of it visible."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from prometheus_client import REGISTRY
 
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, encode_offset
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 
 from helpers.kafka import create_topic, read_partition, unique_topic
-from helpers.replication import start_replicator, wait_until, write_config
+from helpers.replication import (
+    flow_config,
+    running,
+    source_offsets_on_target,
+    start_replicator,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +154,45 @@ def test_an_exactly_once_flow_on_the_compiled_path_survives_a_kill_exactly(
                 (OFFSET_HEADER, encode_offset(offset)),
                 (TOPIC_HEADER, topic.encode()),
             ), f"partition {p} offset {offset}: {replica.headers}"
+
+
+def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
+    primary: str, dr: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another producer initialises the partition's transactional id (as its next owner
+    would): the worker's next transaction is fenced, the partition is dropped (it
+    belongs to another worker) and nothing more of it becomes visible."""
+    topic = unique_topic("eos-fenced")
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=1)
+    flow = flow_config(
+        ("primary", primary), ("dr", dr), topic, {"replicator.data.path": "compiled"},
+        exactly_once=True,
+    )  # fmt: skip
+    source = Producer({"bootstrap.servers": primary, "enable.idempotence": True})
+
+    def produce(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            source.produce(topic, b"v%d" % i, b"k%d" % i, 0)
+        assert source.flush(30) == 0
+
+    before = REGISTRY.get_sample_value(
+        "replicator_errors_total", {"flow": flow.name, "kind": "fenced"}
+    )
+    caplog.set_level(logging.WARNING, logger="replicator.engine")
+    produce(0, 2_000)
+    with running(flow) as task:
+        wait_until(lambda: _next_offsets(dr, remote)[0] == 2_000, 90, "the first records")
+        next_owner = Producer(
+            {"bootstrap.servers": dr, "transactional.id": f"replicator-primary-dr-{topic}-0"}
+        )
+        next_owner.init_transactions(30)  # fences the worker's Mover
+        produce(2_000, 1_000)
+        wait_until(lambda: task._partitions.get((topic, 0)) is None, 60, "the partition dropped")
+        time.sleep(2)  # nothing more of it is written
+    after = REGISTRY.get_sample_value(
+        "replicator_errors_total", {"flow": flow.name, "kind": "fenced"}
+    )
+    assert (after or 0) - (before or 0) == 1
+    assert "producer fenced" in caplog.text
+    assert source_offsets_on_target(dr, remote, 0) == list(range(2_000))
