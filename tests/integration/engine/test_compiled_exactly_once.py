@@ -87,13 +87,13 @@ def _write_source(primary: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _next_offsets(dr: str, remote: str) -> list[int | None]:
+def _next_offsets(dr: str, remote: str, partitions: int = PARTITIONS) -> list[int | None]:
     """Per partition, the source offset after the last committed copy on the target."""
     reader = TailReader({"bootstrap.servers": dr}, "primary")
     try:
-        return [reader.position(remote, p).next_source_offset for p in range(PARTITIONS)]
+        return [reader.position(remote, p).next_source_offset for p in range(partitions)]
     except ReplicatorError:  # the remote topic may not exist yet
-        return [None] * PARTITIONS
+        return [None] * partitions
     finally:
         reader.close()
 
@@ -182,7 +182,7 @@ def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
     caplog.set_level(logging.WARNING, logger="replicator.engine")
     produce(0, 2_000)
     with running(flow) as task:
-        wait_until(lambda: _next_offsets(dr, remote)[0] == 2_000, 90, "the first records")
+        wait_until(lambda: _next_offsets(dr, remote, 1) == [2_000], 90, "the first records")
         next_owner = Producer(
             {"bootstrap.servers": dr, "transactional.id": f"replicator-primary-dr-{topic}-0"}
         )
