@@ -1,6 +1,7 @@
 """The compiled data path of the default (idempotent) mode: one flow's records moved
 by `replicator._dataplane`'s Mover (docs/dataplane.md), behind the same parts as the
-Python loop.
+Python loop. (Exactly-once flows: `mover_transactions.TransactionalMoverWriter`, a
+`MoverWriter` with a transactional Mover per partition.)
 
 Python keeps every decision. The group consumer keeps the flow's group membership
 and decides the assignment, but never fetches a record: `MoverFetch` stands in for
