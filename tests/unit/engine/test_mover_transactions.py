@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, encode_offset
-from replicator.engine.mover_transactions import TransactionalMoverWriter, TransactionsUnavailable
+from replicator.engine.mover_transactions import TransactionalMoverWriter
 from replicator.engine.mover_writer import MoverFetch
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.transactional_movers import TransactionsUnavailable
 from replicator.engine.transactions import TransactionsRefused
 
 from helpers.engine_fakes import (
