@@ -29,11 +29,12 @@ RUN make .cache/jvm/kafka/.resolved .cache/jvm/spark-kafka/.resolved \
  && rm -rf /root/.m2
 
 # --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations;
-#     gcc and Python's headers compile the replication loop's C part (setup.py).
+#     pure Python here (no cargo in this stage, so no compiled data plane: setup.py says so
+#     in a banner and the engine runs the Python loop, docs/docker.md).
 FROM ${BASE_IMAGE} AS wheel
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      python3 python3-pip python3-venv python3-dev gcc libc6-dev \
+      python3 python3-pip python3-venv \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /src
@@ -46,7 +47,7 @@ RUN python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps
 
 # --- The engine image (`make image` tags it $(ENGINE_IMAGE); `--target engine`): what a
 #     replicator worker needs and nothing else: Python, the project's core dependencies
-#     and its wheel with the C part. No JDK, no Airflow, no Spark, no GX. Runs as a
+#     and its wheel. No JDK, no Airflow, no Spark, no GX. Runs as a
 #     non-root user; healthy means replicating (docker/healthcheck.py, replicator.probe).
 FROM ${BASE_IMAGE} AS engine
 ARG VERSION=0.1.0

@@ -68,10 +68,10 @@ setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/kafka.jsa $(JVM_
 # Bytecode is compiled at install (uv writes none by default): with PYTHONDONTWRITEBYTECODE
 # set, as here, every process would otherwise compile all it imports (Airflow, pyspark, GX)
 # from source, every time; the GX step of one verification took 28 CPU-s instead of 14.
-# setup.py and the C source: the replication loop's compiled part, built in place; and the
-# data plane's crate (dataplane/, built by setuptools-rust when cargo is on PATH; cargo's
-# target directory, ~/.cache/replicator/cargo-target, outlives the clone).
-$(VENV)/.installed: requirements.lock pyproject.toml setup.py replicator/engine/native_spans.c \
+# setup.py and the data plane's crate (dataplane/, built in place by setuptools-rust when
+# cargo is on PATH; cargo's target directory, ~/.cache/replicator/cargo-target, outlives the
+# clone).
+$(VENV)/.installed: requirements.lock pyproject.toml setup.py \
 	$(wildcard dataplane/Cargo.toml dataplane/Cargo.lock dataplane/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)

@@ -7,9 +7,9 @@ librdkafka's threads have room), so its cost per record is the figure to lower;
 (`ReplicationTask._replicate`) gets batches of real `confluent_kafka.Message`
 objects, 12 partitions in runs of 500 records as fetch responses deliver them, and
 its producer is a real `confluent_kafka.Producer` whose broker never answers, so
-`produce()` does all its work (headers, queueing) but nothing is sent. The loop runs
-as the engine does, with the C span producer (`replicator/engine/native_spans.c`),
-and with the Python loop alone (what an install without a C compiler runs). For
+`produce()` does all its work (headers, queueing) but nothing is sent. This is the
+Python loop (`replicator.data.path = python`, and what runs where the compiled data
+plane is absent; the compiled path is measured end to end by `compare_mm2.py`). For
 reference, the same `produce()` calls alone from Python, with the replicas' three
 headers (source cluster, offset and topic): the floor of any loop that hands each
 record to confluent-kafka.
@@ -50,10 +50,8 @@ class LoopCost:
 
     value_bytes: int
     records: int
-    loop_ns_median: float  # with the C span producer, as the engine runs
+    loop_ns_median: float  # the Python loop
     loop_ns_best: float
-    python_loop_ns_median: float  # the Python loop alone
-    python_loop_ns_best: float
     produce_ns_median: float  # produce() alone, with the replicas' headers
     produce_ns_best: float
 
@@ -97,14 +95,10 @@ def _per_record_ns(work: Callable[[], None], records: int) -> float:
     return (time.perf_counter() - started) / records * 1e9
 
 
-def _task(producer: Producer, *, native: bool) -> ReplicationTask:
+def _task(producer: Producer) -> ReplicationTask:
     # A flow as users write it; nothing connects to its clusters here.
     flow = flow_config(ClusterSpec("src", 17092), ClusterSpec("dst", 27092), ["bench"])
     task = ReplicationTask(flow)
-    if not native:
-        task._spans = None
-    elif task._spans is None:
-        raise SystemExit("the C span producer is not built (make setup)")
     task._compose(_NoConsumer(), _NoSyncs(), {}, producer)  # type: ignore[arg-type]
     for partition in range(PARTITIONS):
         tracker = PartitionTracker(
@@ -131,15 +125,12 @@ class _NoSyncs:
 
 def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
     producer = _producer()
-    tasks = [_task(producer, native=True), _task(producer, native=False)]
+    task = _task(producer)
     batches = _batches(records, value_bytes)
 
-    def replicate(task: ReplicationTask) -> Callable[[], None]:
-        def work() -> None:
-            for batch in batches:
-                task._replicate(batch)
-
-        return work
+    def replicate() -> None:
+        for batch in batches:
+            task._replicate(batch)
 
     def produce_only() -> None:
         produce, source = producer.produce, (SOURCE_HEADER, b"src")
@@ -147,19 +138,18 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
         for batch in batches:
             for m in batch:
                 headers = [source, (OFFSET_HEADER, encode_offset(m.offset())), topic]
-                produce(REMOTE, m.value(), m.key(), m.partition(), None, None, 0, headers)
+                produce(REMOTE, m.value(), m.key(), m.partition(), timestamp=0, headers=headers)
 
     def reset() -> None:
         """Drop what was queued; the purged runs' reports are stale (epoch moved on)."""
         producer.purge(in_queue=True, in_flight=True)
-        for task in tasks:
-            for tracker in task._partitions.values():
-                tracker.epoch += 1
+        for tracker in task._partitions.values():
+            tracker.epoch += 1
         producer.poll(0)
 
-    # Alternated, so that all three see the same heap and producer state.
-    works = [replicate(tasks[0]), replicate(tasks[1]), produce_only]
-    times: list[list[float]] = [[], [], []]
+    # Alternated, so that both see the same heap and producer state.
+    works = [replicate, produce_only]
+    times: list[list[float]] = [[], []]
     for _ in range(repeats):
         for work, series in zip(works, times, strict=True):
             series.append(_per_record_ns(work, records))
@@ -180,14 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started, machine = datetime.now(UTC), Machine.describe()
     sizes = [int(size) for size in args.sizes.split(",")]
     results = [measure(args.records, size, args.repeats) for size in sizes]
-    header = [
-        "value B", "loop ns/record (median, best)", "Python loop alone", "produce() alone",
-    ]  # fmt: skip
+    header = ["value B", "Python loop ns/record (median, best)", "produce() alone"]
     rows = [
         [
             str(r.value_bytes),
             f"{r.loop_ns_median:,.0f}, {r.loop_ns_best:,.0f}",
-            f"{r.python_loop_ns_median:,.0f}, {r.python_loop_ns_best:,.0f}",
             f"{r.produce_ns_median:,.0f}, {r.produce_ns_best:,.0f}",
         ]
         for r in results

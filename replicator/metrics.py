@@ -109,25 +109,12 @@ WORKER_RUNNING = Gauge(
     "again with backoff); a loop stopped on purpose (its flow stopped) has no series.",
     ("flow", "worker"),
 )
-WORKER_PATH = Gauge(
-    "replicator_worker_loop_path",
-    "1 for the path the worker's replication loop takes: path=c (plain records produced "
-    "by the compiled span producer) or path=python (the Python loop alone); 0 for the other.",
-    ("flow", "worker", "path"),
-)
 DATA_PATH = Gauge(
     "replicator_data_path",
     "1 for the data path a flow's records take in this process: path=compiled (the "
     "compiled data plane, replicator._dataplane) or path=python (the Python loop); 0 for "
     "the other. replicator.data.path chooses; the log and `replicator status` say why.",
     ("flow", "path"),
-)
-C_SPANS_DISABLED = Gauge(
-    "replicator_c_span_producer_disabled",
-    "1 when the replication loop runs in Python alone because its C part cannot be used in "
-    "this process (reason: not_built, version, layout, bind, self_test, handle); the log and "
-    "`replicator status` say why.",
-    ("reason",),
 )
 
 CLUSTER_REACHABLE = Gauge(

@@ -224,12 +224,16 @@ fn config(
     Ok(config)
 }
 
+/// `message` with the values of the secret keys of either settings dict replaced
+/// (`plan::redact`): only secrets, so a short ordinary value ("error") leaves the
+/// message's words alone.
 fn redacted(settings: &[&HashMap<String, String>], message: String) -> String {
-    let values: Vec<&str> = settings
-        .iter()
-        .flat_map(|s| s.values().map(String::as_str))
-        .collect();
-    plan::redact(&message, &values)
+    let secrets = plan::secret_values(
+        settings
+            .iter()
+            .flat_map(|s| s.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+    );
+    plan::redact(&message, &secrets)
 }
 
 /// Pause `slot`'s partition and keep its record for Python.

@@ -42,15 +42,90 @@ where
     None
 }
 
-/// `message` with every non-empty value of `secrets` replaced by `***`: librdkafka's
-/// configuration errors may quote the value they refused, and a value may be a
-/// password.
+/// The settings whose values are secrets: every key librdkafka itself flags
+/// `_RK_SENSITIVE` (rdkafka_conf.c of 2.12.1, the version the crate vendors; checked
+/// against CONFIGURATION.md), whose values its own redacted dumps hide.
+pub const SECRET_KEYS: &[&str] = &[
+    "sasl.password",
+    "sasl.username",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl_key",
+    "ssl.keystore.password",
+    "ssl.ca.pem",
+];
+
+/// Whether `key`'s value is a secret: one of `SECRET_KEYS`, or a key of a newer
+/// librdkafka whose name says so (`...password`, `...secret`, `...passphrase`).
+pub fn is_secret(key: &str) -> bool {
+    SECRET_KEYS.contains(&key)
+        || ["password", "secret", "passphrase"]
+            .iter()
+            .any(|word| key.ends_with(word))
+}
+
+/// The non-empty values of the secret keys of `settings`.
+pub fn secret_values<'a, I>(settings: I) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    settings
+        .into_iter()
+        .filter(|(key, value)| is_secret(key) && !value.is_empty())
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// A secret this long is replaced wherever it occurs; a shorter one only where it
+/// stands as a whole token, so that a short value ("err") does not mangle the words
+/// of a message ("Client creation error").
+pub const SUBSTRING_MIN_LEN: usize = 8;
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `message` with each of `secrets` replaced by `***` (see `SUBSTRING_MIN_LEN`):
+/// librdkafka's configuration errors may quote the value they refused.
 pub fn redact(message: &str, secrets: &[&str]) -> String {
+    let mut secrets: Vec<&str> = secrets.iter().copied().filter(|s| !s.is_empty()).collect();
+    // Longest first: a secret that contains another is replaced whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     let mut out = message.to_string();
     for secret in secrets {
-        if !secret.is_empty() {
+        if secret.chars().count() >= SUBSTRING_MIN_LEN {
             out = out.replace(secret, "***");
+            continue;
         }
+        let mut kept = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        let mut before: Option<char> = None;
+        while let Some(at) = rest.find(secret) {
+            let left = rest[..at].chars().next_back().or(before);
+            let right = rest[at + secret.len()..].chars().next();
+            let first = secret.chars().next().unwrap_or(' ');
+            let last = secret.chars().next_back().unwrap_or(' ');
+            let whole = !(is_word(first) && left.is_some_and(is_word))
+                && !(is_word(last) && right.is_some_and(is_word));
+            let (head, _) = rest.split_at(at);
+            kept.push_str(head);
+            if whole {
+                kept.push_str("***");
+                before = Some('*');
+            } else {
+                kept.push_str(secret);
+                before = secret.chars().next_back();
+            }
+            rest = &rest[at + secret.len()..];
+        }
+        kept.push_str(rest);
+        out = kept;
     }
     out
 }
@@ -86,7 +161,52 @@ mod tests {
     fn secrets_are_redacted() {
         let message = r#"Invalid value "hunter2" for configuration property "sasl.password""#;
         let out = redact(message, &["hunter2", ""]);
-        assert!(!out.contains("hunter2"));
-        assert!(out.contains("sasl.password"));
+        assert_eq!(
+            out,
+            r#"Invalid value "***" for configuration property "sasl.password""#
+        );
+    }
+
+    #[test]
+    fn only_the_values_of_secret_keys_are_secrets() {
+        let settings = [
+            ("auto.offset.reset", "error"),
+            ("bootstrap.servers", "localhost:9092"),
+            ("sasl.password", "hunter2"),
+            ("ssl.key.pem", "-----BEGIN PRIVATE KEY-----"),
+            ("sasl.oauthbearer.client.secret", "s3"),
+            ("some.future.token.secret", "t0"),
+            ("ssl.key.password", ""),
+        ];
+        assert_eq!(
+            secret_values(settings.iter().copied()),
+            vec!["hunter2", "-----BEGIN PRIVATE KEY-----", "s3", "t0"]
+        );
+        assert!(is_secret("ssl.keystore.password") && is_secret("sasl.username"));
+        assert!(!is_secret("auto.offset.reset") && !is_secret("ssl.certificate.location"));
+    }
+
+    #[test]
+    fn a_short_value_is_replaced_only_as_a_whole_token() {
+        // The message the engine once got as "Client creation ***".
+        let message =
+            "Client creation error: `max.poll.interval.ms`must be >= `session.timeout.ms`";
+        assert_eq!(redact(message, &["err", "error_x", "s"]), message);
+        assert_eq!(
+            redact("password err (err) err:err errors", &["err"]),
+            "password *** (***) ***:*** errors"
+        );
+        // Edges that are not word characters need no boundary.
+        assert_eq!(redact("a=!p! b", &["!p!"]), "a=*** b");
+    }
+
+    #[test]
+    fn a_long_secret_is_replaced_even_inside_a_word() {
+        assert_eq!(
+            redact("token=xhunter2-secretx end", &["hunter2-secret"]),
+            "token=x***x end"
+        );
+        // The longer of two overlapping secrets is replaced whole.
+        assert_eq!(redact("p=abcdefghij", &["abcdefgh", "abcdefghij"]), "p=***");
     }
 }

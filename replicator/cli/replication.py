@@ -105,8 +105,6 @@ def _print_status(rows: list[StatusRecord]) -> None:
             kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
             if row.data_path:
                 figures += f" {row.data_path}"
-            if row.python_reason:
-                figures += f" loop in Python alone: {row.python_reason}"
         error = f"  ERROR: {row.error}" if row.error else ""
         print(f"{row.flow:<16} {kind:<48} {row.state:<12} {figures}{error}")
 

@@ -1,6 +1,6 @@
 """Which data path a flow's records take, decided once per task: the compiled data
 plane (`replicator._dataplane`'s Mover, docs/dataplane.md) or the Python loop (the
-reference, with the C span producer when it can be used).
+reference, and the fallback where the compiled module is absent).
 
 `replicator.data.path` chooses: `auto` (the default) takes the compiled path when
 the module is built (exactly-once flows too: one transactional Mover per source

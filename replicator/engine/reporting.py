@@ -17,7 +17,6 @@ from confluent_kafka import TopicPartition
 from replicator import metrics
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.rewrite import LOOP, LOOP_LEGACY
-from replicator.engine.spans import python_reason
 from replicator.engine.status import PartitionStatus, StatusWriter, WorkerStatus
 from replicator.kafka.clients import Consumer, Producer
 
@@ -35,7 +34,6 @@ _SKIP_WHY = {
 }
 
 
-_OTHER_PATH = {"c": "python", "python": "c"}
 _PARTITION_GAUGES = (metrics.LAG, metrics.STOPPED, metrics.RECORD_AGE, metrics.ACKED_TIMESTAMP)
 
 
@@ -156,10 +154,6 @@ class TaskReporter:
             for family in _PARTITION_GAUGES:
                 family.remove(*labels)  # a series never set is no error
         self._published = set(gauges)
-        reason = python_reason()
-        path = "python" if reason is not None else "c"
-        metrics.WORKER_PATH.labels(self.flow, self.worker_id, path).set(1)
-        metrics.WORKER_PATH.labels(self.flow, self.worker_id, _OTHER_PATH[path]).set(0)
 
     def running(self, running: bool, stopped_on_purpose: bool = False) -> None:
         """The worker's loop started (True) or ended (False). A loop stopped on purpose
@@ -194,7 +188,6 @@ class TaskReporter:
                 topics=sorted(topics),
                 error=error,
                 started_ms=self.started_ms,
-                python_reason=python_reason(),
                 data_path=self.data_path,
             )
         )

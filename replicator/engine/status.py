@@ -79,9 +79,6 @@ class WorkerStatus:
     #: deployments of the same flow name writing to the same target.
     topics: list[str] = field(default_factory=list)
     error: str | None = None
-    #: Why this worker's replication loop runs in Python alone (its C part could not
-    #: be used; see `replicator.engine.spans`), or None when it uses the C part.
-    python_reason: str | None = None
     #: Which data path the worker's records take (`replicator.engine.data_path`): the
     #: compiled data plane, or the Python loop and why. None: a worker older than it.
     data_path: str | None = None

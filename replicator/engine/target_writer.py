@@ -7,9 +7,9 @@ limits no longer fit it, and when a refused batch spent it), of the exactly-once
 mode's transactional producers (`ExactlyOnce`, with this part's producer settings),
 of the remote topics' size limits and the records held at an oversized record for a
 config sync, and of how long the target may hold records (`DeliveryBounds`). It
-writes a run of one partition's records (`write_run`): plain ones through the C
-span producer when it is in use (`spans`), every other one in the Python loop,
-which is the reference; the runs' delivery reports are `Deliveries`'. Records that
+writes a run of one partition's records (`write_run`) in the Python loop, the
+reference, through confluent-kafka's public `Producer.produce`; the runs' delivery
+reports are `Deliveries`'. Records that
 did not reach the target rewind every partition (`rewind_all`); a fatal producer
 error replaces the producer and stops the task through the `fail` callback.
 
@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -43,7 +43,6 @@ from replicator.engine.partitions import Partitions
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
-from replicator.engine.spans import SpanProducer, refuse, unusable_error
 from replicator.kafka.clients import Producer
 from replicator.kafka.errors import is_fatal, kafka_error
 
@@ -62,9 +61,10 @@ _FLUSH_MAX_S = 60.0
 #: How long a failed target producer's last delivery reports are served for.
 _SPENT_REPORTS_S = 5.0
 
-# confluent-kafka's `Producer.produce` takes, in this order: topic, value, key,
-# partition, on_delivery, callback (its alias), timestamp, headers. The hot path
-# passes them by position: parsing keywords took 2.3 us per record, positions 1.7.
+# confluent-kafka's `Producer.produce` is called as documented: topic, value, key and
+# partition by position (its documented order), the rest by keyword. Its
+# implementation's keyword list puts a `callback` alias before `on_delivery`, so passing
+# timestamp and headers by position would depend on that undocumented order.
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,8 @@ class HeldTopics(Protocol):
 class ReplicaWriter(Protocol):
     """What the loop and rebalancing ask of whatever writes replicas to the target.
 
-    `TargetWriter` is the implementation: the Python loop as the reference, with the
-    C span producer for plain records. `mover_writer.MoverWriter` is the compiled
+    `TargetWriter` is the implementation of the Python loop, the reference and the
+    fallback where the compiled module is absent. `mover_writer.MoverWriter` is the compiled
     path's (docs/dataplane.md, "Proposed interface for the engine (part 2), as built",
     maps each method to the Mover's calls)."""
 
@@ -196,16 +196,6 @@ class ReplicaWriter(Protocol):
         """Close the transactional producers (exactly-once mode), at shutdown."""
 
 
-class _Span(NamedTuple):
-    """What the C span producer produced of a run: `messages[:index]` are done."""
-
-    index: int
-    produced: int
-    size: int
-    first_offset: int
-    last_offset: int
-
-
 def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
     """The index of the first record at or after `start` that is not of partition `key`."""
     topic, partition = key
@@ -220,7 +210,7 @@ def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
 
 class TargetWriter:
     """Writes one flow's replicas to the target (see the module's description); the
-    `ReplicaWriter` of the Python loop and the C span producer."""
+    `ReplicaWriter` of the Python loop."""
 
     def __init__(
         self,
@@ -230,7 +220,6 @@ class TargetWriter:
         reporter: TaskReporter,
         *,
         topics: HeldTopics,
-        spans: SpanProducer | None,
         fail: Callable[..., None],
         stopping: threading.Event,
         last_poll: Callable[[], float],
@@ -241,8 +230,6 @@ class TargetWriter:
         self._partitions = partitions
         self._reporter = reporter
         self._topics = topics
-        #: Produces the plain records of a run in C; None: the Python loop does it all.
-        self.spans = spans
         self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias, flow.policy)
         #: Stops the task: (message, access=True for a refused access).
         self._fail = fail
@@ -599,63 +586,16 @@ class TargetWriter:
         ends), once it is known whether it is the last.
 
         With one task the loop is what limits the rate (bench/hot_loop.py measures
-        it). So the C span producer (see `spans`) takes the run's plain records first:
-        no headers of their own, not too large. It leaves the last of them, and any
-        record after it, to the Python loop, which handles every case."""
-        if self.spans is None:
-            return self._write_records(tracker, messages, _Span(start, 0, 0, -1, -1))
-        span = self._produce_span(tracker, messages, start)
-        if span is None:
-            return run_end(messages, start, tracker.key)
-        return self._write_records(tracker, messages, span)
-
-    def _produce_span(
-        self, tracker: PartitionTracker, messages: list[Message], index: int
-    ) -> _Span | None:
-        """Produce the plain records from `messages[index]` on in C, all but the last
-        (see native_spans.c); while the producer's queue is full, serve delivery
-        reports until it takes them. None if the partition rewound meanwhile
-        (records did not reach the target) or the task stops."""
-        produced = size_total = 0
-        first_offset = last_offset = -1
-        epoch = tracker.epoch
-        while True:
-            try:
-                index, n, size, first, last, refused = self.spans.produce(
-                    tracker.producer, tracker.remote, messages, index, tracker.size.limit
-                )
-            except unusable_error() as exc:
-                if produced:  # it checks before it produces: the same producer passed
-                    raise
-                # The handle read from the producer is not its own: the C part must
-                # not touch it. The loop goes on in Python (said once, see spans).
-                refuse("handle", f"flow {self.flow.name}: {exc}")
-                self.spans = None
-                return _Span(index, 0, 0, -1, -1)
-            produced += n
-            size_total += size
-            first_offset = first if first_offset < 0 else first_offset
-            last_offset = max(last_offset, last)
-            if refused != KafkaError._QUEUE_FULL:
-                return _Span(index, produced, size_total, first_offset, last_offset)
-            if not self._await_room(tracker, epoch):
-                return None
-
-    def _write_records(
-        self, tracker: PartitionTracker, messages: list[Message], span: _Span
-    ) -> int:
-        """The Python loop of `write_run`, from `span.index` on, after the span the C
-        producer produced. One pass, with the partition's state in locals and a record
-        without headers rewritten here, not by a call: without the C producer it runs
-        for every record."""
+        it), so it is one pass, with the partition's state in locals and a record
+        without headers of its own rewritten here, not by a call."""
         topic, partition = key = tracker.key
         rewrite_headers, source_entry = self._rewrite.headers, self._rewrite.source_entry
         topic_entry = (TOPIC_HEADER, topic.encode())
         produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
         # The replica made, not yet produced (none while p_headers is None).
         p_key = p_value = p_headers = p_timestamp = None
-        index, produced, size_total, first_offset, last_offset = span
-        next_offset = last_offset + 1 if produced else tracker.next_offset
+        index, produced, size_total, first_offset, last_offset = start, 0, 0, -1, -1
+        next_offset = tracker.next_offset
         count = len(messages)
         while index < count:
             message = messages[index]
@@ -683,8 +623,9 @@ class TargetWriter:
                 continue
             if p_headers is not None:
                 try:
-                    # By position (see the order at the top): keywords cost 0.6 us more.
-                    produce(remote, p_value, p_key, partition, None, None, p_timestamp, p_headers)
+                    produce(
+                        remote, p_value, p_key, partition, timestamp=p_timestamp, headers=p_headers
+                    )
                 except BufferError:
                     if not self._produce(tracker, p_key, p_value, p_timestamp, p_headers):
                         return run_end(messages, index, key)
@@ -759,8 +700,8 @@ class TargetWriter:
         while True:
             try:
                 tracker.producer.produce(
-                    tracker.remote, value, record_key, tracker.partition, on_delivery, None,
-                    timestamp, headers,
+                    tracker.remote, value, record_key, tracker.partition,
+                    on_delivery=on_delivery, timestamp=timestamp, headers=headers,
                 )  # fmt: skip
                 return True
             except BufferError:

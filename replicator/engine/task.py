@@ -13,7 +13,7 @@ state and testable without Kafka (docs/engine.md, "The engine's parts"):
   drop, forget.
 - `TargetWriter` (`target_writer`): the target producers, size limits and held
   oversized records, flush and fatal errors, and the hot path that writes a run
-  (C spans and the Python loop); its runs in flight are `Deliveries` (`deliveries`).
+  (the Python loop); its runs in flight are `Deliveries` (`deliveries`).
 - `Rebalance` (`rebalance`): the group's assign, revoke and lost callbacks, and
   where each partition resumes.
 - `ReplicatedTopics` (`replicated_topics`): the topic map, refreshed and synced.
@@ -55,7 +55,6 @@ from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.source_commits import SourceCommits
 from replicator.engine.source_consumer import source_consumer_config
-from replicator.engine.spans import span_producer
 from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.target_writer import TargetWriter, run_end
 from replicator.errors import ReplicatorError
@@ -89,9 +88,6 @@ class ReplicationTask:
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.started_ms = int(time.time() * 1000)
         self._reporter = TaskReporter(flow.name, self.worker_id, self.started_ms)
-        #: Produces the plain records of a run in C; None: the loop does it all.
-        #: Handed to the target writer when the parts are made.
-        self._spans = span_producer(flow.source.alias)
         self._topics = ReplicatedTopics(flow)
         #: Source positions committed for consumer-group tools (never read back).
         self._source_commits = SourceCommits(
@@ -389,7 +385,6 @@ class ReplicationTask:
                 syncs,
                 self._reporter,
                 topics=self._topics,
-                spans=self._spans,
                 fail=self._fail,
                 stopping=self.stop_event,
                 last_poll=self._last_poll,

@@ -168,17 +168,14 @@ def route_event(config: Mapping[str, object], cluster: str, level: str, text: st
     _log_once(severity, cluster, f"data plane: {_THREAD.sub('', text)}")
 
 
-def routed(
-    config: Mapping[str, object], cluster: str | None = None, *, exported: bool = True
-) -> dict[str, object]:
+def routed(config: Mapping[str, object], cluster: str | None = None) -> dict[str, object]:
     """`config` with librdkafka's logs and errors routed as the module says.
 
     `cluster` names the cluster in lines and metrics (its alias); an `error_cb`
     in `config` still gets every error that is not about connectivity, and a
-    `logger` in it is kept. Not `exported`: a client of librdkafka's mock cluster,
-    kept out of the reachability metrics (`Clusters.of`).
+    `logger` in it is kept.
     """
-    tracker = reachability.CLUSTERS.of(config, cluster, exported=exported)
+    tracker = reachability.CLUSTERS.of(config, cluster)
     then = config.get("error_cb")
     return {
         **config,
@@ -190,20 +187,16 @@ def routed(
 class Consumer(confluent_kafka.Consumer):
     """confluent-kafka's Consumer, its logs and errors routed (see the module)."""
 
-    def __init__(
-        self, config: Mapping[str, object], *, cluster: str | None = None, exported: bool = True
-    ) -> None:
-        super().__init__(routed(config, cluster, exported=exported))
+    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
+        super().__init__(routed(config, cluster))
 
 
 class Producer(confluent_kafka.Producer):
     """confluent-kafka's Producer, its logs and errors routed (see the module), and a
     `flush` that lets a fatal error through."""
 
-    def __init__(
-        self, config: Mapping[str, object], *, cluster: str | None = None, exported: bool = True
-    ) -> None:
-        super().__init__(routed(config, cluster, exported=exported))
+    def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
+        super().__init__(routed(config, cluster))
 
     def flush(self, timeout: float = -1) -> int:
         """Serve delivery reports until none is left or `timeout` seconds have passed

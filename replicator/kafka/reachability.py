@@ -95,19 +95,6 @@ class _Series(Protocol):
     def inc(self, amount: float = 1) -> None: ...
 
 
-class _Unexported:
-    """The series of a cluster whose state is not exported: it takes every value."""
-
-    def set(self, value: float) -> None:
-        pass
-
-    def inc(self, amount: float = 1) -> None:
-        pass
-
-
-_UNEXPORTED = _Unexported()
-
-
 class Reachability:
     """Whether one cluster answers, as far as this process can tell.
 
@@ -129,12 +116,8 @@ class Reachability:
         clock: Callable[[], float] = time.monotonic,
         spawn: Callable[[Callable[[], None]], None] | None = None,
         remind_every_s: float = REMIND_EVERY_S,
-        exported: bool = True,
     ) -> None:
         self.cluster = cluster
-        #: Whether its state is in the metrics (`replicator_cluster_reachable`, ...):
-        #: not for librdkafka's in-process mock cluster, which no one watches.
-        self.exported = exported
         self.bootstrap = bootstrap
         self._probe = probe
         self._clock = clock
@@ -153,15 +136,14 @@ class Reachability:
         return self.cluster, self.bootstrap
 
     def _reachable(self) -> _Series:
-        return metrics.CLUSTER_REACHABLE.labels(*self._labels()) if self.exported else _UNEXPORTED
+        return metrics.CLUSTER_REACHABLE.labels(*self._labels())
 
     def _outages_series(self) -> _Series:
-        return metrics.CLUSTER_OUTAGES.labels(*self._labels()) if self.exported else _UNEXPORTED
+        return metrics.CLUSTER_OUTAGES.labels(*self._labels())
 
     def _drop_series(self) -> None:
-        if self.exported:
-            metrics.CLUSTER_REACHABLE.remove(*self._labels())
-            metrics.CLUSTER_OUTAGES.remove(*self._labels())
+        metrics.CLUSTER_REACHABLE.remove(*self._labels())
+        metrics.CLUSTER_OUTAGES.remove(*self._labels())
 
     def _export(self) -> None:
         self._reachable().set(0 if self._state == "down" else 1)
@@ -315,21 +297,14 @@ class Clusters:
         self._lock = threading.Lock()
         self._trackers: dict[str, Reachability] = {}
 
-    def of(
-        self, config: Mapping[str, object], cluster: str | None = None, *, exported: bool = True
-    ) -> Reachability:
+    def of(self, config: Mapping[str, object], cluster: str | None = None) -> Reachability:
         """The `Reachability` of the cluster `config` (a client's settings) connects to.
 
         Clusters are told apart by their bootstrap servers; `cluster` (the alias in
         the configuration) names it in lines and metrics, else the servers do, until
-        a client that knows the name is built. Not `exported`: librdkafka's
-        in-process mock cluster (the compiled part's self-test), which is nobody's
-        cluster: its own tracker, kept out of the metrics and of this registry.
+        a client that knows the name is built.
         """
         bootstrap = str(config.get("bootstrap.servers", ""))
-        if not exported:
-            probe = metadata_probe(admin_settings(config))
-            return Reachability(cluster or bootstrap, bootstrap, probe, exported=False)
         key = ",".join(sorted(part.strip() for part in bootstrap.split(",")))
         with self._lock:
             tracker = self._trackers.get(key)

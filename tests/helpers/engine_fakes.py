@@ -150,8 +150,11 @@ class FakeProducer:
         self.flush_leaves = 0
         self.fatal: KafkaError | None = None
 
-    def produce(self, topic: str, value: Any, key: Any, partition: int, on_delivery: Any,
-                _callback: Any, timestamp: int, headers: Any) -> None:  # fmt: skip
+    def produce(
+        self, topic: str, value: Any, key: Any, partition: int, *,
+        on_delivery: Any = None, timestamp: int = 0, headers: Any = None,
+    ) -> None:  # fmt: skip
+        # As confluent-kafka documents it: the first four by position, the rest by keyword.
         if len(self.held) >= self.room:
             raise BufferError("queue full")
         self.produced.append((topic, partition, value, headers))

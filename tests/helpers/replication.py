@@ -56,12 +56,9 @@ def flow_config(
 
 
 @contextmanager
-def running(flow: FlowConfig, *, python_loop: bool = False) -> Iterator[ReplicationTask]:
-    """Run a replication task in a thread for the duration of the block (`python_loop`:
-    without the C span producer, as when it cannot be used)."""
+def running(flow: FlowConfig) -> Iterator[ReplicationTask]:
+    """Run a replication task in a thread for the duration of the block."""
     task = ReplicationTask(flow)
-    if python_loop:
-        task._spans = None
     failure: list[BaseException] = []
 
     def target() -> None:

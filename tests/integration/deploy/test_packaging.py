@@ -127,20 +127,23 @@ def test_the_cli_runs_from_the_installed_packages(installed: Installed) -> None:
         assert Path(file).is_relative_to(site), f"{package} imported from {file}, not {site}"
 
 
-def test_the_replication_loop_s_c_part_is_in_the_wheel_and_used(installed: Installed) -> None:
-    """The wheel carries the compiled span producer, and the installed engine passes
-    its checks (the confluent-kafka it was written for, the Message layout) and uses
-    it, from outside the checkout."""
+def test_the_data_plane_is_in_the_wheel_and_chosen(installed: Installed) -> None:
+    """The wheel carries the compiled data plane (built with cargo), and the installed
+    engine takes it for a flow in the default mode, from outside the checkout."""
     found = installed.python_json(
         """
         import json
-        from replicator.engine import _native_spans, spans
-        print(json.dumps({"file": _native_spans.__file__,
-                          "used": spans.span_producer("primary") is not None}))
+        from replicator import _dataplane
+        from replicator.config import load_config
+        from replicator.engine import data_path
+        config = load_config({"clusters": "a, b", "a.bootstrap.servers": "localhost:1",
+                              "b.bootstrap.servers": "localhost:2", "a->b.enabled": "true"})
+        print(json.dumps({"file": _dataplane.__file__,
+                          "path": data_path.choose(config.flow("a->b")).path}))
         """
     )
     assert Path(found["file"]).is_relative_to(installed.python.parent.parent), found
-    assert found["used"], found
+    assert found["path"] == "compiled", found
 
 
 def test_the_spark_job_is_found_in_the_installed_package(installed: Installed) -> None:

@@ -340,6 +340,29 @@ def test_settings_are_refused_by_key_without_their_values(primary: str, dr: str)
         mover.close()
 
 
+def test_only_secrets_are_redacted_and_short_ones_only_as_whole_tokens(
+    primary: str, dr: str
+) -> None:
+    """librdkafka refuses the consumer (max.poll.interval.ms below session.timeout.ms).
+    Its message keeps its words although `auto.offset.reset` is "error" (not a secret)
+    and the password is "err" (a secret, but short: replaced only as a whole token):
+    the redaction once turned it into "Client creation ***"."""
+    with pytest.raises(ValueError, match=r"max\.poll\.interval\.ms") as refused:
+        _dataplane.Mover(
+            {
+                "bootstrap.servers": primary,
+                "auto.offset.reset": "error",
+                "max.poll.interval.ms": "1000",
+                "sasl.password": "err",
+            },
+            {"bootstrap.servers": dr},
+            [],
+        )
+    message = str(refused.value)
+    assert message.startswith("source settings: Client creation error"), message
+    assert "***" not in message, message
+
+
 def test_the_gil_is_released_while_it_moves(primary: str, dr: str) -> None:
     """Two movers wait for records in two threads while this thread counts: with the
     GIL held, the count would stand still for the whole wait."""

@@ -162,7 +162,7 @@ def test_prometheus_scrapes_the_engine_with_the_shipped_rules(
             answer = _query(base, promql)
             assert answer["status"] == "success", (title, answer)
         assert _value(base, "sum(replicator_lag_records)") == 0
-        assert _value(base, 'sum(replicator_worker_loop_path{path="c"})') == 1
+        assert _value(base, 'sum(replicator_data_path{path="compiled"})') == 1
         # The dashboard as it looks now, over the whole run (Prometheus's data begins
         # at `started`): every panel shows data.
         now = time.time()

@@ -57,8 +57,8 @@ def test_json_logs_and_live_metrics(tmp_path: Path, primary: str, dr: str) -> No
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
 
-    # Which path the worker's loop takes, and that it ran.
-    assert 'replicator_worker_loop_path{flow="primary->dr",path="c"' in scraped
+    # Which data path the flow's records take, and that its worker ran.
+    assert 'replicator_data_path{flow="primary->dr",path="compiled"} 1.0' in scraped
     assert 'replicator_worker_running{flow="primary->dr"' in scraped
     # Every family the dashboard and the rules query is served (HELP/TYPE at least).
     families = exported_families()

@@ -8,9 +8,7 @@ be acknowledged whole. Here the target is librdkafka's mock cluster, its broker 
 down for longer than the user's message timeout while a run waits for room in a
 small producer queue: every record must end up on the target exactly once (rewound
 and re-copied from the target tail), and no acknowledgement may cover a record
-that is not there.
-
-Each test runs twice: with the C span producer and with the Python loop alone.
+that is not there. These are the Python loop's runs (`replicator.data.path = python`).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.size_limits import SizeHold
-from replicator.engine.spans import span_producer
 from replicator.engine.tail import TailReader
 from replicator.engine.target_writer import DeliveryBounds
 from replicator.engine.task import ReplicationTask
@@ -40,14 +37,6 @@ _REMOTE = "primary.orders"
 _RECORDS = 1_000
 #: The target is away this long: longer than the message timeout (1 s) the flow sets.
 _OUTAGE_S = 2.5
-
-
-@pytest.fixture(params=["native", "python"])
-def path(request: pytest.FixtureRequest) -> str:
-    """Which loop produces plain records: the C span producer, or Python alone."""
-    if request.param == "native":
-        assert span_producer("primary") is not None, "the C span producer is not built"
-    return request.param
 
 
 @pytest.fixture
@@ -94,21 +83,19 @@ class _Acknowledged:
 
 
 @pytest.fixture
-def replication(
-    target: MockCluster, path: str
-) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
+def replication(target: MockCluster) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
     """A task writing one partition of the target (see `_task`). Its producers are
     gone before the mock cluster: one left connected would reach the next test's
     cluster when that one gets the same port."""
-    with _replicating(target, path) as made:
+    with _replicating(target) as made:
         yield made
 
 
 @contextmanager
 def _replicating(
-    target: MockCluster, path: str, producer: Producer | None = None, timeout_ms: int = 1000
+    target: MockCluster, producer: Producer | None = None, timeout_ms: int = 1000
 ) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
-    task, tracker = _task(target, path, producer, timeout_ms)
+    task, tracker = _task(target, producer, timeout_ms)
     yield task, tracker
     task._writer.producer.flush(10)
     del task, tracker
@@ -116,7 +103,7 @@ def _replicating(
 
 
 def _task(
-    target: MockCluster, path: str, producer: Producer | None, timeout_ms: int
+    target: MockCluster, producer: Producer | None, timeout_ms: int
 ) -> tuple[ReplicationTask, PartitionTracker]:
     """A task writing one partition through the producer the engine makes (or
     `producer`), with a user's producer settings: a queue of 100 records, a message
@@ -132,8 +119,6 @@ def _task(
         },
     )
     task = ReplicationTask(flow)
-    if path == "python":
-        task._spans = None
     task._compose(_Source(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
     task._reporter.read_lag_with(task._consumer)  # type: ignore[arg-type]
     tracker = PartitionTracker(
@@ -242,9 +227,7 @@ def test_a_target_away_longer_than_the_message_timeout_leaves_every_record_once(
     assert not tracker.stopped
 
 
-def test_a_run_whose_report_skips_target_offsets_is_not_acknowledged(
-    path: str, target: MockCluster
-) -> None:
+def test_a_run_whose_report_skips_target_offsets_is_not_acknowledged(target: MockCluster) -> None:
     """The defence behind the fix: should a producer still lose records inside a
     run (here one made outside the engine, whose librdkafka times them out), the
     run's report lands fewer target offsets after the last acknowledged one than
@@ -259,7 +242,7 @@ def test_a_run_whose_report_skips_target_offsets_is_not_acknowledged(
             "message.timeout.ms": 1000,
         }
     )
-    with _replicating(target, path, producer) as (task, tracker):
+    with _replicating(target, producer) as (task, tracker):
         _lose_records_inside_a_run(task, tracker, target)
 
 
@@ -332,13 +315,13 @@ def _given_up_while_the_target_is_away(
 
 
 def test_a_lost_assignment_is_not_flushed_into_its_next_owners_partitions(
-    path: str, target: MockCluster
+    target: MockCluster,
 ) -> None:
     """The group moved on without this worker: the next owner may already have read
     the target tail. Records this worker still holds are dropped, never flushed,
     even when the target answers again meanwhile (here 1 s into the callback)."""
     back = threading.Timer(1.0, target.broker_up)
-    with _replicating(target, path, timeout_ms=300_000) as (task, _tracker):
+    with _replicating(target, timeout_ms=300_000) as (task, _tracker):
 
         def lose() -> None:
             back.start()
@@ -351,12 +334,12 @@ def test_a_lost_assignment_is_not_flushed_into_its_next_owners_partitions(
 
 
 def test_a_revoke_during_a_rewind_leaves_nothing_in_flight_to_land_later(
-    path: str, target: MockCluster
+    target: MockCluster,
 ) -> None:
     """Revoked while the partitions rewind (records did not reach the target): the
     flush is not skipped; records that do not land within its bound are dropped
     before the partition goes, so none lands after its next owner read the tail."""
-    with _replicating(target, path, timeout_ms=300_000) as (task, _tracker):
+    with _replicating(target, timeout_ms=300_000) as (task, _tracker):
         task._writer.bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
 
         def revoke_while_rewinding() -> None:

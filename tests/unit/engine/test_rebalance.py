@@ -50,7 +50,6 @@ class _Group:
             self.syncs,  # type: ignore[arg-type]
             self.reporter,  # type: ignore[arg-type]
             topics=self.topics,
-            spans=None,
             fail=lambda message, access=False: None,
             stopping=threading.Event(),
             last_poll=time.monotonic,

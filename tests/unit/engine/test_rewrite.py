@@ -112,15 +112,12 @@ def test_legacy_headers_under_identity_are_treated_as_before_and_counted_apart()
     assert out == [*_ours(3, "orders"), (ORIGIN_HEADER, b"east")]
 
 
-def test_status_lines_say_what_was_skipped_and_why_the_loop_runs_in_python(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_status_lines_say_what_was_skipped(capsys: pytest.CaptureFixture[str]) -> None:
     partition = PartitionStatus(
         "primary->dr", "orders", 3, "replicating", 20, 0, 15, skipped=5,
         skipped_by={LOOP: [4, 11], LOOP_LEGACY: [1, 9]},
     )  # fmt: skip
-    worker = WorkerStatus("primary->dr", "w1", "running", python_reason="its C part is not built")
+    worker = WorkerStatus("primary->dr", "w1", "running")
     _print_status([partition, worker])
     out = capsys.readouterr().out
     assert "(4 skipped as loop from offset 11; 1 skipped as loop legacy from offset 9)" in out
-    assert "loop in Python alone: its C part is not built" in out

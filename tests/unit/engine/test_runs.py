@@ -7,18 +7,16 @@ the target, a partition that is not ours.
 
 Every record the loop is given was made by a consumer: produced to a source topic on
 librdkafka's in-process mock cluster and read back from it (`_Source`), as the engine
-gets them, never built in Python (the C span producer reads those objects through
-their layout). The loop-prevention cases use the Identity policy: there a record of
-the topic being replicated can be our copy of one from the target.
+gets them, never built in Python. The loop-prevention cases use the Identity policy:
+there a record of the topic being replicated can be our copy of one from the target.
 
-Each test runs twice: with the C span producer (`native_spans.c`, what the engine
-uses when built) and with the Python loop alone. The replicas go through a real
-idempotent Producer to librdkafka's in-process mock cluster and are read back from
-it, so both paths are checked on what actually landed."""
+This is the Python loop, the reference (and the fallback where the compiled data plane
+is absent). The replicas go through a real idempotent Producer to librdkafka's
+in-process mock cluster and are read back from it, so what is checked is what actually
+landed."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +35,6 @@ from replicator.engine.headers import (
 )
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.size_limits import SizeHold
-from replicator.engine.spans import python_reason, span_producer
 from replicator.engine.task import ReplicationTask
 
 from helpers.replication import flow_config
@@ -47,21 +44,22 @@ _REMOTE = "primary.orders"
 
 class _RecordingProducer(Producer):
     """An idempotent producer on a mock cluster of its own that notes what the loop
-    hands it from Python: (partition, source offset, delivery report or None). The C
-    span producer writes to the same handle without passing through here."""
+    hands it: (partition, source offset, delivery report or None)."""
 
     def __init__(self, **config: Any) -> None:
         super().__init__({"test.mock.num.brokers": 1, "enable.idempotence": True, **config})
         self.produced: list[tuple[int, int, Any]] = []
 
-    def produce(self, topic: str, *args: Any) -> None:
-        # By position, as the task passes them (confluent-kafka's order).
-        _value, _key, partition, on_delivery, _callback, _timestamp, headers = args
+    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
+        # As the task passes them: topic, value, key, partition by position (their
+        # documented order), timestamp, headers and on_delivery by keyword.
+        _value, _key, partition = args
+        assert set(kwargs) <= {"timestamp", "headers", "on_delivery"}, kwargs
         assert topic.endswith(".orders") or topic.endswith(".payments")
-        offset = decode_offset(dict(headers)[OFFSET_HEADER])
+        offset = decode_offset(dict(kwargs["headers"])[OFFSET_HEADER])
         assert offset is not None
-        self.produced.append((partition, offset, on_delivery))
-        super().produce(topic, *args)
+        self.produced.append((partition, offset, kwargs.get("on_delivery")))
+        super().produce(topic, *args, **kwargs)
 
     def landed(self, partitions: range, remote: str = _REMOTE) -> dict[int, list[tuple[Any, ...]]]:
         """What the mock cluster holds, per partition: (key, value, timestamp,
@@ -90,16 +88,6 @@ def _read_partition(
             assert m.error() is None, m.error()
             replicas.append((m.key(), m.value(), m.timestamp()[1], m.headers()))
     return replicas
-
-
-@pytest.fixture(params=["native", "python"])
-def path(request: pytest.FixtureRequest) -> str:
-    """Which loop produces plain records: the C span producer, or Python alone."""
-    if request.param == "native":
-        if os.environ.get("REPLICATOR_PURE_PYTHON") == "1":
-            pytest.skip("REPLICATOR_PURE_PYTHON=1: the C part is meant to be absent")
-        assert span_producer("primary") is not None, python_reason()
-    return request.param
 
 
 @pytest.fixture
@@ -210,15 +198,13 @@ class _Acknowledged:
 
 
 def _task(
-    producer: Producer, partitions: range, path: str, topics: Sequence[str] = ("orders",)
+    producer: Producer, partitions: range, topics: Sequence[str] = ("orders",)
 ) -> ReplicationTask:
     flow = flow_config(
         ("primary", "localhost:1"), ("dr", "localhost:2"), "orders|payments",
         {"replication.policy.class": IDENTITY_POLICY},
     )  # fmt: skip
     task = ReplicationTask(flow)
-    if path == "python":
-        task._spans = None
     task._compose(_Pausing(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
     for topic in topics:
         for partition in partitions:
@@ -241,9 +227,9 @@ def _delivered(task: ReplicationTask, producer: _RecordingProducer) -> list[tupl
 
 
 def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
-    path: str, producer: _RecordingProducer, source: _Source
+    producer: _RecordingProducer, source: _Source
 ) -> None:
-    task = _task(producer, range(2), path)
+    task = _task(producer, range(2))
     batch = [
         _record(0, 10), _record(0, 11), _record(0, 12),
         _record(1, 5), _record(1, 6, origin=b"dr"),  # replicating it back would loop
@@ -256,11 +242,11 @@ def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
     landed = producer.landed(range(2))
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed[0]] == [10, 11, 12, 13]
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed[1]] == [5]
-    # Only a run's last replica carries a report; the C span producer writes the rest.
+    # Only a run's last replica carries a report.
     reports = [(p, o) for p, o, r in producer.produced if r is not None]
     assert reports == [(0, 12), (1, 5), (0, 13)]
     handed = [(p, o) for p, o, _ in producer.produced]
-    assert handed == (reports if path == "native" else [(0, 10), (0, 11), *reports])
+    assert handed == [(0, 10), (0, 11), *reports]
     # Where each partition continues: after its last record, replicated or skipped.
     assert task._partitions.trackers["orders", 0].next_offset == 14
     assert task._partitions.trackers["orders", 1].next_offset == 7
@@ -269,9 +255,9 @@ def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
 
 
 def test_a_run_of_records_from_the_target_produces_nothing_and_moves_on(
-    path: str, producer: _RecordingProducer, source: _Source
+    producer: _RecordingProducer, source: _Source
 ) -> None:
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     task._partitions.trackers["orders", 0].next_offset = 3
     task._replicate(source.batch([_record(0, 3, origin=b"dr"), _record(0, 4, origin=b"dr")]))
     assert producer.produced == []
@@ -280,9 +266,9 @@ def test_a_run_of_records_from_the_target_produces_nothing_and_moves_on(
 
 
 def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
-    path: str, producer: _RecordingProducer, source: _Source
+    producer: _RecordingProducer, source: _Source
 ) -> None:
-    task = _task(producer, range(4), path)
+    task = _task(producer, range(4))
     task._partitions.trackers["orders", 3].next_offset = 42
     task._replicate(
         source.batch([
@@ -308,9 +294,9 @@ def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
 
 
 def test_a_consume_error_ends_the_run_and_is_handled_before_the_rest(
-    path: str, producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
+    producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
 ) -> None:
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     task._partitions.trackers["orders", 0].next_offset = 10
     # The error is an event, not a record: a transient one cannot be had from the
     # mock cluster on demand, so it alone is made here; the records are consumed.
@@ -326,12 +312,12 @@ def test_a_consume_error_ends_the_run_and_is_handled_before_the_rest(
 
 
 def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
-    path: str, source: _Source
+    source: _Source,
 ) -> None:
     """The queue takes 100 records and the run has 1,000: produce() is refused
-    (BufferError in Python, QUEUE_FULL in C) until delivery reports free room."""
+    (BufferError) until delivery reports free room."""
     producer = _RecordingProducer(**{"queue.buffering.max.messages": 100})
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     task._replicate(source.batch([_record(0, offset) for offset in range(1_000)]))
 
     assert _delivered(task, producer) == [(0, 0, 999, 1_000, 999)]
@@ -341,12 +327,12 @@ def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
 
 
 def test_a_record_too_large_for_the_remote_topic_splits_the_run(
-    path: str, producer: _RecordingProducer, source: _Source
+    producer: _RecordingProducer, source: _Source
 ) -> None:
-    """The C span stops before it; the size policy holds the partition there until
+    """The run stops before it; the size policy holds the partition there until
     the remote topic's config is synced, and what came before it is delivered as a
     run of its own."""
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     task._partitions.trackers["orders", 0].size.limit = 50
     task._replicate(
         source.batch([_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 60), _record(0, 3)])
@@ -358,15 +344,14 @@ def test_a_record_too_large_for_the_remote_topic_splits_the_run(
     assert task._consumer.paused == [TopicPartition("orders", 0)]  # type: ignore[attr-defined]
 
 
-def test_own_headers_loops_and_forwarded_provenance_inside_one_span(
-    path: str, producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
+def test_own_headers_loops_and_forwarded_provenance_inside_one_run(
+    producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """One partition's run mixes plain records with every other kind: the C span stops
-    before each one that is not plain, the Python loop takes it, the span goes on. A
-    true loop (our copy of a record from the target, on this topic) is skipped; a
-    record that merely forwards provenance naming another topic is the application's
-    and is copied, its forwarded headers replaced by ours."""
-    task = _task(producer, range(1), path)
+    """One partition's run mixes plain records with every other kind. A true loop (our
+    copy of a record from the target, on this topic) is skipped; a record that merely
+    forwards provenance naming another topic is the application's and is copied, its
+    forwarded headers replaced by ours."""
+    task = _task(producer, range(1))
     forwarded = ((SOURCE_HEADER, b"dr"), (TOPIC_HEADER, b"payments"), ("app", b"1"))
     task._replicate(
         source.batch([
@@ -405,9 +390,9 @@ def test_own_headers_loops_and_forwarded_provenance_inside_one_span(
 
 
 def test_two_topics_with_the_same_partition_number_in_one_batch(
-    path: str, producer: _RecordingProducer, source: _Source
+    producer: _RecordingProducer, source: _Source
 ) -> None:
-    task = _task(producer, range(1), path, topics=("orders", "payments"))
+    task = _task(producer, range(1), topics=("orders", "payments"))
     task._replicate(
         source.batch([
             _record(0, 0), _record(0, 1), _record(0, 2),
@@ -426,16 +411,16 @@ def test_two_topics_with_the_same_partition_number_in_one_batch(
     assert task._partitions.trackers["payments", 0].next_offset == 2
 
 
-def test_a_refusal_other_than_queue_full_inside_a_span_stops_the_flow_after_what_came_before(
-    path: str, source: _Source
+def test_a_refusal_other_than_queue_full_inside_a_run_stops_the_flow_after_what_came_before(
+    source: _Source,
 ) -> None:
     """The target producer refuses a record outright (larger than its
-    message.max.bytes, though the remote topic would take it): the C span stops there
-    and the Python loop's produce() is refused; the records before it are on the
+    message.max.bytes, though the remote topic would take it): produce() is refused;
+    the records before it are on the
     target, in order, nothing after it was produced, and the flow stops naming the
     partition, the offsets and librdkafka's reason."""
     producer = _RecordingProducer(**{"message.max.bytes": 2_000})
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     batch = source.batch(
         [_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 3_000), _record(0, 3)]
     )
@@ -447,10 +432,8 @@ def test_a_refusal_other_than_queue_full_inside_a_span_stops_the_flow_after_what
     assert "Message size too large" in task._fatal and "stopped" in task._fatal
 
 
-def test_a_failed_batch_inside_a_span_acknowledges_nothing_and_rewinds(
-    path: str, source: _Source
-) -> None:
-    """The target takes nothing in time (every batch times out) while a span longer
+def test_a_failed_batch_inside_a_run_acknowledges_nothing_and_rewinds(source: _Source) -> None:
+    """The target takes nothing in time (every batch times out) while a run longer
     than the producer's queue waits for room: no record of the run is acknowledged,
     and the partition rewinds to resume from the target's tail."""
     producer = _RecordingProducer(
@@ -460,7 +443,7 @@ def test_a_failed_batch_inside_a_span_acknowledges_nothing_and_rewinds(
             "message.timeout.ms": 300,
         }
     )
-    task = _task(producer, range(1), path)
+    task = _task(producer, range(1))
     task._syncs.rolled_back = lambda _key: None  # type: ignore[attr-defined]
     task._replicate(source.batch([_record(0, offset) for offset in range(500)]))
     producer.flush(10)

@@ -52,7 +52,6 @@ class _Writer:
             self.syncs,  # type: ignore[arg-type]
             self.reporter,  # type: ignore[arg-type]
             topics=self.topics,
-            spans=None,
             fail=self.fail,
             stopping=threading.Event(),
             last_poll=lambda: self.polled_at,
