@@ -28,9 +28,28 @@ COPY include/jvm include/jvm
 RUN make .cache/jvm/kafka/.resolved .cache/jvm/spark-kafka/.resolved \
  && rm -rf /root/.m2
 
-# --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations;
-#     pure Python here (no cargo in this stage, so no compiled data plane: setup.py says so
-#     in a banner and the engine runs the Python loop, docs/docker.md).
+# --- The compiled data plane (replicator._dataplane, dataplane/, docs/dataplane.md): Rust
+#     with Debian's cargo-web and rustc-web (bookworm's Rust for Firefox, 1.85 or later;
+#     its plain rustc, 1.63, is too old for rust-rdkafka), crates from crates.io at
+#     Cargo.lock's versions, librdkafka from rdkafka-sys's vendored source, linked
+#     statically; OpenSSL is the system's (libssl3 in the runtime images). A stage fed
+#     only dataplane/, so a change of the Python code reuses its layer: the first build
+#     compiles librdkafka (minutes on 2 cores), later ones nothing.
+FROM ${BASE_IMAGE} AS dataplane
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      cargo-web rustc-web gcc libc6-dev make perl pkg-config libssl-dev python3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY dataplane dataplane
+RUN cargo build -q --release --locked --features extension-module \
+      --manifest-path dataplane/Cargo.toml \
+ && cp dataplane/target/release/lib_dataplane.so /lib_dataplane.so \
+ && rm -rf dataplane/target /root/.cargo/registry
+
+# --- The wheel: replicator, replicator_airflow, replicator_spark, replicator_expectations,
+#     with the data plane built above (setup.py packs the library REPLICATOR_DATAPLANE_LIB
+#     names; REPLICATOR_REQUIRE_RUST=1: a wheel without it fails the build).
 FROM ${BASE_IMAGE} AS wheel
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
@@ -38,12 +57,14 @@ RUN apt-get update -q \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /src
+COPY --from=dataplane /lib_dataplane.so /tmp/lib_dataplane.so
 COPY pyproject.toml setup.py README.md ./
 COPY replicator replicator
 COPY plugins/replicator_airflow plugins/replicator_airflow
 COPY spark/replicator_spark spark/replicator_spark
 COPY expectations/replicator_expectations expectations/replicator_expectations
-RUN python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist .
+RUN REPLICATOR_DATAPLANE_LIB=/tmp/lib_dataplane.so REPLICATOR_REQUIRE_RUST=1 \
+      python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist .
 
 # --- The engine image (`make image` tags it $(ENGINE_IMAGE); `--target engine`): what a
 #     replicator worker needs and nothing else: Python, the project's core dependencies

@@ -7,7 +7,8 @@ clone, so a second clone does not compile librdkafka again. Optional: without ca
 (or setuptools-rust) the package installs without it, says so in a banner, and the
 Python loop is what runs (the engine says so in its log, `replicator_data_path` and
 `replicator status`); REPLICATOR_REQUIRE_RUST=1 makes its absence fail the build
-instead.
+instead. REPLICATOR_DATAPLANE_LIB=PATH packs a library cargo built elsewhere
+(`lib_dataplane.so`, the Docker image's dataplane stage) instead of building it here.
 
 There is no C extension: the package reads no other extension's structures.
 """
@@ -17,9 +18,46 @@ import shutil
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
 
 _DATAPLANE = "dataplane/Cargo.toml"
+_PREBUILT_ENV = "REPLICATOR_DATAPLANE_LIB"
+#: Where the module lives in the package (setuptools-rust's name for an abi3 module).
+_MODULE_FILE = "replicator/_dataplane.abi3.so"
+
+
+def _prebuilt() -> Path | None:
+    """The library REPLICATOR_DATAPLANE_LIB names, to pack, or None when it is unset."""
+    named = os.environ.get(_PREBUILT_ENV)
+    if not named:
+        return None
+    library = Path(named)
+    if not library.is_file():
+        raise RuntimeError(
+            f"{_PREBUILT_ENV}={named}: no such file; build it with `cargo build --release "
+            f"--features extension-module --manifest-path {_DATAPLANE}` "
+            "(target/release/lib_dataplane.so) or unset it to build here"
+        )
+    return library
+
+
+class _WithCompiledModule(Distribution):
+    """A distribution whose wheel carries a compiled module built outside setuptools:
+    tagged for the platform, not as pure Python."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+class _PackPrebuilt(build_py):
+    """build_py that also copies the prebuilt library into the package."""
+
+    def run(self) -> None:
+        super().run()
+        target = Path(self.build_lib) / _MODULE_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_PREBUILT, target)
 
 
 def _banner(message: str) -> None:
@@ -64,4 +102,9 @@ def _rust_extensions() -> list:
     ]
 
 
-setup(rust_extensions=_rust_extensions())
+_PREBUILT = _prebuilt()
+
+if _PREBUILT is None:
+    setup(rust_extensions=_rust_extensions())
+else:
+    setup(distclass=_WithCompiledModule, cmdclass={"build_py": _PackPrebuilt})

@@ -84,15 +84,16 @@ def test_the_whole_system_in_docker_compose(
     # A broker's log reaches `docker logs` (its console), not only server.log.
     broker = project.containers("kafka-primary")[0]
     assert "Kafka Server started" in run("docker", "logs", broker)
-    # The image's engine uses the replication loop's C part (built in its wheel stage);
-    # it logs to stderr, which `docker logs` replays there.
+    # The image's engine moves records through the compiled data plane (built in the
+    # image's dataplane stage); it logs to stderr, which `docker logs` replays there.
     workers = project.containers("replicator")
     assert len(workers) == 2, workers  # REPLICATOR_REPLICAS: compose's --scale replicator=N
     engine = workers[0]
     engine_log = subprocess.run(
         ["docker", "logs", engine], capture_output=True, text=True, timeout=60, check=True
     ).stderr
-    assert "the replication loop produces plain records in C" in engine_log, engine_log[-3000:]
+    compiled = "records move through the compiled data plane (librdkafka"
+    assert compiled in engine_log, engine_log[-3000:]
     # The workers run the slim engine image, as a user that is not root, without a JVM;
     # healthy means replicating (every worker loop runs, every cluster answers).
     for worker in workers:
