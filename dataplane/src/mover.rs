@@ -55,6 +55,9 @@ create_exception!(
 const LOG_LINES: usize = 1000;
 /// How long a seek (after a released record) may take.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the producer may take to learn a target topic's partitions when a record
+/// is refused for a partition it does not know (`Inner::produce`).
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a delivery report refers to.
 pub struct Sent {
@@ -320,6 +323,7 @@ impl Inner {
         if timestamp.0 != 0 && timestamp.1 >= 0 {
             record.timestamp = Some(timestamp.1);
         }
+        let mut refreshed = false;
         loop {
             match self.producer.send(record) {
                 Ok(()) => break,
@@ -333,12 +337,52 @@ impl Inner {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     return Err(Refused::TooLarge);
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::UnknownPartition), back))
+                    if !refreshed =>
+                {
+                    // The producer's metadata may predate partitions added to the
+                    // target topic (librdkafka refreshes it only every
+                    // topic.metadata.refresh.interval.ms): ask the target once.
+                    refreshed = true;
+                    let count = self
+                        .know(&part.target, METADATA_TIMEOUT)
+                        .map_err(Refused::Other)?;
+                    if count <= part.partition as usize {
+                        return Err(Refused::Other(format!(
+                            "{} has {count} partitions on the target: partition {} does not \
+                             exist there (the remote topic must grow with its source topic)",
+                            part.target, part.partition
+                        )));
+                    }
+                    record = back;
+                }
                 Err((error, _)) => return Err(Refused::Other(error.to_string())),
             }
         }
         lock(&self.source_shared().ledgers)[slot]
             .sent(offset)
             .map_err(Refused::Other)
+    }
+
+    /// Ask the target for `target`'s metadata through the producer's own handle
+    /// (`rd_kafka_metadata`: librdkafka updates the partitions the producer knows
+    /// from the answer) and return its partition count.
+    fn know(&self, target: &str, timeout: Duration) -> Result<usize, String> {
+        let asking = || format!("learning the partitions of {target} on the target");
+        let metadata = self
+            .producer
+            .client()
+            .fetch_metadata(Some(target), timeout)
+            .map_err(|e| format!("{}: {e}", asking()))?;
+        let topic = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == target)
+            .ok_or_else(|| format!("{}: the target's answer does not name it", asking()))?;
+        if let Some(code) = topic.error() {
+            return Err(format!("{}: {}", asking(), describe(code)));
+        }
+        Ok(topic.partitions().len())
     }
 
     fn source_shared(&self) -> &Arc<Shared> {
@@ -1091,6 +1135,33 @@ impl Mover {
             )?;
         }
         Ok(out)
+    }
+
+    /// Have the producer learn the partitions of these target topics now, and return
+    /// {target topic: partition count}. Call it before assigning partitions whose
+    /// target partitions were just created: the producer refuses a record for a
+    /// partition it does not know, and librdkafka refreshes a producer's metadata
+    /// only every topic.metadata.refresh.interval.ms (5 minutes by default). Raises
+    /// MoverError naming the topic when the target does not answer within `timeout`
+    /// seconds or answers with an error for it.
+    #[pyo3(signature = (topics, timeout=10.0))]
+    fn know(
+        &self,
+        py: Python<'_>,
+        topics: Vec<String>,
+        timeout: f64,
+    ) -> PyResult<HashMap<String, usize>> {
+        let timeout = seconds(timeout)?;
+        self.with(py, move |inner| {
+            let deadline = Instant::now() + timeout;
+            let mut counts = HashMap::new();
+            for topic in topics {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let count = inner.know(&topic, left)?;
+                counts.insert(topic, count);
+            }
+            Ok(counts)
+        })
     }
 
     /// Wait up to `timeout` seconds for every record in flight to be acked; returns

@@ -42,6 +42,7 @@ The guarantees are the Python exactly-once loop's (`exactly_once`, `transactions
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError
@@ -61,11 +62,15 @@ from replicator.engine.partition import PartitionTracker
 from replicator.engine.target_writer import target_producer_config
 from replicator.engine.transactional_movers import TransactionalMovers
 from replicator.engine.transactions import Outcome, Settled, is_away
+from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+#: How long a new Mover's producer may take to learn its partition's remote topic.
+_KNOW_TIMEOUT_S = 10.0
 
 
 def _no_producers(transactional_id: str) -> dict[str, object]:
@@ -131,9 +136,18 @@ class TransactionalMoverWriter(MoverWriter):
         TransactionsRefused (it stops)."""
         self._assigned.discard(tracker.key)
         self._pairs.pop(tracker.key, None)
-        self.movers.open(tracker.topic, tracker.partition)
+        mover = self.movers.open(tracker.topic, tracker.partition)
+        try:  # its remote partition, maybe just created, known before its first record
+            self._know(mover, [tracker.remote], _KNOW_TIMEOUT_S)
+        except ReplicatorError:
+            self.movers.discard(tracker.key)  # the partition waits; the next try opens anew
+            raise
         tracker.producer = self.producer  # the status producer: the Mover writes replicas
         return tracker.producer
+
+    def know(self, remotes: Iterable[str], timeout: float) -> None:
+        """Nothing now: a partition's Mover is made when it resumes (`for_partition`),
+        and learns its remote topic then; the others write only partitions they know."""
 
     def assign(self, partitions: list[tuple[str, int, int]]) -> None:
         """Have each partition's Mover read it from offset (MoverFetch)."""

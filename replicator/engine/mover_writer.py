@@ -51,6 +51,7 @@ from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
 from replicator.engine.source_consumer import source_consumer_config
 from replicator.engine.target_writer import DeliveryBounds, HeldTopics, target_producer_config
+from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer, route_event
 from replicator.kafka.errors import is_fatal, kafka_error
 
@@ -463,9 +464,25 @@ class MoverWriter:
         raise RuntimeError("the compiled path reads the source itself: the loop calls move()")
 
     def know(self, remotes: Iterable[str], timeout: float) -> None:
-        """Check the target answers for the remote topics (the Mover learns them itself)."""
-        for remote in remotes:
-            self.producer.list_topics(remote, timeout=timeout)
+        """Have the Mover's producer learn the remote topics' partitions before their
+        first record (a partition the remote topic just grew to included); raises
+        ReplicatorError when the target does not answer within `timeout` seconds."""
+        self._know(self._mover, remotes, timeout)
+
+    def _know(self, mover: Any, remotes: Iterable[str], timeout: float) -> None:
+        """`mover`'s producer refuses a record for a partition it does not know, and
+        librdkafka refreshes its metadata only every topic.metadata.refresh.interval.ms:
+        asked now, through its own handle (the status producer's metadata is its own)."""
+        topics = sorted(set(remotes))
+        if not topics:
+            return
+        try:
+            mover.know(topics, timeout)
+        except self._module.MoverError as exc:
+            raise ReplicatorError(
+                f"flow {self.flow.name}: the data plane's producer could not learn the "
+                f"partitions of {', '.join(topics)} on {self.flow.target.alias!r}: {exc}"
+            ) from exc
 
     def record_limit(self, remote: str) -> int:
         return self._size_limits.record_limit(remote)

@@ -292,6 +292,9 @@ class FakeMover:
         self.flush_leaves = 0
         self.closed = False
         self.txn_raises: dict[str, Exception] = {}
+        #: Each `know` call's topics (kept apart from `calls`), and what the next raises.
+        self.known: list[list[str]] = []
+        self.know_raises: Exception | None = None
         FakeMover.made.append(self)
 
     def _txn(self, name: str) -> None:
@@ -317,6 +320,13 @@ class FakeMover:
     def named(self, name: str) -> int:
         """How many times `name` was called."""
         return sum(1 for call, _ in self.calls if call == name)
+
+    def know(self, topics: list[str], timeout: float) -> dict[str, int]:
+        raised, self.know_raises = self.know_raises, None
+        if raised is not None:
+            raise raised
+        self.known.append(topics)
+        return dict.fromkeys(topics, 1)
 
     def assign(self, partitions: list[tuple[str, int, int, str]]) -> None:
         self.calls.append(("assign", partitions))

@@ -23,6 +23,7 @@ from itertools import pairwise
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from helpers.kafka import create_topic, unique_topic
 
@@ -309,6 +310,51 @@ def test_errors_name_topic_partition_and_offset(primary: str, dr: str) -> None:
         assert f"consuming {source} partition 0 at offset" in message, message
     finally:
         mover.close()
+
+
+def test_partitions_added_to_a_target_topic_are_learnt_before_their_records(
+    primary: str, dr: str
+) -> None:
+    """A target topic grown while the mover runs (topic sync grows a remote topic to a
+    source topic's new partitions): librdkafka refreshes a producer's metadata only
+    every topic.metadata.refresh.interval.ms (5 minutes) and refuses a record for a
+    partition it does not know (`_UNKNOWN_PARTITION`; the engine's flow stopped on
+    it). `know` asks the target through the mover's own producer; a record refused so
+    anyway makes the mover ask once itself before it gives up."""
+    source, target = unique_topic("dp-grow"), unique_topic("dp-grow-dst")
+    create_topic(primary, source, partitions=3)
+    create_topic(dr, target, partitions=1)
+    records = [(p, f"k{i}".encode(), f"{p}-{i}".encode(), None, 1_000 + i)
+               for p in range(3) for i in range(5)]  # fmt: skip
+    produce(primary, source, records)
+    admin = AdminClient({"bootstrap.servers": dr})
+    mover = new_mover(primary, dr)
+    try:
+        assert mover.know([target], 10) == {target: 1}
+        mover.assign([(source, 0, 0, target)])
+        move_until(mover, 5)
+        assert mover.flush(30) == 0  # its producer knows the topic: 1 partition
+        admin.create_partitions([NewPartitions(target, 2)])[target].result(timeout=10)
+        assert mover.know([target], 10) == {target: 2}
+        mover.assign([(source, 1, 0, target)])
+        move_until(mover, 5)
+        assert mover.flush(30) == 0
+        # Grown again and not asked: the refused record makes the mover ask.
+        admin.create_partitions([NewPartitions(target, 3)])[target].result(timeout=10)
+        mover.assign([(source, 2, 0, target)])
+        move_until(mover, 5)
+        assert mover.flush(30) == 0
+        through = {key: report[0] for key, report in mover.progress().items()}
+        assert through == {(source, p): 4 for p in range(3)}
+        missing = unique_topic("dp-grow-missing")
+        with pytest.raises(_dataplane.MoverError, match=f"learning the partitions of {missing}"):
+            mover.know([missing], 10)
+    finally:
+        mover.close()
+    for partition in range(3):
+        copied = read_all(dr, target, partition)
+        assert [r.value for r in copied] == [f"{partition}-{i}".encode() for i in range(5)]
+        assert [r.headers[-3:] for r in copied] == [provenance(source, i) for i in range(5)]
 
 
 def test_settings_are_refused_by_key_without_their_values(primary: str, dr: str) -> None:

@@ -1,4 +1,9 @@
-"""Topic sync while the replicator runs: new topics, more partitions, config changes."""
+"""Topic sync while the replicator runs: new topics, more partitions, config changes.
+
+Each test runs on both data paths (`replicator.data.path`): the compiled Mover, whose
+producer must learn a remote topic's new partitions before their first record (until
+issue 29's fix it refused them, `_UNKNOWN_PARTITION`, and the flow stopped), and the
+Python loop."""
 
 from __future__ import annotations
 
@@ -18,6 +23,12 @@ from helpers.replication import end_offsets, flow_config, running, wait_until
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(params=["compiled", "python"])
+def data_path(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The flow's `replicator.data.path` (compiled: refuses to start if not built)."""
+    return {"replicator.data.path": request.param}
+
+
 def _topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
@@ -35,12 +46,14 @@ def _set_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
         future.result(timeout=10)
 
 
-def test_new_topics_partitions_and_configs_reach_the_target(primary: str, dr: str) -> None:
+def test_new_topics_partitions_and_configs_reach_the_target(
+    primary: str, dr: str, data_path: dict[str, str]
+) -> None:
     prefix = unique_topic("live")
     first, second = f"{prefix}.a", f"{prefix}.b"
     create_topic(primary, first, partitions=2, config={"retention.ms": "86400000"})
     produce_records(primary, first, make_records(100))
-    flow = flow_config(("primary", primary), ("dr", dr), topics=f"{prefix}\\..*")
+    flow = flow_config(("primary", primary), ("dr", dr), f"{prefix}\\..*", data_path)
 
     with running(flow):
         wait_until(lambda: sum(end_offsets(dr, f"primary.{first}", 2) or [0]) == 100, 60, "first")
@@ -79,7 +92,9 @@ def test_new_topics_partitions_and_configs_reach_the_target(primary: str, dr: st
     )
 
 
-def test_partitions_assigned_before_the_topic_refresh_saw_them(primary: str, dr: str) -> None:
+def test_partitions_assigned_before_the_topic_refresh_saw_them(
+    primary: str, dr: str, data_path: dict[str, str]
+) -> None:
     """Partitions added to a source topic reach the consumer's assignment (its metadata
     refresh, 10 s) long before the flow's topic refresh (600 s here): the remote topic
     grows to the highest assigned partition, and their records land in the partitions
@@ -91,7 +106,7 @@ def test_partitions_assigned_before_the_topic_refresh_saw_them(primary: str, dr:
         ("primary", primary),
         ("dr", dr),
         topics=topic,
-        properties={"refresh.topics.interval.seconds": "600"},
+        properties={"refresh.topics.interval.seconds": "600", **data_path},
     )
     remote = f"primary.{topic}"
 

@@ -25,6 +25,7 @@ from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
 from replicator.engine.transactional_movers import TransactionsUnavailable
 from replicator.engine.transactions import TransactionsRefused
+from replicator.errors import ReplicatorError
 
 from helpers.engine_fakes import (
     FakeConsumer,
@@ -117,6 +118,8 @@ def test_each_partition_has_a_mover_of_its_own_id_initialised_before_it_reads(p:
     assert second.options["transactional_id"] == "replicator-primary-dr-orders-1"
     assert "offsets_group" not in first.options  # the target tail is the one record
     assert _names(first)[:2] == ["init_transactions", "assign"]
+    # Its producer learnt the remote topic (maybe just grown to this partition) first.
+    assert first.known == [["primary.orders"]]
     assert first.calls[1] == ("assign", [("orders", 0, 5, "primary.orders")])
     # The Python loop's transactional producer settings: librdkafka times records out
     # within the transaction's timeout, not never.
@@ -267,6 +270,26 @@ def test_init_transactions_waits_when_the_target_is_away_and_refuses_when_it_ref
         FakeMover.init_transactions = original  # type: ignore[method-assign]
     assert all(m.closed for m in FakeMover.made)
     assert p.writer.exactly_once is not None  # Rebalance refuses the partition through it
+
+
+def test_a_new_mover_that_cannot_learn_its_remote_topic_is_dropped_and_waits(p: _Path) -> None:
+    made = tracker(0, resuming=True)
+    p.partitions.add(made)
+    original = FakeMover.know
+
+    def away(self: FakeMover, topics: list[str], timeout: float) -> dict[str, int]:
+        raise FakeMoverError("learning the partitions of primary.orders on the target: timed out")
+
+    FakeMover.know = away  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ReplicatorError, match=r"primary\.orders"):
+            p.writer.for_partition(made)  # Rebalance: the partition waits, tried again
+    finally:
+        FakeMover.know = original  # type: ignore[method-assign]
+    assert _mover().closed and p.writer.movers.get(KEY) is None
+    p.writer.know(["primary.orders"], 10.0)  # nothing: the Movers are per partition
+    p.writer.for_partition(made)
+    assert not _mover().closed and _mover().known == [["primary.orders"]]
 
 
 def test_revoked_partitions_close_their_mover_and_shutdown_closes_all(p: _Path) -> None:

@@ -27,7 +27,7 @@ from replicator.engine.headers import (
 )
 from replicator.engine.mover_writer import MoverFetch, MoverWriter
 from replicator.engine.partitions import Partitions
-from replicator.errors import ConfigError
+from replicator.errors import ConfigError, ReplicatorError
 
 from helpers.engine_fakes import (
     FakeConsumer,
@@ -260,6 +260,26 @@ def test_a_revoke_flushes_and_rewinds_only_when_records_stay_in_flight(p: _Path)
     old = p.mover
     p.writer.release(lost=False)
     assert old.closed and made.resuming
+
+
+def test_the_movers_own_producer_learns_the_remote_topics_before_their_records(
+    p: _Path,
+) -> None:
+    # Rebalance asks before a partition resumes (a remote topic grown to a new source
+    # partition included): the Mover's producer refuses a record for a partition it
+    # does not know and refreshes its metadata only every 5 minutes, so it is the one
+    # asked (the status producer has no `list_topics` here: asking it would raise).
+    p.writer.know(iter(["primary.orders", "primary.items", "primary.orders"]), 10.0)
+    assert p.mover.known == [["primary.items", "primary.orders"]]
+    p.writer.know([], 10.0)
+    assert len(p.mover.known) == 1
+    p.mover.know_raises = FakeMoverError(
+        "learning the partitions of primary.orders on the target: Local: Timed out"
+    )
+    # A ReplicatorError: Rebalance keeps the partitions waiting and tries again.
+    with pytest.raises(ReplicatorError, match=r"primary\.orders on 'dr': learning") as raised:
+        p.writer.know(["primary.orders"], 10.0)
+    assert isinstance(raised.value.__cause__, FakeMoverError)
 
 
 def test_the_path_is_chosen_once_and_compiled_refuses_clearly(monkeypatch: Any) -> None:
