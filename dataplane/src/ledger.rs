@@ -189,6 +189,42 @@ impl Ledger {
     }
 }
 
+/// What a delivery report refers to: the partition's slot and the source offset,
+/// packed into the record's opaque pointer-sized word (no allocation per record).
+/// Offsets take the low 48 bits (2^48 records a partition), slots the high 16.
+#[derive(Clone, Copy)]
+pub struct Sent(usize);
+
+const OFFSET_BITS: u32 = 48;
+
+impl Sent {
+    /// None when the slot or the offset does not fit its bits (65,536 partitions a
+    /// Mover, offsets below 2^48): the caller refuses the record, naming it.
+    pub fn new(slot: usize, offset: i64) -> Option<Sent> {
+        let fits =
+            slot < 1 << (usize::BITS - OFFSET_BITS) && (0..1 << OFFSET_BITS).contains(&offset);
+        fits.then(|| Sent(slot << OFFSET_BITS | offset as usize))
+    }
+
+    pub fn slot(self) -> usize {
+        self.0 >> OFFSET_BITS
+    }
+
+    pub fn offset(self) -> i64 {
+        (self.0 & ((1 << OFFSET_BITS) - 1)) as i64
+    }
+
+    /// The word librdkafka carries as the record's opaque.
+    pub fn word(self) -> usize {
+        self.0
+    }
+
+    /// Back from the word `word()` gave.
+    pub fn from_word(word: usize) -> Sent {
+        Sent(word)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +342,21 @@ mod tests {
         assert!(l.delivered(9, 0, 0).is_err());
         l.delivered(4, 0, 0).unwrap();
         assert!(l.sent(3).is_err());
+    }
+}
+
+#[cfg(test)]
+mod sent_tests {
+    use super::Sent;
+
+    #[test]
+    fn slot_and_offset_round_trip_and_out_of_range_is_refused() {
+        for (slot, offset) in [(0, 0), (3, 17), (65_535, (1 << 48) - 1)] {
+            let sent = Sent::new(slot, offset).expect("fits");
+            assert_eq!((sent.slot(), sent.offset()), (slot, offset));
+        }
+        assert!(Sent::new(65_536, 0).is_none());
+        assert!(Sent::new(0, 1 << 48).is_none());
+        assert!(Sent::new(0, -1).is_none());
     }
 }

@@ -30,7 +30,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::group::{self, TxnError};
-use crate::ledger::{Ledger, Report};
+use crate::ledger::{Ledger, Report, Sent};
 use crate::plan::{self, Irregular};
 use crate::source::{describe, Source};
 use crate::txn::Txn;
@@ -59,11 +59,14 @@ const SEEK_TIMEOUT: Duration = Duration::from_secs(30);
 /// is refused for a partition it does not know (`Inner::produce`).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a delivery report refers to.
-pub struct Sent {
-    slot: usize,
-    offset: i64,
-    bytes: u64,
+impl rdkafka::util::IntoOpaque for Sent {
+    fn into_ptr(self) -> *mut std::ffi::c_void {
+        self.word() as *mut std::ffi::c_void
+    }
+
+    unsafe fn from_ptr(ptr: *mut std::ffi::c_void) -> Self {
+        Sent::from_word(ptr as usize)
+    }
 }
 
 #[derive(Default)]
@@ -135,22 +138,23 @@ impl ClientContext for TargetContext {
 }
 
 impl ProducerContext for TargetContext {
-    type DeliveryOpaque = Box<Sent>;
+    type DeliveryOpaque = Sent;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Sent>) {
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Sent) {
+        let (slot, offset) = (sent.slot(), sent.offset());
         let outcome = match result {
-            Ok(message) => lock(&self.0.ledgers)[sent.slot].delivered(
-                sent.offset,
-                message.offset(),
-                sent.bytes,
-            ),
+            Ok(message) => {
+                let bytes =
+                    message.key().map_or(0, <[u8]>::len) + message.payload().map_or(0, <[u8]>::len);
+                lock(&self.0.ledgers)[slot].delivered(offset, message.offset(), bytes as u64)
+            }
             Err((error, _)) => {
-                let _ = lock(&self.0.ledgers)[sent.slot].failed(sent.offset);
+                let _ = lock(&self.0.ledgers)[slot].failed(offset);
                 Err(error.to_string())
             }
         };
         if let Err(problem) = outcome {
-            lock(&self.0.failures).push((sent.slot, sent.offset, problem));
+            lock(&self.0.failures).push((slot, offset, problem));
         }
     }
 }
@@ -307,17 +311,16 @@ impl Inner {
         room_until: Option<Instant>,
     ) -> Result<(), Refused> {
         let part = &self.parts[slot];
-        let bytes = (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
-        let mut record: BaseRecord<'_, [u8], [u8], Box<Sent>> = BaseRecord::with_opaque_to(
-            &part.target,
-            Box::new(Sent {
-                slot,
-                offset,
-                bytes,
-            }),
-        )
-        .partition(part.partition)
-        .headers(headers);
+        let Some(sent) = Sent::new(slot, offset) else {
+            return Err(Refused::Other(format!(
+                "slot {slot} or source offset {offset} is beyond what a delivery report can \
+                 carry (65,536 partitions a Mover, offsets below 2^48)"
+            )));
+        };
+        let mut record: BaseRecord<'_, [u8], [u8], Sent> =
+            BaseRecord::with_opaque_to(&part.target, sent)
+                .partition(part.partition)
+                .headers(headers);
         record.key = key;
         record.payload = value;
         if timestamp.0 != 0 && timestamp.1 >= 0 {
