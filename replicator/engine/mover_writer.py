@@ -100,6 +100,17 @@ def mover_source_config(flow: FlowConfig) -> dict[str, str]:
     return {k: _setting(v) for k, v in config.items() if k not in _GROUP_ONLY and not callable(v)}
 
 
+#: Settings the Mover's producer is given by the engine, not by the operator, that
+#: librdkafka calls experimental in a CONFWARN at every start: said at debug level,
+#: since the operator can do nothing about them (docs/dataplane.md).
+_FORCED_EXPERIMENTAL = ("enable.gapless.guarantee",)
+
+
+def _forced_setting_warning(text: str) -> bool:
+    """A librdkafka CONFWARN about a setting in `_FORCED_EXPERIMENTAL`."""
+    return text.startswith("CONFWARN") and any(key in text for key in _FORCED_EXPERIMENTAL)
+
+
 def mover_target_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[str, str]:
     """The Mover's producer settings: the Python loop's, with its guarantees (no record
     times out, a refused batch never leaves a hole behind it: see DeliveryBounds)."""
@@ -432,6 +443,9 @@ class MoverWriter:
             return  # closed: its events went with it
         flow = self.flow
         for client, level, text in events:
+            if _forced_setting_warning(text):
+                log.debug("flow %s: data plane: %s", flow.name, text)
+                continue
             cluster = flow.source if client == "source" else flow.target
             settings = flow.source.consumer if client == "source" else flow.target.producer
             route_event(settings, cluster.alias, level, text)

@@ -289,6 +289,8 @@ class FakeMover:
         self.moved = 0
         self.raises: Exception | None = None
         self.reports: dict[tuple[str, int], tuple[Any, ...]] = {}
+        #: What `events()` returns next: (client, level, text), as the module's.
+        self.pending_events: list[tuple[str, str, str]] = []
         self.flush_leaves = 0
         self.closed = False
         self.txn_raises: dict[str, Exception] = {}
@@ -352,7 +354,8 @@ class FakeMover:
         return self.flush_leaves
 
     def events(self) -> list[tuple[str, str, str]]:
-        return []
+        events, self.pending_events = self.pending_events, []
+        return events
 
     def close(self) -> None:
         self.closed = True

@@ -197,6 +197,24 @@ def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path
     assert len(p.syncs.acknowledged_runs) == 3  # nothing new
 
 
+def test_librdkafkas_warning_about_a_setting_the_engine_forces_is_not_the_operators(
+    p: _Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    p.replicating()
+    confwarn = (
+        "CONFWARN [thrd:app]: Configuration property enable.gapless.guarantee is "
+        "experimental: When set to `true`, any error that could result in a gap ..."
+    )
+    other = "CONFWARN [thrd:app]: Configuration property fetch.queue.backoff.ms is odd"
+    p.mover.pending_events = [("target", "warning", confwarn), ("source", "warning", other)]
+    with caplog.at_level("DEBUG"):
+        p.writer.serve()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert not any("gapless" in line for line in warned), warned
+    assert any("fetch.queue.backoff.ms" in line for line in warned), warned
+    assert any("gapless" in r.getMessage() for r in caplog.records if r.levelname == "DEBUG")
+
+
 def test_an_oversized_record_is_held_for_a_sync_then_read_again(p: _Path) -> None:
     topics = FakeTopics({"primary.orders": 5_000_000})
     p = _Path(topics)
