@@ -31,14 +31,15 @@ RUN make .cache/jvm/kafka/.resolved .cache/jvm/spark-kafka/.resolved \
 # --- The compiled data plane (replicator._dataplane, dataplane/, docs/dataplane.md): Rust
 #     with Debian's cargo-web and rustc-web (bookworm's Rust for Firefox, 1.85 or later;
 #     its plain rustc, 1.63, is too old for rust-rdkafka), crates from crates.io at
-#     Cargo.lock's versions, librdkafka from rdkafka-sys's vendored source, linked
+#     Cargo.lock's versions, librdkafka from rdkafka-sys's vendored source (its configure
+#     insists on a C++ compiler: g++), linked
 #     statically; OpenSSL is the system's (libssl3 in the runtime images). A stage fed
 #     only dataplane/, so a change of the Python code reuses its layer: the first build
 #     compiles librdkafka (minutes on 2 cores), later ones nothing.
 FROM ${BASE_IMAGE} AS dataplane
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      cargo-web rustc-web gcc libc6-dev make perl pkg-config libssl-dev python3 ca-certificates \
+      cargo-web rustc-web gcc g++ libc6-dev make perl pkg-config libssl-dev python3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY dataplane dataplane
