@@ -79,7 +79,7 @@ LABEL org.opencontainers.image.title="replicator-engine" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      python3 python3-venv \
+      python3 python3-venv libjemalloc2 \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*
 ENV VIRTUAL_ENV=/opt/venv \
@@ -137,7 +137,7 @@ LABEL org.opencontainers.image.title="replicator" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      python3 python3-venv openjdk-17-jre-headless procps \
+      python3 python3-venv libjemalloc2 openjdk-17-jre-headless procps \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 ENV VIRTUAL_ENV=/opt/venv \

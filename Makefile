@@ -11,6 +11,7 @@ BIN := $(VENV)/bin
 JVM_DIR := .cache/jvm
 BROWSER_STAMP := .cache/browser/.installed
 POSTGRES_STAMP := .cache/postgres/.installed
+JEMALLOC_STAMP := .cache/jemalloc/.installed
 PROMETHEUS_STAMP := .cache/prometheus/.installed
 DATA_DOCS_ASSETS := .cache/vendor/data-docs
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
@@ -62,7 +63,7 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/kafka.jsa $(JVM_DIR)/spark-kafka/.resolved \
-	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(DATA_DOCS_ASSETS)/.installed \
+	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(JEMALLOC_STAMP) $(DATA_DOCS_ASSETS)/.installed \
 	$(K8S_STAMPS)
 
 # Bytecode is compiled at install (uv writes none by default): with PYTHONDONTWRITEBYTECODE
@@ -126,6 +127,22 @@ $(POSTGRES_STAMP):
 	fi
 	@mkdir -p $(dir $@)
 	$$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1) --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# jemalloc from Debian: `replicator run` re-executes itself with it preloaded
+# (replicator/allocator.py; the compiled data path spends a third of its CPU in glibc's
+# malloc otherwise), so the tests' worker processes and `make run` use what production
+# does. Same pattern as the browser: the stamp records the package's version.
+$(JEMALLOC_STAMP):
+	@if ! /sbin/ldconfig -p | grep -q 'libjemalloc\.so\.2 '; then \
+		packages="libjemalloc2"; \
+		apt="env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		if [ "$$(id -u)" != 0 ]; then apt="sudo $$apt"; fi; \
+		$$apt install -y -q --no-install-recommends $$packages \
+			|| { $$apt update -q && $$apt install -y -q --no-install-recommends $$packages; }; \
+	fi
+	@mkdir -p $(dir $@)
+	dpkg-query -W -f '$${Package} $${Version}\n' libjemalloc2 | tee $@.tmp
 	test -s $@.tmp && mv $@.tmp $@
 
 # Prometheus from Debian: `promtool` checks and tests the alert rules of deploy/monitoring/

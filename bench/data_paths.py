@@ -9,8 +9,9 @@ backlog, for what the compiled part costs by itself.
 
 Made for the data plane's performance work (docs/dataplane.md, "Performance"): the
 ratios between the paths, not the absolute figures, are what it is for. Run it on a
-quiet machine; `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2` before the
-command measures both under jemalloc (the children inherit it).
+quiet machine. The spawned processes run on the allocator `replicator run` chooses
+(`replicator.allocator`: jemalloc when installed); `REPLICATOR_ALLOCATOR=system` before
+the command measures both on the C library's malloc.
 
 Run: `.venv/bin/python bench/data_paths.py [--records 1000000]
 [--paths python,compiled,python,compiled] [--mover-alone]`.
@@ -38,6 +39,7 @@ from harness import (
     remote_topic,
 )
 
+from replicator import allocator
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER
@@ -125,7 +127,8 @@ def main() -> None:
     parser.add_argument("--paths", default="python,compiled,python,compiled")
     parser.add_argument("--mover-alone", action="store_true")
     args = parser.parse_args()
-    print(f"LD_PRELOAD={os.environ.get('LD_PRELOAD', '')}")
+    preferred = allocator.environment() or os.environ
+    print(f"{allocator.ENV}={allocator.choice()}: LD_PRELOAD={preferred.get('LD_PRELOAD', '')!r}")
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
         runs = args.paths.split(",") + (["mover", "mover"] if args.mover_alone else [])
         for number, path in enumerate(runs):

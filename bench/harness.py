@@ -43,6 +43,7 @@ from confluent_kafka.admin import (
 )
 from thread_cpu import ThreadCpu, read_stat
 
+from replicator import allocator
 from replicator.config import FlowConfig, load_config
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.task import ReplicationTask
@@ -107,6 +108,7 @@ class Machine:
     confluent_kafka: str
     librdkafka: str
     java: str
+    allocator: str  # the LD_PRELOAD our spawned processes run with ("" for the C library's)
     loadavg_at_start: tuple[float, float, float]
 
     @classmethod
@@ -135,6 +137,7 @@ class Machine:
             confluent_kafka=confluent_kafka.__version__,
             librdkafka=confluent_kafka.libversion()[0],
             java=java,
+            allocator=(allocator.environment() or os.environ).get("LD_PRELOAD", ""),
             loadavg_at_start=os.getloadavg(),
         )
 
@@ -386,7 +389,9 @@ class Replicator(Protocol):
 class SpawnedReplicator:
     """A replicator in `processes` spawned processes, each running `main(*args)` until
     SIGTERM; each process is its own, so its CPU time and memory are not the
-    benchmark's."""
+    benchmark's. They run on the allocator `replicator run` would choose on this
+    machine (`replicator.allocator`: jemalloc when installed), the Java tools and
+    brokers on their own."""
 
     def __init__(
         self, label: str, main: Callable[..., None], args: tuple[object, ...], processes: int = 1
@@ -401,8 +406,10 @@ class SpawnedReplicator:
 
     def __enter__(self) -> SpawnedReplicator:
         self.started_at = time.monotonic()
-        for process in self._processes:
-            process.start()
+        preferred = allocator.environment() or os.environ
+        with _preloading(preferred.get("LD_PRELOAD")):
+            for process in self._processes:
+                process.start()
         return self
 
     def __exit__(
@@ -433,6 +440,22 @@ class SpawnedReplicator:
             if not process.is_alive():
                 return f"{process.name} exited with code {process.exitcode}; its traceback is above"
         return None
+
+
+@contextlib.contextmanager
+def _preloading(preload: str | None) -> Iterator[None]:
+    """`LD_PRELOAD` set to `preload` while processes are spawned (they inherit the
+    environment when they start), as it was afterwards."""
+    before = os.environ.get("LD_PRELOAD")
+    if preload:
+        os.environ["LD_PRELOAD"] = preload
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = before
 
 
 class OurReplicator(SpawnedReplicator):

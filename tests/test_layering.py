@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.logs",
         "replicator.flow_timer",
         "replicator.probe",
+        "replicator.allocator",
     ),
     ("replicator.config",),
     # Who a cluster's clients are to its authorizer (config only): the engine names it in errors.

@@ -48,7 +48,7 @@ def command_line() -> typer.main.TyperGroup:  # type: ignore[name-defined]
 
 def main(argv: list[str] | None = None) -> int:
     """Run `replicator` with `argv` (default: the process's arguments); the exit status."""
-    start()
+    start(own_process=argv is None)
     try:
         command_line().main(args=argv, prog_name="replicator", standalone_mode=True)
     except SystemExit:

@@ -62,7 +62,8 @@ ROOT = typer.Typer(
 class _Invocation:
     """What the root options and the command that ran leave for `main`."""
 
-    def __init__(self) -> None:
+    def __init__(self, own_process: bool = False) -> None:
+        self.own_process = own_process  # argv is this process's command line
         self.verbose = False
         self.log_format: str | None = None
         self.exit_status: int | None = None
@@ -71,10 +72,17 @@ class _Invocation:
 _invocation = _Invocation()
 
 
-def start() -> None:
-    """Forget the previous invocation (`main` may be called several times in a process)."""
+def start(own_process: bool = False) -> None:
+    """Forget the previous invocation (`main` may be called several times in a process);
+    `own_process`: the arguments are this process's command line (not a call from a
+    test or another program), so a command may re-execute the process."""
     global _invocation  # noqa: PLW0603 - one invocation at a time, as argv is
-    _invocation = _Invocation()
+    _invocation = _Invocation(own_process)
+
+
+def own_process() -> bool:
+    """Whether this invocation's arguments are the process's own command line."""
+    return _invocation.own_process
 
 
 def exit_status() -> int | None:

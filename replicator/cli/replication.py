@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from replicator.cli.app import ROOT, command, exit_statuses
+from replicator import allocator
+from replicator.cli.app import ROOT, command, exit_statuses, own_process
 from replicator.cli.options import (
     ConfigOption,
     FlowsOption,
@@ -38,6 +39,9 @@ from replicator.statestore import StateStore
     ),
 )
 def _run(config: ConfigOption, flow: FlowsOption = None, state_url_: StateUrlOption = None) -> int:
+    if own_process():  # before any client starts a thread; see replicator.allocator
+        allocator.reexecute_with_preferred()
+    allocator.report()
     flows = select_flows(load_config(config), flow)
     # A wrong password or certificate stops here, in one line, instead of workers
     # retrying for ever; a cluster that is away does not (the workers wait for it).
