@@ -43,14 +43,15 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER, Headers
+from replicator.engine.held_records import HeldRecords, HeldTopics
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import RecordRewrite
-from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
+from replicator.engine.size_limits import Oversized, SizeLimits
 from replicator.engine.source_consumer import source_consumer_config
-from replicator.engine.target_writer import DeliveryBounds, HeldTopics, target_producer_config
+from replicator.engine.target_writer import DeliveryBounds, target_producer_config
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer, route_event
 from replicator.kafka.errors import is_fatal, kafka_error
@@ -192,8 +193,7 @@ class MoverWriter:
         self.bounds = bounds or DeliveryBounds.of(flow)
         self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias, flow.policy)
         self._size_limits = SizeLimits()
-        self._oversized = OversizedRecords(flow)
-        self._held: list[PartitionTracker] = []
+        self._held = HeldRecords(flow, topics, partitions, reporter)
         self._new_producer = make_producer
         #: The Python producer to the target for the worker's status (the Mover writes
         #: the replicas).
@@ -346,24 +346,15 @@ class MoverWriter:
     def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
         """A record too large for its remote topic: hold the partition for a config
         sync of the topic, skip the record or stop at it (oversized.record.policy)."""
-        verdict = self._oversized.verdict(
-            tracker.topic, tracker.partition, tracker.remote, tracker.size, offset=offset, size=size
-        )
+        verdict = self._held.verdict(tracker, offset, size)
         tracker.next_offset = offset
         if verdict.action is Oversized.HOLD:
             self.unassign([tracker.key])  # read again from the record after the sync
-            self._held.append(tracker)
-            return
-        metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
-        if verdict.action is Oversized.SKIP:
+        elif verdict.action is Oversized.SKIP:
             self._release(tracker, None)
-            tracker.counters.skipped += 1
-            tracker.next_offset = offset + 1
-            metrics.SKIPPED.labels(*tracker.labels, "record_too_large").inc()
-            log.warning("%s; skipped (oversized.record.policy=skip)", verdict.message)
-            self._reporter.partition(tracker, self._reporter.lag(tracker))
-            return
-        self._partitions.halt(tracker, verdict.message)
+            self._held.skip(tracker, offset, verdict)
+        else:
+            self._partitions.halt(tracker, verdict.message)
 
     def serve(self) -> None:
         """What the Mover delivered since the last call, to the partitions and the
@@ -522,18 +513,7 @@ class MoverWriter:
         )  # fmt: skip
 
     def resync_held(self) -> None:
-        """Sync the configs of topics with a held oversized record, then read those
-        partitions again from that record: it now fits, or its policy applies."""
-        if not self._held:
-            return
-        held, self._held = self._held, []
-        topics = self._topics.counts(held)
-        self._oversized.resynced(topics)
-        self.update_size_limits(self._topics.sync(topics))
-        for tracker in held:
-            tracker.size.held = False
-            if self._partitions.is_current(tracker):
-                self._partitions.restart_fetch(tracker)
+        self._held.resync(self.update_size_limits)
 
     def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
         """Nothing to note: the Mover acknowledges record by record."""

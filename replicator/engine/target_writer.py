@@ -36,13 +36,14 @@ from replicator.config.model import FlowConfig
 from replicator.engine.deliveries import Deliveries, RunReport
 from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.headers import OFFSET_HEADER, TOPIC_HEADER, Headers, encode_offset
+from replicator.engine.held_records import HeldRecords, HeldTopics
 from replicator.engine.kafka_errors import reason
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import RecordRewrite
-from replicator.engine.size_limits import Oversized, OversizedRecords, SizeLimits
+from replicator.engine.size_limits import Oversized, SizeLimits
 from replicator.kafka.clients import Producer
 from replicator.kafka.errors import is_fatal, kafka_error
 
@@ -114,16 +115,6 @@ def target_producer_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[st
         "message.max.bytes": message_max_bytes,
         "batch.size": batch_size,
     }
-
-
-class HeldTopics(Protocol):
-    """The replicated topics, as the writer needs them for a held record's resync."""
-
-    def counts(self, trackers: list[PartitionTracker]) -> dict[str, int]:
-        """The partition counts of the topics of `trackers`."""
-
-    def sync(self, topics: dict[str, int]) -> dict[str, int]:
-        """Sync the remote topics of `topics`; their max.message.bytes."""
 
 
 class ReplicaWriter(Protocol):
@@ -239,8 +230,7 @@ class TargetWriter:
         #: How long the target may hold records (see DeliveryBounds).
         self.bounds = bounds or DeliveryBounds.of(flow)
         self._size_limits = SizeLimits()
-        self._oversized = OversizedRecords(flow)
-        self._held: list[PartitionTracker] = []  # an oversized record waits for a sync
+        self._held = HeldRecords(flow, topics, partitions, reporter)
         #: Makes the default mode's producer from its settings (a client of
         #: `replicator.kafka.clients`; the unit tests give a fake).
         self._new_producer = make_producer
@@ -440,38 +430,18 @@ class TargetWriter:
     def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
         """A record too large for its remote topic: hold the partition for a config
         sync of the topic (after this batch), skip the record or stop at it."""
-        verdict = self._oversized.verdict(
-            tracker.topic, tracker.partition, tracker.remote, tracker.size, offset=offset, size=size
-        )
+        verdict = self._held.verdict(tracker, offset, size)
         if verdict.action is Oversized.HOLD:
             tracker.next_offset = offset
             self._partitions.pause(tracker)
-            self._held.append(tracker)
-            return
-        metrics.ERRORS.labels(tracker.flow, "record_too_large").inc()
-        if verdict.action is Oversized.SKIP:
-            tracker.counters.skipped += 1
-            tracker.next_offset = offset + 1
-            metrics.SKIPPED.labels(*tracker.labels, "record_too_large").inc()
-            log.warning("%s; skipped (oversized.record.policy=skip)", verdict.message)
-            self._reporter.partition(tracker, self._reporter.lag(tracker))
-            return
-        tracker.next_offset = offset
-        self._partitions.halt(tracker, verdict.message)
+        elif verdict.action is Oversized.SKIP:
+            self._held.skip(tracker, offset, verdict)
+        else:
+            tracker.next_offset = offset
+            self._partitions.halt(tracker, verdict.message)
 
     def resync_held(self) -> None:
-        """Sync the configs of topics with a held oversized record, then fetch those
-        partitions again from that record: it now fits, or its policy applies."""
-        if not self._held:
-            return
-        held, self._held = self._held, []
-        topics = self._topics.counts(held)
-        self._oversized.resynced(topics)
-        self.update_size_limits(self._topics.sync(topics))
-        for tracker in held:
-            tracker.size.held = False
-            if self._partitions.is_current(tracker):
-                self._partitions.restart_fetch(tracker)
+        self._held.resync(self.update_size_limits)
 
     # -- records in flight ---------------------------------------------------------------
 
