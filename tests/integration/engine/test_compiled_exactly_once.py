@@ -16,7 +16,6 @@ initialises (its next owner) is given up, nothing more of it visible."""
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from pathlib import Path
 
@@ -25,15 +24,13 @@ from confluent_kafka import Producer
 from prometheus_client import REGISTRY
 
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, encode_offset
-from replicator.engine.tail import TailReader
-from replicator.errors import ReplicatorError
 
+from helpers.exactly_once import kill_then_finish, next_offsets
 from helpers.kafka import create_topic, read_partition, unique_topic
 from helpers.replication import (
     flow_config,
     running,
     source_offsets_on_target,
-    start_replicator,
     wait_until,
     write_config,
 )
@@ -87,17 +84,6 @@ def _write_source(primary: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _next_offsets(dr: str, remote: str, partitions: int = PARTITIONS) -> list[int | None]:
-    """Per partition, the source offset after the last committed copy on the target."""
-    reader = TailReader({"bootstrap.servers": dr}, "primary")
-    try:
-        return [reader.position(remote, p).next_source_offset for p in range(partitions)]
-    except ReplicatorError:  # the remote topic may not exist yet
-        return [None] * partitions
-    finally:
-        reader.close()
-
-
 def test_an_exactly_once_flow_on_the_compiled_path_survives_a_kill_exactly(
     tmp_path: Path, primary: str, dr: str
 ) -> None:
@@ -118,24 +104,7 @@ def test_an_exactly_once_flow_on_the_compiled_path_survives_a_kill_exactly(
         extra=("exactly.once = true", "replicator.data.path = compiled"),
     )
     log = tmp_path / "replicator.log"
-    first = start_replicator(config, log)
-    try:
-        wait_until(lambda: sum(o or 0 for o in _next_offsets(dr, remote)) > 10_000, 90, "a start")
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert _next_offsets(dr, remote) != wanted, "killed mid-stream"
-
-    second = start_replicator(config, log)
-    try:
-        wait_until(lambda: _next_offsets(dr, remote) == wanted, 180, "every record committed")
-        second.send_signal(signal.SIGTERM)
-        assert second.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if second.poll() is None:
-            second.kill()
+    kill_then_finish(config, log, dr, remote, wanted, kill_after=10_000)
     text = log.read_text()
     assert text.count("records move through the compiled data plane (librdkafka") == 2, text[-3000:]
     assert "exactly-once: a transactional Mover per partition" in text
@@ -182,7 +151,7 @@ def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
     caplog.set_level(logging.WARNING, logger="replicator.engine")
     produce(0, 2_000)
     with running(flow) as task:
-        wait_until(lambda: _next_offsets(dr, remote, 1) == [2_000], 90, "the first records")
+        wait_until(lambda: next_offsets(dr, remote, 1) == [2_000], 90, "the first records")
         next_owner = Producer(
             {"bootstrap.servers": dr, "transactional.id": f"replicator-primary-dr-{topic}-0"}
         )

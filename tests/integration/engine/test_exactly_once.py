@@ -11,10 +11,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.engine.tail import TailReader
 from replicator.engine.transactions import Outcome, TransactionalWriters
-from replicator.errors import ReplicatorError
 
+from helpers.exactly_once import kill_then_finish, next_offsets
 from helpers.kafka import create_topic, read_partition, unique_topic
 from helpers.replication import (
     preloaded_flow,
@@ -29,17 +28,6 @@ GROUP = "replicator-primary-dr"
 PARTITIONS = 6
 RECORDS = 600_000
 EXACTLY_ONCE = ("exactly.once = true",)
-
-
-def _next_offsets(dr: str, remote: str) -> list[int | None]:
-    """Per partition, the source offset after the last committed copy on the target."""
-    reader = TailReader({"bootstrap.servers": dr}, "primary")
-    try:
-        return [reader.position(remote, p).next_source_offset for p in range(PARTITIONS)]
-    except ReplicatorError:  # the remote topic may not exist yet
-        return [None] * PARTITIONS
-    finally:
-        reader.close()
 
 
 def _members_owning(primary: str, topic: str) -> int:
@@ -83,12 +71,18 @@ def test_zombie_is_fenced_and_rejoins(tmp_path: Path, primary: str, dr: str) -> 
     try:
         wait_until(lambda: _members_owning(primary, topic) == 2, 90, "both workers replicating")
         # Stop it mid-stream, most likely inside a transaction.
-        wait_until(lambda: min(o or 0 for o in _next_offsets(dr, remote)) > 5_000, 90, "progress")
+        wait_until(
+            lambda: min(o or 0 for o in next_offsets(dr, remote, PARTITIONS)) > 5_000,
+            90,
+            "progress",
+        )
         zombie.send_signal(signal.SIGSTOP)
         wait_until(lambda: _members_owning(primary, topic) == 1, 60, "partitions moved away")
         zombie.send_signal(signal.SIGCONT)
 
-        wait_until(lambda: _next_offsets(dr, remote) == wanted, 180, "every record committed")
+        wait_until(
+            lambda: next_offsets(dr, remote, PARTITIONS) == wanted, 180, "every record committed"
+        )
         wait_until(lambda: _members_owning(primary, topic) == 2, 90, "the zombie rejoined")
         assert zombie.poll() is None, "the fenced worker keeps running"
         # Woken up, it either found itself out of the group first (and revoked its
@@ -114,24 +108,7 @@ def test_kill_9_mid_transaction(tmp_path: Path, primary: str, dr: str) -> None:
     )
     remote, wanted, config = flow.remote, flow.wanted, flow.config
     log = tmp_path / "replicator.log"
-
-    first = start_replicator(config, log)
-    try:
-        wait_until(lambda: sum(o or 0 for o in _next_offsets(dr, remote)) > 30_000, 90, "a start")
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert _next_offsets(dr, remote) != wanted, "killed mid-stream"
-
-    second = start_replicator(config, log)
-    try:
-        wait_until(lambda: _next_offsets(dr, remote) == wanted, 180, "every record committed")
-        _stop(second, log)
-    finally:
-        if second.poll() is None:
-            second.kill()
+    kill_then_finish(config, log, dr, remote, wanted, kill_after=30_000)
     _assert_exactly_once(dr, remote, wanted)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from replicator import allocator
+from replicator.cli import main
 from replicator.errors import ReplicatorError
 
 
@@ -69,7 +70,5 @@ def test_missing_jemalloc(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_in_process_calls_never_reexecute(monkeypatch: pytest.MonkeyPatch) -> None:
     """`main([...])` from a test or a program is not this process's command line: the
     command runs on, whatever the allocator (the real re-execution would replace pytest)."""
-    from replicator.cli import main
-
     monkeypatch.setattr(os, "execve", lambda *a: pytest.fail(f"re-executed: {a}"))
     assert main(["run", "--config", "/nonexistent/mm2.properties"]) == 1
