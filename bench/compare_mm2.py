@@ -30,9 +30,14 @@ headers of its own, named and sized like an application's (`trace-id` 32 B,
 `content-type` 16 B, ...: `HEADER_SHAPES`); both systems copy them, which each run
 checks on a replica.
 
+With `--client-stats`, our clients' librdkafka statistics (where records waited, each
+worker's share of the partitions) are printed after each run; their `stats_cb` is a
+Python callback, which keeps our flow on the Python loop (`replicator.engine.data_path`),
+so the figures are then the Python loop's, not the compiled path's.
+
 Run: `.venv/bin/python bench/compare_mm2.py [--records-100b N] [--records-1k N]
 [--runs 3] [--tasks 1] [--group-protocol classic] [--partitions 12]
-[--record-headers 0]`. One table per size is printed, and everything is written to
+[--record-headers 0] [--client-stats]`. One table per size is printed, and everything is written to
 `bench/results/compare_mm2-<UTC timestamp>.json`. See bench/README.md for the method
 and how to read the ratios.
 """
@@ -947,6 +952,8 @@ class Settings:
     group_protocol: str = "classic"
     #: Headers of its own on every source record (`HEADER_SHAPES`); 0: none.
     record_headers: int = 0
+    #: Our clients' librdkafka statistics (a Python callback: the Python loop).
+    client_stats: bool = False
 
 
 def make_replicator(system: str, topics: list[str], run_id: str, settings: Settings) -> Replicator:
@@ -954,7 +961,9 @@ def make_replicator(system: str, topics: list[str], run_id: str, settings: Setti
     if system == "ours":
         consumer = {"group.protocol": settings.group_protocol}
         flow = flow_config(SOURCE, TARGET, topics, tasks, source_consumer=consumer)
-        return OurReplicator(with_statistics(flow, STATS_DIR / run_id), tasks)
+        if settings.client_stats:
+            flow = with_statistics(flow, STATS_DIR / run_id)
+        return OurReplicator(flow, tasks)
     return MirrorMaker2(mm2_properties(topics, tasks, run_id), JVM_DIR / f"mm2-{run_id}")
 
 
@@ -996,7 +1005,7 @@ def one_run(
             f"(warm) {figures.warm_records_per_s:,.0f} records/s, "
             f"{figures.warm_cpu_s_per_million:.2f} CPU s per million"
         )
-        if system == "ours":
+        if system == "ours" and settings.client_stats:
             copied_at = time.time()
             waits = client_waits(STATS_DIR / run_id, copied_at, remote_topic(SOURCE.name, topic))
             workers = worker_shares(STATS_DIR / run_id, topic, copied_at)
@@ -1295,6 +1304,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="headers of its own on every source record, named and sized like an "
         "application's (trace-id 32 B, content-type 16 B, ...) (0)",
     )
+    parser.add_argument(
+        "--client-stats",
+        action="store_true",
+        help="print our clients' librdkafka statistics after each run (their Python "
+        "callback keeps our flow on the Python loop)",
+    )
     args = parser.parse_args(argv)
     if args.record_headers < 0:
         parser.error(f"--record-headers {args.record_headers}: give 0 or more")
@@ -1314,6 +1329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_cpus=args.broker_cpus,
         group_protocol=args.group_protocol,
         record_headers=args.record_headers,
+        client_stats=args.client_stats,
     )
     records = {100: args.records_100b, 1024: args.records_1k}
     stray = mirror_maker_pids(JVM_DIR)

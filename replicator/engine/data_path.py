@@ -4,7 +4,9 @@ reference, and the fallback where the compiled module is absent).
 
 `replicator.data.path` chooses: `auto` (the default) takes the compiled path when
 the module is built (exactly-once flows too: one transactional Mover per source
-partition, `mover_transactions`); `python` always takes the Python loop; `compiled`
+partition, `mover_transactions`) and the flow's clients carry no Python callbacks
+(`stats_cb`, `oauth_cb`, ... given through the Python API: only confluent-kafka's
+clients can call them); `python` always takes the Python loop; `compiled`
 takes the compiled path or refuses to start, naming the key and the fix. The choice
 is said in the log, the metric `replicator_data_path{flow,path}` and `replicator
 status` (the worker's line).
@@ -57,6 +59,18 @@ def _module() -> tuple[ModuleType | None, str]:
         return None, f"replicator._dataplane is not built ({exc})"
 
 
+def _callbacks(flow: FlowConfig) -> list[str]:
+    """The data path's client settings that are Python callables, as `consumer.X` and
+    `producer.X` (the compiled clients take librdkafka's strings only)."""
+    clients = {"consumer": flow.source.consumer, "producer": flow.target.producer}
+    return [
+        f"{kind}.{key}"
+        for kind, settings in clients.items()
+        for key, value in settings.items()
+        if callable(value)
+    ]
+
+
 def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
     """The path of `flow`'s records (see the module's description). `own_producer`:
     the task was composed over a producer of the caller's (tests, benchmarks), which
@@ -68,6 +82,11 @@ def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
     why = None
     if own_producer:
         why = "the task was given a target producer of its own"
+    elif callbacks := _callbacks(flow):
+        why = (
+            f"the flow's client settings hold Python callbacks ({', '.join(callbacks)}), "
+            "which only the Python loop's clients call"
+        )
     module = None
     if why is None:
         module, why = _module()

@@ -89,7 +89,10 @@ _AUTH_NAMES = frozenset(
 
 
 def _setting(value: object) -> str:
-    """A client setting as the Mover takes it (librdkafka's strings)."""
+    """A client setting as the Mover takes it (librdkafka's strings); a Python
+    callback never gets here (`data_path.choose` keeps such flows on the Python loop)."""
+    if callable(value):
+        raise TypeError("a Python callback cannot be a setting of the compiled data plane")
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -98,7 +101,7 @@ def _setting(value: object) -> str:
 def mover_source_config(flow: FlowConfig) -> dict[str, str]:
     """The Mover's source consumer settings: the group consumer's, without the group."""
     config = source_consumer_config(flow)
-    return {k: _setting(v) for k, v in config.items() if k not in _GROUP_ONLY and not callable(v)}
+    return {k: _setting(v) for k, v in config.items() if k not in _GROUP_ONLY}
 
 
 #: Settings the Mover's producer is given by the engine, not by the operator, that
@@ -118,7 +121,7 @@ def mover_target_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[str, 
     config = target_producer_config(flow, size_limits)
     config.pop("delivery.timeout.ms", None)
     config.update({"message.timeout.ms": 0, "enable.gapless.guarantee": True})
-    return {k: _setting(v) for k, v in config.items() if not callable(v)}
+    return {k: _setting(v) for k, v in config.items()}
 
 
 class MoverFetch:

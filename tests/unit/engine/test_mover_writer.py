@@ -12,6 +12,7 @@ tests/integration/engine/test_compiled_path.py."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -315,3 +316,18 @@ def test_the_path_is_chosen_once_and_compiled_refuses_clearly(monkeypatch: Any) 
         "records move through the compiled data plane (librdkafka 2.12.1, exactly-once: "
         "a transactional Mover per partition)"
     )
+
+
+def test_a_flow_with_python_callbacks_stays_on_the_python_loop(monkeypatch: Any) -> None:
+    """`stats_cb`, `oauth_cb`, ... given through the Python API: the compiled clients
+    cannot call them, so such a flow is not moved there with its callbacks dropped."""
+    monkeypatch.setattr(data_path, "_module", lambda: (FakeDataplane, ""))
+    plain = flow()
+    with_callback = replace(
+        plain, target=replace(plain.target, producer={**plain.target.producer, "stats_cb": print})
+    )
+    chosen = data_path.choose(with_callback)
+    assert chosen.path == "python"
+    assert "Python callbacks (producer.stats_cb)" in chosen.describe()
+    with pytest.raises(ConfigError, match=r"compiled, but the flow's client settings hold Python"):
+        data_path.choose(replace(with_callback, data_path="compiled"))
