@@ -81,6 +81,9 @@ def reexecute_with_preferred() -> None:
     env = environment()
     if env is None:
         return
+    log.debug("memory allocator: re-executing with LD_PRELOAD=%s", env["LD_PRELOAD"])
+    for handler in logging.getLogger().handlers:
+        handler.flush()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os.execve(sys.executable, sys.orig_argv, env)  # noqa: S606 - this process, again

@@ -41,11 +41,11 @@ from replicator.statestore import StateStore
 def _run(config: ConfigOption, flow: FlowsOption = None, state_url_: StateUrlOption = None) -> int:
     if own_process():  # before any client starts a thread; see replicator.allocator
         allocator.reexecute_with_preferred()
-    allocator.report()
     flows = select_flows(load_config(config), flow)
     # A wrong password or certificate stops here, in one line, instead of workers
     # retrying for ever; a cluster that is away does not (the workers wait for it).
     check_access({c.alias: c for f in flows for c in (f.source, f.target)}.values())
+    allocator.report()
     pace_for_replication()  # this process replicates (a single worker runs in a thread)
     run_flows(flows, store=StateStore(state_url(state_url_)))
     return 0

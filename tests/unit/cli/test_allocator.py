@@ -17,12 +17,11 @@ from replicator.cli import main
 from replicator.errors import ReplicatorError
 
 
-def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python -m replicator run` on a configuration that does not exist: it chooses its
-    allocator, says which, and stops at the configuration."""
+def _python(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python *args` without our allocator settings but `env`'s."""
     environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.ENV)}
     return subprocess.run(
-        [sys.executable, "-m", "replicator", "run", "--config", str(tmp_path / "absent")],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env={**environ, **env},
@@ -31,22 +30,44 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_run_reexecutes_itself_on_jemalloc(tmp_path: Path) -> None:
-    result = _run(tmp_path)
-    assert "memory allocator: jemalloc (/" in result.stderr, result.stderr
-    assert "libjemalloc.so" in result.stderr
+#: Re-executes itself on the preferred allocator, then prints its pid and allocator.
+_REEXECUTE = (
+    "import os; from replicator import allocator; allocator.reexecute_with_preferred(); "
+    "print(os.getpid(), allocator.in_use())"
+)
+
+
+def test_the_process_reexecutes_itself_once_on_jemalloc() -> None:
+    """Same pid (the launchers' records stay true), same arguments, jemalloc mapped."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _REEXECUTE],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.ENV)},
+    )
+    out, _ = process.communicate(timeout=60)
+    pid, used = out.strip().split(" ", 1)
+    assert int(pid) == process.pid
+    assert used.startswith("jemalloc (/") and "libjemalloc.so" in used, used
+
+
+def test_system_allocator_on_request() -> None:
+    result = _python("-c", _REEXECUTE, REPLICATOR_ALLOCATOR="system")
+    assert result.stdout.split(" ", 1)[1].strip() == "the C library's malloc", result.stdout
+
+
+def test_replicator_run_reexecutes_before_it_reads_its_configuration(tmp_path: Path) -> None:
+    config = str(tmp_path / "absent")
+    result = _python("-m", "replicator", "-v", "run", "--config", config)
+    assert result.stderr.count("memory allocator: re-executing with LD_PRELOAD=") == 1
     assert result.returncode == 1 and "cannot read configuration file" in result.stderr
 
 
-def test_system_allocator_on_request(tmp_path: Path) -> None:
-    result = _run(tmp_path, REPLICATOR_ALLOCATOR="system")
-    assert "memory allocator: the C library's malloc" in result.stderr, result.stderr
-
-
 def test_a_wrong_choice_names_the_variable_and_the_choices(tmp_path: Path) -> None:
-    result = _run(tmp_path, REPLICATOR_ALLOCATOR="tcmalloc")
+    config = str(tmp_path / "absent")
+    result = _python("-m", "replicator", "run", "--config", config, REPLICATOR_ALLOCATOR="x")
     assert result.returncode == 1
-    assert "REPLICATOR_ALLOCATOR='tcmalloc' is not an allocator" in result.stderr
+    assert "REPLICATOR_ALLOCATOR='x' is not an allocator" in result.stderr
     assert "auto (" in result.stderr and "system (" in result.stderr
 
 
