@@ -359,6 +359,10 @@ impl Inner {
                     }
                     record = back;
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::Fatal), _)) => {
+                    let fatal = self.producer_fatal();
+                    return Err(Refused::Other(fatal.unwrap_or_else(|| "Fatal".into())));
+                }
                 Err((error, _)) => return Err(Refused::Other(error.to_string())),
             }
         }
@@ -400,10 +404,21 @@ impl Inner {
         )
     }
 
+    /// The producer's fatal error with its cause (librdkafka's `rd_kafka_fatal_error`:
+    /// the error callback reports the cause's code, e.g. a batch the target refused
+    /// tripping the gapless guarantee, and later calls only say "Fatal").
+    fn producer_fatal(&self) -> Option<String> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(format!("the target client failed fatally: {code:?}: {reason}"))
+    }
+
     /// Raise the first delivery failure or fatal client error.
     fn failures(&self) -> Result<(), String> {
         let shared = self.source_shared();
         if let Some(fatal) = lock(&shared.fatal).clone() {
+            return Err(fatal);
+        }
+        if let Some(fatal) = self.producer_fatal() {
             return Err(fatal);
         }
         let failures = lock(&shared.failures);

@@ -41,6 +41,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
+from replicator.acls.principal import missing_acl
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER, Headers
 from replicator.engine.held_records import HeldRecords, HeldTopics
@@ -82,10 +83,24 @@ _GROUP_ONLY = (
 _CONSUMING = re.compile(
     r"^consuming (?P<topic>.+) partition (?P<partition>\d+) at offset -?\d+: (?P<code>\w+):"
 )
+#: How the Mover names a record's remote topic, and the batch a fatal error names.
+_TO_REMOTE = re.compile(r"\(to (?P<remote>[^)\s]+)\)")
+_BATCH_OF = re.compile(r"ProduceRequest for (?P<remote>\S+) \[")
 #: librdkafka's names of the authorization errors a consumer gets.
 _AUTH_NAMES = frozenset(
     {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
 )
+
+
+def _write_denied(text: str) -> str | None:
+    """The remote topic the target refused the principal WRITE on, from a Mover's
+    delivery failure or the fatal error a refused batch trips (the gapless guarantee:
+    "ProduceRequest for T [p] ... failed: Broker: Topic authorization failed"); None
+    for any other failure."""
+    if "Topic authorization failed" not in text and "TopicAuthorizationFailed" not in text:
+        return None
+    named = _BATCH_OF.search(text) or _TO_REMOTE.search(text)
+    return named["remote"] if named else None
 
 
 def _setting(value: object) -> str:
@@ -454,10 +469,15 @@ class MoverWriter:
             self._out_of_range(consuming["topic"], int(consuming["partition"]), text)
             return
         access = consuming is not None and consuming["code"] in _AUTH_NAMES
+        remote = None if consuming else _write_denied(text)
+        missing = ""
+        if remote is not None:
+            access = True
+            missing = missing_acl(self.flow.target, "WRITE", f"TOPIC {remote}") + ": "
         metrics.ERRORS.labels(self.flow.name, "consume" if consuming else "delivery").inc()
         self._fail(
-            f"flow {self.flow.name}: the data plane stopped: {text}. Replication of the flow "
-            "is stopped; fix the cause and restart, it resumes from the target tail",
+            f"flow {self.flow.name}: the data plane stopped: {missing}{text}. Replication of "
+            "the flow is stopped; fix the cause and restart, it resumes from the target tail",
             access=access,
         )
 
