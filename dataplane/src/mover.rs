@@ -180,6 +180,9 @@ struct Part {
     topic: String,
     partition: i32,
     target: String,
+    /// The largest record its target topic takes (key, value and headers, bytes),
+    /// as `Mover.limits` said; a larger one is handed back as too large.
+    limit: usize,
     held: Option<Held>,
 }
 
@@ -198,6 +201,8 @@ struct Inner {
     source: Source<SourceContext>,
     producer: BaseProducer<TargetContext>,
     slots: HashMap<String, HashMap<i32, usize>>,
+    /// `Mover.limits`: the largest record of each target topic.
+    limits: HashMap<String, usize>,
     parts: Vec<Part>,
     provenance: Vec<(String, Option<Vec<u8>>)>,
     offset_header: Option<String>,
@@ -487,6 +492,22 @@ impl Inner {
             };
             if let Some(reason) = reason {
                 let held = keep(reason);
+                hold(&self.source, &mut self.parts, slot, held)?;
+                took(&mut self.transactional, slot, offset);
+                handed.push(slot);
+                continue;
+            }
+            let size = record.key().map_or(0, <[u8]>::len)
+                + record.value().map_or(0, <[u8]>::len)
+                + own
+                    .iter()
+                    .map(|(n, v)| n.len() + v.map_or(0, <[u8]>::len))
+                    .sum::<usize>();
+            if size > self.parts[slot].limit {
+                // Above its own target topic's limit (which may be below the
+                // producer's message.max.bytes, the largest topic's): Python applies
+                // oversized.record.policy, as for a record the producer refuses.
+                let held = keep(Irregular::TooLarge);
                 hold(&self.source, &mut self.parts, slot, held)?;
                 took(&mut self.transactional, slot, offset);
                 handed.push(slot);
@@ -960,6 +981,7 @@ impl Mover {
                 source,
                 producer,
                 slots: HashMap::new(),
+                limits: HashMap::new(),
                 parts: Vec::new(),
                 provenance,
                 offset_header,
@@ -1006,10 +1028,12 @@ impl Mover {
                     .entry(topic.clone())
                     .or_default()
                     .insert(partition, slot);
+                let limit = inner.limits.get(&target).copied().unwrap_or(usize::MAX);
                 inner.parts.push(Part {
                     topic,
                     partition,
                     target,
+                    limit,
                     held: None,
                 });
             }
@@ -1162,6 +1186,22 @@ impl Mover {
     /// only every topic.metadata.refresh.interval.ms (5 minutes by default). Raises
     /// MoverError naming the topic when the target does not answer within `timeout`
     /// seconds or answers with an error for it.
+    /// The largest record each target topic takes, {target topic: bytes of key, value
+    /// and headers}: a record above its partition's is handed back as too large
+    /// (the producer's message.max.bytes is the largest topic's). Topics not named
+    /// keep theirs; unknown ones have none but the producer's.
+    fn limits(&self, py: Python<'_>, limits: HashMap<String, usize>) -> PyResult<()> {
+        self.with(py, move |inner| {
+            for part in &mut inner.parts {
+                if let Some(limit) = limits.get(&part.target) {
+                    part.limit = *limit;
+                }
+            }
+            inner.limits.extend(limits);
+            Ok(())
+        })
+    }
+
     #[pyo3(signature = (topics, timeout=10.0))]
     fn know(
         &self,

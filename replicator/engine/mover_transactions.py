@@ -162,6 +162,7 @@ class TransactionalMoverWriter(MoverWriter):
                 continue
             if key in self._assigned:  # fetched again from a new position
                 mover.unassign([key])
+            mover.limits({tracker.remote: tracker.size.limit})
             mover.assign([(topic, partition, offset, tracker.remote)])
             self._assigned.add(key)
             self._pairs.pop(key, None)
@@ -327,6 +328,9 @@ class TransactionalMoverWriter(MoverWriter):
         self._size_limits.update(limits)
         for tracker in self._partitions.values():
             tracker.size.limit = self._size_limits.record_limit(tracker.remote)
+            mover = self.movers.get(tracker.key)
+            if mover is not None:
+                mover.limits({tracker.remote: tracker.size.limit})
         message_max_bytes, batch_size = self._size_limits.producer_limits()
         have_max, have_batch = self._mover_limits
         if message_max_bytes <= have_max and batch_size >= have_batch:

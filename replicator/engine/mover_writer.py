@@ -311,6 +311,7 @@ class MoverWriter:
             self._assigned.add(key)
             self._pairs.pop(key, None)
         if wanted:
+            self._mover.limits({remote: self.record_limit(remote) for *_, remote in wanted})
             self._mover.assign(wanted)
 
     def unassign(self, keys: list[Key]) -> None:
@@ -521,6 +522,8 @@ class MoverWriter:
         self._size_limits.update(limits)
         for tracker in self._partitions.values():
             tracker.size.limit = self._size_limits.record_limit(tracker.remote)
+        if self._mover is not None:
+            self._mover.limits({remote: self.record_limit(remote) for remote in limits})
         message_max_bytes, batch_size = self._size_limits.producer_limits()
         have_max, have_batch = self._mover_limits
         if self._mover is None or (message_max_bytes <= have_max and batch_size >= have_batch):

@@ -297,6 +297,8 @@ class FakeMover:
         #: Each `know` call's topics (kept apart from `calls`), and what the next raises.
         self.known: list[list[str]] = []
         self.know_raises: Exception | None = None
+        #: `limits`: the largest record of each target topic, as last told.
+        self.record_limits: dict[str, int] = {}
         FakeMover.made.append(self)
 
     def _txn(self, name: str) -> None:
@@ -322,6 +324,9 @@ class FakeMover:
     def named(self, name: str) -> int:
         """How many times `name` was called."""
         return sum(1 for call, _ in self.calls if call == name)
+
+    def limits(self, limits: dict[str, int]) -> None:
+        self.record_limits.update(limits)
 
     def know(self, topics: list[str], timeout: float) -> dict[str, int]:
         raised, self.know_raises = self.know_raises, None

@@ -232,6 +232,19 @@ def test_an_oversized_record_is_held_for_a_sync_then_read_again(p: _Path) -> Non
     assert p.mover.calls[-1] == ("assign", [("orders", 0, 4, "primary.orders")])
 
 
+def test_the_mover_knows_each_target_topics_own_limit() -> None:
+    """The Mover's producer takes records up to the largest remote topic's limit; each
+    partition's own (smaller) limit is the Mover's to apply, or a record above it is
+    refused by the broker and stops the whole flow."""
+    p = _Path()
+    p.replicating(next_offset=0)
+    told = p.mover.record_limits
+    assert told == {"primary.orders": p.writer.record_limit("primary.orders")}  # at assign
+    p.writer.update_size_limits({"primary.orders": 20_000, "primary.heartbeats": 2_000_000})
+    assert told["primary.orders"] == p.writer.record_limit("primary.orders") < 20_000
+    assert int(p.mover.target["message.max.bytes"]) > 2_000_000  # the largest topic's
+
+
 def test_an_oversized_record_stops_the_partition_when_the_policy_says_fail() -> None:
     p = _Path(**{"sync.topic.configs.enabled": "false"})
     made = p.replicating(next_offset=0)
