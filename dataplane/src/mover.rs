@@ -414,7 +414,9 @@ impl Inner {
     /// tripping the gapless guarantee, and later calls only say "Fatal").
     fn producer_fatal(&self) -> Option<String> {
         let (code, reason) = self.producer.client().fatal_error()?;
-        Some(format!("the target client failed fatally: {code:?}: {reason}"))
+        Some(format!(
+            "the target client failed fatally: {code:?}: {reason}"
+        ))
     }
 
     /// Raise the first delivery failure or fatal client error.
