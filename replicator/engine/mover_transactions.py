@@ -146,8 +146,14 @@ class TransactionalMoverWriter(MoverWriter):
         return tracker.producer
 
     def know(self, remotes: Iterable[str], timeout: float) -> None:
-        """Nothing now: a partition's Mover is made when it resumes (`for_partition`),
-        and learns its remote topic then; the others write only partitions they know."""
+        """Ask the target for the `remotes` topics through the status producer: raises
+        KafkaException when it does not answer within `timeout` seconds, so partitions
+        that wait for it stay waiting at once, instead of each new Mover's
+        init_transactions waiting its 30 s (a rebalance with the target away outlived
+        the group's patience). A partition's Mover learns its own remote topic when it
+        is made (`for_partition`)."""
+        for remote in remotes:
+            self.producer.list_topics(remote, timeout=timeout)
 
     def assign(self, partitions: list[tuple[str, int, int]]) -> None:
         """Have each partition's Mover read it from offset (MoverFetch)."""

@@ -23,6 +23,7 @@ from replicator.engine.transactions import (
     TransactionsRefused,
     failed,
     init_retriable,
+    is_away,
 )
 from replicator.errors import ConfigError, ReplicatorError
 
@@ -80,6 +81,10 @@ class TransactionalMovers:
         #: Called with a Mover before it is closed (its client events are logged).
         self._before_close = before_close
         self._entries: dict[Key, _Entry] = {}
+        #: The last transactional call failed because the target is away: closing a
+        #: partition then does not wait to abort (the next owner settles it), or a
+        #: revocation of N partitions would take N x _TIMEOUT_S with the target down.
+        self._away = False
 
     def open(self, topic: str, partition: int) -> Any:
         """A new Mover for the partition, every earlier owner fenced first (its open
@@ -108,6 +113,7 @@ class TransactionalMovers:
                 "transactions (and the principal WRITE on the transactional id)"
             ) from exc
         self._entries[key] = _Entry(mover)
+        self._away = False
         return mover
 
     def get(self, key: Key) -> Any | None:
@@ -150,11 +156,14 @@ class TransactionalMovers:
             entry.mover.commit_transaction(_TIMEOUT_S)
         except self._module.TransactionError as exc:
             return self._failed(key, exc)
+        self._away = False
         return Settled(Outcome.COMMITTED)
 
     def _failed(self, key: Key, exc: Exception) -> Settled:
         self.discard(key)
-        settled = failed(transaction_error(exc))
+        error = transaction_error(exc)
+        self._away = is_away(error)
+        settled = failed(error)
         if settled.outcome is Outcome.FENCED:
             log.warning(
                 "%s[%d]: producer fenced (%s): another worker owns the partition now",
@@ -175,10 +184,18 @@ class TransactionalMovers:
         entry = self._entries.pop(key, None)
         if entry is None:
             return
-        if entry.open and entry.took:
+        if entry.open and entry.took and self._away:
+            log.info(
+                "%s[%d]: its transaction is not aborted now (the target is away); the "
+                "partition's next owner settles it",
+                key[0], key[1],
+            )  # fmt: skip
+        elif entry.open and entry.took:
             try:
                 entry.mover.abort_transaction(_TIMEOUT_S)
             except self._module.MoverError as exc:
+                if isinstance(exc, self._module.TransactionError):
+                    self._away = is_away(transaction_error(exc))
                 log.info(
                     "%s[%d]: aborting its transaction: %s; the partition's next owner "
                     "settles it",

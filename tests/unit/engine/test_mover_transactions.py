@@ -23,7 +23,7 @@ from replicator.engine.mover_transactions import TransactionalMoverWriter
 from replicator.engine.mover_writer import MoverFetch
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
-from replicator.engine.transactional_movers import TransactionsUnavailable
+from replicator.engine.transactional_movers import TransactionalMovers, TransactionsUnavailable
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ReplicatorError
 
@@ -301,3 +301,36 @@ def test_revoked_partitions_close_their_mover_and_shutdown_closes_all(p: _Path) 
     assert _mover(KEY).closed and not _mover(("orders", 1)).closed
     p.writer.close()
     assert _mover(("orders", 1)).closed
+
+
+def test_a_revocation_with_the_target_away_does_not_wait_to_abort_each_transaction() -> None:
+    """Found by test_broker_faults[exactly_once]: three revoked partitions with open
+    transactions waited 30 s each for an abort the absent target could not answer, and
+    the rebalance outlived the test's 90 s. After one such timeout the others are
+    dropped at once (the partitions' next owners settle them, as on the Python loop)."""
+    module = FakeDataplane()
+    movers = TransactionalMovers(
+        module,
+        lambda tid: module.Mover({}, {}, [], transactional_id=tid),
+        lambda topic, partition: f"replicator-primary-dr-{topic}-{partition}",
+        lambda _mover: None,
+    )
+    keys = [("orders", p) for p in range(3)]
+    for key in keys:
+        movers.open(*key)
+        movers.begin(key)
+        movers.took(key)
+    first = movers.get(keys[0])
+    first.txn_raises["abort_transaction"] = FakeTransactionError("_TIMED_OUT", retriable=True)
+    others = [movers.get(key) for key in keys[1:]]
+    for key in keys:
+        movers.close(key)
+    assert first.named("abort_transaction") == 1
+    assert [m.named("abort_transaction") for m in others] == [0, 0]
+    assert all(m.closed for m in [first, *others])
+    movers.open("orders", 0)  # the target answers again: aborts are waited for again
+    movers.begin(keys[0])
+    movers.took(keys[0])
+    again = movers.get(keys[0])
+    movers.close(keys[0])
+    assert again.named("abort_transaction") == 1
