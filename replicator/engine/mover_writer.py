@@ -22,10 +22,10 @@ pause or give up a partition). `MoverWriter` is the `ReplicaWriter` of this path
   purges) and rewind every partition to the target tail, as the Python loop's
   `rewind_all` does; a Mover is made anew for them.
 
-The Mover has one limit for every record (its producer's message.max.bytes, the
-largest remote topic's): a record within it but above its own remote topic's smaller
-limit is refused by the broker and stops the flow (docs/dataplane.md, "Where the
-engine's compiled path stops").
+The Mover's producer takes records up to the largest remote topic's limit; each
+remote topic's own limit is told to the Mover (`Mover.limits`), which hands a record
+above its partition's back as too large, so oversized.record.policy applies to that
+partition alone, as on the Python loop.
 """
 
 from __future__ import annotations
