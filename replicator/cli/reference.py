@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from replicator.allocator import ENV as ALLOCATOR_ENV
 from replicator.cli import command_line, main
 from replicator.cli.app import CONFIG_ENV, PANELS
 from replicator.logs import ENV as LOG_FORMAT_ENV
@@ -59,6 +60,14 @@ differs from what they say.
     pod's own store); anywhere else it stops with exit status 2 and says where it looked
     and how to name the store: no empty store is created silently.
   - `{LOG_FORMAT_ENV}`: the default of `--log-format` (`text` or `json`).
+  - `{ALLOCATOR_ENV}`: the memory allocator of `replicator run` (`auto`, the
+    default: jemalloc when the machine has `libjemalloc`, else the C library's malloc;
+    `jemalloc`: jemalloc or an error at start; `system`: never jemalloc). `replicator run`
+    started from its own command line re-executes itself once (same pid, same arguments)
+    with jemalloc in `LD_PRELOAD`, and logs `memory allocator: ...` at start. librdkafka
+    allocates and frees several blocks per record on different threads; on glibc's
+    malloc that is about a third of the compiled data path's CPU (docs/dataplane.md,
+    "Performance"). `make setup` and both images install `libjemalloc2`.
 - **Global options** `-v/--verbose` and `--log-format` go before or after the command.
 - **Shell completion**: `replicator --install-completion` installs it for the current
   shell (bash, zsh, fish, PowerShell); `replicator --show-completion` prints the script.
