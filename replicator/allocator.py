@@ -97,7 +97,8 @@ def in_use() -> str:
     except OSError:  # not Linux: whatever the platform's malloc is
         return "the system's malloc"
     for line in maps.splitlines():
-        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        fields = line.split(maxsplit=5)  # address perms offset dev inode [path]
+        path = fields[5] if len(fields) == 6 else ""
         if _LIBRARY in Path(path).name:
             return f"jemalloc ({path})"
     return "the C library's malloc"
