@@ -1284,6 +1284,27 @@ impl Mover {
         by_partition(py, self, rewound)
     }
 
+    /// {(topic, partition): high watermark} of the partitions the Mover reads, as its
+    /// consumer last learned them from its fetch responses (no request); a partition
+    /// not fetched yet is left out. The source partitions' lag is measured against these.
+    fn watermarks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let highs = self.with(py, |inner| {
+            Ok(inner
+                .parts
+                .iter()
+                .filter_map(|p| {
+                    let high = inner.source.high_watermark(&p.topic, p.partition)?;
+                    Some(((p.topic.clone(), p.partition), high))
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let out = PyDict::new(py);
+        for (key, high) in highs {
+            out.set_item(key, high)?;
+        }
+        Ok(out)
+    }
+
     /// Client errors and librdkafka's warnings since the last call: [(client, level,
     /// text)], client "source" or "target".
     fn events(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {

@@ -4,7 +4,7 @@
 //! partition and offset (the crate's BaseConsumer drops them). All `unsafe` of the
 //! consumer is in this module, behind `Source` and `Record`.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 use std::slice;
 use std::time::Duration;
@@ -123,6 +123,23 @@ impl<C: ClientContext> Source<C> {
             }
         }
         Ok(())
+    }
+
+    /// The partition's high watermark as the consumer last learned it (from its fetch
+    /// responses: no request), None before it fetched the partition.
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        let topic = CString::new(topic).ok()?;
+        let (mut low, mut high) = (-1_i64, -1_i64);
+        let code = unsafe {
+            rd::rd_kafka_get_watermark_offsets(
+                self.client.native_ptr(),
+                topic.as_ptr(),
+                partition,
+                &mut low,
+                &mut high,
+            )
+        };
+        (code == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
     }
 
     /// The next record or error, waiting up to `timeout`; None when there is none.

@@ -130,6 +130,9 @@ class TransactionalMoverWriter(MoverWriter):
     def _mover_of(self, key: Key) -> Any:
         return self.movers.get(key)
 
+    def _movers(self) -> list[Any]:
+        return self.movers.movers()
+
     def for_partition(self, tracker: PartitionTracker) -> Producer:
         """Fence the partition's earlier owners with a new Mover of its transactional
         id (before its tail is read). Raises TransactionsUnavailable (it waits) or

@@ -59,6 +59,10 @@ from replicator.kafka.errors import is_fatal, kafka_error
 
 log = logging.getLogger(__name__)
 
+#: How often the source's high watermarks are read from the Movers (for lag: status
+#: and metrics ask per partition every second).
+_HIGHS_EVERY_S = 0.5
+
 Key = tuple[str, int]
 
 #: Records one `move_records` call moves at most.
@@ -179,6 +183,22 @@ class MoverFetch:
         self._writer.unassign([(tp.topic, tp.partition) for tp in partitions])
         self._consumer.incremental_unassign(partitions)
 
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        """The cached high watermark is the Mover's (the group consumer never fetches,
+        so its own stays unknown and every partition's lag with it); uncached ones are
+        asked of the cluster as the consumer does."""
+        options: dict[str, Any] = {"cached": cached}
+        if timeout is not None:
+            options["timeout"] = timeout
+        own = self._consumer.get_watermark_offsets(partition, **options)
+        if not cached:
+            return own
+        assert self._writer is not None, "MoverFetch.bind was not called"
+        high = self._writer.high_watermark((partition.topic, partition.partition))
+        return own if high is None else (own[0] if own else -1, high)
+
 
 class MoverWriter:
     """The `ReplicaWriter` of the compiled path (see the module's description)."""
@@ -226,6 +246,10 @@ class MoverWriter:
         self._in_flight: dict[Key, int] = {}
         #: Since when records have been in flight with none acknowledged (the deadline).
         self._waiting_since: float | None = None
+        #: Per partition: the source's high watermark as the Mover last fetched it, and
+        #: when the Movers were last asked (`high_watermark`).
+        self._highs: dict[Key, int] = {}
+        self._highs_read = float("-inf")
 
     # -- what the loop and rebalancing read -----------------------------------------------
 
@@ -595,7 +619,30 @@ class MoverWriter:
     def forget(self, key: Key) -> None:
         self._pairs.pop(key, None)
         self._in_flight.pop(key, None)
+        self._highs.pop(key, None)
         self.unassign([key])
+
+    # -- the source's high watermarks (each partition's lag) -----------------------------
+
+    def _movers(self) -> list[Any]:
+        """The Movers reading the partitions (one for all, in this mode)."""
+        return [] if self._mover is None else [self._mover]
+
+    def high_watermark(self, key: Key) -> int | None:
+        """The source partition `key`'s high watermark as the Mover's consumer last
+        learned it from its fetch responses (no request), the Movers asked at most every
+        `_HIGHS_EVERY_S`; None before the partition was fetched. A partition the Mover
+        no longer reads (stopped, held) keeps its last one, as a paused partition of
+        the Python loop's consumer does."""
+        now = time.monotonic()
+        if now - self._highs_read >= _HIGHS_EVERY_S:
+            self._highs_read = now
+            for mover in self._movers():
+                try:
+                    self._highs.update(mover.watermarks())
+                except self._module.MoverError:
+                    continue  # closed (at shutdown): the watermarks it last told stand
+        return self._highs.get(key)
 
     def flush(self, timeout: float) -> int:
         """Wait for the Mover's records in flight (and the status producer's); the

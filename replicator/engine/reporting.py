@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Protocol
 
 from confluent_kafka import TopicPartition
 
@@ -18,7 +19,7 @@ from replicator import metrics
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.rewrite import LOOP, LOOP_LEGACY
 from replicator.engine.status import PartitionStatus, StatusWriter, WorkerStatus
-from replicator.kafka.clients import Consumer, Producer
+from replicator.kafka.clients import Producer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,14 @@ _SKIP_WHY = {
 
 
 _PARTITION_GAUGES = (metrics.LAG, metrics.STOPPED, metrics.RECORD_AGE, metrics.ACKED_TIMESTAMP)
+
+
+class Watermarks(Protocol):
+    """What gives partitions' lag: a consumer's cached watermarks."""
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = ..., cached: bool = ...
+    ) -> tuple[int, int] | None: ...
 
 
 @dataclass
@@ -58,7 +67,7 @@ class TaskReporter:
         self._status: StatusWriter | None = None
         #: Which data path the records take, as `data_path.DataPath.describe` says it.
         self.data_path: str | None = None
-        self._consumer: Consumer | None = None
+        self._consumer: Watermarks | None = None
         #: Skipped records per partition: reason -> [count, first source offset].
         self._skips: dict[tuple[str, int], dict[str, list[int]]] = {}
         #: The label sets of the gauges `publish_metrics` set last.
@@ -74,8 +83,9 @@ class TaskReporter:
         self._producer = producer
         self._status = StatusWriter(producer)
 
-    def read_lag_with(self, consumer: Consumer) -> None:
-        """`consumer`'s cached high watermarks give each partition's lag."""
+    def read_lag_with(self, consumer: Watermarks) -> None:
+        """`consumer`'s cached high watermarks give each partition's lag (on the
+        compiled path, `MoverFetch`: the Mover's)."""
         self._consumer = consumer
 
     def lag(self, tracker: PartitionTracker) -> int | None:

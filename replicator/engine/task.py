@@ -336,7 +336,8 @@ class ReplicationTask:
         consumer_config["on_commit"] = self._source_commits.on_commit
         consumer = Consumer(consumer_config)
         self._compose(consumer, syncs, limits)
-        self._reporter.read_lag_with(consumer)
+        assert self._fetch is not None
+        self._reporter.read_lag_with(self._fetch)  # the Mover's watermarks, if it reads
         self._subscribe()
 
     def _compose(

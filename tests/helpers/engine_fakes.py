@@ -299,6 +299,8 @@ class FakeMover:
         self.know_raises: Exception | None = None
         #: `limits`: the largest record of each target topic, as last told.
         self.record_limits: dict[str, int] = {}
+        #: What `watermarks()` returns: the high watermarks its fetches learned.
+        self.highs: dict[tuple[str, int], int] = {}
         FakeMover.made.append(self)
 
     def _txn(self, name: str) -> None:
@@ -353,6 +355,11 @@ class FakeMover:
     def progress(self) -> dict[tuple[str, int], tuple[Any, ...]]:
         reports, self.reports = self.reports, {}
         return reports
+
+    def watermarks(self) -> dict[tuple[str, int], int]:
+        if self.closed:
+            raise FakeMoverError("the mover is closed")
+        return dict(self.highs)
 
     def flush(self, timeout: float) -> int:
         self.calls.append(("flush", timeout))

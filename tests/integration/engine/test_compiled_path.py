@@ -8,7 +8,8 @@ and an application's record that forwarded another topic's provenance (copied as
 primary's own). The Mover hands those back; Python's rewrite decides their headers.
 The target is compared with the source record by record: keys, values, headers in
 order (own, then `__dr_src`, `__dr_off`, `__dr_topic`, `__dr_origin` for forwarded
-copies), timestamps, partitions and order."""
+copies), timestamps, partitions and order. Each partition's status tells its lag
+(measured against the Mover's fetches: the group consumer never fetches)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client import REGISTRY
 
+from replicator.config.model import FlowConfig
 from replicator.engine.headers import (
     OFFSET_HEADER,
     ORIGIN_HEADER,
@@ -26,6 +28,7 @@ from replicator.engine.headers import (
     TOPIC_HEADER,
     encode_offset,
 )
+from replicator.engine.status import PartitionStatus, read_status
 
 from helpers.kafka import create_topic, read_partition, unique_topic
 from helpers.replication import end_offsets, flow_config, running, wait_until
@@ -77,6 +80,21 @@ def _expected(topic: str, offset: int, headers: list) -> tuple[tuple[str, bytes 
     return tuple(own + ours + ([(ORIGIN_HEADER, b"east")] if forwarded else []))
 
 
+def _statuses(flow: FlowConfig, topic: str) -> dict[int, PartitionStatus]:
+    """Each partition's latest status."""
+    return {
+        r.partition: r
+        for r in read_status(flow.target, flow.name)
+        if isinstance(r, PartitionStatus) and r.topic == topic
+    }
+
+
+def _lags(flow: FlowConfig, topic: str) -> list[int | None]:
+    """Each partition's lag as its latest status says (None: unknown or no status)."""
+    statuses = _statuses(flow, topic)
+    return [s.lag if (s := statuses.get(p)) else None for p in range(PARTITIONS)]
+
+
 def test_a_flow_on_the_compiled_path_copies_forwarded_provenance_exactly(
     primary: str, dr: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -100,6 +118,13 @@ def test_a_flow_on_the_compiled_path_copies_forwarded_provenance_exactly(
             lambda: end_offsets(dr, remote, PARTITIONS) == [PER_PARTITION] * PARTITIONS,
             90,
             f"{remote} on dr holds every record",
+        )
+        # The lag is measured against the Mover's fetches (the group consumer never
+        # fetches): known, and 0 once caught up, in each partition's status.
+        wait_until(
+            lambda: _lags(flow, topic) == [0] * PARTITIONS,
+            60,
+            f"every partition of {topic} reporting lag 0 in its status",
         )
         path = REGISTRY.get_sample_value(
             "replicator_data_path", {"flow": flow.name, "path": "compiled"}
@@ -126,3 +151,39 @@ def test_a_flow_on_the_compiled_path_copies_forwarded_provenance_exactly(
             assert replica.headers == _expected(topic, offset, list(original.headers)), (
                 f"partition {p} offset {offset}: {replica.headers}"
             )
+
+
+def test_the_lag_of_a_partition_stopped_after_the_start_counts_what_came_since(
+    primary: str, dr: str
+) -> None:
+    # The group consumer's watermarks are at best those of a fetch before its pause, at
+    # the assignment: a partition stopped later showed lag 0 (and none at all when that
+    # fetch lost the race, as under load). Measured against the Mover's fetches: 6.
+    topic = unique_topic("lagging")
+    remote = f"primary.{topic}"
+    create_topic(primary, topic, partitions=1)
+    create_topic(dr, remote, partitions=1, config={"max.message.bytes": "20000"})
+    producer = Producer({"bootstrap.servers": primary, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(topic, b"before %d" % i, partition=0)
+    assert producer.flush(30) == 0
+    flow = flow_config(
+        ("primary", primary),
+        ("dr", dr),
+        topic,
+        {"replicator.data.path": "compiled", "sync.topic.configs.enabled": "false"},
+    )
+    with running(flow):
+        wait_until(lambda: _lags(flow, topic)[0] == 0, 60, f"{topic}[0] caught up, lag 0")
+        producer.produce(topic, b"x" * 50_000, partition=0)  # above the remote's limit
+        for i in range(5):
+            producer.produce(topic, b"after %d" % i, partition=0)
+        assert producer.flush(30) == 0
+        wait_until(
+            lambda: (
+                (s := _statuses(flow, topic).get(0)) is not None
+                and (s.state, s.next_offset, s.lag) == ("stopped", 10, 6)
+            ),
+            60,
+            f"{topic}[0] stopped at the big record (offset 10), its lag 6",
+        )

@@ -170,6 +170,14 @@ def transactional_batches(bootstrap: str, topic: str, base: int) -> None:
             producer.abort_transaction(30)
 
 
+def log_end(bootstrap: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-end"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1]
+    finally:
+        consumer.close()
+
+
 def test_awkward_records_are_moved_byte_for_byte(primary: str, dr: str) -> None:
     source, target = unique_topic("dp-src"), unique_topic("dp-dst")
     create_topic(primary, source, partitions=2, config=BIG_TOPIC)
@@ -189,6 +197,8 @@ def test_awkward_records_are_moved_byte_for_byte(primary: str, dr: str) -> None:
         assert move_until(mover, len(expected[0]) + len(expected[1])) == []
         assert mover.flush(30) == 0
         progress = mover.progress()
+        # The lag's measure: the log ends its fetches learned (no request of their own).
+        assert mover.watermarks() == {(source, p): log_end(primary, source, p) for p in (0, 1)}
     finally:
         mover.close()
 

@@ -16,9 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, TopicPartition
 
-from replicator.engine import data_path
+from replicator.engine import data_path, mover_writer
 from replicator.engine.headers import (
     OFFSET_HEADER,
     ORIGIN_HEADER,
@@ -28,6 +28,7 @@ from replicator.engine.headers import (
 )
 from replicator.engine.mover_writer import MoverFetch, MoverWriter
 from replicator.engine.partitions import Partitions
+from replicator.engine.reporting import TaskReporter
 from replicator.errors import ConfigError, ReplicatorError
 
 from helpers.engine_fakes import (
@@ -196,6 +197,28 @@ def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path
     p.writer.serve()
     assert p.writer.in_flight() == set()
     assert len(p.syncs.acknowledged_runs) == 3  # nothing new
+
+
+def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
+    p: _Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The group consumer never fetches, so its cached watermarks stay unknown: lag
+    # read from them was unknown on this path (status `lag` null, `flows list` no
+    # total, the lag gauge 0) unless a fetch slipped in before its pause.
+    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
+    p.consumer.high = OFFSET_INVALID
+    reporter = TaskReporter(p.flow.name, "w1", 0)
+    reporter.read_lag_with(p.fetch)
+    made = p.replicating(next_offset=10)
+    assert reporter.lag(made) is None  # not fetched yet: unknown, not 0
+    p.mover.highs[KEY] = 16
+    assert reporter.lag(made) == 6
+    p.partitions.pause(made)  # stopped: the Mover no longer reads it
+    p.mover.highs.clear()
+    assert reporter.lag(made) == 6  # its last known watermark stands
+    p.writer.close()
+    assert reporter.lag(made) == 6
+    assert p.fetch.get_watermark_offsets(TopicPartition(*KEY), cached=False) == (0, OFFSET_INVALID)
 
 
 def test_librdkafkas_warning_about_a_setting_the_engine_forces_is_not_the_operators(
