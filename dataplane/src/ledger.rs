@@ -67,6 +67,21 @@ impl Report {
         self.shifts.extend(newer.shifts);
     }
 
+    /// Fold in the report of the slot that reads the partition after this one's (an
+    /// unassign retires a slot, whose records may still be in flight): counts, records
+    /// in flight and shifts add up; the positions are the newer slot's once it
+    /// delivered anything.
+    pub fn followed_by(&mut self, newer: Report) {
+        if newer.delivered_through >= 0 {
+            self.delivered_through = newer.delivered_through;
+            self.target_offset = newer.target_offset;
+        }
+        self.in_flight += newer.in_flight;
+        self.records += newer.records;
+        self.bytes += newer.bytes;
+        self.shifts.extend(newer.shifts);
+    }
+
     /// This report, with its counts and shifts taken (they are reported once).
     pub fn take(&mut self) -> Report {
         Report {
@@ -297,6 +312,34 @@ mod tests {
         l.delivered(3, 3, 0).unwrap();
         assert_eq!(l.delivered_through, 1);
         assert_eq!(l.in_flight(), 2);
+    }
+
+    #[test]
+    fn a_retired_slot_still_counts_and_its_records_in_flight_too() {
+        let (mut old, mut new) = (Ledger::new(), Ledger::new());
+        for o in 0..4 {
+            old.sent(o).unwrap();
+        }
+        old.delivered(0, 0, 1).unwrap();
+        old.delivered(1, 1, 1).unwrap();
+        let mut r = old.report();
+        r.followed_by(new.report()); // the new slot delivered nothing yet
+        assert_eq!(
+            (r.delivered_through, r.target_offset, r.in_flight),
+            (1, 1, 2)
+        );
+        assert_eq!((r.records, r.bytes), (2, 2));
+        old.delivered(2, 2, 1).unwrap();
+        new.sent(10).unwrap();
+        new.delivered(10, 9, 5).unwrap();
+        let mut r = old.report();
+        r.followed_by(new.report());
+        assert_eq!(
+            (r.delivered_through, r.target_offset, r.in_flight),
+            (10, 9, 1)
+        );
+        assert_eq!((r.records, r.bytes), (2, 6));
+        assert_eq!(r.shifts, vec![(10, 9)]);
     }
 
     #[test]

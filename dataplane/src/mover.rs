@@ -209,6 +209,9 @@ struct Inner {
     topic_header: Option<String>,
     reserved: Vec<Vec<u8>>,
     transactional: Option<Transactional>,
+    /// An error met after records were handed back in the same `run`: raised by the
+    /// next one, so that Python sees those records first.
+    deferred: Option<String>,
 }
 
 type OwnedHeader = (String, Option<Vec<u8>>);
@@ -443,13 +446,36 @@ impl Inner {
         max_records: usize,
         timeout: Duration,
     ) -> Result<(usize, Vec<usize>), String> {
+        if let Some(error) = self.deferred.take() {
+            return Err(error);
+        }
         self.failures()?;
         self.in_transaction()?;
+        let (mut moved, mut handed) = (0, Vec::new());
+        match self.pass(max_records, timeout, &mut moved, &mut handed) {
+            Ok(()) => Ok((moved, handed)),
+            Err(error) if handed.is_empty() => Err(error),
+            Err(error) => {
+                // The records handed back wait for Python's `release`: returned now,
+                // the error raised by the next call (raised now, they were never seen
+                // and their partitions waited until assigned again).
+                self.deferred = Some(error);
+                Ok((moved, handed))
+            }
+        }
+    }
+
+    /// `run`'s reading and producing, counting into `moved` and `handed` as it goes.
+    fn pass(
+        &mut self,
+        max_records: usize,
+        timeout: Duration,
+        moved: &mut usize,
+        handed: &mut Vec<usize>,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
-        let mut moved = 0;
-        let mut handed = Vec::new();
-        while moved < max_records {
-            let wait = if moved == 0 && handed.is_empty() {
+        while *moved < max_records {
+            let wait = if *moved == 0 && handed.is_empty() {
                 deadline.saturating_duration_since(Instant::now())
             } else {
                 Duration::ZERO
@@ -530,7 +556,7 @@ impl Inner {
             ) {
                 Ok(()) => {
                     settled(&mut self.transactional, slot, offset);
-                    moved += 1;
+                    *moved += 1;
                 }
                 Err(Refused::QueueFull) => {
                     // The target takes nothing now: this record is read again by the
@@ -554,13 +580,12 @@ impl Inner {
                     ))
                 }
             }
-            if moved % 1024 == 0 {
+            if *moved % 1024 == 0 {
                 self.producer.poll(Duration::ZERO);
             }
         }
         self.producer.poll(Duration::ZERO);
-        self.failures()?;
-        Ok((moved, handed))
+        self.failures()
     }
 
     fn release(&mut self, slot: usize, headers: Option<Vec<OwnedHeader>>) -> Result<(), String> {
@@ -992,6 +1017,7 @@ impl Mover {
                     .into_iter()
                     .map(String::into_bytes)
                     .collect(),
+                deferred: None,
                 transactional: transactional_id.map(|_| Transactional {
                     offsets_group,
                     initialized: false,
@@ -1068,7 +1094,9 @@ impl Mover {
     /// arriving) or `max_records`. Returns (records moved, records handed back); each
     /// handed-back record is (topic, partition, offset, key, value, timestamp_type,
     /// timestamp, headers, reason) and its partition waits for `release`. Raises
-    /// MoverError for a refused or failed record, naming topic, partition and offset.
+    /// MoverError for a refused or failed record, naming topic, partition and offset;
+    /// when records were handed back earlier in the call, they are returned and the
+    /// next call raises.
     #[pyo3(signature = (max_records=10_000, timeout=0.1))]
     fn move_records<'py>(
         &self,
@@ -1133,7 +1161,8 @@ impl Mover {
     }
 
     /// Per partition, what was delivered since the last call: {(topic, partition):
-    /// (delivered_through, target_offset, in_flight, records, bytes, shifts)}.
+    /// (delivered_through, target_offset, in_flight, records, bytes, shifts)}, the
+    /// readings of a partition assigned again added up.
     /// delivered_through is the highest source offset every record up to which is
     /// acked by the target (or skipped), -1 for none; target_offset that of the newest
     /// acked record; shifts the (source, target) pairs where the mapping stopped being
@@ -1164,8 +1193,22 @@ impl Mover {
                     .collect::<Vec<_>>(),
             })
         })?;
+        // A partition read again (unassigned, then assigned) has a slot per reading,
+        // oldest first: one report for all, so the retired slot's deliveries and
+        // records still in flight are not lost.
+        let mut merged: Vec<((String, i32), Report)> = Vec::with_capacity(reports.len());
+        let mut at: HashMap<(String, i32), usize> = HashMap::with_capacity(reports.len());
+        for (key, report) in reports {
+            match at.get(&key) {
+                Some(&i) => merged[i].1.followed_by(report),
+                None => {
+                    at.insert(key.clone(), merged.len());
+                    merged.push((key, report));
+                }
+            }
+        }
         let out = PyDict::new(py);
-        for (key, r) in reports {
+        for (key, r) in merged {
             out.set_item(
                 key,
                 (

@@ -322,6 +322,64 @@ def test_errors_name_topic_partition_and_offset(primary: str, dr: str) -> None:
         mover.close()
 
 
+def test_records_handed_back_before_an_error_in_the_same_call_are_returned(
+    primary: str, dr: str
+) -> None:
+    """Partition 0's record carries our header (handed back); partition 1's next, in
+    the same call, has no partition on the target. The call returns the hand-back
+    and the next raises: raised at once, the hand-back was never seen and partition 0
+    waited, unseen, until assigned again."""
+    source, target = unique_topic("dp-defer"), unique_topic("dp-defer-dst")
+    create_topic(primary, source, partitions=2)
+    create_topic(dr, target, partitions=1)
+    produce(primary, source, [
+        (0, b"a", b"forwarded", [("__dr_src", b"east")], 1_000),
+        (0, b"b", b"after it", None, 1_001),
+        (1, b"c", b"no partition 1 on the target", None, 1_002),
+    ])  # fmt: skip
+    mover = new_mover(primary, dr)
+    try:
+        assert mover.know([target], 10) == {target: 1}
+        mover.assign([(source, 0, 0, target)])
+        time.sleep(2)  # partition 0's records fetched first: they come first
+        mover.assign([(source, 1, 0, target)])
+        time.sleep(2)
+        moved, handed = mover.move_records(100, 5)
+        assert (moved, [(h[0], h[1], h[2], h[8]) for h in handed]) == (
+            0, [(source, 0, 0, "reserved_header")],
+        )  # fmt: skip
+        with pytest.raises(_dataplane.MoverError, match=rf"{source} partition 1 offset 0"):
+            mover.move_records(100, 0.5)
+    finally:
+        mover.close()
+
+
+def test_a_partition_assigned_again_keeps_its_earlier_readings_counts(
+    primary: str, dr: str
+) -> None:
+    """Unassigned with records in flight and assigned again (a held record read
+    again, a fetch restarted): `progress` reports both readings as one, so neither
+    the earlier records nor those still in flight are lost."""
+    source, target = unique_topic("dp-again"), unique_topic("dp-again-dst")
+    create_topic(primary, source)
+    create_topic(dr, target)
+    produce(primary, source, [(0, b"k", b"first %d" % i, None, 1_000 + i) for i in range(10)])
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, 0, 0, target)])
+        move_until(mover, 10)
+        mover.unassign([(source, 0)])
+        mover.assign([(source, 0, 10, target)])
+        produce(primary, source, [(0, b"k", b"then %d" % i, None, 2_000 + i) for i in range(5)])
+        move_until(mover, 5)
+        assert mover.flush(30) == 0
+        through, target_offset, in_flight, records, *_ = mover.progress()[(source, 0)]
+    finally:
+        mover.close()
+    assert (through, target_offset, in_flight, records) == (14, 14, 0, 15)
+    assert len(read_all(dr, target, 0)) == 15
+
+
 def test_partitions_added_to_a_target_topic_are_learnt_before_their_records(
     primary: str, dr: str
 ) -> None:
