@@ -30,6 +30,8 @@ pub struct Ledger {
     /// Records and bytes (key + value) acked since the last `take_counts`.
     records: u64,
     bytes: u64,
+    /// The timestamp of the last acked record (ms); -1: none yet.
+    timestamp_ms: i64,
 }
 
 /// What a ledger reports and forgets (`Ledger::report`).
@@ -41,6 +43,9 @@ pub struct Report {
     pub records: u64,
     pub bytes: u64,
     pub shifts: Vec<(i64, i64)>,
+    /// The timestamp of the last acked record (ms: the record's own, for its age);
+    /// -1: none yet.
+    pub timestamp_ms: i64,
 }
 
 impl Report {
@@ -53,6 +58,7 @@ impl Report {
             records: 0,
             bytes: 0,
             shifts: Vec::new(),
+            timestamp_ms: -1,
         }
     }
 
@@ -62,6 +68,9 @@ impl Report {
         self.delivered_through = newer.delivered_through;
         self.target_offset = newer.target_offset;
         self.in_flight = newer.in_flight;
+        if newer.timestamp_ms >= 0 {
+            self.timestamp_ms = newer.timestamp_ms;
+        }
         self.records += newer.records;
         self.bytes += newer.bytes;
         self.shifts.extend(newer.shifts);
@@ -75,6 +84,9 @@ impl Report {
         if newer.delivered_through >= 0 {
             self.delivered_through = newer.delivered_through;
             self.target_offset = newer.target_offset;
+        }
+        if newer.timestamp_ms >= 0 {
+            self.timestamp_ms = newer.timestamp_ms;
         }
         self.in_flight += newer.in_flight;
         self.records += newer.records;
@@ -91,6 +103,7 @@ impl Report {
             records: std::mem::take(&mut self.records),
             bytes: std::mem::take(&mut self.bytes),
             shifts: std::mem::take(&mut self.shifts),
+            timestamp_ms: self.timestamp_ms,
         }
     }
 }
@@ -100,6 +113,7 @@ impl Ledger {
         Ledger {
             delivered_through: -1,
             target_offset: -1,
+            timestamp_ms: -1,
             ..Default::default()
         }
     }
@@ -120,11 +134,21 @@ impl Ledger {
         Ok(())
     }
 
-    /// The target acked the record read at `source`, written at `target`.
-    pub fn delivered(&mut self, source: i64, target: i64, bytes: u64) -> Result<(), String> {
+    /// The target acked the record read at `source`, written at `target` with
+    /// `timestamp_ms` (-1: none).
+    pub fn delivered(
+        &mut self,
+        source: i64,
+        target: i64,
+        bytes: u64,
+        timestamp_ms: i64,
+    ) -> Result<(), String> {
         self.set(source, State::Delivered(target))?;
         self.records += 1;
         self.bytes += bytes;
+        if timestamp_ms >= 0 {
+            self.timestamp_ms = timestamp_ms; // the last acked, as the Python loop's
+        }
         self.advance();
         Ok(())
     }
@@ -166,6 +190,7 @@ impl Ledger {
             records: std::mem::take(&mut self.records),
             bytes: std::mem::take(&mut self.bytes),
             shifts: std::mem::take(&mut self.shifts),
+            timestamp_ms: self.timestamp_ms,
         }
     }
 
@@ -250,8 +275,8 @@ mod tests {
         for o in 10..13 {
             l.sent(o).unwrap();
         }
-        l.delivered(10, 100, 5).unwrap();
-        l.delivered(11, 101, 5).unwrap();
+        l.delivered(10, 100, 5, -1).unwrap();
+        l.delivered(11, 101, 5, -1).unwrap();
         let r = l.report();
         assert_eq!(r.delivered_through, 11);
         assert_eq!(r.target_offset, 101);
@@ -267,9 +292,9 @@ mod tests {
         let mut l = Ledger::new();
         l.sent(1).unwrap();
         l.sent(2).unwrap();
-        l.delivered(2, 21, 0).unwrap();
+        l.delivered(2, 21, 0, -1).unwrap();
         assert_eq!(l.delivered_through, -1);
-        l.delivered(1, 20, 0).unwrap();
+        l.delivered(1, 20, 0, -1).unwrap();
         assert_eq!((l.delivered_through, l.target_offset), (2, 21));
     }
 
@@ -279,9 +304,9 @@ mod tests {
         l.sent(0).unwrap();
         l.sent(1).unwrap();
         l.sent(3).unwrap(); // 2 was a transaction marker
-        l.delivered(0, 0, 0).unwrap();
-        l.delivered(1, 1, 0).unwrap();
-        l.delivered(3, 2, 0).unwrap();
+        l.delivered(0, 0, 0, -1).unwrap();
+        l.delivered(1, 1, 0, -1).unwrap();
+        l.delivered(3, 2, 0, -1).unwrap();
         assert_eq!(l.report().shifts, vec![(0, 0), (3, 2)]);
     }
 
@@ -292,9 +317,9 @@ mod tests {
         l.skipped(6).unwrap();
         l.sent(7).unwrap();
         assert_eq!(l.delivered_through, -1);
-        l.delivered(5, 50, 0).unwrap();
+        l.delivered(5, 50, 0, -1).unwrap();
         assert_eq!((l.delivered_through, l.target_offset), (6, 50));
-        l.delivered(7, 51, 0).unwrap();
+        l.delivered(7, 51, 0, -1).unwrap();
         assert_eq!(l.report().shifts, vec![(5, 50), (7, 51)]);
         // Nothing in flight: a skip moves the position at once.
         l.skipped(8).unwrap();
@@ -307,11 +332,25 @@ mod tests {
         l.sent(1).unwrap();
         l.sent(2).unwrap();
         l.sent(3).unwrap();
-        l.delivered(1, 1, 0).unwrap();
+        l.delivered(1, 1, 0, -1).unwrap();
         l.failed(2).unwrap();
-        l.delivered(3, 3, 0).unwrap();
+        l.delivered(3, 3, 0, -1).unwrap();
         assert_eq!(l.delivered_through, 1);
         assert_eq!(l.in_flight(), 2);
+    }
+
+    #[test]
+    fn the_last_acked_records_timestamp_is_reported_and_kept() {
+        let mut l = Ledger::new();
+        assert_eq!(l.report().timestamp_ms, -1);
+        l.sent(0).unwrap();
+        l.sent(1).unwrap();
+        l.delivered(0, 0, 0, 2_000).unwrap();
+        l.delivered(1, 1, 0, 1_000).unwrap(); // an older timestamp, acked last
+        l.sent(2).unwrap();
+        l.delivered(2, 2, 0, -1).unwrap(); // none: the last known stands
+        assert_eq!(l.report().timestamp_ms, 1_000);
+        assert_eq!(l.report().timestamp_ms, 1_000, "a position, not a count");
     }
 
     #[test]
@@ -320,8 +359,8 @@ mod tests {
         for o in 0..4 {
             old.sent(o).unwrap();
         }
-        old.delivered(0, 0, 1).unwrap();
-        old.delivered(1, 1, 1).unwrap();
+        old.delivered(0, 0, 1, -1).unwrap();
+        old.delivered(1, 1, 1, -1).unwrap();
         let mut r = old.report();
         r.followed_by(new.report()); // the new slot delivered nothing yet
         assert_eq!(
@@ -329,9 +368,9 @@ mod tests {
             (1, 1, 2)
         );
         assert_eq!((r.records, r.bytes), (2, 2));
-        old.delivered(2, 2, 1).unwrap();
+        old.delivered(2, 2, 1, -1).unwrap();
         new.sent(10).unwrap();
-        new.delivered(10, 9, 5).unwrap();
+        new.delivered(10, 9, 5, -1).unwrap();
         let mut r = old.report();
         r.followed_by(new.report());
         assert_eq!(
@@ -347,10 +386,10 @@ mod tests {
         let mut l = Ledger::new();
         let mut committed = Report::empty();
         l.sent(0).unwrap();
-        l.delivered(0, 0, 3).unwrap();
+        l.delivered(0, 0, 3, -1).unwrap();
         committed.absorb(l.report());
         l.sent(2).unwrap();
-        l.delivered(2, 1, 4).unwrap();
+        l.delivered(2, 1, 4, -1).unwrap();
         committed.absorb(l.report());
         let r = committed.take();
         assert_eq!((r.delivered_through, r.target_offset), (2, 1));
@@ -365,15 +404,15 @@ mod tests {
     fn a_copy_taken_before_a_transaction_restores_it() {
         let mut l = Ledger::new();
         l.sent(0).unwrap();
-        l.delivered(0, 0, 0).unwrap();
+        l.delivered(0, 0, 0, -1).unwrap();
         let _ = l.report();
         let before = l.clone();
         l.sent(1).unwrap();
-        l.delivered(1, 1, 0).unwrap();
+        l.delivered(1, 1, 0, -1).unwrap();
         l = before; // aborted
         assert_eq!((l.delivered_through, l.target_offset), (0, 0));
         l.sent(1).unwrap();
-        l.delivered(1, 5, 0).unwrap();
+        l.delivered(1, 5, 0, -1).unwrap();
         assert_eq!(l.report().shifts, vec![(1, 5)]);
     }
 
@@ -382,8 +421,8 @@ mod tests {
         let mut l = Ledger::new();
         l.sent(4).unwrap();
         assert!(l.sent(4).is_err());
-        assert!(l.delivered(9, 0, 0).is_err());
-        l.delivered(4, 0, 0).unwrap();
+        assert!(l.delivered(9, 0, 0, -1).is_err());
+        l.delivered(4, 0, 0, -1).unwrap();
         assert!(l.sent(3).is_err());
     }
 }

@@ -146,7 +146,13 @@ impl ProducerContext for TargetContext {
             Ok(message) => {
                 let bytes =
                     message.key().map_or(0, <[u8]>::len) + message.payload().map_or(0, <[u8]>::len);
-                lock(&self.0.ledgers)[slot].delivered(offset, message.offset(), bytes as u64)
+                let timestamp = message.timestamp().to_millis().unwrap_or(-1);
+                lock(&self.0.ledgers)[slot].delivered(
+                    offset,
+                    message.offset(),
+                    bytes as u64,
+                    timestamp,
+                )
             }
             Err((error, _)) => {
                 let _ = lock(&self.0.ledgers)[slot].failed(offset);
@@ -1161,8 +1167,8 @@ impl Mover {
     }
 
     /// Per partition, what was delivered since the last call: {(topic, partition):
-    /// (delivered_through, target_offset, in_flight, records, bytes, shifts)}, the
-    /// readings of a partition assigned again added up.
+    /// (delivered_through, target_offset, in_flight, records, bytes, shifts,
+    /// timestamp_ms)}, the readings of a partition assigned again added up.
     /// delivered_through is the highest source offset every record up to which is
     /// acked by the target (or skipped), -1 for none; target_offset that of the newest
     /// acked record; shifts the (source, target) pairs where the mapping stopped being
@@ -1218,6 +1224,7 @@ impl Mover {
                     r.records,
                     r.bytes,
                     r.shifts,
+                    r.timestamp_ms,
                 ),
             )?;
         }

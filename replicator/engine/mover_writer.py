@@ -422,7 +422,8 @@ class MoverWriter:
         """A Mover's `progress()` to the partitions (positions, counters) and the
         offset syncs (each `shifts` pair, then the newest pair)."""
         acked_any = False
-        for key, (through, target, in_flight, records, size, shifts) in progress.items():
+        for key, report in progress.items():
+            through, target, in_flight, records, size, shifts, stamp = report
             tracker = self._partitions.get(key)
             if key not in self._assigned:
                 self._in_flight.pop(key, None)
@@ -435,7 +436,8 @@ class MoverWriter:
                 counters = tracker.counters
                 counters.replicated += records
                 counters.replicated_bytes += size
-                counters.acked_timestamp_ms = int(time.time() * 1000)
+                # The record's own timestamp (its age), as the Python loop's acks give.
+                counters.acked_timestamp_ms = stamp if stamp >= 0 else int(time.time() * 1000)
             if through < 0 or through + 1 <= tracker.acked_next:
                 continue
             tracker.acked_next = through + 1

@@ -115,6 +115,12 @@ def move_until(mover: _dataplane.Mover, count: int, timeout: float = 60.0) -> li
     return handed
 
 
+def recent() -> int:
+    """A timestamp of now (ms): the brokers' retention deletes a segment of records
+    stamped in 1970 at its next check, and the partition's offset 0 with it."""
+    return int(time.time() * 1000)
+
+
 def produce(bootstrap: str, topic: str, records: list[tuple], **settings: str) -> None:
     """(partition, key, value, headers, timestamp) each, idempotent, in order."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, **settings})
@@ -211,7 +217,7 @@ def test_awkward_records_are_moved_byte_for_byte(primary: str, dr: str) -> None:
         ]  # fmt: skip
         assert [(r.key, r.value, r.headers, r.timestamp_type, r.timestamp) for r in got] == want
         assert [r.offset for r in got] == list(range(len(want)))
-        through, target_offset, in_flight, records, size, shifts = progress[(source, p)]
+        through, target_offset, in_flight, records, size, shifts, _ = progress[(source, p)]
         assert (through, target_offset, in_flight) == (expected[p][-1].offset, len(want) - 1, 0)
         assert records == len(want)
         assert size == sum(len(r.key or b"") + len(r.value or b"") for r in expected[p])
@@ -276,7 +282,7 @@ def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None
         mover.release(source, 0, None)  # a loop: skipped
         move_until(mover, 1)
         assert mover.flush(30) == 0
-        through, target_offset, in_flight, records, _, shifts = mover.progress()[(source, 0)]
+        through, target_offset, in_flight, records, _, shifts, stamp = mover.progress()[(source, 0)]
     finally:
         mover.close()
     got = read_all(dr, target, 0)
@@ -288,13 +294,14 @@ def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None
     ]
     assert (through, target_offset, in_flight, records) == (4, 3, 0, 4)
     assert shifts == [(0, 0), (4, 3)]
+    assert stamp == base + 4, "the last acked record's own timestamp (its age)"
 
 
 def test_errors_name_topic_partition_and_offset(primary: str, dr: str) -> None:
     source, target = unique_topic("dp-err"), unique_topic("dp-err-dst")
     create_topic(primary, source)
     create_topic(dr, target, config={"max.message.bytes": "2000"})
-    produce(primary, source, [(0, b"k", b"x" * 5000, None, 1_000)])
+    produce(primary, source, [(0, b"k", b"x" * 5000, None, recent())])
     # The target refuses the record (larger than its topic allows).
     mover = new_mover(primary, dr)
     try:
@@ -333,9 +340,9 @@ def test_records_handed_back_before_an_error_in_the_same_call_are_returned(
     create_topic(primary, source, partitions=2)
     create_topic(dr, target, partitions=1)
     produce(primary, source, [
-        (0, b"a", b"forwarded", [("__dr_src", b"east")], 1_000),
-        (0, b"b", b"after it", None, 1_001),
-        (1, b"c", b"no partition 1 on the target", None, 1_002),
+        (0, b"a", b"forwarded", [("__dr_src", b"east")], recent()),
+        (0, b"b", b"after it", None, recent()),
+        (1, b"c", b"no partition 1 on the target", None, recent()),
     ])  # fmt: skip
     mover = new_mover(primary, dr)
     try:
@@ -363,14 +370,14 @@ def test_a_partition_assigned_again_keeps_its_earlier_readings_counts(
     source, target = unique_topic("dp-again"), unique_topic("dp-again-dst")
     create_topic(primary, source)
     create_topic(dr, target)
-    produce(primary, source, [(0, b"k", b"first %d" % i, None, 1_000 + i) for i in range(10)])
+    produce(primary, source, [(0, b"k", b"first %d" % i, None, recent()) for i in range(10)])
     mover = new_mover(primary, dr)
     try:
         mover.assign([(source, 0, 0, target)])
         move_until(mover, 10)
         mover.unassign([(source, 0)])
         mover.assign([(source, 0, 10, target)])
-        produce(primary, source, [(0, b"k", b"then %d" % i, None, 2_000 + i) for i in range(5)])
+        produce(primary, source, [(0, b"k", b"then %d" % i, None, recent()) for i in range(5)])
         move_until(mover, 5)
         assert mover.flush(30) == 0
         through, target_offset, in_flight, records, *_ = mover.progress()[(source, 0)]
@@ -392,7 +399,7 @@ def test_partitions_added_to_a_target_topic_are_learnt_before_their_records(
     source, target = unique_topic("dp-grow"), unique_topic("dp-grow-dst")
     create_topic(primary, source, partitions=3)
     create_topic(dr, target, partitions=1)
-    records = [(p, f"k{i}".encode(), f"{p}-{i}".encode(), None, 1_000 + i)
+    records = [(p, f"k{i}".encode(), f"{p}-{i}".encode(), None, recent())
                for p in range(3) for i in range(5)]  # fmt: skip
     produce(primary, source, records)
     admin = AdminClient({"bootstrap.servers": dr})

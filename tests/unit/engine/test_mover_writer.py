@@ -183,17 +183,18 @@ def test_a_loop_is_skipped_and_counted(p: _Path) -> None:
 
 def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path) -> None:
     made = p.replicating(next_offset=10)
-    p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)])}
+    p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)], 1_700_000_000_000)}
     p.writer.serve()
     assert (made.acked_next, made.next_offset) == (20, 20)
     assert (made.counters.replicated, made.counters.replicated_bytes) == (10, 1_000)
+    assert made.counters.acked_timestamp_ms == 1_700_000_000_000  # the record's, not now
     runs = [
         (r["first_source"], r["last_source"], r["count"], r["target_offset"])
         for r in p.syncs.acknowledged_runs
     ]
     assert runs == [(10, 10, 1, 100), (11, 15, 5, 104), (16, 19, 4, 108)]
     assert p.writer.in_flight() == {KEY}
-    p.mover.reports = {KEY: (19, 108, 0, 0, 0, [])}
+    p.mover.reports = {KEY: (19, 108, 0, 0, 0, [], 1_700_000_000_000)}
     p.writer.serve()
     assert p.writer.in_flight() == set()
     assert len(p.syncs.acknowledged_runs) == 3  # nothing new
