@@ -196,10 +196,13 @@ impl Ledger {
 
     fn set(&mut self, source: i64, state: State) -> Result<(), String> {
         // Acks of one partition come in order, so this is nearly always the front.
-        let index = self
-            .pending
-            .binary_search_by_key(&source, |&(offset, _)| offset)
-            .map_err(|_| format!("offset {source} was not in flight"))?;
+        let index = match self.pending.front() {
+            Some(&(first, _)) if first == source => 0,
+            _ => self
+                .pending
+                .binary_search_by_key(&source, |&(offset, _)| offset)
+                .map_err(|_| format!("offset {source} was not in flight"))?,
+        };
         let entry = &mut self.pending[index];
         if entry.1 != State::InFlight && state != State::Skipped {
             return Err(format!("offset {source} settled twice"));

@@ -16,6 +16,8 @@ mod group;
 mod mover;
 #[cfg(feature = "python")]
 mod source;
+#[cfg(feature = "python")]
+mod target;
 
 #[cfg(feature = "python")]
 use pyo3::prelude::*;

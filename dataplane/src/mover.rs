@@ -11,6 +11,7 @@
 //! committed in the same transaction (to `offsets_group` on the target); an abort
 //! makes the mover read again what the transaction had taken.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -22,17 +23,15 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{
-    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,
-};
+use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext, PurgeConfig};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::group::{self, TxnError};
 use crate::ledger::{Ledger, Report, Sent};
 use crate::plan::{self, Irregular};
-use crate::source::{describe, Source};
+use crate::source::{describe, Record, Source};
+use crate::target::{Headers, TargetTopic};
 use crate::txn::Txn;
 
 create_exception!(
@@ -167,7 +166,8 @@ impl ProducerContext for TargetContext {
 
 /// Why the producer did not take a record (`Inner::produce`).
 enum Refused {
-    TooLarge,
+    /// With the record's headers, given back.
+    TooLarge(Headers),
     QueueFull,
     Other(String),
 }
@@ -186,6 +186,8 @@ struct Part {
     topic: String,
     partition: i32,
     target: String,
+    /// The producer's handle on `target`.
+    handle: TargetTopic,
     /// The largest record its target topic takes (key, value and headers, bytes),
     /// as `Mover.limits` said; a larger one is handed back as too large.
     limit: usize,
@@ -207,6 +209,10 @@ struct Inner {
     source: Source<SourceContext>,
     producer: BaseProducer<TargetContext>,
     slots: HashMap<String, HashMap<i32, usize>>,
+    /// The slot of the last record read, by its topic's id and partition
+    /// (`Record::topic_id`): a fetch's records come partition by partition. Cleared
+    /// when the assignment changes.
+    last_slot: Cell<Option<(usize, i32, usize)>>,
     /// `Mover.limits`: the largest record of each target topic.
     limits: HashMap<String, usize>,
     parts: Vec<Part>,
@@ -218,6 +224,13 @@ struct Inner {
     /// An error met after records were handed back in the same `run`: raised by the
     /// next one, so that Python sees those records first.
     deferred: Option<String>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The target topic handles go before the producer they belong to.
+        self.parts.clear();
+    }
 }
 
 type OwnedHeader = (String, Option<Vec<u8>>);
@@ -278,34 +291,32 @@ impl Inner {
             .copied()
     }
 
-    fn headers<'a>(
-        &self,
-        own: impl Iterator<Item = (&'a str, Option<&'a [u8]>)>,
-        capacity: usize,
-        topic: &str,
-        offset: &[u8; 8],
-    ) -> OwnedHeaders {
-        let mut headers = OwnedHeaders::new_with_capacity(capacity + self.provenance.len() + 2);
-        for (key, value) in own {
-            headers = headers.insert(Header { key, value });
+    /// The slot of a record (its topic's name read only when the partition differs
+    /// from the last record's).
+    fn slot_of_record(&self, record: &Record<'_>) -> Option<usize> {
+        let (topic_id, partition) = (record.topic_id(), record.partition());
+        match self.last_slot.get() {
+            Some((id, p, slot)) if id == topic_id && p == partition => Some(slot),
+            _ => {
+                let slot = self.slot(record.topic(), partition)?;
+                self.last_slot.set(Some((topic_id, partition, slot)));
+                Some(slot)
+            }
         }
+    }
+
+    /// A record's headers: its own as they came (`own`, taken from the record), then
+    /// our provenance.
+    fn headers(&self, own: Option<Headers>, topic: &str, offset: i64) -> Headers {
+        let mut headers = own.unwrap_or_else(|| Headers::with_capacity(self.provenance.len() + 2));
         for (key, value) in &self.provenance {
-            headers = headers.insert(Header {
-                key,
-                value: value.as_deref(),
-            });
+            headers.add(key.as_bytes(), value.as_deref());
         }
         if let Some(key) = &self.offset_header {
-            headers = headers.insert(Header {
-                key,
-                value: Some(&offset[..]),
-            });
+            headers.add(key.as_bytes(), Some(&offset.to_be_bytes()));
         }
         if let Some(key) = &self.topic_header {
-            headers = headers.insert(Header {
-                key,
-                value: Some(topic.as_bytes()),
-            });
+            headers.add(key.as_bytes(), Some(topic.as_bytes()));
         }
         headers
     }
@@ -321,42 +332,48 @@ impl Inner {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: (i32, i64),
-        headers: OwnedHeaders,
+        mut headers: Headers,
         room_until: Option<Instant>,
     ) -> Result<(), Refused> {
         let part = &self.parts[slot];
-        let Some(sent) = Sent::new(slot, offset) else {
+        let Some(mut sent) = Sent::new(slot, offset) else {
             return Err(Refused::Other(format!(
                 "slot {slot} or source offset {offset} is beyond what a delivery report can \
                  carry (65,536 partitions a Mover, offsets below 2^48)"
             )));
         };
-        let mut record: BaseRecord<'_, [u8], [u8], Sent> =
-            BaseRecord::with_opaque_to(&part.target, sent)
-                .partition(part.partition)
-                .headers(headers);
-        record.key = key;
-        record.payload = value;
-        if timestamp.0 != 0 && timestamp.1 >= 0 {
-            record.timestamp = Some(timestamp.1);
-        }
+        // The record's own timestamp; 0 (none: the producer's clock) when it has none.
+        let timestamp_ms = if timestamp.0 != 0 && timestamp.1 >= 0 {
+            timestamp.1
+        } else {
+            0
+        };
         let mut refreshed = false;
         loop {
-            match self.producer.send(record) {
+            let refused = match part.handle.produce(
+                &self.producer,
+                part.partition,
+                key,
+                value,
+                timestamp_ms,
+                headers,
+                sent,
+            ) {
                 Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                Err((code, back, opaque)) => {
+                    (headers, sent) = (back, opaque);
+                    code
+                }
+            };
+            match refused {
+                RDKafkaErrorCode::QueueFull => {
                     if room_until.is_some_and(|until| Instant::now() >= until) {
                         return Err(Refused::QueueFull);
                     }
-                    record = back;
                     self.producer.poll(Duration::from_millis(100));
                 }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    return Err(Refused::TooLarge);
-                }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::UnknownPartition), back))
-                    if !refreshed =>
-                {
+                RDKafkaErrorCode::MessageSizeTooLarge => return Err(Refused::TooLarge(headers)),
+                RDKafkaErrorCode::UnknownPartition if !refreshed => {
                     // The producer's metadata may predate partitions added to the
                     // target topic (librdkafka refreshes it only every
                     // topic.metadata.refresh.interval.ms): ask the target once.
@@ -371,13 +388,16 @@ impl Inner {
                             part.target, part.partition
                         )));
                     }
-                    record = back;
                 }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::Fatal), _)) => {
+                RDKafkaErrorCode::Fatal => {
                     let fatal = self.producer_fatal();
                     return Err(Refused::Other(fatal.unwrap_or_else(|| "Fatal".into())));
                 }
-                Err((error, _)) => return Err(Refused::Other(error.to_string())),
+                code => {
+                    return Err(Refused::Other(
+                        KafkaError::MessageProduction(code).to_string(),
+                    ))
+                }
             }
         }
         lock(&self.source_shared().ledgers)[slot]
@@ -501,31 +521,38 @@ impl Inner {
                     describe(code)
                 ));
             }
-            let (topic, partition, offset) = (record.topic(), record.partition(), record.offset());
-            let Some(slot) = self.slot(topic, partition) else {
+            let offset = record.offset();
+            let Some(slot) = self.slot_of_record(&record) else {
                 return Err(format!(
-                    "consuming {topic} partition {partition} at offset {offset}: a record of a \
-                     partition the mover was not assigned"
+                    "consuming {} partition {} at offset {offset}: a record of a partition the \
+                     mover was not assigned",
+                    record.topic(),
+                    record.partition()
                 ));
             };
             if self.parts[slot].held.is_some() {
                 continue; // read again after the held record is released
             }
-            let own = record.headers();
-            let reason = plan::check(own.iter().map(|(name, _)| *name), &self.reserved);
-            let keep = |reason| Held {
+            // The record's own headers, taken from it: sent on with our provenance
+            // added (not copied header by header), or copied into a record handed back.
+            let own = record.take_headers();
+            let pairs = own.as_ref().map(Headers::pairs).unwrap_or_default();
+            let keep = |reason, headers| Held {
                 offset,
                 key: record.key().map(<[u8]>::to_vec),
                 value: record.value().map(<[u8]>::to_vec),
                 timestamp: record.timestamp(),
-                headers: own
-                    .iter()
-                    .map(|(n, v)| (n.to_vec(), v.map(<[u8]>::to_vec)))
-                    .collect(),
+                headers,
                 reason,
             };
-            if let Some(reason) = reason {
-                let held = keep(reason);
+            let copied = |pairs: &[(&[u8], Option<&[u8]>)]| {
+                pairs
+                    .iter()
+                    .map(|(n, v)| (n.to_vec(), v.map(<[u8]>::to_vec)))
+                    .collect()
+            };
+            if let Some(reason) = plan::check(pairs.iter().map(|(name, _)| *name), &self.reserved) {
+                let held = keep(reason, copied(&pairs));
                 hold(&self.source, &mut self.parts, slot, held)?;
                 took(&mut self.transactional, slot, offset);
                 handed.push(slot);
@@ -533,7 +560,7 @@ impl Inner {
             }
             let size = record.key().map_or(0, <[u8]>::len)
                 + record.value().map_or(0, <[u8]>::len)
-                + own
+                + pairs
                     .iter()
                     .map(|(n, v)| n.len() + v.map_or(0, <[u8]>::len))
                     .sum::<usize>();
@@ -541,16 +568,15 @@ impl Inner {
                 // Above its own target topic's limit (which may be below the
                 // producer's message.max.bytes, the largest topic's): Python applies
                 // oversized.record.policy, as for a record the producer refuses.
-                let held = keep(Irregular::TooLarge);
+                let held = keep(Irregular::TooLarge, copied(&pairs));
                 hold(&self.source, &mut self.parts, slot, held)?;
                 took(&mut self.transactional, slot, offset);
                 handed.push(slot);
                 continue;
             }
-            let names = own
-                .iter()
-                .map(|(n, v)| (std::str::from_utf8(n).unwrap_or(""), *v));
-            let headers = self.headers(names, own.len(), topic, &offset.to_be_bytes());
+            let own_count = pairs.len();
+            drop(pairs);
+            let headers = self.headers(own, &self.parts[slot].topic, offset);
             match self.produce(
                 slot,
                 offset,
@@ -573,8 +599,9 @@ impl Inner {
                         .seek(&part.topic, part.partition, offset, SEEK_TIMEOUT)?;
                     break;
                 }
-                Err(Refused::TooLarge) => {
-                    let held = keep(Irregular::TooLarge);
+                Err(Refused::TooLarge(headers)) => {
+                    // Its own headers come first in what the producer gave back.
+                    let held = keep(Irregular::TooLarge, headers.copied(own_count));
                     hold(&self.source, &mut self.parts, slot, held)?;
                     took(&mut self.transactional, slot, offset);
                     handed.push(slot);
@@ -607,12 +634,9 @@ impl Inner {
         };
         match headers {
             Some(headers) => {
-                let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+                let mut owned = Headers::with_capacity(headers.len());
                 for (key, value) in &headers {
-                    owned = owned.insert(Header {
-                        key: key.as_str(),
-                        value: value.as_deref(),
-                    });
+                    owned.add(key.as_bytes(), value.as_deref());
                 }
                 let produced = self.produce(
                     slot,
@@ -625,7 +649,7 @@ impl Inner {
                 );
                 if let Err(problem) = produced {
                     let problem = match problem {
-                        Refused::TooLarge => "too large for the producer".into(),
+                        Refused::TooLarge(_) => "too large for the producer".into(),
                         Refused::QueueFull => "the producer's queue is full".into(),
                         Refused::Other(problem) => problem,
                     };
@@ -1014,6 +1038,7 @@ impl Mover {
                 source,
                 producer,
                 slots: HashMap::new(),
+                last_slot: Cell::new(None),
                 limits: HashMap::new(),
                 parts: Vec::new(),
                 provenance,
@@ -1053,8 +1078,13 @@ impl Mover {
                 .iter()
                 .map(|(t, p, o, _)| (t.as_str(), *p, Some(*o)))
                 .collect();
+            let handles = partitions
+                .iter()
+                .map(|(_, _, _, target)| TargetTopic::new(&inner.producer, target))
+                .collect::<Result<Vec<_>, _>>()?;
             inner.source.assign(&list)?;
-            for (topic, partition, _, target) in partitions {
+            inner.last_slot.set(None);
+            for ((topic, partition, _, target), handle) in partitions.into_iter().zip(handles) {
                 let slot = inner.parts.len();
                 lock(&inner.source_shared().ledgers).push(Ledger::new());
                 inner
@@ -1067,6 +1097,7 @@ impl Mover {
                     topic,
                     partition,
                     target,
+                    handle,
                     limit,
                     held: None,
                 });
@@ -1087,6 +1118,7 @@ impl Mover {
                 .map(|(t, p)| (t.as_str(), *p, None))
                 .collect();
             inner.source.unassign(&list)?;
+            inner.last_slot.set(None);
             for (topic, partition) in &partitions {
                 if let Some(by_partition) = inner.slots.get_mut(topic) {
                     by_partition.remove(partition);

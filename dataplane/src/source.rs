@@ -3,9 +3,18 @@
 //! `rd_kafka_consumer_poll` so that an error message still names its topic,
 //! partition and offset (the crate's BaseConsumer drops them). All `unsafe` of the
 //! consumer is in this module, behind `Source` and `Record`.
+//!
+//! Records are taken from librdkafka's consumer queue in batches
+//! (`rd_kafka_consume_batch_queue`: one queue lock and one clock read for up to
+//! `BATCH` records, where `rd_kafka_consumer_poll` pays them per record) and handed
+//! out one at a time. A batch's records not yet handed out are dropped whenever
+//! their partition is sought, paused, assigned or unassigned, as librdkafka drops
+//! its own queued records then.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::slice;
 use std::time::Duration;
 
@@ -15,6 +24,8 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
 use rdkafka::{Offset, TopicPartitionList};
+
+use crate::target::Headers;
 
 /// The name and description of a librdkafka error code.
 pub fn describe(code: RDKafkaRespErr) -> String {
@@ -42,7 +53,53 @@ fn check(code: RDKafkaRespErr) -> Result<(), String> {
     }
 }
 
+/// The most records one `rd_kafka_consume_batch_queue` call takes.
+const BATCH: usize = 512;
+
+/// A message taken from librdkafka, destroyed when dropped.
+struct Taken(NonNull<rd::rd_kafka_message_t>);
+
+// librdkafka's messages may be destroyed from any thread.
+unsafe impl Send for Taken {}
+
+impl Taken {
+    fn new(ptr: *mut rd::rd_kafka_message_t) -> Option<Taken> {
+        NonNull::new(ptr).map(Taken)
+    }
+
+    fn is_of(&self, topic: &str, partition: i32) -> bool {
+        let msg = unsafe { self.0.as_ref() };
+        msg.partition == partition && !msg.rkt.is_null() && {
+            let name = unsafe { CStr::from_ptr(rd::rd_kafka_topic_name(msg.rkt)) };
+            name.to_bytes() == topic.as_bytes()
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        unsafe { rd::rd_kafka_message_destroy(self.0.as_ptr()) };
+    }
+}
+
+/// The consumer's queue handle (`rd_kafka_queue_get_consumer`), released when dropped.
+struct Queue(NonNull<rd::rd_kafka_queue_t>);
+
+// A queue handle may be used and destroyed from any thread.
+unsafe impl Send for Queue {}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        unsafe { rd::rd_kafka_queue_destroy(self.0.as_ptr()) };
+    }
+}
+
 pub struct Source<C: ClientContext> {
+    // Dropped in this order: the batch's records and the queue handle before the
+    // client they belong to.
+    /// The current batch's records not handed out yet, oldest first.
+    fetched: RefCell<VecDeque<Taken>>,
+    queue: Queue,
     client: Client<C>,
 }
 
@@ -61,7 +118,27 @@ impl<C: ClientContext> Source<C> {
             .map_err(|e| e.to_string())?;
         // Errors, logs and everything else come through the consumer's queue.
         check(unsafe { rd::rd_kafka_poll_set_consumer(client.native_ptr()) })?;
-        Ok(Source { client })
+        let queue = NonNull::new(unsafe { rd::rd_kafka_queue_get_consumer(client.native_ptr()) })
+            .map(Queue)
+            .ok_or("the consumer has no queue of its own (it needs a group.id)")?;
+        Ok(Source {
+            fetched: RefCell::new(VecDeque::with_capacity(BATCH)),
+            queue,
+            client,
+        })
+    }
+
+    /// Drop the current batch's records of these partitions (all records: None).
+    fn drop_fetched(&self, partitions: Option<&[(&str, i32, Option<i64>)]>) {
+        let mut fetched = self.fetched.borrow_mut();
+        match partitions {
+            None => fetched.clear(),
+            Some(partitions) => fetched.retain(|taken| {
+                !partitions
+                    .iter()
+                    .any(|&(topic, partition, _)| taken.is_of(topic, partition))
+            }),
+        }
     }
 
     fn list(partitions: &[(&str, i32, Option<i64>)]) -> Result<TopicPartitionList, String> {
@@ -83,18 +160,23 @@ impl<C: ClientContext> Source<C> {
     /// offset too: -2 beginning, -1 end).
     pub fn assign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
         let tpl = Self::list(partitions)?;
+        self.drop_fetched(Some(partitions));
         take_error(unsafe { rd::rd_kafka_incremental_assign(self.client.native_ptr(), tpl.ptr()) })
     }
 
     pub fn unassign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
         let tpl = Self::list(partitions)?;
+        self.drop_fetched(Some(partitions));
         take_error(unsafe {
             rd::rd_kafka_incremental_unassign(self.client.native_ptr(), tpl.ptr())
         })
     }
 
+    /// Stop reading the partition; the current batch's records of it are dropped
+    /// (read again after the seek that goes with `resume`).
     pub fn pause(&self, topic: &str, partition: i32) -> Result<(), String> {
         let tpl = Self::list(&[(topic, partition, None)])?;
+        self.drop_fetched(Some(&[(topic, partition, None)]));
         check(unsafe { rd::rd_kafka_pause_partitions(self.client.native_ptr(), tpl.ptr()) })
     }
 
@@ -112,6 +194,7 @@ impl<C: ClientContext> Source<C> {
         timeout: Duration,
     ) -> Result<(), String> {
         let tpl = Self::list(&[(topic, partition, Some(offset))])?;
+        self.drop_fetched(Some(&[(topic, partition, None)]));
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         take_error(unsafe {
             rd::rd_kafka_seek_partitions(self.client.native_ptr(), tpl.ptr(), ms)
@@ -144,19 +227,41 @@ impl<C: ClientContext> Source<C> {
 
     /// The next record or error, waiting up to `timeout`; None when there is none.
     pub fn poll(&self, timeout: Duration) -> Option<Record<'_>> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let ptr = unsafe { rd::rd_kafka_consumer_poll(self.client.native_ptr(), ms) };
-        if ptr.is_null() {
-            None
-        } else {
-            Some(Record {
-                ptr,
-                _source: std::marker::PhantomData,
-            })
+        let mut fetched = self.fetched.borrow_mut();
+        if fetched.is_empty() {
+            // What the queue holds now, without waiting: the batch call waits for a
+            // whole batch (or its timeout), where a caller that waits wants the first
+            // record as soon as it arrives.
+            let mut batch = [ptr::null_mut(); BATCH];
+            let count = unsafe {
+                rd::rd_kafka_consume_batch_queue(
+                    self.queue.0.as_ptr(),
+                    0,
+                    batch.as_mut_ptr(),
+                    BATCH,
+                )
+            };
+            // librdkafka returns -1 only for a queue forwarded elsewhere, which the
+            // consumer's own queue never is.
+            let count = usize::try_from(count).unwrap_or(0).min(BATCH);
+            fetched.extend(batch[..count].iter().filter_map(|&ptr| Taken::new(ptr)));
         }
+        let taken = match fetched.pop_front() {
+            Some(taken) => taken,
+            None if timeout.is_zero() => return None,
+            None => {
+                let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+                Taken::new(unsafe { rd::rd_kafka_consumer_poll(self.client.native_ptr(), ms) })?
+            }
+        };
+        Some(Record {
+            taken,
+            _source: std::marker::PhantomData,
+        })
     }
 
     pub fn close(&self) -> Result<(), String> {
+        self.drop_fetched(None);
         check(unsafe { rd::rd_kafka_consumer_close(self.client.native_ptr()) })
     }
 }
@@ -212,10 +317,10 @@ unsafe extern "C" fn error_cb<C: ClientContext>(
     unsafe { &*context }.error(error, reason.trim());
 }
 
-/// One message from `rd_kafka_consumer_poll`: a record, or an error about a
+/// One message from the consumer's queue: a record, or an error about a
 /// partition (then `error` is Some). Destroyed when dropped.
 pub struct Record<'a> {
-    ptr: *mut rd::rd_kafka_message_t,
+    taken: Taken,
     _source: std::marker::PhantomData<&'a ()>,
 }
 
@@ -224,7 +329,18 @@ pub type TimestampType = i32;
 
 impl Record<'_> {
     fn msg(&self) -> &rd::rd_kafka_message_t {
-        unsafe { &*self.ptr }
+        unsafe { self.taken.0.as_ref() }
+    }
+
+    fn ptr(&self) -> *mut rd::rd_kafka_message_t {
+        self.taken.0.as_ptr()
+    }
+
+    /// Which topic the record is of, as a word that stays the same for every record
+    /// of the topic while it is assigned (librdkafka's topic handle): for telling
+    /// apart records quickly, not for keeping.
+    pub fn topic_id(&self) -> usize {
+        self.msg().rkt as usize
     }
 
     /// The error this message carries, with librdkafka's description.
@@ -233,7 +349,7 @@ impl Record<'_> {
         if msg.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
             return None;
         }
-        let detail = unsafe { rd::rd_kafka_message_errstr(self.ptr) };
+        let detail = unsafe { rd::rd_kafka_message_errstr(self.ptr()) };
         let detail = if detail.is_null() {
             String::new()
         } else {
@@ -284,39 +400,20 @@ impl Record<'_> {
 
     pub fn timestamp(&self) -> (TimestampType, i64) {
         let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-        let value = unsafe { rd::rd_kafka_message_timestamp(self.ptr, &mut kind) };
+        let value = unsafe { rd::rd_kafka_message_timestamp(self.ptr(), &mut kind) };
         (kind as TimestampType, value)
     }
 
-    /// The record's own headers in order: (name, value), a null value as None.
-    pub fn headers(&self) -> Vec<(&[u8], Option<&[u8]>)> {
-        let mut out = Vec::new();
+    /// The record's own headers, taken from it (None when it has none): to send on
+    /// with the record, where a copy would allocate each header again. `headers`
+    /// answers nothing after this.
+    pub fn take_headers(&self) -> Option<Headers> {
         let mut headers: *mut rd::rd_kafka_headers_t = ptr::null_mut();
-        let err = unsafe { rd::rd_kafka_message_headers(self.ptr, &mut headers) };
-        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
-            return out; // _NOENT: no headers
+        let err = unsafe { rd::rd_kafka_message_detach_headers(self.ptr(), &mut headers) };
+        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return None; // _NOENT: no headers
         }
-        let mut index = 0;
-        loop {
-            let mut name: *const c_char = ptr::null();
-            let mut value: *const c_void = ptr::null();
-            let mut size: usize = 0;
-            let err = unsafe {
-                rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size)
-            };
-            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                break;
-            }
-            let name = unsafe { CStr::from_ptr(name) }.to_bytes();
-            out.push((name, Self::bytes(value as *mut c_void, size)));
-            index += 1;
-        }
-        out
-    }
-}
-
-impl Drop for Record<'_> {
-    fn drop(&mut self) {
-        unsafe { rd::rd_kafka_message_destroy(self.ptr) };
+        // Detached, they are ours (librdkafka no longer frees them with the message).
+        NonNull::new(headers).map(|headers| unsafe { Headers::adopt(headers) })
     }
 }

@@ -297,6 +297,41 @@ def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None
     assert stamp == base + 4, "the last acked record's own timestamp (its age)"
 
 
+def test_a_record_the_producer_refuses_is_handed_back_with_its_own_headers(
+    primary: str, dr: str
+) -> None:
+    """The Mover sends a record's own headers on as the producer's (taken from the
+    consumed record, our provenance added to them): one the producer refuses as too
+    large (above its message.max.bytes, no topic limit given) comes back with exactly
+    its own headers, in order, null values kept, and none of ours."""
+    source, target = unique_topic("dp-big"), unique_topic("dp-big-dst")
+    create_topic(primary, source)
+    create_topic(dr, target)
+    stamp = recent()
+    own = [("trace-id", b"t" * 32), ("empty", b""), ("null", None), ("trace-id", b"again")]
+    produce(primary, source, [
+        (0, b"small", b"fits", own, stamp),
+        (0, b"big", b"x" * 5000, own, stamp + 1),
+        (0, b"after", b"fits too", None, stamp + 2),
+    ])  # fmt: skip
+    mover = new_mover(primary, dr, **{"message.max.bytes": "2000"})
+    try:
+        mover.assign([(source, 0, 0, target)])
+        handed = move_until(mover, 2)
+        assert [(h[2], h[3], h[8]) for h in handed] == [(1, b"big", "too_large")]
+        assert handed[0][7] == own
+        mover.release(source, 0, None)  # skipped, as oversized.record.policy=skip would
+        move_until(mover, 1)
+        assert mover.flush(30) == 0
+    finally:
+        mover.close()
+    got = read_all(dr, target, 0)
+    assert [(r.key, r.headers) for r in got] == [
+        (b"small", (*own, *provenance(source, 0))),
+        (b"after", provenance(source, 2)),
+    ]
+
+
 def test_errors_name_topic_partition_and_offset(primary: str, dr: str) -> None:
     source, target = unique_topic("dp-err"), unique_topic("dp-err-dst")
     create_topic(primary, source)
