@@ -12,8 +12,8 @@ ratios between the paths, not the absolute figures, are what it is for. Run it o
 quiet machine. The spawned processes run on the allocator `replicator run` chooses
 (`replicator.allocator`: jemalloc when installed); `REPLICATOR_ALLOCATOR=system` before
 the command measures both on the C library's malloc. The bare Mover runs in this
-process, on the allocator the command started with (`LD_PRELOAD=libjemalloc.so.2`
-before it for jemalloc).
+process, on the allocator the command started with (`LD_PRELOAD=libjemalloc.so.2
+MALLOC_CONF=oversize_threshold:0` before it for jemalloc as `replicator run` tunes it).
 
 Run: `.venv/bin/python bench/data_paths.py [--records 1000000]
 [--paths python,compiled,python,compiled] [--mover-alone]`.

@@ -108,7 +108,7 @@ class Machine:
     confluent_kafka: str
     librdkafka: str
     java: str
-    allocator: str  # the LD_PRELOAD our spawned processes run with ("" for the C library's)
+    allocator: str  # LD_PRELOAD (and MALLOC_CONF) of our spawned processes ("": C library's)
     loadavg_at_start: tuple[float, float, float]
 
     @classmethod
@@ -137,9 +137,16 @@ class Machine:
             confluent_kafka=confluent_kafka.__version__,
             librdkafka=confluent_kafka.libversion()[0],
             java=java,
-            allocator=(allocator.environment() or os.environ).get("LD_PRELOAD", ""),
+            allocator=_allocator_setting(allocator.environment() or os.environ),
             loadavg_at_start=os.getloadavg(),
         )
+
+
+def _allocator_setting(preferred: Mapping[str, str]) -> str:
+    """`LD_PRELOAD` and `MALLOC_CONF` as our spawned processes get them."""
+    preload = preferred.get("LD_PRELOAD", "")
+    conf = preferred.get("MALLOC_CONF")
+    return f"{preload} (MALLOC_CONF={conf})" if preload and conf else preload
 
 
 def write_report(
@@ -406,8 +413,7 @@ class SpawnedReplicator:
 
     def __enter__(self) -> SpawnedReplicator:
         self.started_at = time.monotonic()
-        preferred = allocator.environment() or os.environ
-        with _preloading(preferred.get("LD_PRELOAD")):
+        with _preloading(allocator.environment() or os.environ):
             for process in self._processes:
                 process.start()
         return self
@@ -443,19 +449,25 @@ class SpawnedReplicator:
 
 
 @contextlib.contextmanager
-def _preloading(preload: str | None) -> Iterator[None]:
-    """`LD_PRELOAD` set to `preload` while processes are spawned (they inherit the
-    environment when they start), as it was afterwards."""
-    before = os.environ.get("LD_PRELOAD")
-    if preload:
-        os.environ["LD_PRELOAD"] = preload
+def _preloading(preferred: Mapping[str, str]) -> Iterator[None]:
+    """The allocator's variables (`LD_PRELOAD`, `MALLOC_CONF`) as `preferred` has them
+    while processes are spawned (they inherit the environment when they start), as
+    they were afterwards."""
+    before = {name: os.environ.get(name) for name in _ALLOCATOR_VARIABLES}
+    for name in _ALLOCATOR_VARIABLES:
+        if preferred.get(name):
+            os.environ[name] = preferred[name]
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("LD_PRELOAD", None)
-        else:
-            os.environ["LD_PRELOAD"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+_ALLOCATOR_VARIABLES = ("LD_PRELOAD", "MALLOC_CONF")
 
 
 class OurReplicator(SpawnedReplicator):

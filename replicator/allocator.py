@@ -8,6 +8,9 @@ of the compiled path by about 40%. An allocator is chosen when a process starts
 (`LD_PRELOAD`), so `replicator run` started from its own command line re-executes
 itself once with jemalloc preloaded; the launchers and images start workers that way.
 
+jemalloc is started with `TUNING` in `MALLOC_CONF` (unless the user set `MALLOC_CONF`,
+which is then used as given): see there.
+
 `$REPLICATOR_ALLOCATOR` chooses (declared once, in `CHOICES`):
 - `auto` (default): jemalloc when the dynamic linker finds `libjemalloc` (Debian and
   Ubuntu: `libjemalloc2`; RHEL: `jemalloc`), else the system's allocator, said in the log;
@@ -34,6 +37,15 @@ CHOICES = {
     "jemalloc": "jemalloc, or an error at start when it is missing",
     "system": "the C library's malloc",
 }
+#: jemalloc's settings for the replicating process. `oversize_threshold:0`: jemalloc
+#: serves allocations of 8 MiB and more from a dedicated arena that gives its pages
+#: back to the kernel as soon as they are freed (decay 0), and librdkafka's fetch
+#: responses are that large (up to `max.partition.fetch.bytes`, 1 MB, per partition, a
+#: dozen partitions a broker), so every fetch faulted in fresh zeroed pages: about a
+#: sixth of a bare Mover's CPU at 1 KB records (docs/dataplane.md, "Performance").
+#: With the setting off, they come from the ordinary arenas, whose freed pages go back
+#: to the kernel over jemalloc's usual 10 s decay.
+TUNING = "oversize_threshold:0"
 _LIBRARY = "jemalloc"
 _INSTALL = (
     "install libjemalloc2 (Debian, Ubuntu) or jemalloc (RHEL), or set "
@@ -58,9 +70,10 @@ def preloaded(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def environment(environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
-    """`environ` with jemalloc added to `LD_PRELOAD` as `$REPLICATOR_ALLOCATOR` asks,
-    or None when nothing is to change (the system's allocator, or jemalloc already
-    preloaded). Raises when jemalloc is required and missing."""
+    """`environ` with jemalloc added to `LD_PRELOAD` as `$REPLICATOR_ALLOCATOR` asks
+    (and `MALLOC_CONF` set to `TUNING` unless `environ` has one), or None when nothing
+    is to change (the system's allocator, or jemalloc already preloaded). Raises when
+    jemalloc is required and missing."""
     wanted = choice(environ)
     if wanted == "system" or preloaded(environ):
         return None
@@ -71,7 +84,11 @@ def environment(environ: Mapping[str, str] = os.environ) -> dict[str, str] | Non
                 f"{ENV}=jemalloc, but this machine has no libjemalloc: {_INSTALL}"
             )
         return None
-    return {**environ, "LD_PRELOAD": " ".join([*_preloads(environ), library])}
+    return {
+        **environ,
+        "LD_PRELOAD": " ".join([*_preloads(environ), library]),
+        "MALLOC_CONF": environ.get("MALLOC_CONF") or TUNING,
+    }
 
 
 def reexecute_with_preferred() -> None:
@@ -81,7 +98,11 @@ def reexecute_with_preferred() -> None:
     env = environment()
     if env is None:
         return
-    log.debug("memory allocator: re-executing with LD_PRELOAD=%s", env["LD_PRELOAD"])
+    log.debug(
+        "memory allocator: re-executing with LD_PRELOAD=%s MALLOC_CONF=%s",
+        env["LD_PRELOAD"],
+        env["MALLOC_CONF"],
+    )
     for handler in logging.getLogger().handlers:
         handler.flush()
     for stream in (sys.stdout, sys.stderr):
@@ -108,7 +129,9 @@ def report() -> None:
     """One log line: the allocator this process runs on, and what to do when it is not
     the one `$REPLICATOR_ALLOCATOR` prefers."""
     used = in_use()
-    if used.startswith("jemalloc") or choice() == "system":
+    if used.startswith("jemalloc"):
+        log.info("memory allocator: %s, MALLOC_CONF=%s", used, os.environ.get("MALLOC_CONF", ""))
+    elif choice() == "system":
         log.info("memory allocator: %s", used)
     elif preloaded():
         log.warning(

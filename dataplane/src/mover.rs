@@ -545,14 +545,9 @@ impl Inner {
                 headers,
                 reason,
             };
-            let copied = |pairs: &[(&[u8], Option<&[u8]>)]| {
-                pairs
-                    .iter()
-                    .map(|(n, v)| (n.to_vec(), v.map(<[u8]>::to_vec)))
-                    .collect()
-            };
+            let copied = || own.as_ref().map_or_else(Vec::new, |own| own.copied(usize::MAX));
             if let Some(reason) = plan::check(pairs.iter().map(|(name, _)| *name), &self.reserved) {
-                let held = keep(reason, copied(&pairs));
+                let held = keep(reason, copied());
                 hold(&self.source, &mut self.parts, slot, held)?;
                 took(&mut self.transactional, slot, offset);
                 handed.push(slot);
@@ -568,7 +563,7 @@ impl Inner {
                 // Above its own target topic's limit (which may be below the
                 // producer's message.max.bytes, the largest topic's): Python applies
                 // oversized.record.policy, as for a record the producer refuses.
-                let held = keep(Irregular::TooLarge, copied(&pairs));
+                let held = keep(Irregular::TooLarge, copied());
                 hold(&self.source, &mut self.parts, slot, held)?;
                 took(&mut self.transactional, slot, offset);
                 handed.push(slot);

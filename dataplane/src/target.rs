@@ -59,7 +59,7 @@ impl Headers {
         }
     }
 
-    /// The first `count` headers, copied.
+    /// The first `count` headers (all of them: `usize::MAX`), copied.
     pub fn copied(&self, count: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         self.pairs()
             .into_iter()

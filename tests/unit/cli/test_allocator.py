@@ -17,14 +17,19 @@ from replicator.cli import main
 from replicator.errors import ReplicatorError
 
 
+def _bare_environment() -> dict[str, str]:
+    """This process's environment without any allocator setting."""
+    ours = ("LD_PRELOAD", "MALLOC_CONF", allocator.ENV)
+    return {k: v for k, v in os.environ.items() if k not in ours}
+
+
 def _python(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`python *args` without our allocator settings but `env`'s."""
-    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.ENV)}
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
         text=True,
-        env={**environ, **env},
+        env={**_bare_environment(), **env},
         timeout=60,
         check=False,
     )
@@ -43,12 +48,31 @@ def test_the_process_reexecutes_itself_once_on_jemalloc() -> None:
         [sys.executable, "-c", _REEXECUTE],
         stdout=subprocess.PIPE,
         text=True,
-        env={k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.ENV)},
+        env=_bare_environment(),
     )
     out, _ = process.communicate(timeout=60)
     pid, used = out.strip().split(" ", 1)
     assert int(pid) == process.pid
     assert used.startswith("jemalloc (/") and "libjemalloc.so" in used, used
+
+
+#: Re-executes itself, then prints jemalloc's oversize_threshold as its public `mallctl`
+#: reads it (the return code first: 0 when jemalloc answered).
+_TUNING = (
+    "import ctypes; from replicator import allocator; allocator.reexecute_with_preferred(); "
+    "value, size = ctypes.c_size_t(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t)); "
+    "code = ctypes.CDLL(None).mallctl(b'opt.oversize_threshold', ctypes.byref(value), "
+    "ctypes.byref(size), None, 0); print(code, value.value)"
+)
+
+
+def test_jemalloc_runs_with_the_products_tuning_unless_the_user_set_one() -> None:
+    """`TUNING` reaches jemalloc itself (oversize_threshold 0: large buffers from the
+    ordinary arenas); a `MALLOC_CONF` of the user's is used as given."""
+    assert allocator.TUNING == "oversize_threshold:0"
+    assert _python("-c", _TUNING).stdout.split() == ["0", "0"]
+    users = _python("-c", _TUNING, MALLOC_CONF="oversize_threshold:16777216")
+    assert users.stdout.split() == ["0", str(16 * 2**20)], users.stderr
 
 
 def test_system_allocator_on_request() -> None:
@@ -74,7 +98,13 @@ def test_a_wrong_choice_names_the_variable_and_the_choices(tmp_path: Path) -> No
 def test_environment_adds_jemalloc_to_the_users_preloads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: f"lib{name}.so.2")
     env = allocator.environment({"LD_PRELOAD": "/opt/libother.so", "PATH": "/bin"})
-    assert env == {"LD_PRELOAD": "/opt/libother.so libjemalloc.so.2", "PATH": "/bin"}
+    assert env == {
+        "LD_PRELOAD": "/opt/libother.so libjemalloc.so.2",
+        "MALLOC_CONF": allocator.TUNING,
+        "PATH": "/bin",
+    }
+    env = allocator.environment({"MALLOC_CONF": "narenas:2"})
+    assert env is not None and env["MALLOC_CONF"] == "narenas:2"
     # Already preloaded (by us before the re-execution, or by the user): nothing to do,
     # so the re-executed process does not execute itself again.
     assert allocator.environment({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}) is None
