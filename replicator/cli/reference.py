@@ -64,10 +64,12 @@ differs from what they say.
     default: jemalloc when the machine has `libjemalloc`, else the C library's malloc;
     `jemalloc`: jemalloc or an error at start; `system`: never jemalloc). `replicator run`
     started from its own command line re-executes itself once (same pid, same arguments)
-    with jemalloc in `LD_PRELOAD`, and logs `memory allocator: ...` at start. librdkafka
-    allocates and frees several blocks per record on different threads; on glibc's
-    malloc that is about a third of the compiled data path's CPU (docs/dataplane.md,
-    "Performance"). `make setup` and both images install `libjemalloc2`.
+    with jemalloc in `LD_PRELOAD` and `MALLOC_CONF=oversize_threshold:0` (unless
+    `MALLOC_CONF` is set: then it is used as given), and logs `memory allocator: ...` at
+    start. librdkafka allocates and frees several blocks per record on different threads;
+    on glibc's malloc that is about a third of the compiled data path's CPU
+    (docs/dataplane.md, "Performance"). `make setup` and both images install
+    `libjemalloc2`.
 - **Global options** `-v/--verbose` and `--log-format` go before or after the command.
 - **Shell completion**: `replicator --install-completion` installs it for the current
   shell (bash, zsh, fish, PowerShell); `replicator --show-completion` prints the script.
