@@ -19,6 +19,7 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception_type,
+    retry_if_result,
     stop_after_attempt,
     wait_exponential,
 )
@@ -99,16 +100,17 @@ class AirflowClient:
     def _send(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> httpx.Response:
         """One call; an idempotent one is sent again when the API server did not answer
         in time or dropped the connection (an API server with one worker, on a loaded
-        host, can stall for longer than one timeout). Answers, errors included, are the
-        caller's to judge."""
+        host, can stall for longer than one timeout), or when its metadata database
+        failed the call (`_database_error`). Answers, errors included, are the caller's
+        to judge: after the last attempt, the last answer."""
         if not retry:
             return self._http.request(method, path, **kwargs)
         retrying = Retrying(
-            retry=retry_if_exception_type(httpx.TransportError),
+            retry=retry_if_exception_type(httpx.TransportError) | retry_if_result(_database_error),
             stop=stop_after_attempt(_ATTEMPTS),
             wait=wait_exponential(multiplier=1.0, max=5.0),
             before_sleep=lambda state: _log_retry(method, path, state),
-            reraise=True,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
         return retrying(self._http.request, method, path, **kwargs)
 
@@ -259,11 +261,24 @@ def _check(response: httpx.Response, call: str) -> None:
         )
 
 
+def _database_error(response: httpx.Response) -> bool:
+    """Airflow's answer when its metadata database failed a statement of the call (HTTP
+    500, reason "Database error"): on the local stack's SQLite, two of the API server's
+    requests each waiting for the other's lock until one gave up after 5 s (the browser
+    test's approval, beside a task reporting its state). The call's transaction was
+    rolled back, so an idempotent call may be sent again."""
+    return (
+        response.status_code == httpx.codes.INTERNAL_SERVER_ERROR
+        and "Database error" in response.text
+    )
+
+
 def _log_retry(method: str, path: str, state: RetryCallState) -> None:
     error = state.outcome.exception() if state.outcome else None
+    what = type(error).__name__ if error else "HTTP 500, Database error"
     log.warning(
         "Airflow API %s %s: %s (attempt %d of %d); sending it again",
-        method, path, type(error).__name__, state.attempt_number, _ATTEMPTS,
+        method, path, what, state.attempt_number, _ATTEMPTS,
     )  # fmt: skip
 
 

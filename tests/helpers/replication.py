@@ -115,16 +115,19 @@ def settled_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: fl
 _POLL_FIRST_S, _POLL_MAX_S = 0.2, 1.0
 
 
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], object], timeout: float, what: str, *, every_s: float | None = None
+) -> None:
     """Poll `condition` until true, every 0.2 s at first and less often as the wait goes
-    on (up to once a second); on timeout say what was awaited and what was last seen."""
+    on (up to once a second), or every `every_s` (a wait that must catch a moment that
+    passes quickly); on timeout say what was awaited and what was last seen."""
     deadline = time.monotonic() + timeout
-    pause = _POLL_FIRST_S
+    pause = every_s or _POLL_FIRST_S
     while not (seen := condition()):
         left = deadline - time.monotonic()
         assert left > 0, f"timed out after {timeout}s waiting for {what}"
         time.sleep(min(pause, left))
-        pause = min(_POLL_MAX_S, pause * 1.5)
+        pause = every_s or min(_POLL_MAX_S, pause * 1.5)
     del seen
 
 

@@ -18,7 +18,11 @@ from helpers.replication import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-RECORDS = 400_000
+#: Enough that the kill lands mid-stream: the compiled path copied 400,000 of these in
+#: less than wait_until's pause had grown to (2026-11-30: all copied at the first look).
+RECORDS = 1_000_000
+#: How often the first run's progress is looked at, until the kill.
+LOOK_EVERY_S = 0.05
 
 
 def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
@@ -30,7 +34,12 @@ def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
 
     first = start_replicator(config, log)
     try:
-        wait_until(lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) >= 40_000, 60, "a start")
+        wait_until(
+            lambda: sum(end_offsets(dr, remote, PARTITIONS) or [0]) >= 40_000,
+            60,
+            "a start",
+            every_s=LOOK_EVERY_S,
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     finally:

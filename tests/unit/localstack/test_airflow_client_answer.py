@@ -3,6 +3,7 @@ REST API once the task waits for it (an Airflow API answering from a script)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -53,6 +54,12 @@ def _client(
     client = AirflowClient("http://airflow", "admin", "pw")
     client._http = httpx.Client(base_url=client.url, transport=httpx.MockTransport(handle))
     return client, calls
+
+
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's retries without their pauses."""
+    retrying = functools.partial(airflow_client.Retrying, sleep=lambda seconds: None)
+    monkeypatch.setattr(airflow_client, "Retrying", retrying)
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +115,36 @@ def test_a_run_that_ends_before_asking_is_reported() -> None:
     )
     with pytest.raises(StackError, match=r"never asked its question.*upstream_failed, run failed"):
         client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
+
+
+def test_an_answer_the_metadata_database_failed_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The browser test's case: Airflow's SQLite held a lock past its 5 s busy timeout,
+    and the PATCH answered HTTP 500 "Database error", its transaction rolled back."""
+    _no_backoff(monkeypatch)
+    answers = iter(
+        [
+            httpx.Response(
+                500, json={"detail": {"reason": "Database error", "statement": "hidden"}}
+            ),
+            httpx.Response(200, json={"chosen_options": ["Approve"], "responded_by": _ADMIN}),
+        ]
+    )
+    client, calls = _client(iter([("awaiting_input", "running")]), lambda request: next(answers))
+    answer = client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
+    assert answer["responded_by"] == _ADMIN
+    assert calls.count(f"PATCH {_HITL}") == 2
+
+
+def test_a_database_error_that_lasts_is_raised_with_airflows_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_backoff(monkeypatch)
+    failed = {"detail": {"reason": "Database error", "message": "look for ID A7QWOckQ"}}
+    client, calls = _client(
+        iter([("awaiting_input", "running")]), lambda request: httpx.Response(500, json=failed)
+    )
+    with pytest.raises(StackError, match=r"HTTP 500.*A7QWOckQ"):
+        client.answer("failover", "manual__1", "approval", "Approve", timeout=10, settle_s=0)
+    assert calls.count(f"PATCH {_HITL}") == airflow_client._ATTEMPTS
