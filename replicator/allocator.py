@@ -43,8 +43,8 @@ CHOICES = {
 #: responses are that large (up to `max.partition.fetch.bytes`, 1 MB, per partition, a
 #: dozen partitions a broker), so every fetch faulted in fresh zeroed pages: about a
 #: sixth of a bare Mover's CPU at 1 KB records (docs/dataplane.md, "Performance").
-#: With the setting off, they come from the ordinary arenas, whose freed pages go back
-#: to the kernel over jemalloc's usual 10 s decay.
+#: With the threshold at 0 (no dedicated arena) they come from the ordinary arenas,
+#: whose freed pages go back to the kernel over jemalloc's usual 10 s decay.
 TUNING = "oversize_threshold:0"
 _LIBRARY = "jemalloc"
 _INSTALL = (
