@@ -5,6 +5,7 @@ API, look into volumes and containers, check that nothing is left)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -115,6 +116,21 @@ class ComposeProject:
         # API calls: on a host loaded tens of processes deep it answers in minutes.
         password = self.secret("airflow_admin_password")
         return AirflowClient(url, "admin", password, timeout_s=300)
+
+
+def bridge_gateway() -> str:
+    """This host's address on Docker's default bridge, where containers reach the host:
+    the bridge's gateway, or, where the engine leaves that out of the bridge's IPAM
+    config (Debian's docker.io 20.10 does), the first address of its subnet, which the
+    engine then gives the bridge (docker0: 172.17.0.1 of 172.17.0.0/16)."""
+    configs = json.loads(
+        run("docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}")
+    )
+    if not configs:
+        raise StackError("Docker's bridge network has no IPAM config: no address to offer")
+    if configs[0].get("Gateway"):
+        return str(configs[0]["Gateway"])
+    return str(next(ipaddress.ip_network(configs[0]["Subnet"]).hosts()))
 
 
 def docker_engine(targets: Sequence[str] = ("docker-engine",)) -> None:

@@ -33,6 +33,7 @@ from helpers.compose import (
     TIMEOUT_S,
     ComposeProject,
     Figures,
+    bridge_gateway,
     build_images,
     compose_project,
     docker_engine,
@@ -57,11 +58,8 @@ _TOPIC = "demo.orders"
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
     """The operator's clusters: SASL_SSL, on the Docker bridge's gateway address."""
     docker_engine()
-    gateway = run(
-        "docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"
-    ).strip()  # fmt: skip
     folder = tmp_path_factory.mktemp("external-clusters")
-    with own_cluster_pair(folder, security="sasl_ssl", host=gateway) as stack:
+    with own_cluster_pair(folder, security="sasl_ssl", host=bridge_gateway()) as stack:
         pair = SecuredPair(stack)
         for name in ("primary", "dr"):
             create_topic(getattr(pair, name), _TOPIC, partitions=3, client=pair.admin(name))
