@@ -92,6 +92,20 @@ CHECKPOINT_TIMESTAMP = Gauge(
     "When the last checkpoint round of the flow succeeded; time() minus it is the checkpoint age.",
     ("flow",),
 )
+CHECKPOINT_TRANSLATIONS = Counter(
+    "replicator_checkpoint_translations",
+    "Group positions translated by checkpoint rounds and failovers, by how they were "
+    "answered: cache (unchanged since an earlier round), read (a short read forward "
+    "from a known offset pair, batched over partitions) or bisect (the fallback: no "
+    "pair near, MirrorMaker 2's copies, a target partition not created yet).",
+    ("flow", "how"),
+)
+CHECKPOINT_OVERRUNS = Counter(
+    "replicator_checkpoint_round_overruns",
+    "Checkpoint rounds that took longer than the flow's checkpoint interval (the next "
+    "round takes the groups checkpointed longest ago first).",
+    ("flow",),
+)
 HEARTBEAT_TIMESTAMP = Gauge(
     "replicator_heartbeat_emitted_timestamp_seconds",
     "When the worker last wrote a heartbeat to the source's heartbeats topic.",

@@ -43,6 +43,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
 
     thread_name = "checkpoints"
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: One checkpointer per flow, kept from round to round (what it learnt makes
+        #: the next round cheap); dropped after a failed round, made anew for the next.
+        self._checkpointers: dict[str, Checkpointer] = {}
+
     def enabled(self, flow: FlowConfig) -> bool:
         return flow.emit_checkpoints_enabled
 
@@ -52,9 +58,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
     def round(self, flow: FlowConfig) -> None:
         started = time.monotonic()
         try:
-            with Checkpointer(flow) as checkpointer:
-                report = checkpointer.emit()
+            checkpointer = self._checkpointers.get(flow.name)
+            if checkpointer is None:
+                checkpointer = self._checkpointers[flow.name] = Checkpointer(flow)
+            report = checkpointer.emit()
         except (ReplicatorError, KafkaException) as exc:
+            self._drop(flow)
             metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
             metrics.ERRORS.labels(flow.name, "checkpoint").inc()
             log.error(
@@ -65,20 +74,53 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 _interval(flow),
             )
             return
-        metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
+        took = time.monotonic() - started
+        metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
+        answered = report.translations
         log.info(
-            "flow %s: checkpoints: %d written, %d unchanged, %d held (records before them "
-            "not replicated yet), %d left for the next round (the group moved on); groups "
-            "synced: %s; active groups left alone: %s",
+            "flow %s: checkpoints of %d groups in %.1f s: %d written, %d unchanged, %d held "
+            "(records before them not replicated yet), %d left for the next round (the "
+            "group moved on); positions answered from memory %d, by a read %d, by "
+            "bisection %d; groups synced: %d; active groups left alone: %s",
             flow.name,
+            report.groups_done,
+            took,
             len(report.emitted),
             report.unchanged,
             len(report.held),
             report.moved_on,
-            report.synced_groups or "none",
-            ", ".join(report.active_groups) or "none",
+            answered["cache"],
+            answered["read"],
+            answered["bisect"],
+            len(report.synced_groups),
+            ", ".join(report.active_groups[:10]) or "none",
         )
+        if took > self.interval(flow):
+            metrics.CHECKPOINT_OVERRUNS.labels(flow.name).inc()
+            log.warning(
+                "flow %s: the checkpoint round took %.1f s, longer than its interval of "
+                "%g s; checkpoints lag by a round or more (the next round takes the groups "
+                "checkpointed longest ago first)",
+                flow.name,
+                took,
+                self.interval(flow),
+            )
+
+    def join(self, timeout: float) -> None:
+        super().join(timeout)
+        if self.alive():
+            return  # still in a round: its clients go with the process
+        for name in list(self._checkpointers):
+            self._checkpointers.pop(name).close()
+
+    def _drop(self, flow: FlowConfig) -> None:
+        checkpointer = self._checkpointers.pop(flow.name, None)
+        if checkpointer is not None:
+            try:
+                checkpointer.close()
+            except (ReplicatorError, KafkaException) as exc:  # the round's error says more
+                log.debug("flow %s: closing the checkpointer: %s", flow.name, exc)
 
 
 def _why(flow: FlowConfig, exc: Exception) -> str:

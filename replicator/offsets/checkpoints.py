@@ -18,6 +18,8 @@ back to the source topics (from the record's source-offset header), written to
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -31,6 +33,7 @@ from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
+from replicator.offsets.batch_translation import BatchTranslator
 from replicator.offsets.groups import Committed, GroupAdmin
 from replicator.offsets.translation import (
     PartitionReader,
@@ -43,6 +46,8 @@ from replicator.offsets.translation import (
 log = logging.getLogger(__name__)
 
 _FLUSH_TIMEOUT_S = 30.0
+#: Group-partitions a round translates and writes at a time (`Checkpointer.emit`).
+CHUNK_POSITIONS = 5_000
 
 
 class UnprovenPosition(ReplicatorError):
@@ -86,6 +91,10 @@ class CheckpointReport:
     #: alone because they have active members there.
     synced_groups: dict[str, int] = field(default_factory=dict)
     active_groups: list[str] = field(default_factory=list)
+    #: Groups whose positions were translated and written this round.
+    groups_done: int = 0
+    #: How the round's positions were translated (`BatchTranslator.answered`).
+    translations: Counter[str] = field(default_factory=Counter)
 
 
 def read_checkpoints(cluster: ClusterConfig, topic: str) -> dict[CheckpointKey, Checkpoint]:
@@ -207,15 +216,27 @@ class _Checkpointing:
 
 class Checkpointer(_Checkpointing):
     """Translates a flow's source consumer groups and checkpoints them on the target;
-    with `sync.group.offsets.enabled`, also commits them to idle target groups."""
+    with `sync.group.offsets.enabled`, also commits them to idle target groups.
+
+    One checkpointer lives as long as the loop that uses it: what it learnt (offset
+    pairs, exact translations, the stored checkpoints, when each group was last
+    done) makes the next round cost what changed (`BatchTranslator`). A round goes
+    through the groups in chunks, checkpointed longest ago first, and writes each
+    chunk's checkpoints (and syncs its groups) before translating the next.
+    """
 
     def __init__(self, flow: FlowConfig) -> None:
         super().__init__(flow, flow.target, flow.policy.checkpoints_topic(flow.source.alias))
         self.source = GroupAdmin(flow.source)
         self._source_reader = PartitionReader(flow.source)
+        self._topics = TopicSync(flow)
+        self._batch = BatchTranslator(flow, self._index, self._source_reader)
+        #: When each group's checkpoints were last written (monotonic), for the order.
+        self._done_at: dict[str, float] = {}
 
     def close(self) -> None:
         super().close()
+        self._batch.close()
         self._source_reader.close()
 
     def groups(self) -> list[str]:
@@ -226,18 +247,38 @@ class Checkpointer(_Checkpointing):
         return [g for g in groups if not self.flow.is_engine_group(g)]
 
     def translate_group(self, group: str) -> list[GroupPosition]:
-        """`group`'s committed positions on the flow's topics, translated exactly."""
-        replicated = TopicSync(self.flow).replicated_topics()
-        committed = [c for c in self.source.committed(group) if c.topic in replicated]
+        """`group`'s committed positions on the flow's topics, translated exactly, one
+        at a time with record counts (`Translation.missing`): for reports that show them
+        (the drill, `replicator offsets translate`); many groups at once without counts:
+        `translate_groups`."""
+        partitions = self._partitions()
+        committed = self.source.committed(group, partitions=partitions)
         ends = self.source.end_offsets([(c.topic, c.partition) for c in committed])
         return [self._translate(group, c, ends[c.topic, c.partition]) for c in committed]
 
-    def emit(self, groups: list[str] | None = None) -> CheckpointReport:
-        """One round: translate every group (or `groups`) and write what moved forward."""
+    def translate_groups(self, groups: list[str]) -> dict[str, list[GroupPosition]]:
+        """Every group's committed positions on the flow's topics, translated exactly and
+        together (`BatchTranslator`: no record counts)."""
+        return self._translated(groups, self._partitions())
+
+    def emit(self, groups: list[str] | None = None, chunk: int | None = None) -> CheckpointReport:
+        """One round: translate every group (or `groups`) and write what moved forward,
+        `chunk` group-partitions at a time (default `CHUNK_POSITIONS`)."""
         report = CheckpointReport(self.flow.name)
+        wanted = self.groups() if groups is None else list(groups)
+        wanted.sort(key=lambda g: self._done_at.get(g, 0.0))  # longest ago first
+        partitions = self._partitions()
+        per_chunk = max(1, (chunk or CHUNK_POSITIONS) // max(1, len(partitions)))
+        for at in range(0, len(wanted), per_chunk):
+            self._emit_chunk(wanted[at : at + per_chunk], partitions, report)
+        return report
+
+    def _emit_chunk(
+        self, groups: list[str], partitions: list[tuple[str, int]], report: CheckpointReport
+    ) -> None:
         exact: dict[str, list[GroupPosition]] = {}
-        for group in self.groups() if groups is None else groups:
-            for position in self.translate_group(group):
+        for group, positions in self._translated(groups, partitions).items():
+            for position in positions:
                 if position.translation.exact:
                     exact.setdefault(group, []).append(position)
                 else:
@@ -246,7 +287,34 @@ class Checkpointer(_Checkpointing):
         self._write(checkpoints, report)
         if self.flow.sync_group_offsets_enabled:
             sync_group_offsets(GroupAdmin(self.flow.target), checkpoints, report)
-        return report
+        now = time.monotonic()
+        for group in groups:
+            self._done_at[group] = now
+        report.groups_done += len(groups)
+        report.translations.update(self._batch.answered)
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        """The source partitions the flow replicates (one metadata request)."""
+        return [
+            (topic, partition)
+            for topic, count in sorted(self._topics.replicated_topics().items())
+            for partition in range(count)
+        ]
+
+    def _translated(
+        self, groups: list[str], partitions: list[tuple[str, int]]
+    ) -> dict[str, list[GroupPosition]]:
+        committed = {g: self.source.committed(g, partitions=partitions) for g in groups}
+        translations = self._batch.translate(
+            (c.topic, c.partition, c.offset) for found in committed.values() for c in found
+        )
+        return {
+            group: [
+                GroupPosition(group, translations[c.topic, c.partition, c.offset], c.metadata)
+                for c in found
+            ]
+            for group, found in committed.items()
+        }
 
     def _not_stale(
         self, positions: dict[str, list[GroupPosition]], report: CheckpointReport
@@ -381,11 +449,15 @@ def sync_group_offsets(
     by_group: dict[str, list[Checkpoint]] = {}
     for checkpoint in checkpoints:
         by_group.setdefault(checkpoint.group, []).append(checkpoint)
+    idle = target.idle(sorted(by_group))
     for group, wanted in sorted(by_group.items()):
-        if not target.is_idle(group):
+        if group not in idle:
             report.active_groups.append(group)
             continue
-        current = {(c.topic, c.partition): c.offset for c in target.committed(group)}
+        where = [(c.topic, c.partition) for c in wanted]
+        current = {
+            (c.topic, c.partition): c.offset for c in target.committed(group, partitions=where)
+        }
         forward = [
             TopicPartition(c.topic, c.partition, c.downstream)
             for c in wanted

@@ -54,17 +54,29 @@ class GroupAdmin:
         result = self._result(self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S), "")
         return sorted(g.group_id for g in result.valid if wanted.matches(g.group_id))
 
-    def committed(self, group: str, topics: Iterable[str] | None = None) -> list[Committed]:
-        """Every committed offset of `group` (on `topics` only, when given); none for a
+    def committed(
+        self,
+        group: str,
+        topics: Iterable[str] | None = None,
+        *,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> list[Committed]:
+        """Every committed offset of `group` (on `topics` only, or on exactly
+        `partitions`, when given: a caller asking many groups lists the partitions
+        once, not once a group); none for a
         replicator's engine group (positions committed with `ENGINE_COMMIT_METADATA`),
         which no application resumes from: checkpoints, group sync, the supervisor, the
         drill and failover all read groups here, and never act on it."""
-        partitions = self._partitions(topics)
-        if not partitions:
+        wanted = (
+            self._partitions(topics)
+            if partitions is None
+            else [TopicPartition(t, p) for t, p in partitions]
+        )
+        if not wanted:
             return []
         with self._group_consumer(group) as consumer:
             try:
-                found = consumer.committed(partitions, timeout=_TIMEOUT_S)
+                found = consumer.committed(wanted, timeout=_TIMEOUT_S)
             except KafkaException as exc:
                 raise self._refused(
                     exc, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
@@ -91,6 +103,18 @@ class GroupAdmin:
             futures[group], f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
         )
         return description.state in _IDLE
+
+    def idle(self, groups: list[str]) -> set[str]:
+        """Those of `groups` with no active members, in one request per coordinator."""
+        if not groups:
+            return set()
+        futures = self._admin.describe_consumer_groups(groups, request_timeout=_TIMEOUT_S)
+        return {
+            group
+            for group, future in futures.items()
+            if self._result(future, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")).state
+            in _IDLE
+        }
 
     def commit(self, group: str, positions: list[TopicPartition]) -> None:
         """Set `group`'s committed offsets; the group must have no active members."""

@@ -287,38 +287,54 @@ class Failover(Procedure):
         """Each group's position on the target, before any commit: exact translation of
         its source commits (planned), or its last checkpoints (unplanned)."""
         admin = GroupAdmin(self.target)
+        translated = self._translated()
         return [
             move
             for group in self.applications
-            for move in plan_moves(admin, group, self._translated(group))
+            for move in plan_moves(admin, group, translated.get(group, []))
         ]
 
-    def _translated(self, group: str) -> list[Position]:
-        """`group`'s positions on the source topics, and where they are on the target."""
+    def _translated(self) -> dict[str, list[Position]]:
+        """Each application group's positions on the source topics, and where they are
+        on the target: all groups together (one read per partition, however many
+        groups share it)."""
         if self.failover_mode == "unplanned":
             policy = self.flow.policy
             checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
-            return [
-                Position(
-                    policy.upstream_topic(c.topic) or c.topic,
-                    c.partition,
-                    c.upstream,
-                    c.topic,
-                    c.downstream,
-                )
-                for (g, _, _), c in sorted(checkpoints.items())
-                if g == group
-            ]
+            wanted = set(self.applications)
+            positions: dict[str, list[Position]] = {}
+            for (group, _, _), c in sorted(checkpoints.items()):
+                if group in wanted:
+                    positions.setdefault(group, []).append(
+                        Position(
+                            policy.upstream_topic(c.topic) or c.topic,
+                            c.partition,
+                            c.upstream,
+                            c.topic,
+                            c.downstream,
+                        )
+                    )
+            return positions
         with Checkpointer(self.flow) as checkpointer:
-            positions = checkpointer.translate_group(group)
-        inexact = [p.translation for p in positions if not p.translation.exact]
+            translated = checkpointer.translate_groups(list(self.applications))
+        inexact = [
+            (group, p.translation)
+            for group, found in translated.items()
+            for p in found
+            if not p.translation.exact
+        ]
         if inexact and not self.dry_run:  # a dry run does not drain: not everything is there
-            listed = ", ".join(f"{t.topic}[{t.partition}]@{t.source_offset}" for t in inexact)
-            raise ReplicatorError(
-                f"group {group}: positions not replicated to {self.target.alias!r} yet: "
-                f"{listed}; the drain step should have waited for them: retry with the same id"
+            listed = ", ".join(
+                f"group {g} {t.topic}[{t.partition}]@{t.source_offset}" for g, t in inexact
             )
-        return [Position.of(t) for t in (p.translation for p in positions)]
+            raise ReplicatorError(
+                f"positions not replicated to {self.target.alias!r} yet: {listed}; the drain "
+                "step should have waited for them: retry with the same id"
+            )
+        return {
+            group: [Position.of(p.translation) for p in found]
+            for group, found in translated.items()
+        }
 
     def _commit_offsets(self) -> StepReport:
         moves = self._planned_positions()

@@ -211,7 +211,16 @@ def test_unreplicated_positions_are_held_and_counted(primary: str, dr: str) -> N
     t = position.translation
     assert (t.replicated_until, t.missing, t.exact) == (1_000, 60, False)
     assert t.target_offset == 1_000  # where the next replicated record will land
-    assert report.held == [position] and not report.emitted
+    # The round translates in batch (no record counts), to the same position, held.
+    (held,) = report.held
+    assert held.group == group and not report.emitted
+    h = held.translation
+    assert (h.source_offset, h.target_offset, h.replicated_until, h.exact) == (
+        1_040,
+        1_000,
+        1_000,
+        False,
+    )
 
 
 def test_translation_under_the_identity_policy(primary: str, dr: str) -> None:
@@ -298,17 +307,17 @@ def test_a_record_replicated_during_translation_is_not_skipped(primary: str, dr:
     _store_checkpoint(flow, Checkpoint(group, remote, 0, 10, 11))  # what the race wrote
 
     with Checkpointer(flow) as checkpointer:
-        index = checkpointer._index
-        find, raced = index.find, []
+        syncs = checkpointer._batch.syncs
+        refresh, raced = syncs.refresh, []
 
-        def find_then_replicate(*args: object) -> Replica | None:
-            found = find(*args)  # type: ignore[arg-type]
+        def refresh_then_replicate() -> int:
+            read = refresh()
             if not raced:
                 raced.append(True)
                 replicate(10)  # the flow copies source offset 10 right now
-            return found
+            return read
 
-        index.find = find_then_replicate  # type: ignore[method-assign]
+        syncs.refresh = refresh_then_replicate  # type: ignore[method-assign]
         report = checkpointer.emit([group])
 
     assert report.emitted == [Checkpoint(group, remote, 0, 10, 10)]
@@ -387,16 +396,18 @@ def test_a_round_never_writes_a_position_the_group_left_meanwhile(primary: str, 
     commit_offsets(flow.source, group, {(topic, 0): 40})
 
     with Checkpointer(flow) as slow_round:
-        translate_group = slow_round.translate_group
+        translated = slow_round._translated
 
-        def translate_then_group_moves(name: str) -> list[GroupPosition]:
-            positions = translate_group(name)
+        def translate_then_group_moves(
+            names: list[str], partitions: list[tuple[str, int]]
+        ) -> dict[str, list[GroupPosition]]:
+            positions = translated(names, partitions)
             commit_offsets(flow.source, group, {(topic, 0): 60})
             with Checkpointer(flow) as final:
                 assert final.emit([group]).emitted == [Checkpoint(group, remote, 0, 60, 60)]
             return positions
 
-        slow_round.translate_group = translate_then_group_moves  # type: ignore[method-assign]
+        slow_round._translated = translate_then_group_moves  # type: ignore[method-assign]
         report = slow_round.emit([group])
 
     assert (report.emitted, report.moved_on) == ([], 1)
