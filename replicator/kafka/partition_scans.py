@@ -11,8 +11,8 @@ partition is unassigned). A scan's partition end (`enable.partition.eof`) ends i
 too.
 
 Records of a partition still queued when its scan jumped or ended are dropped here
-(offsets behind the jump, or the partition done), so a scan sees each record once
-and in order.
+(the rest of the batch after a jump: they come again from the new offset; offsets
+behind the jump; the partition done), so a scan sees each record once and in order.
 """
 
 from __future__ import annotations
@@ -103,10 +103,11 @@ def _route(
 ) -> list[Key]:
     """Hand each record to its partition's scan; the partitions whose scans ended."""
     finished = []
+    jumped = set()  # their other records in this batch come again from the new offset
     for message in messages:
         key = (message.topic(), message.partition())
         scan = pending.get(key)
-        if scan is None:
+        if scan is None or key in jumped:
             continue  # ended earlier in this batch, or before
         error = message.error()
         if error is not None:
@@ -121,6 +122,7 @@ def _route(
             jump = scan.record(message)
             if jump is not None and not scan.done:
                 floor[key] = jump  # reassigned, not sought: see Partitions.restart_fetch
+                jumped.add(key)
                 consumer.incremental_unassign([TopicPartition(*key)])  # type: ignore[attr-defined]
                 consumer.incremental_assign([TopicPartition(*key, jump)])  # type: ignore[attr-defined]
         if scan.done:

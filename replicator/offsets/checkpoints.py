@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Self
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, FlowConfig
@@ -34,6 +34,7 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 from replicator.offsets.batch_translation import BatchTranslator
+from replicator.offsets.group_sync import GroupOffsetSync
 from replicator.offsets.groups import Committed, GroupAdmin
 from replicator.offsets.translation import (
     PartitionReader,
@@ -233,6 +234,9 @@ class Checkpointer(_Checkpointing):
         self._batch = BatchTranslator(flow, self._index, self._source_reader)
         #: When each group's checkpoints were last written (monotonic), for the order.
         self._done_at: dict[str, float] = {}
+        self._group_sync = (
+            GroupOffsetSync(GroupAdmin(flow.target)) if flow.sync_group_offsets_enabled else None
+        )
 
     def close(self) -> None:
         super().close()
@@ -285,8 +289,10 @@ class Checkpointer(_Checkpointing):
                     report.held.append(position)
         checkpoints = self._not_stale(exact, report)
         self._write(checkpoints, report)
-        if self.flow.sync_group_offsets_enabled:
-            sync_group_offsets(GroupAdmin(self.flow.target), checkpoints, report)
+        if self._group_sync is not None:
+            synced, active = self._group_sync.sync(checkpoints)
+            report.synced_groups.update(synced)
+            report.active_groups.extend(active)
         now = time.monotonic()
         for group in groups:
             self._done_at[group] = now
@@ -304,7 +310,7 @@ class Checkpointer(_Checkpointing):
     def _translated(
         self, groups: list[str], partitions: list[tuple[str, int]]
     ) -> dict[str, list[GroupPosition]]:
-        committed = {g: self.source.committed(g, partitions=partitions) for g in groups}
+        committed = self.source.committed_many(groups, partitions)
         translations = self._batch.translate(
             (c.topic, c.partition, c.offset) for found in committed.values() for c in found
         )
@@ -439,30 +445,3 @@ class ReverseCheckpointer(_Checkpointing):
         wanted = [g for g in groups if not self.flow.is_engine_group(g)]
         self._write([c for group in wanted for c in self.translate_group(group)], report)
         return report
-
-
-def sync_group_offsets(
-    target: GroupAdmin, checkpoints: list[Checkpoint], report: CheckpointReport
-) -> None:
-    """MM2's `sync.group.offsets`: commit checkpointed positions to the same groups on
-    the target, only to groups without active members and only forwards."""
-    by_group: dict[str, list[Checkpoint]] = {}
-    for checkpoint in checkpoints:
-        by_group.setdefault(checkpoint.group, []).append(checkpoint)
-    idle = target.idle(sorted(by_group))
-    for group, wanted in sorted(by_group.items()):
-        if group not in idle:
-            report.active_groups.append(group)
-            continue
-        where = [(c.topic, c.partition) for c in wanted]
-        current = {
-            (c.topic, c.partition): c.offset for c in target.committed(group, partitions=where)
-        }
-        forward = [
-            TopicPartition(c.topic, c.partition, c.downstream)
-            for c in wanted
-            if c.downstream > current.get((c.topic, c.partition), -1)
-        ]
-        if forward:
-            target.commit(group, forward)
-            report.synced_groups[group] = len(forward)

@@ -14,6 +14,7 @@ does after any broker restart (SIGSEGV in `rd_kafka_cgrp_op`, or the assertion
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -27,6 +28,9 @@ from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
+#: Groups whose offsets `committed_many` reads at once (each read is a few round trips
+#: to the group's coordinator, most of its time waiting).
+_PARALLEL_READS = 8
 #: States in which a group has no members, so its offsets may be written from outside.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 _REFUSED = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED})
@@ -103,6 +107,16 @@ class GroupAdmin:
             futures[group], f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
         )
         return description.state in _IDLE
+
+    def committed_many(
+        self, groups: list[str], partitions: list[tuple[str, int]]
+    ) -> dict[str, list[Committed]]:
+        """`committed(group, partitions=partitions)` of every group, several at once."""
+        if len(groups) <= 1:
+            return {g: self.committed(g, partitions=partitions) for g in groups}
+        with ThreadPoolExecutor(min(_PARALLEL_READS, len(groups))) as pool:
+            found = pool.map(lambda g: self.committed(g, partitions=partitions), groups)
+            return dict(zip(groups, found, strict=True))
 
     def idle(self, groups: list[str]) -> set[str]:
         """Those of `groups` with no active members, in one request per coordinator."""

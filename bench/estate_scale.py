@@ -1,0 +1,414 @@
+"""Checkpoints and group sync at an estate's size: MirrorMaker 2 and ours on the same
+source, each into a fresh target cluster of its own, one after the other (issue 41).
+
+The source holds `--topics` x `--partitions` partitions of `--records` records each,
+and `--groups` consumer groups that each committed half of every partition. Each
+replicator runs on one mm2.properties with `sync.group.offsets.enabled` and checkpoints
+every `--interval` seconds, as a user would run it (`replicator run` in a process of
+its own; MM2 in dedicated mode), and the benchmark polls the target for:
+
+- the first record on every partition, and every record (the copy);
+- every group's offset on every partition committed on the target (synced), and how
+  many of those are exact (the record right after the group's position: half the
+  partition, the copy being one to one);
+- the replicator's CPU seconds until then, its CPU at rest afterwards (share of one
+  core over `--idle-seconds`), its peak RSS; ours' checkpoint round times (its log).
+
+    .venv/bin/python bench/estate_scale.py --topics 250 --partitions 4 --groups 20
+
+Results go to bench/results/estate_scale-<UTC>.json (kept out of git) and a table on
+stdout. Goal: every group synced in at most half of MM2's time, with at most half its
+CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from harness import BROKER_HEAP, Machine, cpu_seconds, markdown_table, peak_rss_mib, write_report
+
+from replicator import allocator
+from replicator.localstack import ClusterSpec, LocalStack
+from replicator.localstack.mirrormaker import MirrorMaker, mirror_maker_pids
+from replicator.localstack.mirrormaker_translation import connect_state_properties
+
+SOURCE = ClusterSpec("src", 16092)
+TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 36092)}
+DATA_DIR = Path(".data/bench-estate")
+GROUP_PREFIX = "estate-app-"
+POLL_S = 1.0
+_CREATE_CHUNK = 500
+_ROUND_LINE = re.compile(r"checkpoints of (\d+) groups in ([0-9.]+) s")
+
+
+@dataclass
+class Result:
+    system: str
+    first_record_every_partition_s: float | None
+    every_record_s: float | None
+    every_group_synced_s: float | None
+    cpu_s_to_synced: float | None
+    synced_group_partitions: int
+    exact_group_partitions: int
+    idle_cpu_share: float | None
+    peak_rss_mib: float
+    checkpoint_round_first_s: float | None = None
+    checkpoint_round_median_s: float | None = None
+    checkpoint_rounds: int = 0
+
+
+def topic_names(count: int) -> list[str]:
+    return [f"estate-{i:05d}" for i in range(count)]
+
+
+def create_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for at in range(0, len(topics), _CREATE_CHUNK):
+        futures = admin.create_topics(
+            [NewTopic(t, partitions, 1) for t in topics[at : at + _CREATE_CHUNK]]
+        )
+        for future in futures.values():
+            future.result(120)
+
+
+def fill(bootstrap: str, topics: Sequence[str], partitions: int, records: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    value = b"v" * 100
+    for topic in topics:
+        for partition in range(partitions):
+            for i in range(records):
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=b"k%d" % i, partition=partition)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def commit_groups(bootstrap: str, groups: Sequence[str], partitions: list[TopicPartition]) -> None:
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            consumer.commit(offsets=partitions, asynchronous=False)
+        finally:
+            consumer.close()
+
+
+class TargetView:
+    """What one target cluster holds: high watermarks, and the groups' commits."""
+
+    def __init__(self, bootstrap: str, remotes: list[tuple[str, int]]) -> None:
+        self.bootstrap = bootstrap
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.remotes = remotes
+
+    def highs(self) -> dict[tuple[str, int], int]:
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in self.remotes},
+            request_timeout=60,
+        )
+        found = {}
+        for tp, future in futures.items():
+            try:
+                found[tp.topic, tp.partition] = future.result(60).offset
+            except Exception:  # not created yet
+                found[tp.topic, tp.partition] = 0
+        return found
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        try:
+            wanted = [TopicPartition(t, p) for t, p in self.remotes]
+            return {
+                (tp.topic, tp.partition): tp.offset
+                for tp in consumer.committed(wanted, timeout=60)
+                if tp.offset >= 0
+            }
+        except Exception:  # the coordinator or the topics are not there yet
+            return {}
+        finally:
+            consumer.close()
+
+
+def mm2_properties(flow_target: str, groups_regex: str, interval: int) -> dict[str, str]:
+    run_id = uuid.uuid4().hex[:8]
+    return {
+        "clusters": f"{SOURCE.name}, {flow_target}",
+        f"{SOURCE.name}.bootstrap.servers": SOURCE.bootstrap,
+        f"{flow_target}.bootstrap.servers": TARGETS_BY_NAME[flow_target].bootstrap,
+        f"{SOURCE.name}->{flow_target}.enabled": "true",
+        f"{SOURCE.name}->{flow_target}.topics": "estate-.*",
+        f"{flow_target}->{SOURCE.name}.enabled": "false",
+        f"{flow_target}->{SOURCE.name}.emit.heartbeats.enabled": "false",
+        "groups": groups_regex,
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": str(interval),
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": str(interval),
+        "sync.topic.acls.enabled": "false",
+        "replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "status.topic.replication.factor": "1",
+        **connect_state_properties(flow_target, run_id),
+    }
+
+
+TARGETS_BY_NAME = {spec.name: spec for spec in TARGETS.values()}
+
+
+class Ours:
+    """`replicator run` on the same mm2.properties, in a process of its own."""
+
+    label = "ours"
+
+    def __init__(self, properties: dict[str, str], workdir: Path) -> None:
+        self.workdir = workdir
+        self.log_file = workdir / "replicator.log"
+        self._properties = {
+            key: value
+            for key, value in properties.items()
+            if not key.endswith(("storage.topic", ".group.id"))  # Connect's own
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Ours:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "mm2.properties"
+        config.write_text("".join(f"{k} = {v}\n" for k, v in self._properties.items()))
+        env = {**os.environ, **(allocator.environment() or {})}
+        self._log = self.log_file.open("wb")
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "replicator",
+                "run",
+                "--config",
+                str(config),
+                "--state-url",
+                f"sqlite:///{(self.workdir / 'state.db').resolve()}",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._process is not None
+        self._process.terminate()
+        try:
+            self._process.wait(120)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
+    def rounds(self) -> list[float]:
+        text = self.log_file.read_text(errors="replace")
+        return [float(m.group(2)) for m in _ROUND_LINE.finditer(text)]
+
+
+class Mm2:
+    label = "MM2"
+
+    def __init__(self, properties: dict[str, str], workdir: Path) -> None:
+        self._mm2 = MirrorMaker(properties, workdir, heap="1g")
+        self._workdir = workdir
+
+    def __enter__(self) -> Mm2:
+        self._mm2.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mm2.stop()
+
+    def pid(self) -> int:
+        (pid,) = mirror_maker_pids(self._workdir)
+        return pid
+
+    def rounds(self) -> list[float]:
+        return []
+
+
+@contextmanager
+def clusters() -> Iterator[LocalStack]:
+    stack = LocalStack([SOURCE, *TARGETS.values()], data_dir=DATA_DIR, heap=BROKER_HEAP)
+    stack.down(wipe=True)
+    stack.up(timeout=180)
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+def measure(
+    system: str,
+    runner: Ours | Mm2,
+    view: TargetView,
+    *,
+    groups: list[str],
+    total_records: int,
+    half: int,
+    args: argparse.Namespace,
+) -> Result:
+    remotes = len(view.remotes)
+    wanted_pairs = len(groups) * remotes
+    started = time.monotonic()
+    first_all = every = synced_at = cpu_synced = None
+    synced = exact = 0
+    with runner:
+        pid = runner.pid()
+        deadline = started + args.timeout
+        while time.monotonic() < deadline:
+            highs = view.highs()
+            now = time.monotonic() - started
+            if first_all is None and all(h > 0 for h in highs.values()):
+                first_all = now
+            if every is None and sum(highs.values()) >= total_records:
+                every = now
+            if every is not None:
+                commits = [view.committed(g) for g in groups]
+                synced = sum(len(c) for c in commits)
+                exact = sum(1 for c in commits for offset in c.values() if offset == half)
+                if synced >= wanted_pairs:
+                    synced_at = time.monotonic() - started
+                    cpu_synced = cpu_seconds(pid)
+                    break
+            time.sleep(POLL_S)
+        idle = None
+        if synced_at is not None:
+            before, t0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+        rss = peak_rss_mib(pid)
+        rounds = runner.rounds()
+    print(
+        f"{system}: first record everywhere {first_all}, every record {every}, "
+        f"synced {synced}/{wanted_pairs} at {synced_at} (exact {exact})"
+    )
+    return Result(
+        system=system,
+        first_record_every_partition_s=_round(first_all),
+        every_record_s=_round(every),
+        every_group_synced_s=_round(synced_at),
+        cpu_s_to_synced=_round(cpu_synced),
+        synced_group_partitions=synced,
+        exact_group_partitions=exact,
+        idle_cpu_share=_round(idle, 3),
+        peak_rss_mib=round(rss),
+        checkpoint_round_first_s=rounds[0] if rounds else None,
+        checkpoint_round_median_s=round(statistics.median(rounds), 2) if rounds else None,
+        checkpoint_rounds=len(rounds),
+    )
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topics", type=int, default=250)
+    parser.add_argument("--partitions", type=int, default=4, help="per topic")
+    parser.add_argument("--groups", type=int, default=20)
+    parser.add_argument("--records", type=int, default=100, help="per partition")
+    parser.add_argument("--interval", type=int, default=5, help="checkpoint interval, s")
+    parser.add_argument("--timeout", type=float, default=900.0, help="per system, s")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--systems", default="MM2,ours", help="which, in order")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started_utc = datetime.now(UTC)
+    machine = Machine.describe()
+    topics = topic_names(args.topics)
+    half = args.records // 2
+    groups = [f"{GROUP_PREFIX}{i:04d}" for i in range(args.groups)]
+    results = []
+    with clusters():
+        print(f"creating {len(topics)} topics x {args.partitions} partitions and filling them")
+        create_topics(SOURCE.bootstrap, topics, args.partitions)
+        fill(SOURCE.bootstrap, topics, args.partitions, args.records)
+        commit_groups(
+            SOURCE.bootstrap,
+            groups,
+            [TopicPartition(t, p, half) for t in topics for p in range(args.partitions)],
+        )
+        total = len(topics) * args.partitions * args.records
+        for system in args.systems.split(","):
+            target = TARGETS[system]
+            remotes = [(f"{SOURCE.name}.{t}", p) for t in topics for p in range(args.partitions)]
+            properties = mm2_properties(target.name, f"{GROUP_PREFIX}.*", args.interval)
+            workdir = DATA_DIR / "runs" / system
+            runner = Ours(properties, workdir) if system == "ours" else Mm2(properties, workdir)
+            view = TargetView(target.bootstrap, remotes)
+            results.append(
+                measure(
+                    system, runner, view, groups=groups, total_records=total, half=half, args=args
+                )
+            )
+    setup = {
+        "topics": args.topics,
+        "partitions_per_topic": args.partitions,
+        "partitions": args.topics * args.partitions,
+        "groups": args.groups,
+        "records_per_partition": args.records,
+        "checkpoint_interval_s": args.interval,
+        "broker_heap": BROKER_HEAP,
+    }
+    path = write_report("estate_scale", started_utc, machine, setup, [asdict(r) for r in results])
+    print(table(results))
+    print(f"results: {path}")
+    return 0
+
+
+def table(results: Sequence[Result]) -> str:
+    header = ["", *(r.system for r in results)]
+    rows = [
+        [name, *(str(getattr(r, field)) for r in results)]
+        for name, field in (
+            ("first record on every partition, s", "first_record_every_partition_s"),
+            ("every record on the target, s", "every_record_s"),
+            ("every group's offset synced, s", "every_group_synced_s"),
+            ("CPU seconds to get there", "cpu_s_to_synced"),
+            ("group-partitions synced", "synced_group_partitions"),
+            ("of which exact", "exact_group_partitions"),
+            ("CPU at rest, share of a core", "idle_cpu_share"),
+            ("peak RSS, MiB", "peak_rss_mib"),
+            ("first checkpoint round, s", "checkpoint_round_first_s"),
+            ("median checkpoint round, s", "checkpoint_round_median_s"),
+        )
+    ]
+    return markdown_table(header, rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

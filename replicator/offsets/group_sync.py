@@ -1,0 +1,68 @@
+"""MM2's `sync.group.offsets`: checkpointed positions committed to the same groups on
+the target, only to groups without active members there and only forwards.
+
+A checkpoint round hands every exact position it has to `GroupOffsetSync.sync`. What
+costs is reading each target group's offsets (a client and a few round trips to its
+coordinator a group), so a group whose positions did not change since this object
+last synced it is left alone, and looked at again only every `RECHECK_ROUNDS`
+rounds (an operator may have reset it on the target meanwhile). Active groups are
+found in one request per coordinator; the groups to read are read several at once.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+
+from replicator.engine.formats import Checkpoint
+from replicator.offsets.groups import GroupAdmin
+
+#: An unchanged group is read on the target again after this many rounds.
+RECHECK_ROUNDS = 10
+
+Positions = frozenset[tuple[str, int, int]]  # (target topic, partition, target offset)
+
+
+class GroupOffsetSync:
+    """Commits checkpointed positions to the idle target groups, forwards only."""
+
+    def __init__(self, target: GroupAdmin) -> None:
+        self._target = target
+        #: Per group: the positions last synced, and rounds since it was read.
+        self._synced: dict[str, tuple[Positions, int]] = {}
+
+    def sync(self, checkpoints: list[Checkpoint]) -> tuple[dict[str, int], list[str]]:
+        """Commit what moves forward; (partitions committed per group, active groups)."""
+        by_group: dict[str, list[Checkpoint]] = {}
+        for checkpoint in checkpoints:
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        due = {}
+        for group, wanted in by_group.items():
+            positions = frozenset((c.topic, c.partition, c.downstream) for c in wanted)
+            last, rounds = self._synced.get(group, (frozenset(), RECHECK_ROUNDS))
+            if positions == last and rounds + 1 < RECHECK_ROUNDS:
+                self._synced[group] = (last, rounds + 1)
+                continue
+            due[group] = (wanted, positions)
+        idle = self._target.idle(sorted(due))
+        active = sorted(set(due) - idle)
+        for group in active:
+            self._synced.pop(group, None)  # looked at again next round
+        readable = sorted(idle)
+        current = self._target.committed_many(
+            readable,
+            sorted({(c.topic, c.partition) for g in readable for c in due[g][0]}),
+        )
+        committed: dict[str, int] = {}
+        for group in readable:
+            wanted, positions = due[group]
+            now = {(c.topic, c.partition): c.offset for c in current[group]}
+            forward = [
+                TopicPartition(c.topic, c.partition, c.downstream)
+                for c in wanted
+                if c.downstream > now.get((c.topic, c.partition), -1)
+            ]
+            if forward:
+                self._target.commit(group, forward)
+                committed[group] = len(forward)
+            self._synced[group] = (positions, 0)
+        return committed, active

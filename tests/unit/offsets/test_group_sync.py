@@ -1,0 +1,77 @@
+"""`GroupOffsetSync`: idle target groups get the checkpointed positions, forwards only,
+and a group whose positions did not change is not read again every round."""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+
+from replicator.engine.formats import Checkpoint
+from replicator.offsets.group_sync import RECHECK_ROUNDS, GroupOffsetSync
+from replicator.offsets.groups import Committed
+
+
+class _Target:
+    """A target cluster's groups: their committed offsets, and which have members."""
+
+    def __init__(self, active: set[str] = frozenset()) -> None:
+        self.offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self.active = set(active)
+        self.reads = 0
+
+    def idle(self, groups: list[str]) -> set[str]:
+        return {g for g in groups if g not in self.active}
+
+    def committed_many(
+        self, groups: list[str], partitions: list[tuple[str, int]]
+    ) -> dict[str, list[Committed]]:
+        self.reads += len(groups)
+        return {
+            g: [Committed(t, p, o) for (t, p), o in self.offsets.get(g, {}).items()] for g in groups
+        }
+
+    def commit(self, group: str, positions: list[TopicPartition]) -> None:
+        for tp in positions:
+            self.offsets.setdefault(group, {})[tp.topic, tp.partition] = tp.offset
+
+
+def _at(group: str, offset: int, partition: int = 0) -> Checkpoint:
+    return Checkpoint(group, "primary.orders", partition, offset, offset)
+
+
+def test_idle_groups_move_forward_and_active_ones_are_left_alone() -> None:
+    target = _Target(active={"busy"})
+    target.offsets["app"] = {("primary.orders", 1): 90}
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    synced, active = sync.sync([_at("app", 50), _at("app", 40, 1), _at("busy", 7)])
+    assert (synced, active) == ({"app": 1}, ["busy"])
+    assert target.offsets["app"] == {("primary.orders", 0): 50, ("primary.orders", 1): 90}
+    assert "busy" not in target.offsets
+
+
+def test_an_unchanged_group_is_read_again_only_every_few_rounds() -> None:
+    target = _Target()
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    sync.sync([_at("app", 50)])
+    assert target.reads == 1
+    for _ in range(RECHECK_ROUNDS - 1):
+        assert sync.sync([_at("app", 50)]) == ({}, [])
+    assert target.reads == 1
+    target.offsets["app"] = {}  # reset by an operator on the target meanwhile
+    assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
+    assert target.reads == 2
+
+
+def test_a_group_that_moved_is_synced_in_the_next_round() -> None:
+    target = _Target()
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    sync.sync([_at("app", 50)])
+    assert sync.sync([_at("app", 80)]) == ({"app": 1}, [])
+    assert target.offsets["app"][("primary.orders", 0)] == 80
+
+
+def test_an_active_group_is_looked_at_again_next_round() -> None:
+    target = _Target(active={"app"})
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    assert sync.sync([_at("app", 50)]) == ({}, ["app"])
+    target.active.clear()
+    assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
