@@ -21,10 +21,12 @@ together:
 3. A position past everything replicated is exact only when the source holds no
    committed record between the last replica and it (transaction markers only): one
    record read per partition on the source, all partitions at once.
-4. What memory and pairs cannot answer (no pair near, a stale pair, MirrorMaker 2's
-   copies before our first replica, a target partition that does not exist yet) goes
-   to the bisection, one position at a time. How often each way answered is counted
-   (`replicator_checkpoint_translations_total{how}`).
+4. A target partition that does not exist yet holds its positions back (nothing is
+   replicated; `absent`); an empty one is settled like 3.
+5. What memory and pairs cannot answer (no pair near, a stale pair, MirrorMaker 2's
+   copies before our first replica) goes to the bisection, one position at a time.
+   How often each way answered is counted (`replicator_checkpoint_translations_total
+   {how="cache|read|bisect|absent"}`).
 
 The translations here carry no record counts (`missing` is None): checkpoints and
 group moves need only where a position is and whether it is exact; the drill and
@@ -74,6 +76,20 @@ class _Wanted:
     remote: str
     partition: int
     offsets: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Beyond:
+    """A position past every replica of its partition: exact only if the source has no
+    committed record from `source_from` up to it."""
+
+    entry: _Wanted
+    offset: int
+    #: Where the next replica lands (the target offset after the last one).
+    next_target: int
+    #: The source offset after the last replica (None: nothing replicated).
+    replicated_until: int | None
+    source_from: int
 
 
 class _TargetScan(Scan):
@@ -197,14 +213,21 @@ class BatchTranslator:
         results: dict[Position, Translation] = {}
         scans: dict[Where, _TargetScan] = {}
         fallback: list[tuple[_Wanted, int]] = []
+        beyond: list[_Beyond] = []
         for where, entry in wanted.items():
             entry.offsets.sort()
             self._check_high(where, entry.topic, bounds.get(where))
             todo = self._from_cache(where, entry, results)
             if not todo:
                 continue
-            if where not in bounds:  # no such target partition yet
-                fallback.extend((entry, offset) for offset in todo)
+            if where not in bounds:  # not created yet: nothing is replicated, all held
+                for offset in todo:
+                    self._held(entry, offset, 0, None, results)
+                self.answered["absent"] += len(todo)
+                continue
+            low, high = bounds[where]
+            if low == high:  # empty: exact where the source has nothing before them
+                beyond.extend(_Beyond(entry, o, high, None, 0) for o in todo)
                 continue
             start = self._start(entry, todo[0], bounds[where])
             while start is None and todo:  # no pair near: bisected, one at a time
@@ -226,7 +249,7 @@ class BatchTranslator:
                 scans,
                 **{"isolation.level": "read_committed"},
             )
-        beyond = self._answers(wanted, scans, results, fallback)
+        beyond += self._answers(wanted, scans, results, fallback)
         self._check_source(beyond, results)
         self._bisect(fallback, results)
         for how, count in self.answered.items():
@@ -282,9 +305,9 @@ class BatchTranslator:
         scans: dict[Where, _TargetScan],
         results: dict[Position, Translation],
         fallback: list[tuple[_Wanted, int]],
-    ) -> list[tuple[_Wanted, int, Replica]]:
+    ) -> list[_Beyond]:
         """The scans' answers into `results` (and the cache); the positions past the
-        last replica, with it, for the source to settle."""
+        last replica, for the source to settle."""
         beyond = []
         for where, scan in scans.items():
             entry = wanted[where]
@@ -305,7 +328,9 @@ class BatchTranslator:
                         entry, offset, last.target_offset + 1, last.source_offset + 1, results
                     )
                 else:
-                    beyond.append((entry, offset, scan.last))
+                    last = scan.last
+                    until = last.source_offset + 1
+                    beyond.append(_Beyond(entry, offset, last.target_offset + 1, until, until))
             if scan.last is not None and scan.broken is None:
                 self.syncs.learn(entry.topic, entry.partition, *_pair(scan.last))
         return beyond
@@ -315,7 +340,7 @@ class BatchTranslator:
         entry: _Wanted,
         offset: int,
         target_offset: int,
-        replicated_until: int,
+        replicated_until: int | None,
         results: dict[Position, Translation],
     ) -> None:
         translation = Translation(
@@ -335,17 +360,15 @@ class BatchTranslator:
         if len(known) > _CACHED_PER_PARTITION:
             del known[next(iter(known))]  # the oldest answer
 
-    def _check_source(
-        self, beyond: list[tuple[_Wanted, int, Replica]], results: dict[Position, Translation]
-    ) -> None:
+    def _check_source(self, beyond: list[_Beyond], results: dict[Position, Translation]) -> None:
         """Positions past the last replica: exact when the source holds no committed
         record from there to them (markers only), else held. One record read per
         partition, all partitions at once."""
         if not beyond:
             return
         scans: dict[tuple[str, int], _FirstRecord] = {}
-        for entry, _offset, last in beyond:
-            scans.setdefault((entry.topic, entry.partition), _FirstRecord(last.source_offset + 1))
+        for b in beyond:
+            scans.setdefault((b.entry.topic, b.entry.partition), _FirstRecord(b.source_from))
         scan_partitions(
             self.flow.source.consumer,
             "translate",
@@ -353,22 +376,31 @@ class BatchTranslator:
             scans,
             **{"isolation.level": "read_committed"},
         )
-        for entry, offset, last in beyond:
-            first = scans[entry.topic, entry.partition].first
-            until = last.source_offset + 1
-            if first is None or first >= offset:  # only markers between: nothing missing
-                self._answer(entry, offset, last.target_offset + 1, until, results)
-                continue
-            results[entry.topic, entry.partition, offset] = Translation(
-                topic=entry.topic,
-                partition=entry.partition,
-                source_offset=offset,
-                remote_topic=entry.remote,
-                target_offset=last.target_offset + 1,
-                replicated_until=until,
-                missing=None,
-            )  # held: the source record at `first` is not on the target yet
-            self.answered["read"] += 1
+        for b in beyond:
+            first = scans[b.entry.topic, b.entry.partition].first
+            if first is None or first >= b.offset:  # only markers between: nothing missing
+                self._answer(b.entry, b.offset, b.next_target, b.replicated_until, results)
+            else:  # the source record at `first` is not on the target yet
+                self._held(b.entry, b.offset, b.next_target, b.replicated_until, results)
+                self.answered["read"] += 1
+
+    def _held(
+        self,
+        entry: _Wanted,
+        offset: int,
+        target_offset: int,
+        replicated_until: int | None,
+        results: dict[Position, Translation],
+    ) -> None:
+        results[entry.topic, entry.partition, offset] = Translation(
+            topic=entry.topic,
+            partition=entry.partition,
+            source_offset=offset,
+            remote_topic=entry.remote,
+            target_offset=target_offset,
+            replicated_until=replicated_until,
+            missing=None,
+        )
 
     def _bisect(
         self, fallback: list[tuple[_Wanted, int]], results: dict[Position, Translation]

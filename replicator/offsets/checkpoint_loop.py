@@ -24,9 +24,14 @@ from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import FlowTimer
 from replicator.kafka.errors import error_code, error_text
+from replicator.offsets.checkpoint_share import CheckpointShare
 from replicator.offsets.checkpoints import Checkpointer
 
 log = logging.getLogger(__name__)
+
+#: The first round waits this long at most for the checkpoint group to give this
+#: process its share of the partitions (joining takes a few seconds).
+_FIRST_SHARE_S = 30.0
 
 _REFUSED = frozenset(
     {
@@ -48,6 +53,13 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         #: One checkpointer per flow, kept from round to round (what it learnt makes
         #: the next round cheap); dropped after a failed round, made anew for the next.
         self._checkpointers: dict[str, Checkpointer] = {}
+        #: This process's share of each flow's partitions (`CheckpointShare`).
+        self._shares: dict[str, CheckpointShare] = {}
+
+    def tick(self) -> None:
+        for name, share in self._shares.items():  # stay in the groups between rounds
+            self.guarded(f"the checkpoint group of flow {name}", share.keep)
+        super().tick()
 
     def enabled(self, flow: FlowConfig) -> bool:
         return flow.emit_checkpoints_enabled
@@ -61,7 +73,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             checkpointer = self._checkpointers.get(flow.name)
             if checkpointer is None:
                 checkpointer = self._checkpointers[flow.name] = Checkpointer(flow)
-            report = checkpointer.emit()
+            report = checkpointer.emit(partitions=self._share_of(flow, checkpointer))
         except (ReplicatorError, KafkaException) as exc:
             self._drop(flow)
             metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
@@ -79,12 +91,14 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
         answered = report.translations
         log.info(
-            "flow %s: checkpoints of %d groups in %.1f s: %d written, %d unchanged, %d held "
+            "flow %s: checkpoints of %d groups on %d partitions in %.1f s: %d written, "
+            "%d unchanged, %d held "
             "(records before them not replicated yet), %d left for the next round (the "
             "group moved on); positions answered from memory %d, by a read %d, by "
             "bisection %d; groups synced: %d; active groups left alone: %s",
             flow.name,
             report.groups_done,
+            report.partitions,
             took,
             len(report.emitted),
             report.unchanged,
@@ -107,12 +121,24 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 self.interval(flow),
             )
 
+    def _share_of(self, flow: FlowConfig, checkpointer: Checkpointer) -> set[tuple[str, int]]:
+        """The partitions of `flow` this process checkpoints (its share in the flow's
+        checkpoint group, joined at the first round)."""
+        share = self._shares.get(flow.name)
+        if share is None:
+            share = self._shares[flow.name] = CheckpointShare(flow)
+        share.keep(checkpointer.list_topics())
+        share.wait_assigned(_FIRST_SHARE_S)
+        return share.owned()
+
     def join(self, timeout: float) -> None:
         super().join(timeout)
         if self.alive():
             return  # still in a round: its clients go with the process
         for name in list(self._checkpointers):
             self._checkpointers.pop(name).close()
+        for name in list(self._shares):
+            self._shares.pop(name).close()
 
     def _drop(self, flow: FlowConfig) -> None:
         checkpointer = self._checkpointers.pop(flow.name, None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -94,6 +95,8 @@ class CheckpointReport:
     active_groups: list[str] = field(default_factory=list)
     #: Groups whose positions were translated and written this round.
     groups_done: int = 0
+    #: Partitions the round checkpointed (this process's share of the flow's).
+    partitions: int = 0
     #: How the round's positions were translated (`BatchTranslator.answered`).
     translations: Counter[str] = field(default_factory=Counter)
 
@@ -234,6 +237,8 @@ class Checkpointer(_Checkpointing):
         self._batch = BatchTranslator(flow, self._index, self._source_reader)
         #: When each group's checkpoints were last written (monotonic), for the order.
         self._done_at: dict[str, float] = {}
+        #: The flow's replicated topics and their partition counts, as last listed.
+        self.topics: dict[str, int] = {}
         self._group_sync = (
             GroupOffsetSync(GroupAdmin(flow.target)) if flow.sync_group_offsets_enabled else None
         )
@@ -265,13 +270,25 @@ class Checkpointer(_Checkpointing):
         together (`BatchTranslator`: no record counts)."""
         return self._translated(groups, self._partitions())
 
-    def emit(self, groups: list[str] | None = None, chunk: int | None = None) -> CheckpointReport:
+    def emit(
+        self,
+        groups: list[str] | None = None,
+        chunk: int | None = None,
+        partitions: Collection[tuple[str, int]] | None = None,
+    ) -> CheckpointReport:
         """One round: translate every group (or `groups`) and write what moved forward,
-        `chunk` group-partitions at a time (default `CHUNK_POSITIONS`)."""
+        `chunk` group-partitions at a time (default `CHUNK_POSITIONS`), on every
+        partition of the flow (or on those of `partitions` only: this process's share,
+        `CheckpointShare`)."""
         report = CheckpointReport(self.flow.name)
         wanted = self.groups() if groups is None else list(groups)
         wanted.sort(key=lambda g: self._done_at.get(g, 0.0))  # longest ago first
-        partitions = self._partitions()
+        every = self._partitions()
+        share = None if partitions is None else set(partitions)
+        partitions = every if share is None else [p for p in every if p in share]
+        report.partitions = len(partitions)
+        if not partitions:
+            return report
         per_chunk = max(1, (chunk or CHUNK_POSITIONS) // max(1, len(partitions)))
         for at in range(0, len(wanted), per_chunk):
             self._emit_chunk(wanted[at : at + per_chunk], partitions, report)
@@ -299,11 +316,17 @@ class Checkpointer(_Checkpointing):
         report.groups_done += len(groups)
         report.translations.update(self._batch.answered)
 
+    def list_topics(self) -> list[str]:
+        """The flow's replicated source topics (one metadata request)."""
+        self.topics = self._topics.replicated_topics()
+        return sorted(self.topics)
+
     def _partitions(self) -> list[tuple[str, int]]:
         """The source partitions the flow replicates (one metadata request)."""
+        self.list_topics()
         return [
             (topic, partition)
-            for topic, count in sorted(self._topics.replicated_topics().items())
+            for topic, count in sorted(self.topics.items())
             for partition in range(count)
         ]
 
