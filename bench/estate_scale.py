@@ -10,7 +10,8 @@ its own; MM2 in dedicated mode), and the benchmark polls the target for:
 - the first record on every partition, and every record (the copy);
 - every group's offset on every partition committed on the target (synced), and how
   many of those are exact (the record right after the group's position: half the
-  partition, the copy being one to one);
+  partition, the copy being one to one); a replicator that stops short (no growth for
+  `--settle-seconds`) is reported with the count it reached and when it last grew;
 - the replicator's CPU seconds until then, its CPU at rest afterwards (share of one
   core over `--idle-seconds`), its peak RSS; ours' checkpoint round times (its log).
 
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -51,8 +53,9 @@ TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 3
 DATA_DIR = Path(".data/bench-estate")
 GROUP_PREFIX = "estate-app-"
 POLL_S = 1.0
+METRICS_PORT = 19466
 _CREATE_CHUNK = 500
-_ROUND_LINE = re.compile(r"checkpoints of (\d+) groups in ([0-9.]+) s")
+_ROUND_LINE = re.compile(r"checkpoints of (\d+) groups on \d+ partitions in ([0-9.]+) s")
 
 
 @dataclass
@@ -69,6 +72,11 @@ class Result:
     checkpoint_round_first_s: float | None = None
     checkpoint_round_median_s: float | None = None
     checkpoint_rounds: int = 0
+    #: Ours only: `replicator status` and `replicator flows list` end to end, and the
+    #: series its metrics endpoint serves.
+    status_command_s: float | None = None
+    flows_list_command_s: float | None = None
+    metric_series: int | None = None
 
 
 def topic_names(count: int) -> list[str]:
@@ -190,12 +198,14 @@ class Ours:
             for key, value in properties.items()
             if not key.endswith(("storage.topic", ".group.id"))  # Connect's own
         }
+        self._properties["metrics.port"] = str(METRICS_PORT)
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Ours:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "mm2.properties"
         config.write_text("".join(f"{k} = {v}\n" for k, v in self._properties.items()))
+        self._state_url = f"sqlite:///{(self.workdir / 'state.db').resolve()}"
         env = {**os.environ, **(allocator.environment() or {})}
         self._log = self.log_file.open("wb")
         self._process = subprocess.Popen(
@@ -207,7 +217,7 @@ class Ours:
                 "--config",
                 str(config),
                 "--state-url",
-                f"sqlite:///{(self.workdir / 'state.db').resolve()}",
+                self._state_url,
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -228,6 +238,28 @@ class Ours:
     def pid(self) -> int:
         assert self._process is not None
         return self._process.pid
+
+    def commands(self) -> dict[str, float | int]:
+        """How long `replicator status` and `flows list` take on this estate, and how
+        many series the metrics endpoint serves."""
+        config = str(self.workdir / "mm2.properties")
+        timings: dict[str, float | int] = {}
+        for name, command in (
+            ("status_command_s", ["status"]),
+            ("flows_list_command_s", ["flows", "list"]),
+        ):
+            started = time.monotonic()
+            subprocess.run(
+                [sys.executable, "-m", "replicator", *command, "--config", config],
+                capture_output=True,
+                check=False,
+                env={**os.environ, "REPLICATOR_STATE_URL": self._state_url},
+            )
+            timings[name] = round(time.monotonic() - started, 2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics") as page:
+            lines = page.read().decode().splitlines()
+        timings["metric_series"] = sum(1 for line in lines if line and not line.startswith("#"))
+        return timings
 
     def rounds(self) -> list[float]:
         text = self.log_file.read_text(errors="replace")
@@ -254,6 +286,9 @@ class Mm2:
 
     def rounds(self) -> list[float]:
         return []
+
+    def commands(self) -> dict[str, float | int]:
+        return {}
 
 
 @contextmanager
@@ -294,11 +329,14 @@ def measure(
                 every = now
             if every is not None:
                 commits = [view.committed(g) for g in groups]
-                synced = sum(len(c) for c in commits)
+                count = sum(len(c) for c in commits)
+                if count > synced or synced_at is None:  # the last time the count grew
+                    synced_at, cpu_synced = time.monotonic() - started, cpu_seconds(pid)
+                synced = count
                 exact = sum(1 for c in commits for offset in c.values() if offset == half)
                 if synced >= wanted_pairs:
-                    synced_at = time.monotonic() - started
-                    cpu_synced = cpu_seconds(pid)
+                    break
+                if now - synced_at > args.settle_seconds:  # no more to come
                     break
             time.sleep(POLL_S)
         idle = None
@@ -308,6 +346,7 @@ def measure(
             idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
         rss = peak_rss_mib(pid)
         rounds = runner.rounds()
+        commands = runner.commands()
     print(
         f"{system}: first record everywhere {first_all}, every record {every}, "
         f"synced {synced}/{wanted_pairs} at {synced_at} (exact {exact})"
@@ -325,6 +364,7 @@ def measure(
         checkpoint_round_first_s=rounds[0] if rounds else None,
         checkpoint_round_median_s=round(statistics.median(rounds), 2) if rounds else None,
         checkpoint_rounds=len(rounds),
+        **commands,  # type: ignore[arg-type]
     )
 
 
@@ -341,6 +381,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--interval", type=int, default=5, help="checkpoint interval, s")
     parser.add_argument("--timeout", type=float, default=900.0, help="per system, s")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=90.0,
+        help="stop watching a replicator whose synced count has not grown for this long "
+        "(its figure is then the time of the last growth, and the count stays short)",
+    )
     parser.add_argument("--systems", default="MM2,ours", help="which, in order")
     return parser.parse_args(argv)
 
@@ -397,7 +444,7 @@ def table(results: Sequence[Result]) -> str:
         for name, field in (
             ("first record on every partition, s", "first_record_every_partition_s"),
             ("every record on the target, s", "every_record_s"),
-            ("every group's offset synced, s", "every_group_synced_s"),
+            ("group offsets synced (last growth), s", "every_group_synced_s"),
             ("CPU seconds to get there", "cpu_s_to_synced"),
             ("group-partitions synced", "synced_group_partitions"),
             ("of which exact", "exact_group_partitions"),
@@ -405,6 +452,9 @@ def table(results: Sequence[Result]) -> str:
             ("peak RSS, MiB", "peak_rss_mib"),
             ("first checkpoint round, s", "checkpoint_round_first_s"),
             ("median checkpoint round, s", "checkpoint_round_median_s"),
+            ("`replicator status`, s", "status_command_s"),
+            ("`replicator flows list`, s", "flows_list_command_s"),
+            ("metric series served", "metric_series"),
         )
     ]
     return markdown_table(header, rows)

@@ -165,6 +165,10 @@ class Rebalance:
             self._know_remotes(trackers)
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
             resets = self._resume_points.resets(wanted)  # once per attempt
+            # All tails and offsets at once; not in exactly-once mode, where each
+            # partition's earlier owners are fenced before its tail may be read.
+            if len(trackers) > 1 and self._writer.exactly_once is None:
+                self._resume_points.prefetch([(t.topic, t.partition, t.remote) for t in trackers])
             for tracker in trackers:
                 if self._resume_partition(tracker, resets):
                     resumed.append(tracker)
@@ -179,6 +183,8 @@ class Rebalance:
                     reason(exc),
                 )  # fmt: skip
             return resumed
+        finally:
+            self._resume_points.forget_prefetched()
         away = self._backoff.succeeded(time.monotonic())
         if away is not None:
             log.info(

@@ -6,16 +6,22 @@ the last source offset that was durably replicated, so a crash neither loses
 nor duplicates, and no separate offset store can drift from the data. The
 scan is `RangeReader.last` (`replicator.kafka.range_reads`), the one every
 reader of the target's replicas uses; the offset translation reads its last
-replica the same way.
+replica the same way. `tail_replicas` reads the tails of many partitions at once
+(a rebalance that hands a worker thousands of partitions, a failover's look at
+every partition), with the backward scan left for the few whose last replica lies
+further back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Message
 
+from replicator.config.model import ClusterConfig
 from replicator.engine.headers import replica_source_offset
+from replicator.kafka.partition_scans import Scan, scan_partitions
 from replicator.kafka.range_reads import RangeReader
 
 
@@ -69,8 +75,79 @@ class TailReader:
         """The last replica of `topic[partition]` (control records and records written
         by others may sit after it), or None when the log holds none."""
         low, high = self._reader.bounds(topic, partition)
-        last = self._reader.last(topic, partition, low, high, self._replica)
-        return TailPosition(last, high)
+        return TailPosition(self.last(topic, partition, low, high), high)
+
+    def last(self, topic: str, partition: int, low: int, end: int) -> Replica | None:
+        """The last replica of `topic[partition]` at offsets [low, end)."""
+        return self._reader.last(topic, partition, low, end, self._replica)
 
     def _replica(self, message: Message) -> Replica | None:
         return replica_of(message, self._alias)
+
+
+#: The last replica of many partitions is looked for in this many offsets before each
+#: partition's end first (`tail_replicas`).
+TAIL_OFFSETS = 64
+
+
+class _NotNearEnd:
+    """`tail_replicas`' answer for a partition with no replica in its last offsets."""
+
+
+#: The partition has no replica of ours in its last `TAIL_OFFSETS` offsets, but offsets
+#: before them: read back further (`RangeReader.last`).
+NOT_NEAR_END = _NotNearEnd()
+
+
+class _LastReplica(Scan):
+    """The last replica from `start` to the partition's end."""
+
+    def __init__(self, alias: bytes, start: int) -> None:
+        self._alias = alias
+        self._start = start
+        self.found: Replica | None = None
+
+    def start(self) -> int:
+        return self._start
+
+    def record(self, message: Message) -> int | None:
+        replica = replica_of(message, self._alias)
+        if replica is not None:
+            self.found = replica
+        return None
+
+    def end(self) -> None:
+        pass
+
+
+def tail_replicas(
+    target: ClusterConfig, source_alias: str, bounds: Mapping[tuple[str, int], tuple[int, int]]
+) -> dict[tuple[str, int], Replica | _NotNearEnd | None]:
+    """The last replica of the flow from `source_alias` in each partition of `bounds`
+    ((log start, end) each, as `partition_bounds` gives them), the last `TAIL_OFFSETS`
+    offsets of every partition read at once (read_committed): None when the partition
+    holds none, `NOT_NEAR_END` when there are offsets before that window to read back."""
+    alias = source_alias.encode()
+    scans = {
+        where: _LastReplica(alias, max(low, high - TAIL_OFFSETS))
+        for where, (low, high) in bounds.items()
+        if high > low
+    }
+    if scans:
+        scan_partitions(
+            target.consumer,
+            "tail",
+            repr(target.alias),
+            scans,
+            **{"isolation.level": "read_committed"},
+        )
+    found: dict[tuple[str, int], Replica | _NotNearEnd | None] = {}
+    for where, (low, high) in bounds.items():
+        scan = scans.get(where)
+        if scan is None:
+            found[where] = None  # empty
+        elif scan.found is None and high - TAIL_OFFSETS > low:
+            found[where] = NOT_NEAR_END
+        else:
+            found[where] = scan.found
+    return found

@@ -10,6 +10,9 @@ jump ahead (the partition assigned again at the new offset) or is done (its
 partition is unassigned). A scan's partition end (`enable.partition.eof`) ends it
 too.
 
+`partition_bounds` gives the log start and end of many partitions in two requests per
+broker, what a caller needs to decide where each scan starts.
+
 Records of a partition still queued when its scan jumped or ended are dropped here
 (the rest of the batch after a jump: they come again from the new offset; offsets
 behind the jump; the partition done), so a scan sees each record once and in order.
@@ -22,8 +25,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
+from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka.clients import admin_for
+from replicator.kafka.errors import error_code, error_text
 from replicator.kafka.range_reads import range_reader
 
 #: How long one wait for records lasts before the scans are looked at again.
@@ -139,3 +146,41 @@ def _stalled(cluster: str, keys: Iterable[Key], floor: dict[Key, int]) -> str:
         f"reading {shown}{more} on {cluster} received nothing for {READ_TIMEOUT_S:.0f}s; "
         f"is {cluster} reachable?"
     )
+
+
+#: A partition that does not exist (yet), or whose leader is not settled right after its
+#: creation: `partition_bounds` leaves it out.
+ABSENT = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+def partition_bounds(cluster: ClusterConfig, partitions: list[Key]) -> dict[Key, tuple[int, int]]:
+    """(log start, high watermark) of each partition that exists, two requests per
+    broker; a partition that does not exist (or has no leader yet) is left out."""
+    admin = admin_for(cluster)
+    found: dict[Key, list[int]] = {}
+    for spec, slot in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
+        if not partitions:
+            break
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=READ_TIMEOUT_S
+        )
+        for tp, future in futures.items():
+            try:
+                offset = future.result(timeout=READ_TIMEOUT_S).offset
+            except Exception as exc:
+                if error_code(exc) in ABSENT:
+                    continue
+                raise ReplicatorError(
+                    f"cluster {cluster.alias!r} {tp.topic}[{tp.partition}]: offsets not read: "
+                    f"{error_text(exc)}; check that the cluster is reachable and the "
+                    "principal may DESCRIBE the topic"
+                ) from exc
+            found.setdefault((tp.topic, tp.partition), [0, 0])[slot] = offset
+    return {key: (low, high) for key, (low, high) in found.items()}

@@ -40,16 +40,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Message, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import Message
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.tail import Replica, replica_of
-from replicator.errors import ReplicatorError
-from replicator.kafka.clients import admin_for
-from replicator.kafka.errors import error_code, error_text
-from replicator.kafka.partition_scans import Scan, scan_partitions
+from replicator.kafka.partition_scans import Scan, partition_bounds, scan_partitions
+from replicator.offsets.replica_reads import first_records
 from replicator.offsets.sync_store import OffsetSyncStore
 from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate
 
@@ -156,25 +153,6 @@ class _TargetScan(Scan):
         self.done = True
 
 
-class _FirstRecord(Scan):
-    """The offset of the first committed record at or after `start` (None: none)."""
-
-    def __init__(self, start: int) -> None:
-        self._start = start
-        self.first: int | None = None
-
-    def start(self) -> int:
-        return self._start
-
-    def record(self, message: Message) -> int | None:
-        self.first = message.offset()
-        self.done = True
-        return None
-
-    def end(self) -> None:
-        pass
-
-
 class BatchTranslator:
     """Translates a flow's committed source positions to the target, many at once;
     keeps what it learnt (pairs, exact answers) from one call to the next."""
@@ -187,8 +165,6 @@ class BatchTranslator:
         self._index = index
         self._source_reader = source_reader
         self.syncs = OffsetSyncStore(flow)
-        self._target_admin = admin_for(flow.target)
-        self._source_admin = admin_for(flow.source)
         self._cache: dict[Where, dict[int, Translation]] = {}
         self._highs: dict[Where, int] = {}
         #: How each position of the last call was answered: cache, read, bisect.
@@ -209,7 +185,7 @@ class BatchTranslator:
         if not wanted:
             return {}
         self.syncs.refresh()
-        bounds = self._bounds(self._target_admin, list(wanted), self.flow.target.alias)
+        bounds = partition_bounds(self.flow.target, list(wanted))
         results: dict[Position, Translation] = {}
         scans: dict[Where, _TargetScan] = {}
         fallback: list[tuple[_Wanted, int]] = []
@@ -366,18 +342,12 @@ class BatchTranslator:
         partition, all partitions at once."""
         if not beyond:
             return
-        scans: dict[tuple[str, int], _FirstRecord] = {}
+        starts: dict[tuple[str, int], int] = {}
         for b in beyond:
-            scans.setdefault((b.entry.topic, b.entry.partition), _FirstRecord(b.source_from))
-        scan_partitions(
-            self.flow.source.consumer,
-            "translate",
-            repr(self.flow.source.alias),
-            scans,
-            **{"isolation.level": "read_committed"},
-        )
+            starts.setdefault((b.entry.topic, b.entry.partition), b.source_from)
+        firsts = first_records(self.flow.source, starts)
         for b in beyond:
-            first = scans[b.entry.topic, b.entry.partition].first
+            first = firsts[b.entry.topic, b.entry.partition]
             if first is None or first >= b.offset:  # only markers between: nothing missing
                 self._answer(b.entry, b.offset, b.next_target, b.replicated_until, results)
             else:  # the source record at `first` is not on the target yet
@@ -408,10 +378,8 @@ class BatchTranslator:
         """What the reads could not answer, one position at a time (`translate`)."""
         if not fallback:
             return
-        ends = self._bounds(
-            self._source_admin,
-            sorted({(e.topic, e.partition) for e, _ in fallback}),
-            self.flow.source.alias,
+        ends = partition_bounds(
+            self.flow.source, sorted({(e.topic, e.partition) for e, _ in fallback})
         )
         for entry, offset in fallback:
             end = ends.get((entry.topic, entry.partition), (0, offset))[1]
@@ -425,43 +393,6 @@ class BatchTranslator:
             )
             results[entry.topic, entry.partition, offset] = translation
             self.answered["bisect"] += 1
-
-    @staticmethod
-    def _bounds(
-        admin: object, partitions: list[tuple[str, int]], alias: str
-    ) -> dict[tuple[str, int], tuple[int, int]]:
-        """(log start, high watermark) of each partition that exists, two requests per
-        broker; a partition that does not exist is left out."""
-        found: dict[tuple[str, int], list[int]] = {}
-        for spec, slot in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
-            futures = admin.list_offsets(  # type: ignore[attr-defined]
-                {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=_TIMEOUT_S
-            )
-            for tp, future in futures.items():
-                try:
-                    offset = future.result(timeout=_TIMEOUT_S).offset
-                except Exception as exc:
-                    if error_code(exc) in _ABSENT:
-                        continue
-                    raise ReplicatorError(
-                        f"cluster {alias!r} {tp.topic}[{tp.partition}]: offsets not read: "
-                        f"{error_text(exc)}; check that the cluster is reachable and the "
-                        "principal may DESCRIBE the topic"
-                    ) from exc
-                found.setdefault((tp.topic, tp.partition), [0, 0])[slot] = offset
-        return {key: (low, high) for key, (low, high) in found.items()}
-
-
-#: A partition that does not exist (yet), or whose leader is not settled right after its
-#: creation: its positions go to the bisection, which waits for the leader.
-_ABSENT = frozenset(
-    {
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-    }
-)
 
 
 def _pair(replica: Replica) -> tuple[int, int]:

@@ -52,17 +52,18 @@ class GroupOffsetSync:
             readable,
             sorted({(c.topic, c.partition) for g in readable for c in due[g][0]}),
         )
-        committed: dict[str, int] = {}
+        forward: dict[str, list[TopicPartition]] = {}
         for group in readable:
-            wanted, positions = due[group]
+            wanted, _ = due[group]
             now = {(c.topic, c.partition): c.offset for c in current[group]}
-            forward = [
+            moved = [
                 TopicPartition(c.topic, c.partition, c.downstream)
                 for c in wanted
                 if c.downstream > now.get((c.topic, c.partition), -1)
             ]
-            if forward:
-                self._target.commit(group, forward)
-                committed[group] = len(forward)
-            self._synced[group] = (positions, 0)
-        return committed, active
+            if moved:
+                forward[group] = moved
+        self._target.commit_many(forward)
+        for group in readable:
+            self._synced[group] = (due[group][1], 0)
+        return {group: len(moved) for group, moved in forward.items()}, active

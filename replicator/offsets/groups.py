@@ -28,8 +28,8 @@ from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
-#: Groups whose offsets `committed_many` reads at once (each read is a few round trips
-#: to the group's coordinator, most of its time waiting).
+#: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
+#: is a few round trips to the group's coordinator, most of its time waiting.
 _PARALLEL_READS = 8
 #: States in which a group has no members, so its offsets may be written from outside.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
@@ -117,6 +117,15 @@ class GroupAdmin:
         with ThreadPoolExecutor(min(_PARALLEL_READS, len(groups))) as pool:
             found = pool.map(lambda g: self.committed(g, partitions=partitions), groups)
             return dict(zip(groups, found, strict=True))
+
+    def commit_many(self, positions: dict[str, list[TopicPartition]]) -> None:
+        """`commit(group, positions[group])` of every group, several at once."""
+        if len(positions) <= 1:
+            for group, wanted in positions.items():
+                self.commit(group, wanted)
+            return
+        with ThreadPoolExecutor(min(_PARALLEL_READS, len(positions))) as pool:
+            list(pool.map(lambda item: self.commit(*item), positions.items()))
 
     def idle(self, groups: list[str]) -> set[str]:
         """Those of `groups` with no active members, in one request per coordinator."""

@@ -101,6 +101,8 @@ class TargetIndex:
     """Finds one flow's replicated records on the target by their source offsets."""
 
     def __init__(self, target: ClusterConfig, source_alias: str) -> None:
+        self.target = target
+        self.source_alias = source_alias
         self._alias = source_alias.encode()
         self._reader = PartitionReader(target)
         self._present: set[tuple[str, int]] = set()

@@ -38,11 +38,11 @@ from replicator.procedures import applications, write_grants
 from replicator.procedures.approval import ApprovalGate, guarded
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
+    CopyCheck,
     GroupMove,
     Position,
     by_group,
     commit_moves,
-    copy_mismatch,
     original_mismatch,
     plan_moves,
     verify_moves,
@@ -363,10 +363,21 @@ class Failback(Procedure):
             TargetIndex(self.origin, self.dr.alias) as copies_on_origin,
             TargetIndex(self.dr, self.origin.alias) as copies_on_dr,
         ):
+            onto_copies = CopyCheck(
+                copies_on_origin,
+                {
+                    group: [
+                        m
+                        for m in entries
+                        if reverse_policy.topic_source(m["to_topic"]) == self.dr.alias
+                    ]
+                    for group, entries in moves.items()
+                },
+            )
 
             def mismatch(move: dict[str, Any]) -> str | None:
                 if reverse_policy.topic_source(move["to_topic"]) == self.dr.alias:
-                    return copy_mismatch(copies_on_origin, move)
+                    return onto_copies(move)
                 return original_mismatch(copies_on_dr, move)
 
             return verify_moves(

@@ -35,11 +35,11 @@ from replicator.procedures import applications, write_grants
 from replicator.procedures.approval import ApprovalGate, guarded
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
+    CopyCheck,
     GroupMove,
     Position,
     by_group,
     commit_moves,
-    copy_mismatch,
     plan_moves,
     verify_moves,
 )
@@ -380,6 +380,6 @@ class Failover(Procedure):
                 GroupAdmin(self.target),
                 self.target.alias,
                 moves,
-                lambda move: copy_mismatch(index, move),
+                CopyCheck(index, moves),
                 dry_run=self.dry_run,
             )

@@ -17,8 +17,10 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import TopicPartition
 
+from replicator.engine.tail import Replica
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.replica_reads import first_replicas
 from replicator.offsets.translation import TargetIndex, Translation
 
 
@@ -161,17 +163,55 @@ def verify_moves(
     return checks
 
 
-def copy_mismatch(index: TargetIndex, move: dict[str, Any]) -> str | None:
-    """For a move onto copies (`to_topic` holds replicas of `from_topic`): what is
-    wrong with the record at the new position, or None. At the end of the copies
-    (no record there) nothing was replicated after the group's position."""
-    replica = index.replica_at(move["to_topic"], move["partition"], move["to_offset"])
-    if replica is not None and replica.source_offset != move["from_offset"]:
+class CopyCheck:
+    """For moves onto copies (`to_topic` holds replicas of `from_topic`): what is wrong
+    with the record at each new position, or None. Right is the first replica whose
+    source offset is `>= from_offset` (the group's position may be a transaction
+    marker's, whose record is the next one): the replica there carries
+    `from_offset`, or a later one with the replica before it carrying an earlier one
+    (or none: the first of ours, after MirrorMaker 2's copies of a partition taken
+    over). At the end of the copies (no replica there) nothing was replicated after
+    the group's position. The records at every position are read at once
+    (`first_replicas`), one position per partition per read."""
+
+    def __init__(self, index: TargetIndex, moves: MovesByGroup) -> None:
+        self._index = index
+        wanted = {
+            _key(entry)
+            for entries in moves.values()
+            for entry in entries
+            if not entry.get("pending")
+        }
+        self._found: dict[tuple[str, int, int, int], Replica | None] = {}
+        by_partition: dict[tuple[str, int], list[int]] = {}
+        for topic, partition, to_offset, _ in wanted:
+            by_partition.setdefault((topic, partition), []).append(to_offset)
+        at: dict[tuple[str, int, int], Replica | None] = {}
+        while by_partition:  # one position per partition a read
+            starts = {where: offsets.pop() for where, offsets in by_partition.items()}
+            found = first_replicas(index.target, index.source_alias, starts)
+            at.update({(*where, offset): found[where] for where, offset in starts.items()})
+            by_partition = {where: rest for where, rest in by_partition.items() if rest}
+        self._found = {key: at[key[:3]] for key in wanted}
+
+    def __call__(self, move: dict[str, Any]) -> str | None:
+        key = _key(move)
+        replica = self._found[key] if key in self._found else self._index.replica_at(*key[:3])
+        wanted = move["from_offset"]
+        if replica is None or replica.source_offset == wanted:
+            return None
+        if replica.source_offset > wanted:
+            before = self._index.last_replica(key[0], key[1], end=replica.target_offset)
+            if before is None or before.source_offset < wanted:
+                return None
         return (
             f"offset {move['to_offset']} holds the copy of {move['from_topic']}@"
-            f"{replica.source_offset}, not of @{move['from_offset']}"
+            f"{replica.source_offset}, not the first at or after @{wanted}"
         )
-    return None
+
+
+def _key(move: dict[str, Any]) -> tuple[str, int, int, int]:
+    return move["to_topic"], move["partition"], move["to_offset"], move["from_offset"]
 
 
 def original_mismatch(index: TargetIndex, move: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.replica_reads import first_records, last_replicas
 from replicator.offsets.translation import PartitionReader, TargetIndex
 
 _POLL_S = 0.5
@@ -48,7 +49,8 @@ class PartitionProgress:
 
 
 def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
-    """Every partition of the flow's topics, with the source reachable."""
+    """Every partition of the flow's topics, with the source reachable: every target
+    tail, then every source range after it, read for all partitions at once."""
     policy = flow.policy
     topics = TopicSync(flow).replicated_topics()
     # Heartbeats never stop while the flow runs, and no application reads them.
@@ -59,22 +61,36 @@ def progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionProgress]:
         for p in range(count)
     ]
     ends = GroupAdmin(flow.source).end_offsets(partitions)
-    with PartitionReader(flow.source) as source:
-        return [
-            _progress_of(
-                index,
-                source,
-                PartitionProgress(
-                    topic,
-                    partition,
-                    policy.format_remote_topic(flow.source.alias, topic),
-                    ends[(topic, partition)],
-                    None,
-                    0,
-                ),
-            )
-            for topic, partition in partitions
-        ]
+    remote = {where: (policy.format_remote_topic(flow.source.alias, where[0]), where[1])
+              for where in partitions}  # fmt: skip
+    lasts = last_replicas(flow.target, flow.source.alias, index, list(remote.values()))
+    until = {
+        where: None if (last := lasts[remote[where]]) is None else last.source_offset + 1
+        for where in partitions
+    }
+    # A transactional source ends with a commit marker that is never replicated: only
+    # a committed record between the tail and the end counts as behind.
+    firsts = first_records(
+        flow.source, {w: until[w] or 0 for w in partitions if (until[w] or 0) < ends[w]}
+    )
+    return [
+        PartitionProgress(
+            topic,
+            partition,
+            remote[topic, partition][0],
+            ends[topic, partition],
+            until[topic, partition],
+            _behind(
+                firsts.get((topic, partition)), ends[topic, partition], until[topic, partition]
+            ),
+        )
+        for topic, partition in partitions
+    ]
+
+
+def _behind(first: int | None, end: int, until: int | None) -> int:
+    """Offsets from the tail to the end, when a committed record lies there (`first`)."""
+    return 0 if first is None or first >= end else end - (until or 0)
 
 
 def _progress_of(
@@ -84,10 +100,8 @@ def _progress_of(
     (records after that end do not count)."""
     topic, partition, end = wanted.topic, wanted.partition, wanted.source_end
     until = _replicated_until(index, wanted.remote_topic, partition)
-    behind = 0
-    # A transactional source ends with a commit marker that is never replicated.
-    if source.first(topic, partition, until or 0, end) is not None:
-        behind = end - (until or 0)
+    first = source.first(topic, partition, until or 0, end)
+    behind = _behind(None if first is None else first.offset(), end, until)
     return PartitionProgress(topic, partition, wanted.remote_topic, end, until, behind)
 
 
@@ -95,19 +109,26 @@ def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionPr
     """Every partition the replicator reported in the status topic, against the last
     source end it saw there (`next_offset + lag`), without the source cluster."""
     policy = flow.policy
-    result = []
+    rows = []
     for row in read_status(flow.target, flow.name):
         if not isinstance(row, PartitionStatus) or row.next_offset is None:
             continue
-        topic, partition = row.topic, row.partition
-        if not flow.topics.matches(topic) or policy.is_heartbeats_topic(topic):
+        if not flow.topics.matches(row.topic) or policy.is_heartbeats_topic(row.topic):
             continue  # a topic no longer (or never) of interest to applications
-        remote = policy.format_remote_topic(flow.source.alias, topic)
-        until = _replicated_until(index, remote, partition)
+        rows.append((row, policy.format_remote_topic(flow.source.alias, row.topic)))
+    lasts = last_replicas(
+        flow.target, flow.source.alias, index, [(remote, r.partition) for r, remote in rows]
+    )
+    result = []
+    for row, remote in rows:
+        last = lasts[remote, row.partition]
+        until = None if last is None else last.source_offset + 1
         seen_end = row.next_offset + (row.lag or 0)
         start = row.next_offset if until is None else until
         result.append(
-            PartitionProgress(topic, partition, remote, seen_end, until, max(0, seen_end - start))
+            PartitionProgress(
+                row.topic, row.partition, remote, seen_end, until, max(0, seen_end - start)
+            )
         )
     return sorted(result, key=lambda p: (p.topic, p.partition))
 

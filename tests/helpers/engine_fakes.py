@@ -226,6 +226,12 @@ class FakeResumePoints:
         if self.error is not None:
             raise self.error
 
+    def prefetch(self, partitions: list[tuple[str, int, str]]) -> None:
+        self.prefetched = list(partitions)
+
+    def forget_prefetched(self) -> None:
+        pass
+
     def point(
         self, resets: Any, consumer: Any, topic: str, partition: int, remote: str
     ) -> ResumePoint:

@@ -29,9 +29,10 @@ class _Target:
             g: [Committed(t, p, o) for (t, p), o in self.offsets.get(g, {}).items()] for g in groups
         }
 
-    def commit(self, group: str, positions: list[TopicPartition]) -> None:
-        for tp in positions:
-            self.offsets.setdefault(group, {})[tp.topic, tp.partition] = tp.offset
+    def commit_many(self, positions: dict[str, list[TopicPartition]]) -> None:
+        for group, moved in positions.items():
+            for tp in moved:
+                self.offsets.setdefault(group, {})[tp.topic, tp.partition] = tp.offset
 
 
 def _at(group: str, offset: int, partition: int = 0) -> Checkpoint:

@@ -1,0 +1,204 @@
+"""An unplanned failover at an estate's size (issue 41): one application whose group
+spans 1,000 partitions over 250 topics, checkpointed by `replicator run`, then its
+primary stopped. The failover moves the group to every one of the 1,000 remote
+partitions exactly (the first replica of its committed source position, computed
+independently from every target partition read whole) and loses no record.
+
+Ten of the topics are written in transactions, so target offsets are not source
+offsets, and some of the group's positions sit on a commit marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.config import load_config
+from replicator.engine.headers import replica_source_offset
+from replicator.localstack import LocalStack
+from replicator.offsets.checkpoints import read_checkpoints
+from replicator.procedures import Failover
+from replicator.statestore import StateStore
+
+from helpers.procedures import commit_offsets, committed_offsets, runner
+from helpers.replication import wait_until, write_config
+
+pytestmark = pytest.mark.integration
+
+log = logging.getLogger(__name__)
+
+TOPICS = 250
+PARTITIONS = 4
+RECORDS = 100  # per partition
+TRANSACTIONAL = 10  # of the topics, written 9 records to a transaction
+COPY_S = 240.0
+CHECKPOINTS_S = 120.0
+FAILOVER_S = 120.0
+
+
+def _create(bootstrap: str, prefix: str) -> list[str]:
+    names = [f"{prefix}-{i:03d}" for i in range(TOPICS)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
+    for future in futures.values():
+        future.result(60)
+    return names
+
+
+def _fill(bootstrap: str, topics: list[str]) -> None:
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for topic in topics[TRANSACTIONAL:]:
+        for partition in range(PARTITIONS):
+            for i in range(RECORDS):
+                plain.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=partition)
+            plain.poll(0)
+    assert plain.flush(60) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": uuid.uuid4().hex})
+    txn.init_transactions(30)
+    for topic in topics[:TRANSACTIONAL]:
+        for partition in range(PARTITIONS):
+            for start in range(0, RECORDS, 9):
+                txn.begin_transaction()
+                for i in range(start, min(start + 9, RECORDS)):
+                    txn.produce(topic, value=b"t%d" % i, partition=partition)
+                txn.commit_transaction(30)
+
+
+def _ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        return {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
+            for t in topics
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def _replica_offsets(bootstrap: str, remotes: list[str]) -> dict[tuple[str, int], list]:
+    """Every target partition read whole: (target offset, source offset) of each replica."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    found: dict[tuple[str, int], list] = defaultdict(list)
+    pending = {(t, p) for t in remotes for p in range(PARTITIONS)}
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in pending])
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 0.2):
+                key = (message.topic(), message.partition())
+                if message.error() is not None:
+                    pending.discard(key)
+                    continue
+                source = replica_source_offset(message.headers(), b"primary")
+                if source is not None:
+                    found[key].append((message.offset(), source))
+        assert not pending, f"{len(pending)} target partitions not read to their end"
+    finally:
+        consumer.close()
+    return found
+
+
+def _exact(replicas: list, committed: int) -> int:
+    """The fresh exact translation: the first replica whose source offset is >= it."""
+    for target, source in replicas:
+        if source >= committed:
+            return target
+    return replicas[-1][0] + 1
+
+
+def _position(topic_index: int, partition: int) -> int:
+    """The group's committed source offset: 35..39 (39 is a commit marker of the
+    transactional topics: 9 records, then the marker)."""
+    return 35 + (topic_index + partition) % 5
+
+
+def test_unplanned_failover_of_1000_partitions_resumes_them_exactly(
+    tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore
+) -> None:
+    primary = lone_primary.bootstrap("primary")
+    prefix = f"estfo{uuid.uuid4().hex[:6]}"
+    topics = _create(primary, prefix)
+    _fill(primary, topics)
+    config = load_config(
+        write_config(
+            tmp_path, primary, dr, f"{prefix}-.*", extra=("emit.checkpoints.interval.seconds = 5",)
+        )
+    )
+    flow = config.flow("primary->dr")
+    app = f"{prefix}-app"
+    store.register_application(app, "primary")
+    positions = {(t, p): _position(i, p) for i, t in enumerate(topics) for p in range(PARTITIONS)}
+    commit_offsets(flow.source, app, positions)
+    remotes = [f"primary.{t}" for t in topics]
+    # Every record once on dr; the source's commit markers are not copied.
+    wanted_ends = {(f"primary.{t}", p): RECORDS for t, p in positions}
+
+    def copied() -> bool:
+        try:
+            return _ends(dr, remotes) == wanted_ends
+        except Exception:  # remote topics not all created yet
+            return False
+
+    def checkpointed() -> bool:
+        found = read_checkpoints(flow.target, "primary.checkpoints.internal")
+        return all(
+            (c := found.get((app, f"primary.{t}", p))) is not None and c.upstream == offset
+            for (t, p), offset in positions.items()
+        )
+
+    started = time.monotonic()
+    with runner([flow], store):
+        wait_until(copied, COPY_S, "every record of the 1,000 partitions on dr")
+        copied_s = time.monotonic() - started
+        wait_until(checkpointed, CHECKPOINTS_S, "the group's checkpoint of all 1,000 partitions")
+        checkpointed_s = time.monotonic() - started
+        lone_primary.down(["primary"])
+
+        failed_over = time.monotonic()
+        report = Failover(
+            config, "primary->dr", [app], store, mode="unplanned", timeout_s=FAILOVER_S
+        ).run()
+        failover_s = time.monotonic() - failed_over
+
+    replicas = _replica_offsets(dr, remotes)
+    expected = {
+        (f"primary.{t}", p): _exact(replicas[f"primary.{t}", p], offset)
+        for (t, p), offset in positions.items()
+    }
+    log.info(
+        "copied after %.0f s, checkpointed after %.0f s, failover took %.1f s",
+        copied_s,
+        checkpointed_s,
+        failover_s,
+    )
+    assert report.ok, report.error
+    assert store.application(app).active_cluster == "dr"
+    assert committed_offsets("dr", dr, app) == expected
+    # Target offsets are not source offsets (markers at 9, 19, 29, 39 are not copied),
+    # and a position on a marker resumes at the record after it.
+    assert expected[f"primary.{topics[0]}", 0] == 32  # source 35
+    assert positions[topics[4], 0] == 39 and expected[f"primary.{topics[4]}", 0] == 36
+    unreplicated = report.report_of("unreplicated")["partitions"]
+    assert len(unreplicated) == TOPICS * PARTITIONS
+    # Every record reached dr: nothing before the source end the replicator last saw is
+    # missing on the plain topics. (A transactional partition ends with a commit marker,
+    # which the status counts as one offset behind: the report says 1 there, a known
+    # fault of the status-based count, test_failover's trailing-marker test.)
+    plain = {f"primary.{t}" for t in topics[TRANSACTIONAL:]}
+    assert all(p["records"] == 0 for p in unreplicated if p["remote_topic"] in plain)

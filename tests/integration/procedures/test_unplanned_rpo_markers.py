@@ -1,0 +1,66 @@
+"""An unplanned failover's RPO on a transactional topic whose records all reached the
+target: the source partition ends with a commit marker, which is never copied.
+
+Known fault (found by test_estate_failover.py, not fixed yet): without the source, the
+unplanned failover counts what was not replicated from the replicator's last status
+(`next_offset + lag`), and the lag counts the trailing marker's offset, so each such
+partition reports one record lost. The fix needs the replicator to publish where its
+consumer stands past control records (or the lag in records, not offsets).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from replicator.config import load_config
+from replicator.engine.status import PartitionStatus, read_status
+from replicator.localstack import LocalStack
+from replicator.procedures import Failover
+from replicator.statestore import StateStore
+
+from helpers.kafka import create_topic, unique_topic
+from helpers.procedures import commit_offsets, runner
+from helpers.replication import end_offsets, wait_until, write_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the status-based count takes a trailing commit marker for a lost record",
+)
+def test_a_trailing_commit_marker_is_not_a_lost_record(
+    tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore
+) -> None:
+    primary = lone_primary.bootstrap("primary")
+    topic = unique_topic("txn-rpo")
+    create_topic(primary, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": primary, "transactional.id": uuid.uuid4().hex})
+    producer.init_transactions(30)
+    for start in range(0, 20, 5):
+        producer.begin_transaction()
+        for i in range(start, start + 5):
+            producer.produce(topic, value=b"t%d" % i, partition=0)
+        producer.commit_transaction(30)
+    config = load_config(write_config(tmp_path, primary, dr, topic))
+    flow = config.flow("primary->dr")
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    store.register_application(app, "primary")
+    commit_offsets(flow.source, app, {(topic, 0): 24})  # after the last commit marker
+
+    def reported() -> bool:
+        rows = [r for r in read_status(flow.target, flow.name) if isinstance(r, PartitionStatus)]
+        return any(r.topic == topic and r.lag is not None for r in rows)
+
+    with runner([flow], store):
+        wait_until(lambda: end_offsets(dr, f"primary.{topic}", 1) == [20], 90, "copied")
+        wait_until(reported, 60, "the partition's status")
+        lone_primary.down(["primary"])
+        report = Failover(config, "primary->dr", [app], store, mode="unplanned").run()
+
+    assert report.ok, report.error
+    assert report.rpo_records == 0
