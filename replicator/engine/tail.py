@@ -137,7 +137,7 @@ def tail_replicas(
         scan_partitions(
             target.consumer,
             "tail",
-            repr(target.alias),
+            target.alias,
             scans,
             **{"isolation.level": "read_committed"},
         )

@@ -24,7 +24,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig
@@ -71,7 +71,8 @@ def scan_partitions(
     **settings: object,
 ) -> None:
     """Run every scan of `scans` (by (topic, partition)) to its end, with one consumer
-    on `base` (a cluster's client settings, `settings` added: e.g. isolation level).
+    on `base` (the settings of the cluster whose alias is `cluster`, `settings` added:
+    e.g. isolation level).
     ReplicatorError naming the partitions when nothing arrives for `READ_TIMEOUT_S`."""
     pending = {key: scan for key, scan in scans.items() if not scan.done}
     if not pending:
@@ -120,7 +121,7 @@ def _route(
         if error is not None:
             if error.code() != KafkaError._PARTITION_EOF:
                 raise ReplicatorError(
-                    f"reading {key[0]}[{key[1]}] on {cluster} from offset {floor[key]}: "
+                    f"reading {key[0]}[{key[1]}] on {cluster!r} from offset {floor[key]}: "
                     f"{error.str()}"
                 )
             scan.end()
@@ -143,8 +144,8 @@ def _stalled(cluster: str, keys: Iterable[Key], floor: dict[Key, int]) -> str:
     shown = ", ".join(f"{t}[{p}]@{floor[t, p]}" for t, p in listed[:5])
     more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
     return (
-        f"reading {shown}{more} on {cluster} received nothing for {READ_TIMEOUT_S:.0f}s; "
-        f"is {cluster} reachable?"
+        f"reading {shown}{more} on {cluster!r} received nothing for {READ_TIMEOUT_S:.0f}s; "
+        f"is {cluster!r} reachable?"
     )
 
 
@@ -162,8 +163,25 @@ ABSENT = frozenset(
 
 def partition_bounds(cluster: ClusterConfig, partitions: list[Key]) -> dict[Key, tuple[int, int]]:
     """(log start, high watermark) of each partition that exists, two requests per
-    broker; a partition that does not exist (or has no leader yet) is left out."""
+    broker; a partition that does not exist (or has no leader yet) is left out. (One
+    such partition would fail the whole request: librdkafka's "No leaders found", so
+    the cluster's metadata is asked first.)"""
     admin = admin_for(cluster)
+    try:
+        topics = admin.list_topics(timeout=READ_TIMEOUT_S).topics
+    except KafkaException as exc:
+        raise ReplicatorError(
+            f"cluster {cluster.alias!r}: metadata not read: {error_text(exc)}; check that "
+            "the cluster is reachable"
+        ) from exc
+    partitions = [
+        (t, p)
+        for t, p in partitions
+        if (meta := topics.get(t)) is not None
+        and meta.error is None
+        and p in meta.partitions
+        and meta.partitions[p].leader >= 0
+    ]
     found: dict[Key, list[int]] = {}
     for spec, slot in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
         if not partitions:

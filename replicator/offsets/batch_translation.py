@@ -221,7 +221,7 @@ class BatchTranslator:
             scan_partitions(
                 self.flow.target.consumer,
                 "translate",
-                repr(self.flow.target.alias),
+                self.flow.target.alias,
                 scans,
                 **{"isolation.level": "read_committed"},
             )

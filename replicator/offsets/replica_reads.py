@@ -108,7 +108,7 @@ def _read(cluster: ClusterConfig, scans: Mapping[Where, Scan]) -> None:
         scan_partitions(
             cluster.consumer,
             "replicas",
-            repr(cluster.alias),
+            cluster.alias,
             scans,
             **{"isolation.level": "read_committed"},
         )

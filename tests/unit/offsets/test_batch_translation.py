@@ -310,7 +310,7 @@ def test_each_record_goes_to_its_partitions_scan() -> None:
     pending = _scans(p0=zero, p1=one)
     floor = {key: 0 for key in pending}
     batch = [_Record(0, partition=0), _Record(0, partition=1), _Record(1, partition=0)]
-    assert _route(batch, pending, floor, _Consumer(), "'dr'") == []
+    assert _route(batch, pending, floor, _Consumer(), "dr") == []
     assert zero.seen == [0, 1] and one.seen == [0]
 
 
@@ -318,7 +318,7 @@ def test_records_below_a_partitions_floor_are_dropped() -> None:
     scan = _Scan()
     pending = _scans(p0=scan)
     floor = {(_TOPIC, 0): 5}
-    _route([_Record(3), _Record(4), _Record(5)], pending, floor, _Consumer(), "'dr'")
+    _route([_Record(3), _Record(4), _Record(5)], pending, floor, _Consumer(), "dr")
     assert scan.seen == [5]
 
 
@@ -328,7 +328,7 @@ def test_a_jump_reassigns_the_partition_at_the_new_offset_and_raises_its_floor()
     floor = {(_TOPIC, 0): 0}
     consumer = _Consumer()
     batch = [_Record(0), _Record(1), _Record(2), _Record(3)]  # 2, 3: queued before the jump
-    assert _route(batch, pending, floor, consumer, "'dr'") == []
+    assert _route(batch, pending, floor, consumer, "dr") == []
     assert scan.seen == [0, 1]
     assert floor == {(_TOPIC, 0): 5000}
     assert consumer.calls == [
@@ -341,7 +341,7 @@ def test_a_scan_done_on_a_record_finishes_and_takes_no_more() -> None:
     scan = _Scan(until=1, jumps={0: 5000})  # done: its jump is not followed
     pending = _scans(p0=scan)
     consumer = _Consumer()
-    finished = _route([_Record(0), _Record(1)], pending, {(_TOPIC, 0): 0}, consumer, "'dr'")
+    finished = _route([_Record(0), _Record(1)], pending, {(_TOPIC, 0): 0}, consumer, "dr")
     assert finished == [(_TOPIC, 0)] and pending == {}
     assert scan.seen == [0] and consumer.calls == []
 
@@ -351,7 +351,7 @@ def test_the_partition_end_ends_the_scan_and_finishes_it() -> None:
     pending = _scans(p0=zero, p1=one)
     floor = {key: 0 for key in pending}
     finished = _route(
-        [_Record(0), _eof(0, 1), _Record(0, partition=1)], pending, floor, _Consumer(), "'dr'"
+        [_Record(0), _eof(0, 1), _Record(0, partition=1)], pending, floor, _Consumer(), "dr"
     )
     assert finished == [(_TOPIC, 0)]
     assert zero.ended and zero.done and not one.ended
@@ -362,16 +362,14 @@ def test_another_read_error_names_the_partition() -> None:
     pending = _scans(p3=_Scan())
     error = KafkaError(KafkaError.OFFSET_OUT_OF_RANGE)
     with pytest.raises(ReplicatorError, match=r"primary\.orders\[3\] on 'dr' from offset 7"):
-        _route(
-            [_Record(7, partition=3, error=error)], pending, {(_TOPIC, 3): 7}, _Consumer(), "'dr'"
-        )
+        _route([_Record(7, partition=3, error=error)], pending, {(_TOPIC, 3): 7}, _Consumer(), "dr")
 
 
 def test_records_of_a_partition_not_pending_are_passed_over() -> None:
     scan = _Scan()
     pending = _scans(p0=scan)
     batch = [_Record(0, partition=9), _eof(9), _Record(0)]
-    assert _route(batch, pending, {(_TOPIC, 0): 0}, _Consumer(), "'dr'") == []
+    assert _route(batch, pending, {(_TOPIC, 0): 0}, _Consumer(), "dr") == []
     assert scan.seen == [0]
 
 
@@ -380,6 +378,6 @@ def test_after_a_jump_a_scan_sees_each_record_once() -> None:
     pending = _scans(p0=scan)
     floor = {(_TOPIC, 0): 0}
     consumer = _Consumer()
-    _route([_Record(0), _Record(3000), _Record(3001)], pending, floor, consumer, "'dr'")
-    _route([_Record(3000), _Record(3001), _Record(3002)], pending, floor, consumer, "'dr'")
+    _route([_Record(0), _Record(3000), _Record(3001)], pending, floor, consumer, "dr")
+    _route([_Record(3000), _Record(3001), _Record(3002)], pending, floor, consumer, "dr")
     assert scan.seen == [0, 3000, 3001, 3002]
