@@ -34,6 +34,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -328,7 +329,8 @@ def measure(
             if every is None and sum(highs.values()) >= total_records:
                 every = now
             if every is not None:
-                commits = [view.committed(g) for g in groups]
+                with ThreadPoolExecutor(8) as pool:
+                    commits = list(pool.map(view.committed, groups))
                 count = sum(len(c) for c in commits)
                 if count > synced or synced_at is None:  # the last time the count grew
                     synced_at, cpu_synced = time.monotonic() - started, cpu_seconds(pid)

@@ -166,7 +166,9 @@ class Rebalance:
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
             resets = self._resume_points.resets(wanted)  # once per attempt
             # All tails and offsets at once; not in exactly-once mode, where each
-            # partition's earlier owners are fenced before its tail may be read.
+            # partition's earlier owners are fenced before its tail may be read. (A
+            # remote partition created a moment ago, its leader not elected yet, is
+            # read on its own: `point` waits for its leader.)
             if len(trackers) > 1 and self._writer.exactly_once is None:
                 self._resume_points.prefetch([(t.topic, t.partition, t.remote) for t in trackers])
             for tracker in trackers:

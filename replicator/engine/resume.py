@@ -63,13 +63,14 @@ class ResumePoints:
         #: for many partitions at once by `prefetch`, taken by the next `point`.
         self._prefetched: dict[tuple[str, int], tuple[TailPosition, tuple[int, int]]] = {}
 
-    def prefetch(self, partitions: list[tuple[str, int, str]]) -> None:
+    def prefetch(self, partitions: list[tuple[str, int, str]]) -> set[tuple[str, int]]:
         """Read what `point` needs of many (topic, partition, remote topic) at once:
         the target's tails and both clusters' offsets, in a few requests per broker,
         instead of a few round trips per partition (a worker given 10,000 partitions
-        waited minutes for its first record). A partition not answered here (its
-        leader not settled, say) is read on its own by `point`; `forget_prefetched`
-        drops what was not used."""
+        waited minutes for its first record). Returns the (topic, partition)s read: one
+        not answered here (a remote partition created a moment ago, its leader not
+        elected yet) is read on its own by `point`; `forget_prefetched` drops what was
+        not used."""
         target = partition_bounds(self.flow.target, [(r, p) for _, p, r in partitions])
         source = partition_bounds(self.flow.source, [(t, p) for t, p, _ in partitions])
         tails = tail_replicas(self.flow.target, self.flow.source.alias, target)
@@ -82,6 +83,7 @@ class ResumePoints:
                 last = self._tail.last(remote, partition, bounds[0], bounds[1] - TAIL_OFFSETS)
             tail = TailPosition(last, bounds[1])  # type: ignore[arg-type]
             self._prefetched[topic, partition] = (tail, source[topic, partition])
+        return set(self._prefetched)
 
     def forget_prefetched(self) -> None:
         self._prefetched.clear()

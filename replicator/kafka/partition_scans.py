@@ -150,13 +150,16 @@ def _stalled(cluster: str, keys: Iterable[Key], floor: dict[Key, int]) -> str:
 
 
 #: A partition that does not exist (yet), or whose leader is not settled right after its
-#: creation: `partition_bounds` leaves it out.
+#: creation (or an election): `partition_bounds` leaves it out.
 ABSENT = frozenset(
     {
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._UNKNOWN_PARTITION,
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
     }
 )
 

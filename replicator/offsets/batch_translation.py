@@ -167,11 +167,18 @@ class BatchTranslator:
         self.syncs = OffsetSyncStore(flow)
         self._cache: dict[Where, dict[int, Translation]] = {}
         self._highs: dict[Where, int] = {}
+        #: Target partitions' (log start, end) read this round (`begin_round`).
+        self._bounds: dict[Where, tuple[int, int] | None] = {}
         #: How each position of the last call was answered: cache, read, bisect.
         self.answered: Counter[str] = Counter()
 
     def close(self) -> None:
         self.syncs.close()
+
+    def begin_round(self) -> None:
+        """A new checkpoint round: target offsets are read again (once a round, however
+        many chunks of groups it translates)."""
+        self._bounds = {}
 
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
@@ -185,7 +192,11 @@ class BatchTranslator:
         if not wanted:
             return {}
         self.syncs.refresh()
-        bounds = partition_bounds(self.flow.target, list(wanted))
+        unknown = [where for where in wanted if where not in self._bounds]
+        if unknown:
+            found = partition_bounds(self.flow.target, unknown)
+            self._bounds.update({where: found.get(where) for where in unknown})
+        bounds = {w: b for w in wanted if (b := self._bounds[w]) is not None}
         results: dict[Position, Translation] = {}
         scans: dict[Where, _TargetScan] = {}
         fallback: list[tuple[_Wanted, int]] = []

@@ -270,6 +270,7 @@ class Checkpointer(_Checkpointing):
     def translate_groups(self, groups: list[str]) -> dict[str, list[GroupPosition]]:
         """Every group's committed positions on the flow's topics, translated exactly and
         together (`BatchTranslator`: no record counts)."""
+        self._batch.begin_round()
         return self._translated(groups, self._partitions())
 
     def emit(
@@ -283,6 +284,7 @@ class Checkpointer(_Checkpointing):
         partition of the flow (or on those of `partitions` only: this process's share,
         `CheckpointShare`)."""
         report = CheckpointReport(self.flow.name)
+        self._batch.begin_round()
         wanted = self.groups() if groups is None else list(groups)
         wanted.sort(key=lambda g: self._done_at.get(g, 0.0))  # longest ago first
         every = self._partitions()
@@ -300,6 +302,7 @@ class Checkpointer(_Checkpointing):
         held = sorted({p.group for p in report.held})
         if held:
             report.held = []
+            self._batch.begin_round()  # their records were being copied: read the ends again
             self._emit_chunk(held, partitions, report, again=True)
         return report
 
