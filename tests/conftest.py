@@ -51,6 +51,8 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 #: (`make test` passes --no-loadscope-reorder: by default xdist orders files by their
 #: number of tests). Re-measure and reorder when a file's time changes much.
 _SLOW_FILES = (
+    "test_estate_failover.py",  # 1,000 partitions (issue 41); not yet measured in a run
+    "test_estate_checkpoints.py",
     "test_notifications.py",
     "test_broker_faults.py",
     "test_browser.py",
