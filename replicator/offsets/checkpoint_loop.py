@@ -95,7 +95,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             "%d unchanged, %d held "
             "(records before them not replicated yet), %d left for the next round (the "
             "group moved on); positions answered from memory %d, by a read %d, by "
-            "bisection %d; groups synced: %d; active groups left alone: %s",
+            "bisection %d; groups synced: %s; active groups left alone: %s",
             flow.name,
             report.groups_done,
             report.partitions,
@@ -107,8 +107,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             answered["cache"],
             answered["read"],
             answered["bisect"],
-            len(report.synced_groups),
-            ", ".join(report.active_groups[:10]) or "none",
+            _first(report.synced_groups) or "none",
+            ", ".join(report.active_groups[:_SHOWN]) or "none",
         )
         if took > self.interval(flow):
             metrics.CHECKPOINT_OVERRUNS.labels(flow.name).inc()
@@ -128,7 +128,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         if share is None:
             share = self._shares[flow.name] = CheckpointShare(flow)
         share.keep(checkpointer.list_topics())
-        share.wait_assigned(_FIRST_SHARE_S)
+        share.wait_assigned(_FIRST_SHARE_S, self._stop)
         return share.owned()
 
     def join(self, timeout: float) -> None:
@@ -166,3 +166,14 @@ def _interval(flow: FlowConfig) -> float:
     if flow.sync_group_offsets_enabled:
         return min(flow.emit_checkpoints_interval_seconds, flow.sync_group_offsets_interval_seconds)
     return flow.emit_checkpoints_interval_seconds
+
+
+#: Groups a round's line names at most (an estate has hundreds).
+_SHOWN = 10
+
+
+def _first(synced: dict[str, int]) -> str:
+    """The first `_SHOWN` groups synced, with how many partitions each, and how many more."""
+    shown = dict(list(synced.items())[:_SHOWN])
+    more = len(synced) - len(shown)
+    return f"{shown}{f' and {more} more groups' if more > 0 else ''}" if shown else ""

@@ -81,11 +81,12 @@ class CheckpointShare:
         if self._topics:
             self._consumer.poll(0)
 
-    def wait_assigned(self, timeout_s: float) -> bool:
-        """Serve the group until it has given this member its share (True), or
-        `timeout_s` passed (the first round after joining; later rounds never wait)."""
+    def wait_assigned(self, timeout_s: float, stop: threading.Event) -> bool:
+        """Serve the group until it has given this member its share (True), `timeout_s`
+        passed or `stop` is set (the first round after joining; later rounds never
+        wait)."""
         deadline = time.monotonic() + timeout_s
-        while not self.assigned.is_set() and time.monotonic() < deadline:
+        while not self.assigned.is_set() and time.monotonic() < deadline and not stop.is_set():
             self._consumer.poll(0.1)
         return self.assigned.is_set()
 
