@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -153,9 +153,7 @@ class _CheckpointWriter:
             if not moves_forward(checkpoint, self.last.get(key)):
                 report.unchanged += 1
                 continue
-            self._producer.produce(
-                self.topic, key=checkpoint.key(), value=checkpoint.value(), on_delivery=delivered
-            )
+            self._produce(checkpoint, delivered)
             written.append((key, checkpoint))
         if not written:
             return
@@ -170,6 +168,29 @@ class _CheckpointWriter:
         for key, checkpoint in written:
             self.last[key] = checkpoint
             report.emitted.append(checkpoint)
+
+    def _produce(
+        self, checkpoint: Checkpoint, delivered: Callable[[KafkaError | None, object], None]
+    ) -> None:
+        """Queue one checkpoint; while the producer's queue is full (a round of hundreds
+        of thousands), serve deliveries until it has room, for `_FLUSH_TIMEOUT_S` at most."""
+        deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+        while True:
+            try:
+                self._producer.produce(
+                    self.topic,
+                    key=checkpoint.key(),
+                    value=checkpoint.value(),
+                    on_delivery=delivered,
+                )
+                return
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise ReplicatorError(
+                        f"checkpoints to {self.topic} on {self.cluster.alias!r}: the producer's "
+                        f"queue stayed full for {_FLUSH_TIMEOUT_S:.0f}s; is the cluster reachable?"
+                    ) from None
+                self._producer.poll(0.1)
 
     def _refusal(self, error: KafkaError, count: int) -> str:
         problem = f"{count} checkpoints to {self.topic} on {self.cluster.alias!r} were refused"
@@ -303,7 +324,8 @@ class Checkpointer(_Checkpointing):
         if held:
             report.held = []
             self._batch.begin_round()  # their records were being copied: read the ends again
-            self._emit_chunk(held, partitions, report, again=True)
+            for at in range(0, len(held), per_chunk):
+                self._emit_chunk(held[at : at + per_chunk], partitions, report, again=True)
         return report
 
     def _emit_chunk(

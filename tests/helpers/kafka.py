@@ -66,6 +66,21 @@ def create_topic(
     admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)
 
 
+@contextmanager
+def dropped_after(bootstrap: str, topics: list[str]) -> Iterator[None]:
+    """Delete `topics` (those that exist) when the block ends: an estate-size test's
+    thousand partitions would otherwise make every later test on the session's
+    clusters read their metadata and offsets."""
+    try:
+        yield
+    finally:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        existing = set(admin.list_topics(timeout=30).topics)
+        doomed = [t for t in topics if t in existing]
+        for future in admin.delete_topics(doomed, operation_timeout=60).values() if doomed else ():
+            future.result(60)
+
+
 def make_records(
     count: int, null_key_every: int = 7, base_timestamp: int | None = None
 ) -> list[Record]:

@@ -28,6 +28,7 @@ from replicator.engine.headers import replica_source_offset
 from replicator.offsets.groups import GroupAdmin
 from replicator.statestore import StateStore
 
+from helpers.kafka import dropped_after
 from helpers.procedures import commit_offsets, runner
 from helpers.replication import flow_config, wait_until
 
@@ -143,6 +144,12 @@ def test_every_group_of_1000_partitions_is_synced_exactly(
     primary: str, dr: str, store: StateStore
 ) -> None:
     prefix = f"estate{uuid.uuid4().hex[:6]}"
+    names = [f"{prefix}-{i:03d}" for i in range(TOPICS)]
+    with dropped_after(primary, names), dropped_after(dr, [f"primary.{t}" for t in names]):
+        _every_group_synced_exactly(primary, dr, store, prefix)
+
+
+def _every_group_synced_exactly(primary: str, dr: str, store: StateStore, prefix: str) -> None:
     topics = _create(primary, prefix)
     _fill(primary, topics)
     ends = _ends(primary, topics)

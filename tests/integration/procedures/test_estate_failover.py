@@ -27,6 +27,7 @@ from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import Failover
 from replicator.statestore import StateStore
 
+from helpers.kafka import dropped_after
 from helpers.procedures import commit_offsets, committed_offsets, runner
 from helpers.replication import wait_until, write_config
 
@@ -131,8 +132,16 @@ def _position(topic_index: int, partition: int) -> int:
 def test_unplanned_failover_of_1000_partitions_resumes_them_exactly(
     tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore
 ) -> None:
-    primary = lone_primary.bootstrap("primary")
     prefix = f"estfo{uuid.uuid4().hex[:6]}"
+    remotes = [f"primary.{prefix}-{i:03d}" for i in range(TOPICS)]
+    with dropped_after(dr, remotes):  # the lone primary goes with its module
+        _resumes_exactly(tmp_path, lone_primary, dr, store, prefix)
+
+
+def _resumes_exactly(
+    tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore, prefix: str
+) -> None:
+    primary = lone_primary.bootstrap("primary")
     topics = _create(primary, prefix)
     _fill(primary, topics)
     config = load_config(
