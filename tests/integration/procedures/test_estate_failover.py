@@ -13,20 +13,27 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.config import load_config
-from replicator.engine.headers import replica_source_offset
 from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import Failover
 from replicator.statestore import StateStore
 
+from helpers.estate import (
+    PARTITIONS,
+    RECORDS,
+    TOPICS,
+    TRANSACTIONAL,
+    create,
+    exact,
+    fill,
+    high_watermarks,
+    replica_offsets,
+)
 from helpers.kafka import dropped_after
 from helpers.procedures import commit_offsets, committed_offsets, runner
 from helpers.replication import wait_until, write_config
@@ -35,92 +42,9 @@ pytestmark = pytest.mark.integration
 
 log = logging.getLogger(__name__)
 
-TOPICS = 250
-PARTITIONS = 4
-RECORDS = 100  # per partition
-TRANSACTIONAL = 10  # of the topics, written 9 records to a transaction
 COPY_S = 240.0
 CHECKPOINTS_S = 120.0
 FAILOVER_S = 120.0
-
-
-def _create(bootstrap: str, prefix: str) -> list[str]:
-    names = [f"{prefix}-{i:03d}" for i in range(TOPICS)]
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
-    for future in futures.values():
-        future.result(60)
-    return names
-
-
-def _fill(bootstrap: str, topics: list[str]) -> None:
-    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for topic in topics[TRANSACTIONAL:]:
-        for partition in range(PARTITIONS):
-            for i in range(RECORDS):
-                plain.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=partition)
-            plain.poll(0)
-    assert plain.flush(60) == 0
-    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": uuid.uuid4().hex})
-    txn.init_transactions(30)
-    for topic in topics[:TRANSACTIONAL]:
-        for partition in range(PARTITIONS):
-            for start in range(0, RECORDS, 9):
-                txn.begin_transaction()
-                for i in range(start, min(start + 9, RECORDS)):
-                    txn.produce(topic, value=b"t%d" % i, partition=partition)
-                txn.commit_transaction(30)
-
-
-def _ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
-    try:
-        return {
-            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
-            for t in topics
-            for p in range(PARTITIONS)
-        }
-    finally:
-        consumer.close()
-
-
-def _replica_offsets(bootstrap: str, remotes: list[str]) -> dict[tuple[str, int], list]:
-    """Every target partition read whole: (target offset, source offset) of each replica."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-        }
-    )
-    found: dict[tuple[str, int], list] = defaultdict(list)
-    pending = {(t, p) for t in remotes for p in range(PARTITIONS)}
-    try:
-        consumer.assign([TopicPartition(t, p, 0) for t, p in pending])
-        deadline = time.monotonic() + 120
-        while pending and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, 0.2):
-                key = (message.topic(), message.partition())
-                if message.error() is not None:
-                    pending.discard(key)
-                    continue
-                source = replica_source_offset(message.headers(), b"primary")
-                if source is not None:
-                    found[key].append((message.offset(), source))
-        assert not pending, f"{len(pending)} target partitions not read to their end"
-    finally:
-        consumer.close()
-    return found
-
-
-def _exact(replicas: list, committed: int) -> int:
-    """The fresh exact translation: the first replica whose source offset is >= it."""
-    for target, source in replicas:
-        if source >= committed:
-            return target
-    return replicas[-1][0] + 1
 
 
 def _position(topic_index: int, partition: int) -> int:
@@ -142,8 +66,8 @@ def _resumes_exactly(
     tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore, prefix: str
 ) -> None:
     primary = lone_primary.bootstrap("primary")
-    topics = _create(primary, prefix)
-    _fill(primary, topics)
+    topics = create(primary, prefix)
+    fill(primary, topics)
     config = load_config(
         write_config(
             tmp_path, primary, dr, f"{prefix}-.*", extra=("emit.checkpoints.interval.seconds = 5",)
@@ -160,7 +84,7 @@ def _resumes_exactly(
 
     def copied() -> bool:
         try:
-            return _ends(dr, remotes) == wanted_ends
+            return high_watermarks(dr, remotes) == wanted_ends
         except Exception:  # remote topics not all created yet
             return False
 
@@ -185,9 +109,9 @@ def _resumes_exactly(
         ).run()
         failover_s = time.monotonic() - failed_over
 
-    replicas = _replica_offsets(dr, remotes)
+    replicas = replica_offsets(dr, remotes)
     expected = {
-        (f"primary.{t}", p): _exact(replicas[f"primary.{t}", p], offset)
+        (f"primary.{t}", p): exact(replicas[f"primary.{t}", p], offset)
         for (t, p), offset in positions.items()
     }
     log.info(
