@@ -330,16 +330,7 @@ class BatchTranslator:
         replicated_until: int | None,
         results: dict[Position, Translation],
     ) -> None:
-        translation = Translation(
-            topic=entry.topic,
-            partition=entry.partition,
-            source_offset=offset,
-            remote_topic=entry.remote,
-            target_offset=target_offset,
-            replicated_until=replicated_until,
-            missing=None,
-            unreplicated_before=0,
-        )
+        translation = _translation(entry, offset, target_offset, replicated_until, exact=True)
         results[entry.topic, entry.partition, offset] = translation
         self.answered["read"] += 1
         known = self._cache.setdefault((entry.remote, entry.partition), {})
@@ -373,14 +364,8 @@ class BatchTranslator:
         replicated_until: int | None,
         results: dict[Position, Translation],
     ) -> None:
-        results[entry.topic, entry.partition, offset] = Translation(
-            topic=entry.topic,
-            partition=entry.partition,
-            source_offset=offset,
-            remote_topic=entry.remote,
-            target_offset=target_offset,
-            replicated_until=replicated_until,
-            missing=None,
+        results[entry.topic, entry.partition, offset] = _translation(
+            entry, offset, target_offset, replicated_until, exact=False
         )
 
     def _bisect(
@@ -404,6 +389,23 @@ class BatchTranslator:
             )
             results[entry.topic, entry.partition, offset] = translation
             self.answered["bisect"] += 1
+
+
+def _translation(
+    entry: _Wanted, offset: int, target_offset: int, replicated_until: int | None, *, exact: bool
+) -> Translation:
+    """A translation of the batch (no record counts): `exact` when nothing before the
+    position is missing on the target, else held."""
+    return Translation(
+        topic=entry.topic,
+        partition=entry.partition,
+        source_offset=offset,
+        remote_topic=entry.remote,
+        target_offset=target_offset,
+        replicated_until=replicated_until,
+        missing=None,
+        unreplicated_before=0 if exact else None,
+    )
 
 
 def _pair(replica: Replica) -> tuple[int, int]:
