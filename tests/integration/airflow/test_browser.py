@@ -59,6 +59,19 @@ _TIMEOUT_S = 120.0
 SUPERVISOR = "replicator_supervisor"
 
 
+def _wait_first_records(system: EmbeddedSystem, consumed: Path) -> None:
+    """The demo application's first records on the primary; when they do not come, the
+    failure says what the system's parts said (a CI run once timed out here with
+    nothing else to go on)."""
+    try:
+        wait_processed(consumed, "primary", 50, _TIMEOUT_S)
+    except AssertionError as timeout:
+        app = system.app
+        logs = sorted(app.app.data_dir.glob("*.log")) if app is not None else []
+        tails = "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs)
+        raise AssertionError(f"{timeout}\nproblems: {system.problems()}\n{tails}") from None
+
+
 def _run_dag(
     airflow: AirflowClient, dag_id: str, conf: dict[str, object], approve: bool = False
 ) -> str:
@@ -144,7 +157,7 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
         assert store.flow_state("dr->primary").state == "stopped"  # the failover starts it
         airflow = system.airflow
         assert airflow is not None
-        wait_processed(consumed, "primary", 50, _TIMEOUT_S)
+        _wait_first_records(system, consumed)
         wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
         wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicating")
         page = f"{airflow.url}/dr-status/"
