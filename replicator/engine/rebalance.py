@@ -45,6 +45,12 @@ _PROBE_TIMEOUT_S = 10.0
 #: twice as long each time, up to the maximum, for as long as it stays away.
 _RESUME_FIRST_S = 0.5
 _RESUME_MAX_S = 10.0
+#: Partitions of remote topics created a moment ago answer once their leaders settle,
+#: seconds after each other: they wait (paused) and are read again together this
+#: often, for up to `_SETTLE_S`, while the others replicate. After that each is read
+#: on its own, which waits for its leader and names the partition that does not answer.
+_SETTLE_PAUSE_S = 0.5
+_SETTLE_S = 30.0
 
 
 class Rebalance:
@@ -73,6 +79,10 @@ class Rebalance:
         self._source_commits = source_commits
         self._reporter = reporter
         self._backoff = Backoff(_RESUME_FIRST_S, _RESUME_MAX_S)
+        #: Since when some partitions wait for their target leaders to settle, and when
+        #: they are read again (`_settled`).
+        self._settling_since: float | None = None
+        self._settle_next = 0.0
 
     # -- the group's callbacks -----------------------------------------------------------
 
@@ -144,7 +154,7 @@ class Rebalance:
     def resume_waiting(self) -> None:
         """Resume the partitions that wait for the target, when it answers."""
         waiting = self._partitions.waiting()
-        if not waiting:
+        if not waiting or time.monotonic() < self._settle_next:
             return
         for tracker in self._resume(waiting):
             self._partitions.restart_fetch(tracker)
@@ -166,11 +176,13 @@ class Rebalance:
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
             resets = self._resume_points.resets(wanted)  # once per attempt
             # All tails and offsets at once; not in exactly-once mode, where each
-            # partition's earlier owners are fenced before its tail may be read. (A
-            # remote partition created a moment ago, its leader not elected yet, is
-            # read on its own: `point` waits for its leader.)
-            if len(trackers) > 1 and self._writer.exactly_once is None:
-                self._resume_points.prefetch([(t.topic, t.partition, t.remote) for t in trackers])
+            # partition's earlier owners are fenced before its tail may be read.
+            batched = len(trackers) > 1 or self._settling_since is not None
+            if batched and self._writer.exactly_once is None:
+                read = self._resume_points.prefetch(
+                    [(t.topic, t.partition, t.remote) for t in trackers]
+                )
+                trackers = self._settled(trackers, read, now)
             for tracker in trackers:
                 if self._resume_partition(tracker, resets):
                     resumed.append(tracker)
@@ -194,6 +206,23 @@ class Rebalance:
                 self.flow.name, self.flow.target.alias, away,
             )  # fmt: skip
         return resumed
+
+    def _settled(
+        self, trackers: list[PartitionTracker], read: set[tuple[str, int]], now: float
+    ) -> list[PartitionTracker]:
+        """Those of `trackers` to resume now: the ones `prefetch` read, while the
+        others' target leaders settle (they stay waiting, read again together in
+        `_SETTLE_PAUSE_S`); all of them once that has lasted `_SETTLE_S`."""
+        unread = [t for t in trackers if (t.topic, t.partition) not in read]
+        if not unread:
+            self._settling_since = None
+            return trackers
+        if self._settling_since is None:
+            self._settling_since = now
+        if now - self._settling_since > _SETTLE_S:
+            return trackers
+        self._settle_next = now + _SETTLE_PAUSE_S
+        return [t for t in trackers if (t.topic, t.partition) in read]
 
     def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
         """The remote topics of `trackers` have their partitions on the target, and

@@ -185,7 +185,7 @@ def partition_bounds(cluster: ClusterConfig, partitions: list[Key]) -> dict[Key,
         and p in meta.partitions
         and meta.partitions[p].leader >= 0
     ]
-    found: dict[Key, list[int]] = {}
+    found: dict[Key, list[int | None]] = {}
     for spec, slot in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
         if not partitions:
             break
@@ -203,5 +203,11 @@ def partition_bounds(cluster: ClusterConfig, partitions: list[Key]) -> dict[Key,
                     f"{error_text(exc)}; check that the cluster is reachable and the "
                     "principal may DESCRIBE the topic"
                 ) from exc
-            found.setdefault((tp.topic, tp.partition), [0, 0])[slot] = offset
-    return {key: (low, high) for key, (low, high) in found.items()}
+            found.setdefault((tp.topic, tp.partition), [None, None])[slot] = offset
+    # A partition answered by one request and not the other (its leader settled in
+    # between) is left out: both bounds or neither.
+    return {
+        key: (low, high)
+        for key, (low, high) in found.items()
+        if low is not None and high is not None
+    }

@@ -216,18 +216,21 @@ class FakeTopics:
 
 
 class FakeResumePoints:
-    """Where partitions resume: `offsets` by key (target_end = offset), or `error` raised."""
+    """Where partitions resume: `offsets` by key (target_end = offset), or `error` raised;
+    the keys in `settling` are not answered by `prefetch` (their target leaders settle)."""
 
     def __init__(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         self.offsets = offsets or {}
         self.error: Exception | None = None
+        self.settling: set[tuple[str, int]] = set()
 
     def resets(self, partitions: list[TopicPartition]) -> None:
         if self.error is not None:
             raise self.error
 
-    def prefetch(self, partitions: list[tuple[str, int, str]]) -> None:
+    def prefetch(self, partitions: list[tuple[str, int, str]]) -> set[tuple[str, int]]:
         self.prefetched = list(partitions)
+        return {(t, p) for t, p, _ in partitions} - self.settling
 
     def forget_prefetched(self) -> None:
         pass

@@ -127,6 +127,39 @@ def test_a_target_that_does_not_answer_keeps_partitions_waiting_until_it_does(
     assert "'dr' answers again" in caplog.text
 
 
+def test_partitions_whose_target_leaders_settle_wait_while_the_others_replicate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 1,000 remote partitions created a moment ago answer within seconds of each other;
+    # a worker that read each of them alone waited for every leader in turn before
+    # its first record (10 s at 1,000 partitions in bench/estate_scale.py).
+    caplog.set_level(logging.INFO)
+    g = _Group()
+    g.points.offsets = {("orders", 0): 3, ("orders", 1): 4, ("orders", 2): 5}
+    g.points.settling = {("orders", 1), ("orders", 2)}
+    g.assign(0, 1, 2)
+
+    zero, one, two = (g.partitions.get(("orders", p)) for p in range(3))
+    assert not zero.resuming and zero.next_offset == 3
+    assert one.resuming and two.resuming
+    assert "assigned orders[0]@3, orders[1], orders[2] (2 waiting" in caplog.text
+    assert ("pause", [("orders", 1, -1001), ("orders", 2, -1001)]) in g.consumer.calls
+
+    g.points.settling = {("orders", 2)}
+    g.rebalance.resume_waiting()  # asked again only after a pause
+    assert one.resuming
+    time.sleep(0.6)
+    g.rebalance.resume_waiting()  # read together with the other one still settling
+    assert not one.resuming and one.next_offset == 4 and two.resuming
+    assert g.points.prefetched == [("orders", 1, "primary.orders"), ("orders", 2, "primary.orders")]
+    g.points.settling = set()
+    time.sleep(0.6)
+    g.rebalance.resume_waiting()  # the last one alone is still read in a batch
+    assert not two.resuming and two.next_offset == 5
+    assert g.points.prefetched == [("orders", 2, "primary.orders")]
+    assert g.partitions.waiting() == []
+
+
 def test_revoke_flushes_commits_and_forgets() -> None:
     g = _Group()  # committing source positions is the default
     g.assign(0, 1)
