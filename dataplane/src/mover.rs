@@ -378,9 +378,10 @@ impl Inner {
                     // target topic (librdkafka refreshes it only every
                     // topic.metadata.refresh.interval.ms): ask the target once.
                     refreshed = true;
+                    let target = std::slice::from_ref(&part.target);
                     let count = self
-                        .know(&part.target, METADATA_TIMEOUT)
-                        .map_err(Refused::Other)?;
+                        .know(target, METADATA_TIMEOUT)
+                        .map_err(Refused::Other)?[&part.target];
                     if count <= part.partition as usize {
                         return Err(Refused::Other(format!(
                             "{} has {count} partitions on the target: partition {} does not \
@@ -405,25 +406,38 @@ impl Inner {
             .map_err(Refused::Other)
     }
 
-    /// Ask the target for `target`'s metadata through the producer's own handle
-    /// (`rd_kafka_metadata`: librdkafka updates the partitions the producer knows
-    /// from the answer) and return its partition count.
-    fn know(&self, target: &str, timeout: Duration) -> Result<usize, String> {
-        let asking = || format!("learning the partitions of {target} on the target");
+    /// Ask the target for the `targets` topics' metadata through the producer's own
+    /// handle (`rd_kafka_metadata`: librdkafka updates the partitions the producer
+    /// knows from the answer) and return their partition counts. One topic is asked
+    /// alone; several in one request for every topic of the cluster: a worker given
+    /// thousands of partitions asks once, not once per topic.
+    fn know(
+        &self,
+        targets: &[String],
+        timeout: Duration,
+    ) -> Result<HashMap<String, usize>, String> {
+        let asking = |target: &str| format!("learning the partitions of {target} on the target");
+        let single = match targets {
+            [one] => Some(one.as_str()),
+            _ => None,
+        };
         let metadata = self
             .producer
             .client()
-            .fetch_metadata(Some(target), timeout)
-            .map_err(|e| format!("{}: {e}", asking()))?;
-        let topic = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == target)
-            .ok_or_else(|| format!("{}: the target's answer does not name it", asking()))?;
-        if let Some(code) = topic.error() {
-            return Err(format!("{}: {}", asking(), describe(code)));
+            .fetch_metadata(single, timeout)
+            .map_err(|e| format!("{}: {e}", asking(&targets.join(", "))))?;
+        let answered: HashMap<&str, _> = metadata.topics().iter().map(|t| (t.name(), t)).collect();
+        let mut counts = HashMap::with_capacity(targets.len());
+        for target in targets {
+            let topic = answered.get(target.as_str()).ok_or_else(|| {
+                format!("{}: the target's answer does not name it", asking(target))
+            })?;
+            if let Some(code) = topic.error() {
+                return Err(format!("{}: {}", asking(target), describe(code)));
+            }
+            counts.insert(target.clone(), topic.partitions().len());
         }
-        Ok(topic.partitions().len())
+        Ok(counts)
     }
 
     fn source_shared(&self) -> &Arc<Shared> {
@@ -545,7 +559,10 @@ impl Inner {
                 headers,
                 reason,
             };
-            let copied = || own.as_ref().map_or_else(Vec::new, |own| own.copied(usize::MAX));
+            let copied = || {
+                own.as_ref()
+                    .map_or_else(Vec::new, |own| own.copied(usize::MAX))
+            };
             if let Some(reason) = plan::check(pairs.iter().map(|(name, _)| *name), &self.reserved) {
                 let held = keep(reason, copied());
                 hold(&self.source, &mut self.parts, slot, held)?;
@@ -1289,16 +1306,7 @@ impl Mover {
         timeout: f64,
     ) -> PyResult<HashMap<String, usize>> {
         let timeout = seconds(timeout)?;
-        self.with(py, move |inner| {
-            let deadline = Instant::now() + timeout;
-            let mut counts = HashMap::new();
-            for topic in topics {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let count = inner.know(&topic, left)?;
-                counts.insert(topic, count);
-            }
-            Ok(counts)
-        })
+        self.with(py, move |inner| inner.know(&topics, timeout))
     }
 
     /// Wait up to `timeout` seconds for every record in flight to be acked; returns

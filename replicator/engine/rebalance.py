@@ -46,10 +46,13 @@ _PROBE_TIMEOUT_S = 10.0
 _RESUME_FIRST_S = 0.5
 _RESUME_MAX_S = 10.0
 #: Partitions of remote topics created a moment ago answer once their leaders settle,
-#: seconds after each other: they wait (paused) and are read again together this
-#: often, for up to `_SETTLE_S`, while the others replicate. After that each is read
-#: on its own, which waits for its leader and names the partition that does not answer.
-_SETTLE_PAUSE_S = 0.5
+#: seconds after each other: they wait (paused) and are read again together, after
+#: 0.5 s and then twice as long each time up to 4 s (each read asks the cluster about
+#: every waiting partition while its controller is busy electing them), for up to
+#: `_SETTLE_S`, while the others replicate. After that each is read on its own, which
+#: waits for its leader and names the partition that does not answer.
+_SETTLE_FIRST_S = 0.5
+_SETTLE_MAX_S = 4.0
 _SETTLE_S = 30.0
 
 
@@ -82,7 +85,7 @@ class Rebalance:
         #: Since when some partitions wait for their target leaders to settle, and when
         #: they are read again (`_settled`).
         self._settling_since: float | None = None
-        self._settle_next = 0.0
+        self._settle = Backoff(_SETTLE_FIRST_S, _SETTLE_MAX_S)
 
     # -- the group's callbacks -----------------------------------------------------------
 
@@ -154,7 +157,7 @@ class Rebalance:
     def resume_waiting(self) -> None:
         """Resume the partitions that wait for the target, when it answers."""
         waiting = self._partitions.waiting()
-        if not waiting or time.monotonic() < self._settle_next:
+        if not waiting or not self._settle.due(time.monotonic()):
             return
         for tracker in self._resume(waiting):
             self._partitions.restart_fetch(tracker)
@@ -211,17 +214,18 @@ class Rebalance:
         self, trackers: list[PartitionTracker], read: set[tuple[str, int]], now: float
     ) -> list[PartitionTracker]:
         """Those of `trackers` to resume now: the ones `prefetch` read, while the
-        others' target leaders settle (they stay waiting, read again together in
-        `_SETTLE_PAUSE_S`); all of them once that has lasted `_SETTLE_S`."""
+        others' target leaders settle (they stay waiting, read again together with
+        backoff); all of them once that has lasted `_SETTLE_S`."""
         unread = [t for t in trackers if (t.topic, t.partition) not in read]
         if not unread:
             self._settling_since = None
+            self._settle.succeeded(now)
             return trackers
         if self._settling_since is None:
             self._settling_since = now
         if now - self._settling_since > _SETTLE_S:
             return trackers
-        self._settle_next = now + _SETTLE_PAUSE_S
+        self._settle.failed(now)
         return [t for t in trackers if (t.topic, t.partition) in read]
 
     def _know_remotes(self, trackers: list[PartitionTracker]) -> None:

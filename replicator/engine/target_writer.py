@@ -374,9 +374,14 @@ class TargetWriter:
     def know(self, remotes: Iterable[str], timeout: float) -> None:
         """Have the target producer learn the `remotes` topics' partitions (it must
         before their first record); raises KafkaException when the target does not
-        answer within `timeout` seconds."""
-        for remote in remotes:
-            self.producer.list_topics(remote, timeout=timeout)
+        answer within `timeout` seconds. Several topics are asked in one request for
+        every topic of the cluster (a worker given thousands of partitions asks once,
+        not once per topic)."""
+        topics = sorted(set(remotes))
+        if len(topics) == 1:
+            self.producer.list_topics(topics[0], timeout=timeout)
+        elif topics:
+            self.producer.list_topics(timeout=timeout)
 
     def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
         """The partition resumes, its remote partition's high watermark `target_end`:

@@ -153,7 +153,9 @@ def test_partitions_whose_target_leaders_settle_wait_while_the_others_replicate(
     assert not one.resuming and one.next_offset == 4 and two.resuming
     assert g.points.prefetched == [("orders", 1, "primary.orders"), ("orders", 2, "primary.orders")]
     g.points.settling = set()
-    time.sleep(0.6)
+    g.rebalance.resume_waiting()  # asked again after twice the pause
+    assert two.resuming
+    time.sleep(1.1)
     g.rebalance.resume_waiting()  # the last one alone is still read in a batch
     assert not two.resuming and two.next_offset == 5
     assert g.points.prefetched == [("orders", 2, "primary.orders")]
