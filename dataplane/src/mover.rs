@@ -1390,6 +1390,32 @@ impl Mover {
         Ok(out)
     }
 
+    /// {(topic, partition): position} of the partitions the Mover reads: where its
+    /// consumer stands past every record it handed out, control records and aborted
+    /// records included (`Source::positions`); a partition not fetched yet is left
+    /// out. A partition's lag counts from there, not from its last record.
+    fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let positions = self.with(py, |inner| {
+            let keys: Vec<_> = inner
+                .parts
+                .iter()
+                .map(|p| (p.topic.as_str(), p.partition))
+                .collect();
+            let found = inner.source.positions(&keys)?;
+            Ok(inner
+                .parts
+                .iter()
+                .zip(found)
+                .filter_map(|(p, position)| Some(((p.topic.clone(), p.partition), position?)))
+                .collect::<Vec<_>>())
+        })?;
+        let out = PyDict::new(py);
+        for (key, position) in positions {
+            out.set_item(key, position)?;
+        }
+        Ok(out)
+    }
+
     /// Client errors and librdkafka's warnings since the last call: [(client, level,
     /// text)], client "source" or "target".
     fn events(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {

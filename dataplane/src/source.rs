@@ -208,6 +208,29 @@ impl<C: ClientContext> Source<C> {
         Ok(())
     }
 
+    /// Where the consumer stands in each of `partitions` past what it handed out:
+    /// the first record of the current batch not handed out yet, else librdkafka's
+    /// position, which moves past the control records (transaction markers) and
+    /// aborted records it never hands out. None where it has none (not fetched yet).
+    pub fn positions(&self, partitions: &[(&str, i32)]) -> Result<Vec<Option<i64>>, String> {
+        let wanted: Vec<_> = partitions.iter().map(|&(t, p)| (t, p, None)).collect();
+        let tpl = Self::list(&wanted)?;
+        check(unsafe { rd::rd_kafka_position(self.client.native_ptr(), tpl.ptr()) })?;
+        let fetched = self.fetched.borrow();
+        Ok(partitions
+            .iter()
+            .map(|&(topic, partition)| {
+                if let Some(first) = fetched.iter().find(|t| t.is_of(topic, partition)) {
+                    return Some(unsafe { first.0.as_ref() }.offset);
+                }
+                match tpl.find_partition(topic, partition)?.offset() {
+                    Offset::Offset(offset) => Some(offset),
+                    _ => None,
+                }
+            })
+            .collect())
+    }
+
     /// The partition's high watermark as the consumer last learned it (from its fetch
     /// responses: no request), None before it fetched the partition.
     pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {

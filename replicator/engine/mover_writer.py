@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
 from replicator.acls.principal import missing_acl
@@ -199,6 +199,17 @@ class MoverFetch:
         high = self._writer.high_watermark((partition.topic, partition.partition))
         return own if high is None else (own[0] if own else -1, high)
 
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The Mover's consumer's positions (the group consumer never fetches), as
+        the consumer's `position` gives them: OFFSET_INVALID where not known."""
+        assert self._writer is not None, "MoverFetch.bind was not called"
+        return [
+            TopicPartition(tp.topic, tp.partition, known)
+            if (known := self._writer.position((tp.topic, tp.partition))) is not None
+            else TopicPartition(tp.topic, tp.partition, OFFSET_INVALID)
+            for tp in partitions
+        ]
+
 
 class MoverWriter:
     """The `ReplicaWriter` of the compiled path (see the module's description)."""
@@ -246,9 +257,11 @@ class MoverWriter:
         self._in_flight: dict[Key, int] = {}
         #: Since when records have been in flight with none acknowledged (the deadline).
         self._waiting_since: float | None = None
-        #: Per partition: the source's high watermark as the Mover last fetched it, and
-        #: when the Movers were last asked (`high_watermark`).
+        #: Per partition: the source's high watermark as the Mover last fetched it, its
+        #: consumer's position, and when the Movers were last asked (`high_watermark`,
+        #: `position`).
         self._highs: dict[Key, int] = {}
+        self._positions: dict[Key, int] = {}
         self._highs_read = float("-inf")
 
     # -- what the loop and rebalancing read -----------------------------------------------
@@ -334,6 +347,7 @@ class MoverWriter:
             wanted.append((topic, partition, offset, tracker.remote))
             self._assigned.add(key)
             self._pairs.pop(key, None)
+            self._positions.pop(key, None)
         if wanted:
             self._mover.limits({remote: self.record_limit(remote) for *_, remote in wanted})
             self._mover.assign(wanted)
@@ -344,6 +358,8 @@ class MoverWriter:
         if gone:
             self._mover.unassign(gone)
             self._assigned.difference_update(gone)
+        for key in keys:
+            self._positions.pop(key, None)
 
     # -- the round ----------------------------------------------------------------------
 
@@ -636,15 +652,31 @@ class MoverWriter:
         `_HIGHS_EVERY_S`; None before the partition was fetched. A partition the Mover
         no longer reads (stopped, held) keeps its last one, as a paused partition of
         the Python loop's consumer does."""
-        now = time.monotonic()
-        if now - self._highs_read >= _HIGHS_EVERY_S:
-            self._highs_read = now
-            for mover in self._movers():
-                try:
-                    self._highs.update(mover.watermarks())
-                except self._module.MoverError:
-                    continue  # closed (at shutdown): the watermarks it last told stand
+        self._read_movers()
         return self._highs.get(key)
+
+    def position(self, key: Key) -> int | None:
+        """Where the Mover's consumer stands in `key` past every record it handed out
+        (control records and aborted records included), as last asked (at most
+        `_HIGHS_EVERY_S` ago, and not before the partition was last assigned); None
+        when it is not known."""
+        self._read_movers()
+        return self._positions.get(key)
+
+    def _read_movers(self) -> None:
+        now = time.monotonic()
+        if now - self._highs_read < _HIGHS_EVERY_S:
+            return
+        self._highs_read = now
+        for mover in self._movers():
+            try:
+                self._highs.update(mover.watermarks())
+                positions = mover.positions()
+            except self._module.MoverError:
+                continue  # closed (at shutdown): what it last told stands
+            self._positions.update(
+                (key, offset) for key, offset in positions.items() if key in self._assigned
+            )
 
     def flush(self, timeout: float) -> int:
         """Wait for the Mover's records in flight (and the status producer's); the

@@ -89,12 +89,26 @@ class TaskReporter:
         self._consumer = consumer
 
     def lag(self, tracker: PartitionTracker) -> int | None:
-        _, high = self._consumer.get_watermark_offsets(
-            TopicPartition(tracker.topic, tracker.partition), cached=True
-        )
+        """Source offsets after what the partition has handled: its high watermark
+        less where it stands (`_read_through`)."""
+        tp = TopicPartition(tracker.topic, tracker.partition)
+        _, high = self._consumer.get_watermark_offsets(tp, cached=True)
         if high is None or high < 0 or tracker.next_offset < 0:
             return None
-        return max(0, high - tracker.next_offset)
+        return max(0, high - self._read_through(tracker, tp))
+
+    def _read_through(self, tracker: PartitionTracker, tp: TopicPartition) -> int:
+        """Where every record of the partition before is handled: its next offset, or
+        past it the consumer's position while it replicates (not waiting, stopped or
+        held at a record). The offsets between are control records (transaction
+        markers) and aborted records, which the consumer never hands out: without
+        them, a transactional partition copied to its end showed a lag of one (its
+        commit marker), and an unplanned failover, which counts what was lost from
+        the last status, counted that marker as a lost record."""
+        if tracker.resuming or tracker.stopped or tracker.size.held:
+            return tracker.next_offset
+        (position,) = self._consumer.position([tp])
+        return max(tracker.next_offset, position.offset)
 
     def skipped(self, tracker: PartitionTracker, offset: int, reason: str) -> None:
         """The record at `offset` of `tracker`'s partition is not replicated, for

@@ -56,6 +56,9 @@ class FakeConsumer:
         self.calls: list[tuple[str, list[tuple[str, int, int]]]] = []
         self.high = high
         self.committed: list[list[TopicPartition]] = []
+        #: Where the consumer stands per partition (past control records); unknown
+        #: (OFFSET_INVALID) when not set.
+        self.positions: dict[tuple[str, int], int] = {}
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         self.calls.append(("pause", tps(partitions)))
@@ -74,6 +77,14 @@ class FakeConsumer:
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
         return 0, self.high
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1001)
+            )
+            for tp in partitions
+        ]
 
     def paused(self) -> list[tuple[str, int]]:
         return [(t, p) for name, parts in self.calls if name == "pause" for t, p, _ in parts]
@@ -310,6 +321,8 @@ class FakeMover:
         self.record_limits: dict[str, int] = {}
         #: What `watermarks()` returns: the high watermarks its fetches learned.
         self.highs: dict[tuple[str, int], int] = {}
+        #: Where its consumer stands per partition (past control records).
+        self.positions_read: dict[tuple[str, int], int] = {}
         FakeMover.made.append(self)
 
     def _txn(self, name: str) -> None:
@@ -369,6 +382,11 @@ class FakeMover:
         if self.closed:
             raise FakeMoverError("the mover is closed")
         return dict(self.highs)
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        if self.closed:
+            raise FakeMoverError("the mover is closed")
+        return dict(self.positions_read)
 
     def flush(self, timeout: float) -> int:
         self.calls.append(("flush", timeout))

@@ -1,11 +1,11 @@
 """An unplanned failover's RPO on a transactional topic whose records all reached the
 target: the source partition ends with a commit marker, which is never copied.
 
-Known fault (found by test_estate_failover.py, not fixed yet): without the source, the
-unplanned failover counts what was not replicated from the replicator's last status
-(`next_offset + lag`), and the lag counts the trailing marker's offset, so each such
-partition reports one record lost. The fix needs the replicator to publish where its
-consumer stands past control records (or the lag in records, not offsets).
+Without the source, the unplanned failover counts what was not replicated from the
+replicator's last status (`next_offset + lag`). The lag counted from the partition's
+last record took the trailing marker for a record not replicated yet, so each such
+partition reported one record lost (found by test_estate_failover.py); it now counts
+from where the consumer stands, past the control records it never hands out.
 """
 
 from __future__ import annotations
@@ -29,10 +29,6 @@ from helpers.replication import end_offsets, wait_until, write_config
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the status-based count takes a trailing commit marker for a lost record",
-)
 def test_a_trailing_commit_marker_is_not_a_lost_record(
     tmp_path: Path, lone_primary: LocalStack, dr: str, store: StateStore
 ) -> None:

@@ -222,6 +222,29 @@ def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
     assert p.fetch.get_watermark_offsets(TopicPartition(*KEY), cached=False) == (0, OFFSET_INVALID)
 
 
+def test_lag_counts_from_past_the_commit_markers_the_mover_read(
+    p: _Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A transactional partition copied to its end: its last record is at 22, its
+    # commit marker at 23, its high watermark 24. The consumer hands the marker to no
+    # one, so the lag counted from the last record stayed 1 forever, and an unplanned
+    # failover counted that marker as a lost record.
+    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
+    reporter = TaskReporter(p.flow.name, "w1", 0)
+    reporter.read_lag_with(p.fetch)
+    made = p.replicating(next_offset=23)
+    p.mover.highs[KEY] = 24
+    assert reporter.lag(made) == 1  # position not known yet: from the last record
+    p.mover.positions_read[KEY] = 24
+    assert reporter.lag(made) == 0
+    made.size.held = True  # held at a record: what it read past it is not handled
+    assert reporter.lag(made) == 1
+    made.size.held = False
+    p.fetch.incremental_assign([TopicPartition(*KEY, 23)])  # read again from 23
+    p.mover.positions_read.clear()
+    assert reporter.lag(made) == 1  # the position from before is forgotten
+
+
 def test_librdkafkas_warning_about_a_setting_the_engine_forces_is_not_the_operators(
     p: _Path, caplog: pytest.LogCaptureFixture
 ) -> None:
