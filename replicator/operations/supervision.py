@@ -45,7 +45,7 @@ from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.status import STALE_AFTER_S, WorkerStatus, live_workers
 from replicator.errors import ReplicatorError
 from replicator.kafka.errors import error_text
-from replicator.operations.dr_status import checkpoint_info
+from replicator.operations.dr_status import checkpoint_age_s
 from replicator.operations.health import (
     Bounds,
     Problem,
@@ -300,7 +300,7 @@ def _check_flow(
         len(lag.partitions),
         lag.max_behind,
         lag.total_behind,
-        checkpoint_info(flow).age_seconds if flow.emit_checkpoints_enabled else None,
+        checkpoint_age_s(flow) if flow.emit_checkpoints_enabled else None,
         heartbeat_age_s(flow) if flow.emit_heartbeats_enabled else None,
     )
 
