@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.kafka.errors import error_code
+from replicator.localstack.errors import StackError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,33 @@ def ensure_topics(
         except KafkaException as exc:
             if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+    _wait_served(admin, [t.topic for t in missing])
+
+
+def _wait_served(admin: AdminClient, topics: list[str], timeout_s: float = 30.0) -> None:
+    """Wait until the cluster's metadata shows `topics` with a leader for every
+    partition. A consumer that subscribes by pattern before then matches nothing
+    and looks again only after `topic.metadata.refresh.interval.ms` (5 minutes): a
+    CI run's demo consumer, started a moment after its topic was created on a busy
+    machine, read nothing for the test's two minutes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        served = admin.list_topics(timeout=10).topics
+        pending = [
+            t
+            for t in topics
+            if t not in served
+            or served[t].error is not None
+            or any(p.leader < 0 for p in served[t].partitions.values())
+        ]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise StackError(
+                f"demo topics {pending} have no leader {timeout_s:.0f} s after their creation; "
+                "check the local cluster's log"
+            )
+        time.sleep(0.1)
 
 
 def _demo_record(topic: str, sequence: int) -> tuple[bytes | None, bytes]:
