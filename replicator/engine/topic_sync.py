@@ -30,6 +30,7 @@ from replicator.config.model import FlowConfig
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import AdminClient, admin_for
 from replicator.kafka.errors import error_text, kafka_error
+from replicator.kafka.topic_metadata import unserved
 
 log = logging.getLogger(__name__)
 
@@ -206,13 +207,7 @@ class TopicSync:
         deadline = time.monotonic() + self.timeout_s
         while True:
             metadata = self.target_admin.list_topics(timeout=self.timeout_s).topics
-            pending = [
-                t
-                for t in topics
-                if t not in metadata
-                or metadata[t].error is not None
-                or any(p.leader < 0 for p in metadata[t].partitions.values())
-            ]
+            pending = unserved(metadata, topics)
             if not pending:
                 return
             if time.monotonic() > deadline:

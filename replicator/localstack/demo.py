@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.kafka.errors import error_code
+from replicator.kafka.topic_metadata import unserved
 from replicator.localstack.errors import StackError
 
 log = logging.getLogger(__name__)
@@ -66,14 +67,7 @@ def _wait_served(admin: AdminClient, topics: list[str], timeout_s: float = 30.0)
     machine, read nothing for the test's two minutes."""
     deadline = time.monotonic() + timeout_s
     while True:
-        served = admin.list_topics(timeout=10).topics
-        pending = [
-            t
-            for t in topics
-            if t not in served
-            or served[t].error is not None
-            or any(p.leader < 0 for p in served[t].partitions.values())
-        ]
+        pending = unserved(admin.list_topics(timeout=10).topics, topics)
         if not pending:
             return
         if time.monotonic() > deadline:
