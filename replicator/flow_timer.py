@@ -268,6 +268,10 @@ class FlowTimer(BackgroundLoop, Generic[F]):
         returns; anything it raises follows this module's rule (logged once, counted,
         retried with backoff, shown), apart from the other flows'."""
 
+    def paused(self, flow: F) -> None:
+        """The flow does not run now (the state store stopped it): no round, and what
+        its rounds publish must not read as failing (see CheckpointLoop)."""
+
     def wanted(self) -> bool:
         return bool(self._flows)
 
@@ -277,7 +281,10 @@ class FlowTimer(BackgroundLoop, Generic[F]):
             self._due = {f.name: start + min(FIRST_ROUND_S, self.interval(f)) for f in self._flows}
         wanted = self._running()
         for flow in self._flows:
-            if time.monotonic() < self._due[flow.name] or not wanted.get(flow.name, True):
+            if not wanted.get(flow.name, True):
+                self.paused(flow)
+                continue
+            if time.monotonic() < self._due[flow.name]:
                 continue
             if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):
                 self._due[flow.name] = time.monotonic() + self.interval(flow)

@@ -15,7 +15,12 @@ a second, so a labelled counter is never touched per record.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+#: No `*_created` series: they double the series count, no rule or panel reads them,
+#: and `replicator run` serves its workers' families merged with its own
+#: (`replicator.operations.metrics_tree`), where they would be one family twice.
+disable_created_metrics()
 
 #: Labels of the partition families; `partition` is "" unless asked for.
 PARTITION_LABELS = ("flow", "topic", "partition")
@@ -117,6 +122,13 @@ SOURCE_COMMITS = Counter(
     "(replicator.commit.source.offsets), by outcome (ok, failed).",
     ("flow", "outcome"),
 )
+FLOW_DESIRED_RUNNING = Gauge(
+    "replicator_flow_desired_running",
+    "1 while the DR state store wants the flow to run in this process, 0 while it is "
+    "stopped on purpose (paused, or the standby direction after a failover): alerts on "
+    "a flow's replication gate on it, and its disappearing means the process vanished.",
+    ("flow",),
+)
 WORKER_RUNNING = Gauge(
     "replicator_worker_running",
     "1 while the worker's replication loop runs, 0 once it failed (the runner starts it "
@@ -168,8 +180,3 @@ def partition_label(partition: int, per_partition: bool) -> str:
     """The `partition` label value of a partition family: the number when the flow asks
     for per-partition series (`metrics.partition.labels`), else "" (one series per topic)."""
     return str(partition) if per_partition else ""
-
-
-def serve(port: int) -> None:
-    """Expose /metrics on `port` (all interfaces, as Prometheus scrapes remotely)."""
-    start_http_server(port)

@@ -27,8 +27,11 @@ def error_code(exc: BaseException) -> int | None:
 
 def error_text(exc: BaseException) -> str:
     """The one-line cause of `exc`: librdkafka's text of its error for a
-    KafkaException, else the exception's own text."""
-    return kafka_error(exc).str() if isinstance(exc, KafkaException) else str(exc)
+    KafkaException, else the exception's own text, or its kind when it has none (a
+    future's `result(timeout)` raises a TimeoutError without text)."""
+    if isinstance(exc, KafkaException):
+        return kafka_error(exc).str()
+    return str(exc) or f"{type(exc).__name__} (no answer in time)"
 
 
 def is_fatal(error: KafkaError) -> bool:

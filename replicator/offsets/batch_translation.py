@@ -169,6 +169,9 @@ class BatchTranslator:
         self._highs: dict[Where, int] = {}
         #: Target partitions' (log start, end) read this round (`begin_round`).
         self._bounds: dict[Where, tuple[int, int] | None] = {}
+        #: Source partitions' first committed record at or after an offset, found this
+        #: round (`_check_source`): (that offset, the record's offset).
+        self._source_firsts: dict[tuple[str, int], tuple[int, int]] = {}
         #: How each position of the last call was answered: cache, read, bisect.
         self.answered: Counter[str] = Counter()
 
@@ -177,8 +180,29 @@ class BatchTranslator:
 
     def begin_round(self) -> None:
         """A new checkpoint round: target offsets are read again (once a round, however
-        many chunks of groups it translates)."""
+        many chunks of groups it translates), and so are the source's records past them."""
         self._bounds = {}
+        self._source_firsts = {}
+
+    def check_targets(self, partitions: Iterable[tuple[str, int]]) -> bool:
+        """Read this round's bounds of the target partitions of the source `partitions`
+        and forget what is known of those whose end went back (recreated or truncated);
+        True when something was forgotten: answers kept elsewhere are stale too."""
+        alias, policy = self.flow.source.alias, self.flow.policy
+        remote: dict[str, str] = {}
+        wheres = [
+            (topic, (remote.get(topic) or remote.setdefault(
+                topic, policy.format_remote_topic(alias, topic)), partition))
+            for topic, partition in partitions
+        ]  # fmt: skip
+        unknown = [where for _, where in wheres if where not in self._bounds]
+        if unknown:
+            found = partition_bounds(self.flow.target, unknown)
+            self._bounds.update({where: found.get(where) for where in unknown})
+        forgot = False
+        for topic, where in wheres:
+            forgot |= self._check_high(where, topic, self._bounds[where])
+        return forgot
 
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
@@ -245,16 +269,18 @@ class BatchTranslator:
 
     # -- steps ------------------------------------------------------------------------
 
-    def _check_high(self, where: Where, topic: str, bounds: tuple[int, int] | None) -> None:
+    def _check_high(self, where: Where, topic: str, bounds: tuple[int, int] | None) -> bool:
         """Forget what is known of a target partition whose end went back (recreated
-        or truncated): its records are not where they were."""
+        or truncated): its records are not where they were. True when it did."""
         high = None if bounds is None else bounds[1]
         before = self._highs.get(where)
-        if before is not None and (high is None or high < before):
+        went_back = before is not None and (high is None or high < before)
+        if went_back:
             self._cache.pop(where, None)
             self.syncs.forget(topic, where[1])
         if high is not None:
             self._highs[where] = high
+        return went_back
 
     def _from_cache(
         self, where: Where, entry: _Wanted, results: dict[Position, Translation]
@@ -347,7 +373,21 @@ class BatchTranslator:
         starts: dict[tuple[str, int], int] = {}
         for b in beyond:
             starts.setdefault((b.entry.topic, b.entry.partition), b.source_from)
-        firsts = first_records(self.flow.source, starts)
+        # A record found stays where it is: kept for the round's later chunks of groups,
+        # which ask the same while the copy is under way. "None up to the end" is not
+        # kept: a position committed later may lie past that end.
+        firsts: dict[tuple[str, int], int | None] = {}
+        unread = {}
+        for where, start in starts.items():
+            known = self._source_firsts.get(where)
+            if known is not None and known[0] == start:
+                firsts[where] = known[1]
+            else:
+                unread[where] = start
+        for where, first in first_records(self.flow.source, unread).items():
+            firsts[where] = first
+            if first is not None:
+                self._source_firsts[where] = (unread[where], first)
         for b in beyond:
             first = firsts[b.entry.topic, b.entry.partition]
             if first is None or first >= b.offset:  # only markers between: nothing missing

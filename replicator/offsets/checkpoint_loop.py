@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import suppress
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -60,6 +61,13 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         for name, share in self._shares.items():  # stay in the groups between rounds
             self.guarded(f"the checkpoint group of flow {name}", share.keep)
         super().tick()
+
+    def paused(self, flow: FlowConfig) -> None:
+        """A stopped flow (paused, or the standby direction after a failover) writes no
+        checkpoints on purpose: its checkpoint age is not published, so the stalled-
+        checkpoints alert stays quiet; the next round after it starts sets it again."""
+        with suppress(KeyError):
+            metrics.CHECKPOINT_TIMESTAMP.remove(flow.name)
 
     def enabled(self, flow: FlowConfig) -> bool:
         return flow.emit_checkpoints_enabled

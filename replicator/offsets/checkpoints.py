@@ -137,27 +137,36 @@ class _CheckpointWriter:
         self._producer = Producer(
             {**cluster.producer, "enable.idempotence": True}, cluster=cluster.alias
         )
+        #: Checkpoints queued and not acknowledged yet, and the refusals since the
+        #: last `settle`.
+        self._sending: dict[CheckpointKey, Checkpoint] = {}
+        self._refused: list[KafkaError] = []
 
     def write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
-        """Write what moves forward; they count as written (and as the latest) only
-        once the cluster acknowledged them all, else ReplicatorError says why."""
-        refused: list[KafkaError] = []
+        """`queue` them and `settle`: written when this returns, else ReplicatorError."""
+        self.queue(checkpoints, report)
+        self.settle(report)
 
-        def delivered(error: KafkaError | None, _message: object) -> None:
-            if error is not None:
-                refused.append(error)
-
-        written: list[tuple[CheckpointKey, Checkpoint]] = []
+    def queue(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        """Send what moves forward without waiting for the cluster; each counts as
+        written (and as the latest) once acknowledged. A round queues chunk after chunk
+        and settles once at its end: one wait a round, not one a chunk."""
         for checkpoint in checkpoints:
             key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
-            if not moves_forward(checkpoint, self.last.get(key)):
+            if not moves_forward(checkpoint, self._latest(key)):
                 report.unchanged += 1
                 continue
-            self._produce(checkpoint, delivered)
-            written.append((key, checkpoint))
-        if not written:
+            self._sending[key] = checkpoint
+            self._produce(checkpoint, self._delivered(key, checkpoint, report))
+
+    def settle(self, report: CheckpointReport) -> None:
+        """Wait until every queued checkpoint is acknowledged (`_FLUSH_TIMEOUT_S` at
+        most); ReplicatorError says how many were not, or why the cluster refused them."""
+        if not self._sending and not self._refused:
             return
         remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
+        refused, self._refused = self._refused, []
+        self._sending = {}  # not acknowledged: sent again by the next round
         if remaining:
             raise ReplicatorError(
                 f"{remaining} checkpoints to {self.topic} on {self.cluster.alias!r} were not "
@@ -165,9 +174,25 @@ class _CheckpointWriter:
             )
         if refused:
             raise ReplicatorError(self._refusal(refused[0], len(refused)))
-        for key, checkpoint in written:
+
+    def _latest(self, key: CheckpointKey) -> Checkpoint | None:
+        """The newest checkpoint of `key`: being sent, or acknowledged."""
+        sending = self._sending.get(key)
+        return sending if sending is not None else self.last.get(key)
+
+    def _delivered(
+        self, key: CheckpointKey, checkpoint: Checkpoint, report: CheckpointReport
+    ) -> Callable[[KafkaError | None, object], None]:
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if self._sending.get(key) is checkpoint:
+                del self._sending[key]
+            if error is not None:
+                self._refused.append(error)
+                return
             self.last[key] = checkpoint
             report.emitted.append(checkpoint)
+
+        return delivered
 
     def _produce(
         self, checkpoint: Checkpoint, delivered: Callable[[KafkaError | None, object], None]
@@ -240,6 +265,12 @@ class _Checkpointing:
     def _write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
         self._open_writer().write(checkpoints, report)
 
+    def _queue(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
+        self._open_writer().queue(checkpoints, report)
+
+    def _settle(self, report: CheckpointReport) -> None:
+        self._open_writer().settle(report)
+
 
 class Checkpointer(_Checkpointing):
     """Translates a flow's source consumer groups and checkpoints them on the target;
@@ -260,6 +291,10 @@ class Checkpointer(_Checkpointing):
         self._batch = BatchTranslator(flow, self._index, self._source_reader)
         #: When each group's checkpoints were last written (monotonic), for the order.
         self._done_at: dict[str, float] = {}
+        #: Groups whose every position was checkpointed exactly, with the committed
+        #: positions (offset, metadata) that was of: while a group commits nothing new,
+        #: its round costs one read of its offsets, nothing per position.
+        self._settled: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         #: The flow's replicated topics and their partition counts, as last listed.
         self.topics: dict[str, int] = {}
         self._group_sync = (
@@ -314,6 +349,8 @@ class Checkpointer(_Checkpointing):
         report.partitions = len(partitions)
         if not partitions:
             return report
+        if self._batch.check_targets(partitions):  # a target partition went back
+            self._settled.clear()
         per_chunk = max(1, (chunk or CHUNK_POSITIONS) // max(1, len(partitions)))
         for at in range(0, len(wanted), per_chunk):
             self._emit_chunk(wanted[at : at + per_chunk], partitions, report)
@@ -326,6 +363,7 @@ class Checkpointer(_Checkpointing):
             self._batch.begin_round()  # their records were being copied: read the ends again
             for at in range(0, len(held), per_chunk):
                 self._emit_chunk(held[at : at + per_chunk], partitions, report, again=True)
+        self._settle(report)
         return report
 
     def _emit_chunk(
@@ -335,25 +373,70 @@ class Checkpointer(_Checkpointing):
         report: CheckpointReport,
         again: bool = False,
     ) -> None:
+        committed = self.source.committed_many(groups, partitions)
+        now = {
+            group: {(c.topic, c.partition): (c.offset, c.metadata) for c in found}
+            for group, found in committed.items()
+        }
+        settled = {group for group in groups if self._settled.get(group) == now[group]}
+        for group in settled:  # nothing committed since: its checkpoints stand
+            report.unchanged += len(now[group])
+            report.translations["cache"] += len(now[group])
+        fresh = {g: found for g, found in committed.items() if g not in settled}
         exact: dict[str, list[GroupPosition]] = {}
-        for group, positions in self._translated(groups, partitions).items():
+        unsettled: set[str] = set()
+        for group, positions in self._translate_committed(fresh).items():
             for position in positions:
                 if position.translation.exact:
                     exact.setdefault(group, []).append(position)
                 else:
                     report.held.append(position)
-        checkpoints = self._not_stale(exact, report)
-        self._write(checkpoints, report)
+                    unsettled.add(group)
+        checkpoints = self._not_stale(exact, report, unsettled)
+        self._queue(checkpoints, report)
+        for group in fresh:
+            if group in unsettled:
+                self._settled.pop(group, None)
+            else:
+                self._settled[group] = now[group]
         if self._group_sync is not None:
-            synced, active = self._group_sync.sync(checkpoints)
-            report.synced_groups.update(synced)
-            report.active_groups.extend(active)
-        now = time.monotonic()
+            self._sync_groups(self._group_sync, checkpoints, {g: now[g] for g in settled}, report)
+        done = time.monotonic()
         for group in groups:
-            self._done_at[group] = now
+            self._done_at[group] = done
         if not again:
             report.groups_done += len(groups)
         report.translations.update(self._batch.answered)
+
+    def _sync_groups(
+        self,
+        group_sync: GroupOffsetSync,
+        checkpoints: list[Checkpoint],
+        settled: dict[str, dict[tuple[str, int], tuple[int, str]]],
+        report: CheckpointReport,
+    ) -> None:
+        """sync.group.offsets for the chunk: the `checkpoints` translated, and the stored
+        ones of the `settled` groups due to be looked at again."""
+        for group, positions in settled.items():
+            if not group_sync.unchanged(group):
+                checkpoints = [*checkpoints, *self._stored_of(group, positions)]
+        synced, active = group_sync.sync(checkpoints)
+        report.synced_groups.update(synced)
+        report.active_groups.extend(active)
+
+    def _stored_of(self, group: str, positions: Collection[tuple[str, int]]) -> list[Checkpoint]:
+        """The stored checkpoints of `group` on the source `positions`."""
+        stored, policy, alias = self._stored(), self.policy, self.flow.source.alias
+        remote: dict[str, str] = {}
+        found = []
+        for topic, partition in positions:
+            name = remote.get(topic) or remote.setdefault(
+                topic, policy.format_remote_topic(alias, topic)
+            )
+            checkpoint = stored.get((group, name, partition))
+            if checkpoint is not None:
+                found.append(checkpoint)
+        return found
 
     def list_topics(self) -> list[str]:
         """The flow's replicated source topics (one metadata request)."""
@@ -372,7 +455,11 @@ class Checkpointer(_Checkpointing):
     def _translated(
         self, groups: list[str], partitions: list[tuple[str, int]]
     ) -> dict[str, list[GroupPosition]]:
-        committed = self.source.committed_many(groups, partitions)
+        return self._translate_committed(self.source.committed_many(groups, partitions))
+
+    def _translate_committed(
+        self, committed: dict[str, list[Committed]]
+    ) -> dict[str, list[GroupPosition]]:
         translations = self._batch.translate(
             (c.topic, c.partition, c.offset) for found in committed.values() for c in found
         )
@@ -385,7 +472,10 @@ class Checkpointer(_Checkpointing):
         }
 
     def _not_stale(
-        self, positions: dict[str, list[GroupPosition]], report: CheckpointReport
+        self,
+        positions: dict[str, list[GroupPosition]],
+        report: CheckpointReport,
+        unsettled: set[str],
     ) -> list[Checkpoint]:
         """The checkpoints of `positions`, less those that only look like a rewind.
 
@@ -410,6 +500,7 @@ class Checkpointer(_Checkpointing):
                         }
                     if now.get((t.topic, t.partition), t.source_offset) >= previous.upstream:
                         report.moved_on += 1
+                        unsettled.add(group)  # looked at again next round
                         continue
                 checkpoints.append(checkpoint)
         return checkpoints

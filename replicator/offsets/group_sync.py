@@ -30,6 +30,16 @@ class GroupOffsetSync:
         #: Per group: the positions last synced, and rounds since it was read.
         self._synced: dict[str, tuple[Positions, int]] = {}
 
+    def unchanged(self, group: str) -> bool:
+        """True when `group`, whose positions did not change since the caller last
+        handed them to `sync`, is left alone this round (counted as one); False when it
+        is due to be read again: hand its positions to `sync`."""
+        known = self._synced.get(group)
+        if known is None or known[1] + 1 >= RECHECK_ROUNDS:
+            return False
+        self._synced[group] = (known[0], known[1] + 1)
+        return True
+
     def sync(self, checkpoints: list[Checkpoint]) -> tuple[dict[str, int], list[str]]:
         """Commit what moves forward; (partitions committed per group, active groups)."""
         by_group: dict[str, list[Checkpoint]] = {}

@@ -30,7 +30,7 @@ from replicator.kafka.errors import error_code, error_text
 _TIMEOUT_S = 30.0
 #: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
 #: is a few round trips to the group's coordinator, most of its time waiting.
-_PARALLEL_READS = 8
+_PARALLEL_READS = 16
 #: States in which a group has no members, so its offsets may be written from outside.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 _REFUSED = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED})
@@ -216,6 +216,12 @@ class GroupAdmin:
         and the principal that lacks it."""
         try:
             return future.result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
+        except TimeoutError as exc:
+            raise ReplicatorError(
+                f"cluster {self.cluster.alias!r}{what}: no answer within {_TIMEOUT_S:.0f}s "
+                "(a group coordinator still loading answers late on a cluster just started); "
+                "the next round asks again"
+            ) from exc
         except Exception as exc:
             raise self._refused(exc, what, needs) from exc
 

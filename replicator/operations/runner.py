@@ -36,6 +36,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from multiprocessing.sharedctypes import Synchronized
 from types import FrameType
 
 from replicator import logs, metrics
@@ -48,6 +49,7 @@ from replicator.engine.task import ReplicationTask
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import BackgroundLoop
 from replicator.offsets.checkpoint_loop import CheckpointLoop
+from replicator.operations.metrics_tree import MetricsTree, WorkerEndpoint, serve_worker
 from replicator.operations.thread_status import ThreadStatusLoop
 from replicator.statestore import StateStore
 from replicator.statestore.flow_states import runs
@@ -114,19 +116,16 @@ def run_flows(
     thread_status.start()
     loops = [desired, checkpoints, acl_sync, thread_status]
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
+    tree = _serve_metrics(flows)
     try:
         if len(slots) == 1:
-            flow = flows[0]
-            if flow.metrics_port:
-                metrics.serve(flow.metrics_port)
-                log.info("metrics on http://0.0.0.0:%d/metrics", flow.metrics_port)
             _supervise(slots, _ThreadWorker, stop, desired, loops)
         else:
             context = multiprocessing.get_context("spawn")
             level = logging.getLogger().getEffectiveLevel()
             _supervise(
                 slots,
-                lambda flow, index: _ProcessWorker(context, flow, index, level),
+                lambda flow, index: _ProcessWorker(context, flow, index, level, tree),
                 stop,
                 desired,
                 loops,
@@ -136,6 +135,26 @@ def run_flows(
         for loop in loops:
             loop.join(_STOP_TIMEOUT_S)
         thread_status.remove()
+
+
+def _serve_metrics(flows: list[FlowConfig]) -> MetricsTree | None:
+    """Serve this process's metrics and its workers' on the port the flows name
+    (`metrics.port`; each distinct one, normally the one top-level port); None when
+    no flow names one (workers then serve nothing)."""
+    ports = sorted({flow.metrics_port for flow in flows if flow.metrics_port})
+    if not ports:
+        return None
+    tree = MetricsTree()
+    for port in ports:
+        try:
+            tree.serve(port)
+        except OSError as exc:
+            raise ReplicatorError(
+                f"metrics.port {port}: cannot serve metrics there ({exc}); another process "
+                "uses it: stop it, or set metrics.port to a free port"
+            ) from exc
+        log.info("metrics of every flow and worker on http://0.0.0.0:%d/metrics", port)
+    return tree
 
 
 class DesiredStates(BackgroundLoop):
@@ -189,6 +208,8 @@ class DesiredStates(BackgroundLoop):
                     "starting it" if running else "stopping it (flushing first)",
                 )
         self._running = read
+        for flow, running in read.items():
+            metrics.FLOW_DESIRED_RUNNING.labels(flow).set(int(running))
 
 
 class _Worker(ABC):
@@ -271,18 +292,37 @@ class _ProcessWorker(_Worker):
     """A worker process; SIGTERM makes it flush and stop."""
 
     def __init__(
-        self, context: multiprocessing.context.BaseContext, flow: FlowConfig, index: int, level: int
+        self,
+        context: multiprocessing.context.BaseContext,
+        flow: FlowConfig,
+        index: int,
+        level: int,
+        tree: MetricsTree | None,
     ) -> None:
         super().__init__(flow, f"{flow.name}#{index}")
+        #: The loopback port the worker serves its metrics on (0 until it says; -1: none).
+        self._metrics_port = context.Value("i", 0 if tree is not None else -1)
+        self._stopping = False
         self._process = context.Process(
-            target=_worker_main, args=(flow, index, level), name=self.name
+            target=_worker_main, args=(flow, index, level, self._metrics_port), name=self.name
         )
         self._process.start()
+        if tree is not None:
+            tree.add(
+                WorkerEndpoint(
+                    flow.name,
+                    self.name,
+                    port=lambda: self._metrics_port.value or None,
+                    alive=self.alive,
+                    wanted=lambda: not self._stopping,
+                )
+            )
 
     def alive(self) -> bool:
         return self._process.is_alive()
 
     def stop(self) -> None:
+        self._stopping = True
         if self._process.is_alive():
             self._process.terminate()
 
@@ -403,15 +443,16 @@ def _note_end(worker: _Worker, restart: Backoff, ran_s: float, now: float) -> No
         log.warning("worker %s was killed; starting it again", worker.name)
 
 
-def _worker_main(flow: FlowConfig, index: int, level: int) -> None:
-    """Entry point of one worker process."""
+def _worker_main(flow: FlowConfig, index: int, level: int, metrics_port: Synchronized[int]) -> None:
+    """Entry point of one worker process; it serves its metrics on a loopback port
+    and tells the runner which in `metrics_port` (-1: none wanted)."""
     _die_with_parent()
     pace_for_replication()
     logs.configure(level, worker=f"{flow.name}#{index}")  # the runner's format (see logs)
     stop = threading.Event()
     _stop_on_signals(stop)
-    if flow.metrics_port:
-        metrics.serve(flow.metrics_port + index)
+    if metrics_port.value == 0:
+        metrics_port.value = serve_worker()
     try:
         ReplicationTask(flow, stop_event=stop).run()
     except AccessDenied as exc:

@@ -27,7 +27,7 @@ from replicator.offsets.checkpoints import (
     moves_forward,
     read_checkpoints,
 )
-from replicator.offsets.groups import GroupAdmin
+from replicator.offsets.groups import Committed, GroupAdmin
 from replicator.offsets.translation import TargetIndex
 
 from helpers.kafka import create_topic, unique_topic
@@ -396,18 +396,18 @@ def test_a_round_never_writes_a_position_the_group_left_meanwhile(primary: str, 
     commit_offsets(flow.source, group, {(topic, 0): 40})
 
     with Checkpointer(flow) as slow_round:
-        translated = slow_round._translated
+        translated = slow_round._translate_committed
 
         def translate_then_group_moves(
-            names: list[str], partitions: list[tuple[str, int]]
+            committed: dict[str, list[Committed]],
         ) -> dict[str, list[GroupPosition]]:
-            positions = translated(names, partitions)
+            positions = translated(committed)
             commit_offsets(flow.source, group, {(topic, 0): 60})
             with Checkpointer(flow) as final:
                 assert final.emit([group]).emitted == [Checkpoint(group, remote, 0, 60, 60)]
             return positions
 
-        slow_round._translated = translate_then_group_moves  # type: ignore[method-assign]
+        slow_round._translate_committed = translate_then_group_moves  # type: ignore[method-assign]
         report = slow_round.emit([group])
 
     assert (report.emitted, report.moved_on) == ([], 1)

@@ -69,7 +69,17 @@ def test_every_supervisor_check_has_an_alert() -> None:
         "ReplicatorOffsetSyncsStalled",
         "ReplicatorRecordsLost",
         "ReplicatorRecordsSkipped",
+        "ReplicatorMetricsAbsent",
     }
+
+
+def test_no_rule_names_a_job_and_each_links_the_runbook() -> None:
+    """Rules an operator installs as they are: whatever job the chart's ServiceMonitor or
+    a static scrape gives, and each alert leads to what to do."""
+    alerts = rule_expressions()
+    assert [a for a, expression in alerts.items() if "job=" in expression] == []
+    text = RULES.read_text(encoding="utf-8")
+    assert text.count('runbook_url: "docs/operations.md#alarms-what-each-one-means"') == len(alerts)
 
 
 def test_alert_rules_query_only_exported_metrics() -> None:

@@ -76,3 +76,17 @@ def test_an_active_group_is_looked_at_again_next_round() -> None:
     assert sync.sync([_at("app", 50)]) == ({}, ["app"])
     target.active.clear()
     assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
+
+
+def test_a_group_left_unchanged_by_the_caller_is_due_every_few_rounds() -> None:
+    """The checkpointer does not translate a group that committed nothing new: it asks
+    `unchanged`, and hands the group's stored positions over only when it is due."""
+    target = _Target()
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    assert not sync.unchanged("app")  # never synced: due
+    sync.sync([_at("app", 50)])
+    due = [not sync.unchanged("app") for _ in range(RECHECK_ROUNDS)]
+    assert due == [False] * (RECHECK_ROUNDS - 1) + [True]
+    target.offsets["app"] = {}  # reset by an operator on the target meanwhile
+    assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
+    assert target.reads == 2
