@@ -52,6 +52,7 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -322,7 +323,7 @@ class SizeResult:
     #: The source alone at the latency phase's load, before the first measured phase.
     warm_up: WarmUp | None
     #: Headers of its own on every source record (`--record-headers`).
-    record_headers: int = 0
+    record_headers: int | str = 0
 
 
 # -- the JVM side: MirrorMaker 2 and the perf tools ---------------------------------------
@@ -693,7 +694,13 @@ def wait_for_topic(bootstrap: str, topic: str, timeout: float) -> None:
 
 
 def offer_load(
-    topic: str, rate: int, seconds: float, value_bytes: int, partitions: int, *, headers: int = 0
+    topic: str,
+    rate: int,
+    seconds: float,
+    value_bytes: int,
+    partitions: int,
+    *,
+    headers: int | str = 0,
 ) -> tuple[int, float]:
     """Produce `rate` records/s to `topic` on the source for `seconds` (each with
     `headers` of its own); return the count and the rate achieved.
@@ -782,7 +789,7 @@ def measure_latency(
     seconds: float,
     value_bytes: int,
     partitions: int,
-    headers: int = 0,
+    headers: int | str = 0,
 ) -> Latency:
     """Offer the load to `topic` while probes read it on both clusters (`headers`: of
     their own on every record)."""
@@ -836,9 +843,32 @@ def header_names(count: int) -> list[str]:
     ]
 
 
-def header_lists(count: int) -> list[list[tuple[str, bytes]]] | None:
+#: `--record-headers forwarded`: every record carries another flow's provenance, as an
+#: application forwarding a replica's headers writes it (Kafka Streams' default):
+#: cluster `elsewhere`, topic `orders` there, and an offset that differs per record.
+FORWARDED = "forwarded"
+_FORWARDED_FROM = ((b"__dr_src", b"elsewhere"), (b"__dr_topic", b"orders"))
+
+
+def forwarded_lists() -> list[list[tuple[str, bytes]]]:
+    """VALUE_POOL lists of forwarded provenance headers (`FORWARDED`)."""
+    return [
+        [
+            ("__dr_src", _FORWARDED_FROM[0][1]),
+            ("__dr_off", struct.pack(">q", 1_000_000 + i)),
+            ("__dr_topic", _FORWARDED_FROM[1][1]),
+        ]
+        for i in range(VALUE_POOL)
+    ]
+
+
+def header_lists(count: int | str) -> list[list[tuple[str, bytes]]] | None:
     """VALUE_POOL lists of `count` headers each, values of random printable ASCII at
-    their shapes' sizes (as a trace id differs per record); None for none."""
+    their shapes' sizes (as a trace id differs per record); None for none; forwarded
+    provenance for `FORWARDED`."""
+    if count == FORWARDED:
+        return forwarded_lists()
+    assert isinstance(count, int)
     if count == 0:
         return None
     sizes = [HEADER_SHAPES[i % len(HEADER_SHAPES)][1] for i in range(count)]
@@ -852,8 +882,11 @@ def header_lists(count: int) -> list[list[tuple[str, bytes]]] | None:
     ]
 
 
-def header_bytes(count: int) -> int:
+def header_bytes(count: int | str) -> int:
     """Bytes of names and values `count` headers add to a record."""
+    if count == FORWARDED:
+        return sum(len(name) + len(value) for name, value in forwarded_lists()[0])
+    assert isinstance(count, int)
     names = header_names(count)
     return sum(len(name) + HEADER_SHAPES[i % len(HEADER_SHAPES)][1] for i, name in enumerate(names))
 
@@ -897,10 +930,12 @@ def preload_with_headers(
     return time.monotonic() - started
 
 
-def check_copied_headers(topic: str, count: int) -> None:
+def check_copied_headers(topic: str, count: int | str) -> None:
     """The first replica of `topic` on the target carries the source's `count` headers
-    first, in order (either system may add its own after them)."""
-    if count == 0:
+    first, in order (either system may add its own after them). Forwarded provenance is
+    the replicators' to rewrite (ours replaces it with its own; MM2 copies it): not
+    checked."""
+    if count in (0, FORWARDED):
         return
     consumer = Consumer(
         {
@@ -951,7 +986,7 @@ class Settings:
     #: default) or consumer (KIP-848, the broker's range assignor).
     group_protocol: str = "classic"
     #: Headers of its own on every source record (`HEADER_SHAPES`); 0: none.
-    record_headers: int = 0
+    record_headers: int | str = 0
     #: Our clients' librdkafka statistics (a Python callback: the Python loop).
     client_stats: bool = False
 
@@ -1233,9 +1268,13 @@ def table(result: SizeResult) -> str:
         f"{s.system} {s.figures.warm_records_per_s / ceiling:.0%}"
         for s in (result.ours, result.mm2)
     )
+    what = (
+        "another flow's provenance headers, forwarded"
+        if result.record_headers == FORWARDED
+        else f"{result.record_headers} headers of their own"
+    )
     own = (
-        f"{result.record_headers} headers of their own ({header_bytes(result.record_headers)} B; "
-        "not on the perf tools' records), "
+        f"{what} ({header_bytes(result.record_headers)} B; not on the perf tools' records), "
         if result.record_headers
         else ""
     )
@@ -1298,11 +1337,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--record-headers",
-        type=int,
+        type=_record_headers,
         default=0,
-        metavar="N",
+        metavar="N|forwarded",
         help="headers of its own on every source record, named and sized like an "
-        "application's (trace-id 32 B, content-type 16 B, ...) (0)",
+        "application's (trace-id 32 B, content-type 16 B, ...), or `forwarded`: another "
+        "flow's provenance headers (__dr_src, __dr_off, __dr_topic), as an application "
+        "forwarding a replica's headers writes them (0)",
     )
     parser.add_argument(
         "--client-stats",
@@ -1310,10 +1351,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="print our clients' librdkafka statistics after each run (their Python "
         "callback keeps our flow on the Python loop)",
     )
-    args = parser.parse_args(argv)
-    if args.record_headers < 0:
-        parser.error(f"--record-headers {args.record_headers}: give 0 or more")
-    return args
+    return parser.parse_args(argv)
+
+
+def _record_headers(text: str) -> int | str:
+    if text == FORWARDED:
+        return FORWARDED
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count (0 or more) or {FORWARDED}")
+    return int(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

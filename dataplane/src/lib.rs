@@ -8,7 +8,9 @@
 
 pub mod ledger;
 pub mod plan;
+pub mod slots;
 pub mod txn;
+pub mod verdicts;
 
 #[cfg(feature = "python")]
 mod group;

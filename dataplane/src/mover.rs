@@ -30,9 +30,11 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use crate::group::{self, TxnError};
 use crate::ledger::{Ledger, Report, Sent};
 use crate::plan::{self, Irregular};
+use crate::slots::Slots;
 use crate::source::{describe, Record, Source};
 use crate::target::{Headers, TargetTopic};
 use crate::txn::Txn;
+use crate::verdicts::{Verdict, Verdicts};
 
 create_exception!(
     _dataplane,
@@ -54,6 +56,9 @@ create_exception!(
 const LOG_LINES: usize = 1000;
 /// How long a seek (after a released record) may take.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `release` waits for room in a full producer queue before it gives the
+/// record back to its caller (held still), who keeps polling its group meanwhile.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
 /// How long the producer may take to learn a target topic's partitions when a record
 /// is refused for a partition it does not know (`Inner::produce`).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -192,6 +197,10 @@ struct Part {
     /// as `Mover.limits` said; a larger one is handed back as too large.
     limit: usize,
     held: Option<Held>,
+    /// Which assignment of this mover it is (the n-th): a partition read again may
+    /// take a lower, reused slot than its previous reading's, so `progress` orders
+    /// by this, not by slot.
+    generation: u64,
 }
 
 /// The transactional mode's state: the open transaction's reach, the ledgers as
@@ -216,10 +225,19 @@ struct Inner {
     /// `Mover.limits`: the largest record of each target topic.
     limits: HashMap<String, usize>,
     parts: Vec<Part>,
+    /// Which slots of `parts` (and of the ledgers) are in use; freed ones are reused.
+    slot_table: Slots,
+    /// Assignments made so far (`Part::generation`).
+    assignments: u64,
     provenance: Vec<(String, Option<Vec<u8>>)>,
     offset_header: Option<String>,
     topic_header: Option<String>,
     reserved: Vec<Vec<u8>>,
+    /// Python's verdicts on records carrying reserved headers, by provenance.
+    verdicts: Verdicts,
+    /// Records skipped on a verdict since `skips` was last called: by (slot, reason),
+    /// (count, first offset).
+    skips: HashMap<(usize, String), (u64, i64)>,
     transactional: Option<Transactional>,
     /// An error met after records were handed back in the same `run`: raised by the
     /// next one, so that Python sees those records first.
@@ -234,6 +252,8 @@ impl Drop for Inner {
 }
 
 type OwnedHeader = (String, Option<Vec<u8>>);
+/// What `skips` reports: (topic, partition, reason, count, first offset).
+type Skipped = (String, i32, String, u64, i64);
 
 fn config(
     side: &str,
@@ -284,6 +304,15 @@ fn hold(
 }
 
 impl Inner {
+    /// The partitions assigned now (not those given up, whose slots may linger).
+    fn current(&self) -> impl Iterator<Item = &Part> {
+        self.parts
+            .iter()
+            .enumerate()
+            .filter(|(slot, p)| self.slot(&p.topic, p.partition) == Some(*slot))
+            .map(|(_, p)| p)
+    }
+
     fn slot(&self, topic: &str, partition: i32) -> Option<usize> {
         self.slots
             .get(topic)
@@ -307,18 +336,56 @@ impl Inner {
 
     /// A record's headers: its own as they came (`own`, taken from the record), then
     /// our provenance.
-    fn headers(&self, own: Option<Headers>, topic: &str, offset: i64) -> Headers {
+    fn headers(&self, own: Option<Headers>, topic: &str, offset: i64) -> Result<Headers, String> {
         let mut headers = own.unwrap_or_else(|| Headers::with_capacity(self.provenance.len() + 2));
         for (key, value) in &self.provenance {
-            headers.add(key.as_bytes(), value.as_deref());
+            headers.add(key.as_bytes(), value.as_deref())?;
         }
         if let Some(key) = &self.offset_header {
-            headers.add(key.as_bytes(), Some(&offset.to_be_bytes()));
+            headers.add(key.as_bytes(), Some(&offset.to_be_bytes()))?;
         }
         if let Some(key) = &self.topic_header {
-            headers.add(key.as_bytes(), Some(topic.as_bytes()));
+            headers.add(key.as_bytes(), Some(topic.as_bytes()))?;
         }
-        headers
+        Ok(headers)
+    }
+
+    /// The headers of a record that carries reserved names, copied on Python's
+    /// verdict: its own less the reserved ones (Python's rewrite drops them too), ours,
+    /// then the verdict's (`extra`); and how many of them are its own.
+    fn rewritten(
+        &self,
+        pairs: &[(&[u8], Option<&[u8]>)],
+        extra: &[(Vec<u8>, Option<Vec<u8>>)],
+        topic: &str,
+        offset: i64,
+    ) -> Result<(Headers, usize), String> {
+        let mut own = Headers::with_capacity(pairs.len() + extra.len() + 3);
+        let mut count = 0;
+        for (name, value) in pairs {
+            if !self.verdicts.is_reserved(name) {
+                own.add(name, *value)?;
+                count += 1;
+            }
+        }
+        let mut headers = self.headers(Some(own), topic, offset)?;
+        for (name, value) in extra {
+            headers.add(name, value.as_deref())?;
+        }
+        Ok((headers, count))
+    }
+
+    /// The record at `offset` of `slot` is not replicated, on Python's verdict
+    /// (`reason`): the ledger moves past it, and `skips` reports it.
+    fn skip(&mut self, slot: usize, offset: i64, reason: &str) -> Result<(), String> {
+        lock(&self.source_shared().ledgers)[slot].skipped(offset)?;
+        settled(&mut self.transactional, slot, offset);
+        let counted = self
+            .skips
+            .entry((slot, reason.to_string()))
+            .or_insert((0, offset));
+        counted.0 += 1;
+        Ok(())
     }
 
     /// Produce one record to `slot`'s target partition. While the producer's queue
@@ -563,12 +630,30 @@ impl Inner {
                 own.as_ref()
                     .map_or_else(Vec::new, |own| own.copied(usize::MAX))
             };
+            let mut rewrite = None;
             if let Some(reason) = plan::check(pairs.iter().map(|(name, _)| *name), &self.reserved) {
-                let held = keep(reason, copied());
-                hold(&self.source, &mut self.parts, slot, held)?;
-                took(&mut self.transactional, slot, offset);
-                handed.push(slot);
-                continue;
+                let known = (reason == Irregular::ReservedHeader
+                    && pairs
+                        .iter()
+                        .all(|(name, _)| std::str::from_utf8(name).is_ok()))
+                .then(|| self.verdicts.get(&self.parts[slot].topic, &pairs))
+                .flatten()
+                .cloned();
+                match known {
+                    Some(Verdict::Skip(why)) => {
+                        self.skip(slot, offset, &why)?;
+                        continue;
+                    }
+                    Some(Verdict::Copy(extra)) => rewrite = Some(extra),
+                    None => {
+                        // Python decides (and teaches the verdict for the next ones).
+                        let held = keep(reason, copied());
+                        hold(&self.source, &mut self.parts, slot, held)?;
+                        took(&mut self.transactional, slot, offset);
+                        handed.push(slot);
+                        continue;
+                    }
+                }
             }
             let size = record.key().map_or(0, <[u8]>::len)
                 + record.value().map_or(0, <[u8]>::len)
@@ -586,9 +671,20 @@ impl Inner {
                 handed.push(slot);
                 continue;
             }
-            let own_count = pairs.len();
-            drop(pairs);
-            let headers = self.headers(own, &self.parts[slot].topic, offset);
+            let own_count;
+            let headers = match rewrite {
+                Some(extra) => {
+                    let topic = &self.parts[slot].topic;
+                    let (headers, count) = self.rewritten(&pairs, &extra, topic, offset)?;
+                    own_count = count;
+                    headers
+                }
+                None => {
+                    own_count = pairs.len();
+                    drop(pairs);
+                    self.headers(own, &self.parts[slot].topic, offset)?
+                }
+            };
             match self.produce(
                 slot,
                 offset,
@@ -633,7 +729,10 @@ impl Inner {
         self.failures()
     }
 
-    fn release(&mut self, slot: usize, headers: Option<Vec<OwnedHeader>>) -> Result<(), String> {
+    /// Settle `slot`'s held record; false when the producer's queue stayed full for
+    /// `RELEASE_WAIT` (the record stays held: release it again later), so that the
+    /// caller goes back to polling its group rather than waiting here without end.
+    fn release(&mut self, slot: usize, headers: Option<Vec<OwnedHeader>>) -> Result<bool, String> {
         if self.parts[slot].held.is_some() {
             self.in_transaction()?;
         }
@@ -648,7 +747,10 @@ impl Inner {
             Some(headers) => {
                 let mut owned = Headers::with_capacity(headers.len());
                 for (key, value) in &headers {
-                    owned.add(key.as_bytes(), value.as_deref());
+                    if let Err(problem) = owned.add(key.as_bytes(), value.as_deref()) {
+                        self.parts[slot].held = Some(held); // still Python's to settle
+                        return Err(problem);
+                    }
                 }
                 let produced = self.produce(
                     slot,
@@ -657,12 +759,15 @@ impl Inner {
                     held.value.as_deref(),
                     held.timestamp,
                     owned,
-                    None,
+                    Some(Instant::now() + RELEASE_WAIT),
                 );
                 if let Err(problem) = produced {
                     let problem = match problem {
                         Refused::TooLarge(_) => "too large for the producer".into(),
-                        Refused::QueueFull => "the producer's queue is full".into(),
+                        Refused::QueueFull => {
+                            self.parts[slot].held = Some(held);
+                            return Ok(false);
+                        }
                         Refused::Other(problem) => problem,
                     };
                     let at = self.where_(slot, held.offset);
@@ -676,7 +781,8 @@ impl Inner {
         let part = &self.parts[slot];
         self.source
             .seek(&part.topic, part.partition, held.offset + 1, SEEK_TIMEOUT)?;
-        self.source.resume(&part.topic, part.partition)
+        self.source.resume(&part.topic, part.partition)?;
+        Ok(true)
     }
 }
 
@@ -856,6 +962,20 @@ impl Inner {
     }
 }
 
+/// What a caught panic says, as a MoverError's text: Python's `except Exception`
+/// does not catch pyo3's PanicException, so a panic must never reach it as one.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    format!(
+        "the data plane failed on an internal error ({what}); the mover is closed and \
+         nothing it had not delivered counts as replicated; please report this with the log"
+    )
+}
+
 /// Moves records of one flow from the source cluster to the target cluster.
 ///
 /// Mover(source_config, target_config, provenance, offset_header=None,
@@ -874,9 +994,18 @@ impl Mover {
     ) -> PyResult<T> {
         py.allow_threads(|| {
             let mut guard = lock(&self.inner);
-            match guard.as_mut() {
-                None => Err("the mover is closed".to_string()),
-                Some(inner) => f(inner),
+            let Some(inner) = guard.as_mut() else {
+                return Err("the mover is closed".to_string());
+            };
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(inner))) {
+                Ok(out) => out,
+                Err(panic) => {
+                    // A bug: the mover's state is not to be trusted. It is closed (its
+                    // queue dropped, nothing acknowledged counted), so the caller makes
+                    // a new one that resumes from the target, as after any MoverError.
+                    *guard = None;
+                    Err(panicked(&*panic))
+                }
             }
         })
         .map_err(MoverError::new_err)
@@ -891,9 +1020,15 @@ impl Mover {
     ) -> PyResult<T> {
         let out = py.allow_threads(|| {
             let mut guard = lock(&self.inner);
-            match guard.as_mut() {
-                None => Err(TxnError::plain("the mover is closed".into())),
-                Some(inner) => f(inner),
+            let Some(inner) = guard.as_mut() else {
+                return Err(TxnError::plain("the mover is closed".into()));
+            };
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(inner))) {
+                Ok(out) => out,
+                Err(panic) => {
+                    *guard = None; // as in `with`
+                    Err(TxnError::plain(panicked(&*panic)))
+                }
             }
         });
         out.map_err(|e| {
@@ -1045,6 +1180,16 @@ impl Mover {
                     redacted(&all, e.to_string())
                 ))
             })?;
+        let verdicts = Verdicts::new(
+            reserved_headers
+                .iter()
+                .map(|name| name.as_bytes().to_vec())
+                .collect(),
+            offset_header
+                .iter()
+                .map(|name| name.as_bytes().to_vec())
+                .collect(),
+        );
         Ok(Mover {
             inner: Mutex::new(Some(Inner {
                 source,
@@ -1053,13 +1198,17 @@ impl Mover {
                 last_slot: Cell::new(None),
                 limits: HashMap::new(),
                 parts: Vec::new(),
+                slot_table: Slots::default(),
+                assignments: 0,
                 provenance,
                 offset_header,
                 topic_header,
+                verdicts,
                 reserved: reserved_headers
                     .into_iter()
                     .map(String::into_bytes)
                     .collect(),
+                skips: HashMap::new(),
                 deferred: None,
                 transactional: transactional_id.map(|_| Transactional {
                     offsets_group,
@@ -1097,22 +1246,32 @@ impl Mover {
             inner.source.assign(&list)?;
             inner.last_slot.set(None);
             for ((topic, partition, _, target), handle) in partitions.into_iter().zip(handles) {
-                let slot = inner.parts.len();
-                lock(&inner.source_shared().ledgers).push(Ledger::new());
+                let slot = inner.slot_table.take();
                 inner
                     .slots
                     .entry(topic.clone())
                     .or_default()
                     .insert(partition, slot);
                 let limit = inner.limits.get(&target).copied().unwrap_or(usize::MAX);
-                inner.parts.push(Part {
+                let part = Part {
                     topic,
                     partition,
                     target,
                     handle,
                     limit,
                     held: None,
-                });
+                    generation: inner.assignments,
+                };
+                inner.assignments += 1;
+                let shared = inner.source_shared().clone();
+                let mut ledgers = lock(&shared.ledgers);
+                if slot == inner.parts.len() {
+                    ledgers.push(Ledger::new());
+                    inner.parts.push(part);
+                } else {
+                    ledgers[slot] = Ledger::new();
+                    inner.parts[slot] = part;
+                }
             }
             Ok(())
         })
@@ -1193,9 +1352,55 @@ impl Mover {
         Ok((moved, out))
     }
 
+    /// Python's verdict on records of `topic` that carry reserved headers with the
+    /// provenance `headers` carry (the offset header's value aside): skip them for
+    /// `skip` (a loop), or, with None, copy them with their own headers less the
+    /// reserved ones, ours, then `extra`. The next such records are settled without
+    /// being handed back (`verdicts`).
+    #[pyo3(signature = (topic, headers, skip, extra))]
+    fn learn(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        headers: Vec<OwnedHeader>,
+        skip: Option<String>,
+        extra: Vec<OwnedHeader>,
+    ) -> PyResult<()> {
+        self.with(py, move |inner| {
+            let bytes = |list: Vec<OwnedHeader>| {
+                list.into_iter()
+                    .map(|(name, value)| (name.into_bytes(), value))
+                    .collect::<Vec<_>>()
+            };
+            let verdict = match skip {
+                Some(reason) => Verdict::Skip(reason),
+                None => Verdict::Copy(bytes(extra)),
+            };
+            inner.verdicts.learn(&topic, &bytes(headers), verdict);
+            Ok(())
+        })
+    }
+
+    /// The records skipped on a learnt verdict since the last call: [(topic,
+    /// partition, reason, count, first offset)].
+    fn skips(&self, py: Python<'_>) -> PyResult<Vec<Skipped>> {
+        self.with(py, |inner| {
+            let skips = std::mem::take(&mut inner.skips);
+            Ok(skips
+                .into_iter()
+                .map(|((slot, reason), (count, first))| {
+                    let part = &inner.parts[slot];
+                    (part.topic.clone(), part.partition, reason, count, first)
+                })
+                .collect())
+        })
+    }
+
     /// Settle the record handed back for (topic, partition): produce it with exactly
     /// `headers` (Python's rewrite: its own headers and the provenance), or with None
-    /// skip it (a loop). The partition then reads on from the next offset.
+    /// skip it (a loop). The partition then reads on from the next offset. False when
+    /// the producer's queue stayed full for a second: the record is still held, and
+    /// the caller releases it again after polling its group.
     #[pyo3(signature = (topic, partition, headers))]
     fn release(
         &self,
@@ -1203,7 +1408,7 @@ impl Mover {
         topic: String,
         partition: i32,
         headers: Option<Vec<OwnedHeader>>,
-    ) -> PyResult<()> {
+    ) -> PyResult<bool> {
         self.with(py, move |inner| {
             let slot = slot_of(inner, &topic, partition)?;
             inner.release(slot, headers)
@@ -1222,26 +1427,51 @@ impl Mover {
             inner.producer.poll(Duration::ZERO);
             let shared = inner.source_shared().clone();
             let mut ledgers = lock(&shared.ledgers);
-            let keys = inner.parts.iter().map(|p| (p.topic.clone(), p.partition));
-            Ok(match inner.transactional.as_mut() {
-                // What committed; acked records of the open transaction are in_flight.
-                Some(t) => keys
-                    .zip(ledgers.iter())
-                    .enumerate()
-                    .map(|(slot, (key, ledger))| {
+            let mut reports = Vec::with_capacity(inner.parts.len());
+            let mut done = Vec::new();
+            for (slot, part) in inner.parts.iter().enumerate() {
+                if !inner.slot_table.in_use(slot) {
+                    continue;
+                }
+                let key = (part.topic.clone(), part.partition);
+                let ledger = &mut ledgers[slot];
+                let report = match inner.transactional.as_mut() {
+                    // What committed; acked records of the open transaction are in_flight.
+                    Some(t) => {
                         let mut report = t
                             .committed
                             .get_mut(slot)
                             .map_or_else(Report::empty, Report::take);
                         report.in_flight = ledger.in_flight() + ledger.unreported() as usize;
-                        (key, report)
-                    })
-                    .collect::<Vec<_>>(),
-                None => keys
-                    .zip(ledgers.iter_mut())
-                    .map(|(key, ledger)| (key, ledger.report()))
-                    .collect::<Vec<_>>(),
-            })
+                        report
+                    }
+                    None => {
+                        let report = ledger.report();
+                        // Given up, everything of it reported: its slot is free. (A
+                        // transactional mover reads one partition: never reused.)
+                        let retired = inner
+                            .slots
+                            .get(&part.topic)
+                            .and_then(|p| p.get(&part.partition))
+                            != Some(&slot);
+                        let skipping = inner.skips.keys().any(|(s, _)| *s == slot);
+                        if retired && ledger.in_flight() == 0 && part.held.is_none() && !skipping {
+                            done.push(slot);
+                        }
+                        report
+                    }
+                };
+                reports.push((part.generation, key, report));
+            }
+            drop(ledgers);
+            for slot in done {
+                inner.slot_table.free(slot);
+            }
+            reports.sort_by_key(|(generation, _, _)| *generation);
+            Ok(reports
+                .into_iter()
+                .map(|(_, key, report)| (key, report))
+                .collect::<Vec<_>>())
         })?;
         // A partition read again (unassigned, then assigned) has a slot per reading,
         // oldest first: one report for all, so the retired slot's deliveries and
@@ -1307,6 +1537,28 @@ impl Mover {
     ) -> PyResult<HashMap<String, usize>> {
         let timeout = seconds(timeout)?;
         self.with(py, move |inner| inner.know(&topics, timeout))
+    }
+
+    /// Drop what the producer has not sent yet (its queue), keeping what is in flight,
+    /// whose fate only the target knows; returns how many records are in flight. A
+    /// rewind does this, then waits (`outstanding`) until they settled before any
+    /// partition reads the target's tail again: one that lands after that read
+    /// would be copied twice.
+    fn purge_queue(&self, py: Python<'_>) -> PyResult<i32> {
+        self.with(py, |inner| {
+            inner.producer.purge(PurgeConfig::default().queue());
+            inner.producer.poll(Duration::ZERO);
+            Ok(inner.producer.in_flight_count())
+        })
+    }
+
+    /// Records the producer still has in flight (serving delivery reports first);
+    /// errors of those deliveries are not raised here (see `purge_queue`).
+    fn outstanding(&self, py: Python<'_>) -> PyResult<i32> {
+        self.with(py, |inner| {
+            inner.producer.poll(Duration::ZERO);
+            Ok(inner.producer.in_flight_count())
+        })
     }
 
     /// Wait up to `timeout` seconds for every record in flight to be acked; returns
@@ -1375,8 +1627,7 @@ impl Mover {
     fn watermarks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let highs = self.with(py, |inner| {
             Ok(inner
-                .parts
-                .iter()
+                .current()
                 .filter_map(|p| {
                     let high = inner.source.high_watermark(&p.topic, p.partition)?;
                     Some(((p.topic.clone(), p.partition), high))
@@ -1397,14 +1648,12 @@ impl Mover {
     fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let positions = self.with(py, |inner| {
             let keys: Vec<_> = inner
-                .parts
-                .iter()
+                .current()
                 .map(|p| (p.topic.as_str(), p.partition))
                 .collect();
             let found = inner.source.positions(&keys)?;
             Ok(inner
-                .parts
-                .iter()
+                .current()
                 .zip(found)
                 .filter_map(|(p, position)| Some(((p.topic.clone(), p.partition), position?)))
                 .collect::<Vec<_>>())

@@ -70,7 +70,7 @@ impl Headers {
 
     /// Add a header; `value` None is a null value. The name is taken as bytes
     /// (Kafka's header names are strings, but a record's own are copied as they came).
-    pub fn add(&mut self, name: &[u8], value: Option<&[u8]>) {
+    pub fn add(&mut self, name: &[u8], value: Option<&[u8]>) -> Result<(), String> {
         let (value_ptr, value_len) =
             value.map_or((ptr::null(), 0), |v| (v.as_ptr() as *const c_void, v.len()));
         let code = unsafe {
@@ -82,8 +82,16 @@ impl Headers {
                 value_len as isize,
             )
         };
-        // The only refusal is of read-only headers (a consumed message's), never these.
-        debug_assert_eq!(code, rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+        // The only refusal librdkafka documents is of read-only headers (a consumed
+        // message's), never these; should one come, the record must not go out
+        // without the header (its provenance), in any build.
+        if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(format!(
+                "adding header {:?} to a record was refused ({code:?}); the record is not sent",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -327,6 +327,7 @@ class TransactionalMoverWriter(MoverWriter):
         """The Movers' client events to the log (what committed was accounted at
         the commit)."""
         for mover in self.movers.movers():
+            self._serve_skips(mover)
             self._events(mover)
         self.producer.poll(0)
 

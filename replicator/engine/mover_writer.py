@@ -43,7 +43,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPar
 from replicator import metrics
 from replicator.acls.principal import missing_acl
 from replicator.config.model import FlowConfig
-from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER, Headers
+from replicator.engine.headers import OFFSET_HEADER, ORIGIN_HEADER, OURS, TOPIC_HEADER, Headers
 from replicator.engine.held_records import HeldRecords, HeldTopics
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
@@ -255,6 +255,12 @@ class MoverWriter:
         self._pairs: dict[Key, tuple[int, int]] = {}
         #: Per partition: records the target has not acknowledged yet (last `progress`).
         self._in_flight: dict[Key, int] = {}
+        #: Movers dropped by a rewind whose records in flight have not settled yet:
+        #: no partition reads the target tail until they have (`settled`).
+        self._draining_movers: list[Any] = []
+        #: Held records whose release found the producer's queue full, with the headers
+        #: to release them with: released again at the next round (`move`).
+        self._unreleased: dict[Key, Headers] = {}
         #: Since when records have been in flight with none acknowledged (the deadline).
         self._waiting_since: float | None = None
         #: Per partition: the source's high watermark as the Mover last fetched it, its
@@ -276,7 +282,8 @@ class MoverWriter:
 
     @property
     def draining(self) -> bool:
-        return False  # a rewind drops the Mover with its queue: nothing is left in flight
+        """True while a rewound Mover still has records in flight (see `rewind_all`)."""
+        return bool(self._draining_movers)
 
     @property
     def producer(self) -> Producer:
@@ -308,21 +315,22 @@ class MoverWriter:
             reserved_headers=sorted(OURS),
         )
 
-    def _replace_mover(self, *, flush: bool) -> None:
+    def _replace_mover(self, *, flush: bool, drain: bool = False) -> None:
         """A new Mover: the old one flushed first (`flush`) or dropped with its queue.
         The partitions it read are read by the new one from where they stand: after
         a flush every record read is acknowledged, so that is right after the
-        newest delivered one; without one every partition rewinds first."""
+        newest delivered one; without one every partition rewinds first. `drain`:
+        the old one keeps what is in flight until it settles (`settled`)."""
         old = self._mover
         if flush:
             self._serve_progress()
-        try:
-            old.close()
-        except self._module.MoverError as exc:
-            log.warning("flow %s: closing the data plane's Mover: %s", self.flow.name, exc)
-        self._events(old)
+        if drain:
+            self._draining_movers.append(old)
+        else:
+            self._close(old)
         keys, self._assigned = self._assigned, set()
         self._in_flight.clear()
+        self._unreleased.clear()  # their records are read again by the new Mover
         self._waiting_since = None
         self._mover = self._make_mover()
         again = []
@@ -346,6 +354,7 @@ class MoverWriter:
                 self._mover.unassign([key])
             wanted.append((topic, partition, offset, tracker.remote))
             self._assigned.add(key)
+            self._unreleased.pop(key, None)
             self._pairs.pop(key, None)
             self._positions.pop(key, None)
         if wanted:
@@ -360,6 +369,7 @@ class MoverWriter:
             self._assigned.difference_update(gone)
         for key in keys:
             self._positions.pop(key, None)
+            self._unreleased.pop(key, None)
 
     # -- the round ----------------------------------------------------------------------
 
@@ -367,6 +377,13 @@ class MoverWriter:
         """The round's data step: move what the source has (waiting up to `timeout`
         for the first record), then settle every record handed back. Returns the
         records moved."""
+        for key, headers in list(self._unreleased.items()):
+            del self._unreleased[key]
+            tracker = self._partitions.get(key)
+            if tracker is not None:
+                self._release(tracker, headers)
+        if self._unreleased:
+            return 0  # the target still takes nothing: the task polls its group meanwhile
         try:
             moved, handed = self._mover.move_records(MOVE_BATCH, timeout)
         except self._module.MoverError as exc:
@@ -386,6 +403,8 @@ class MoverWriter:
         if tracker is None or (topic, partition) not in self._assigned:
             return  # given up meanwhile: its next owner reads it
         headers, size = self._rewrite.headers(own, offset, topic)
+        if reason == "reserved_header":
+            self._learn(tracker, own, headers)
         size += (len(key) if key else 0) + (len(value) if value else 0)
         if headers is None:
             self._mover_of(tracker.key).release(topic, partition, None)
@@ -396,11 +415,48 @@ class MoverWriter:
         else:
             self._release(tracker, headers)
 
-    def _release(self, tracker: PartitionTracker, headers: Headers | None) -> None:
+    def _learn(self, tracker: PartitionTracker, own: Headers, headers: Headers | None) -> None:
+        """Teach the Mover the verdict `RecordRewrite` gave on a record carrying our
+        header names: records of the same topic and provenance (an application
+        forwarding a replica's headers, a record of an earlier hop) are then copied or
+        skipped by the Mover itself, without being handed back one by one."""
+        if headers is None:
+            skip, extra = self._rewrite.skip, []
+        else:
+            skip, extra = None, [h for h in headers if h[0] == ORIGIN_HEADER]
         try:
-            self._mover_of(tracker.key).release(tracker.topic, tracker.partition, headers)
+            self._mover_of(tracker.key).learn(tracker.topic, own, skip, extra)
         except self._module.MoverError as exc:
             self._on_mover_error(exc)
+
+    def _serve_skips(self, mover: Any) -> None:
+        """Records the Mover skipped on a verdict it learnt (loops): counted and shown
+        as the ones settled here are."""
+        try:
+            skips = mover.skips()
+        except self._module.MoverError:
+            return  # closed: its partitions are read again by the next
+        for topic, partition, reason, count, first in skips:
+            tracker = self._partitions.get((topic, partition))
+            if tracker is None:
+                continue
+            tracker.counters.skipped += count
+            self._reporter.skipped(tracker, first, reason, count)
+
+    def _release(self, tracker: PartitionTracker, headers: Headers | None) -> None:
+        """Settle the partition's held record; if the target's queue stays full, it
+        stays held and is released again next round (never a wait without end here:
+        the task must keep polling its group, or it is evicted and its partitions'
+        next owner writes what is still queued here a second time)."""
+        try:
+            released = self._mover_of(tracker.key).release(
+                tracker.topic, tracker.partition, headers
+            )
+        except self._module.MoverError as exc:
+            self._on_mover_error(exc)
+            return
+        if not released:
+            self._unreleased[tracker.key] = headers  # type: ignore[assignment]
 
     def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
         """A record too large for its remote topic: hold the partition for a config
@@ -419,6 +475,7 @@ class MoverWriter:
         """What the Mover delivered since the last call, to the partitions and the
         offset syncs; its client events to the log."""
         self._serve_progress()
+        self._serve_skips(self._mover)
         self._events(self._mover)
         self.producer.poll(0)
 
@@ -587,7 +644,25 @@ class MoverWriter:
         """Nothing to note: the Mover acknowledges record by record."""
 
     def settled(self) -> bool:
-        return True
+        """Whether a partition may resume from the target tail now: False while a
+        rewound Mover still has records in flight (they may yet land, so no tail is
+        final), as the Python loop waits for its producer."""
+        for mover in list(self._draining_movers):
+            try:
+                outstanding = mover.outstanding()
+            except self._module.MoverError:
+                outstanding = 0  # closed: nothing of it can land any more
+            if outstanding == 0:
+                self._draining_movers.remove(mover)
+                self._close(mover)
+        return not self._draining_movers
+
+    def _close(self, mover: Any) -> None:
+        try:
+            mover.close()
+        except self._module.MoverError as exc:
+            log.warning("flow %s: closing the data plane's Mover: %s", self.flow.name, exc)
+        self._events(mover)
 
     def in_flight(self) -> set[Key]:
         return {key for key, count in self._in_flight.items() if count}
@@ -614,7 +689,8 @@ class MoverWriter:
             self.flow.name, why, self.flow.target.alias,
         )  # fmt: skip
         self._partitions.rewind_all()  # pauses them: MoverFetch unassigns them
-        self._replace_mover(flush=False)
+        self._mover.purge_queue()  # what never left is dropped; what is in flight settles
+        self._replace_mover(flush=False, drain=True)
 
     def release(self, lost: bool) -> None:
         """Before partitions are given up the Mover holds no record of theirs: flushed

@@ -110,17 +110,17 @@ class TaskReporter:
         (position,) = self._consumer.position([tp])
         return max(tracker.next_offset, position.offset)
 
-    def skipped(self, tracker: PartitionTracker, offset: int, reason: str) -> None:
-        """The record at `offset` of `tracker`'s partition is not replicated, for
+    def skipped(self, tracker: PartitionTracker, offset: int, reason: str, count: int = 1) -> None:
+        """`count` records from `offset` of `tracker`'s partition are not replicated, for
         `reason`: counted in the metric and the partition's status, and the first of
         each reason on the partition logged (never silent, never a line per record)."""
-        metrics.SKIPPED.labels(*tracker.labels, reason).inc()
+        metrics.SKIPPED.labels(*tracker.labels, reason).inc(count)
         skips = self._skips.setdefault(tracker.key, {})
         seen = skips.get(reason)
         if seen is not None:
-            seen[0] += 1
+            seen[0] += count
             return
-        skips[reason] = [1, offset]
+        skips[reason] = [count, offset]
         log.warning(
             "flow %s: %s[%d] offset %d is not replicated: %s. Further ones on this "
             "partition are counted in replicator_skipped_records_total{reason=%r} and "

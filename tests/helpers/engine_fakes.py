@@ -138,7 +138,7 @@ class FakeReporter:
     def publish_metrics(self, trackers: Any) -> None:
         self.published.append(("metrics", len(list(trackers))))
 
-    def skipped(self, tracker: PartitionTracker, offset: int, reason: str) -> None:
+    def skipped(self, tracker: PartitionTracker, offset: int, reason: str, count: int = 1) -> None:
         self.published.append(("skipped", (tracker.key, offset, reason)))
 
     def write_with(self, producer: Any) -> None:
@@ -323,6 +323,12 @@ class FakeMover:
         self.highs: dict[tuple[str, int], int] = {}
         #: Where its consumer stands per partition (past control records).
         self.positions_read: dict[tuple[str, int], int] = {}
+        #: Records in flight after a rewind's `purge_queue` (`outstanding`).
+        self.in_flight_left = 0
+        #: `release` finds the producer's queue full (returns False) while set.
+        self.queue_full = False
+        #: What `skips()` returns next: (topic, partition, reason, count, first offset).
+        self.skipped: list[tuple[str, int, str, int, int]] = []
         FakeMover.made.append(self)
 
     def _txn(self, name: str) -> None:
@@ -371,8 +377,17 @@ class FakeMover:
         handed, self.handed = self.handed, []
         return self.moved, handed
 
-    def release(self, topic: str, partition: int, headers: Any) -> None:
+    def release(self, topic: str, partition: int, headers: Any) -> bool:
         self.calls.append(("release", (topic, partition, headers)))
+        # False: held still, as the module's when its queue stays full.
+        return not (self.queue_full and headers is not None)
+
+    def learn(self, topic: str, headers: Any, skip: str | None, extra: Any) -> None:
+        self.calls.append(("learn", (topic, headers, skip, extra)))
+
+    def skips(self) -> list[tuple[str, int, str, int, int]]:
+        skipped, self.skipped = self.skipped, []
+        return skipped
 
     def progress(self) -> dict[tuple[str, int], tuple[Any, ...]]:
         reports, self.reports = self.reports, {}
@@ -395,6 +410,15 @@ class FakeMover:
     def events(self) -> list[tuple[str, str, str]]:
         events, self.pending_events = self.pending_events, []
         return events
+
+    def purge_queue(self) -> int:
+        self.calls.append(("purge_queue", None))
+        return self.in_flight_left
+
+    def outstanding(self) -> int:
+        if self.closed:
+            raise FakeMoverError("the mover is closed")
+        return self.in_flight_left
 
     def close(self) -> None:
         self.closed = True

@@ -181,6 +181,66 @@ def test_a_loop_is_skipped_and_counted(p: _Path) -> None:
     assert p.reporter.published[-1][0] == "skipped"
 
 
+def test_the_mover_learns_each_provenances_verdict_and_reports_its_own_skips(p: _Path) -> None:
+    """Python decides once per provenance; the Mover settles the next records of it
+    itself (at the plain record's rate) and reports the loops it skipped."""
+    made = tracker(topic="east.orders", next_offset=7, resuming=True)
+    p.partitions.add(made)
+    p.partitions.resumed(made)
+    p.partitions.restart_fetch(made)
+    own = [("app", b"1"), (SOURCE_HEADER, b"east"), (TOPIC_HEADER, b"orders")]
+    p.mover.handed = [("east.orders", 0, 7, b"k", b"v", 0, 1, own, "reserved_header")]
+    p.writer.move(0.1)
+    learnt = [args for call, args in p.mover.calls if call == "learn"]
+    assert learnt == [("east.orders", own, None, [(ORIGIN_HEADER, b"east")])]
+    loop = [(SOURCE_HEADER, b"dr"), (TOPIC_HEADER, b"orders")]
+    p.mover.handed = [("east.orders", 0, 8, None, b"v", 0, 1, loop, "reserved_header")]
+    p.writer.move(0.1)
+    learnt = [args for call, args in p.mover.calls if call == "learn"]
+    assert learnt[-1] == ("east.orders", loop, None, [])  # not ours: copied as its own
+    p.mover.skipped = [("east.orders", 0, "loop", 40, 9)]
+    p.writer.serve()
+    assert made.counters.skipped == 40
+    assert p.reporter.published[-1][0] == "skipped"
+
+
+def test_a_release_into_a_full_queue_is_tried_again_next_round(p: _Path) -> None:
+    """The target takes nothing: the release gives up after a moment (the record stays
+    held in the Mover) and the task goes back to its group; the next round releases it
+    again, before moving anything."""
+    made = tracker(topic="east.orders", next_offset=7, resuming=True)
+    p.partitions.add(made)
+    p.partitions.resumed(made)
+    p.partitions.restart_fetch(made)
+    own = [(SOURCE_HEADER, b"east"), (TOPIC_HEADER, b"orders")]
+    p.mover.queue_full = True
+    p.mover.handed = [("east.orders", 0, 7, b"k", b"v", 0, 1, own, "reserved_header")]
+    p.writer.move(0.1)
+    releases = [args for call, args in p.mover.calls if call == "release"]
+    assert len(releases) == 1 and p.failures == []
+    assert p.writer.move(0.1) == 0  # tried again, still full: nothing else moves
+    assert [args for call, args in p.mover.calls if call == "release"] == releases * 2
+    p.mover.queue_full = False
+    p.writer.move(0.1)
+    assert [args for call, args in p.mover.calls if call == "release"] == releases * 3
+    p.writer.move(0.1)  # released: not again
+    assert [args for call, args in p.mover.calls if call == "release"] == releases * 3
+
+
+def test_a_rewind_waits_for_what_was_in_flight_before_the_tail_is_read(p: _Path) -> None:
+    """A rewind drops what never left and keeps the old Mover until its records in
+    flight settled: one that lands after the tail was read would be copied twice."""
+    p.replicating()
+    old = p.mover
+    old.in_flight_left = 3
+    p.writer.rewind_all("records unacknowledged")
+    assert ("purge_queue", None) in old.calls and not old.closed
+    assert p.mover is not old and p.writer.draining
+    assert not p.writer.settled()  # the partitions wait, paused
+    old.in_flight_left = 0
+    assert p.writer.settled() and old.closed and not p.writer.draining
+
+
 def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path) -> None:
     made = p.replicating(next_offset=10)
     p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)], 1_700_000_000_000)}
@@ -326,7 +386,8 @@ def test_a_lost_assignment_drops_the_mover_and_rewinds_every_partition(p: _Path)
     made = p.replicating()
     old = p.mover
     p.writer.release(lost=True)
-    assert old.closed and not any(c[0] == "flush" for c in old.calls)
+    assert not any(c[0] == "flush" for c in old.calls)
+    assert p.writer.settled() and old.closed  # closed once nothing of it is in flight
     assert made.resuming and p.mover is not old
     assert p.mover.calls == []  # read again once it resumes from the target tail
 
@@ -338,7 +399,7 @@ def test_a_revoke_flushes_and_rewinds_only_when_records_stay_in_flight(p: _Path)
     p.mover.flush_leaves = 3
     old = p.mover
     p.writer.release(lost=False)
-    assert old.closed and made.resuming
+    assert made.resuming and p.writer.settled() and old.closed
 
 
 def test_the_movers_own_producer_learns_the_remote_topics_before_their_records(

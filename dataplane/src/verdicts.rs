@@ -1,0 +1,170 @@
+//! What to do with a record that carries the replicator's own header names (`__dr_*`):
+//! provenance from an earlier hop, or an application's forwarded input headers. The
+//! loop rule is Python's (the flow's replication policy, custom ones included:
+//! `replicator.engine.rewrite`), and it depends only on the record's topic and the
+//! values of those headers, never on the offset header's. So Python decides once per
+//! distinct provenance (the first such record is handed back, as before) and `learn`s
+//! the verdict here; the next records with the same provenance are copied or skipped
+//! by the mover itself, at the plain record's rate. Pure: tested without Kafka.
+
+use std::collections::HashMap;
+
+/// A header as the mover keeps it: (name, value; None for a null value).
+pub type Header = (Vec<u8>, Option<Vec<u8>>);
+
+/// Python's verdict on the records of one provenance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not replicated (a loop), for this reason (`replicator_skipped_records_total`).
+    Skip(String),
+    /// Copied: its own headers less the reserved ones, then ours, then these.
+    Copy(Vec<Header>),
+}
+
+/// The values of the reserved headers a record carries, by reserved name (the last
+/// value of a name, as Python reads them; None: the name is absent).
+type Provenance = Vec<Option<Option<Vec<u8>>>>;
+
+/// Distinct provenances kept per topic at most (a flood of distinct ones starts over).
+const MAX_PER_TOPIC: usize = 4096;
+
+pub struct Verdicts {
+    /// The reserved names, in the order of a `Provenance`.
+    reserved: Vec<Vec<u8>>,
+    /// Reserved names whose value differs on every record and decides nothing (the
+    /// offset header): left out of the key.
+    varying: Vec<Vec<u8>>,
+    table: HashMap<String, HashMap<Provenance, Verdict>>,
+}
+
+impl Verdicts {
+    pub fn new(reserved: Vec<Vec<u8>>, varying: Vec<Vec<u8>>) -> Self {
+        Verdicts {
+            reserved,
+            varying,
+            table: HashMap::new(),
+        }
+    }
+
+    pub fn is_reserved(&self, name: &[u8]) -> bool {
+        self.reserved.iter().any(|r| r.as_slice() == name)
+    }
+
+    fn provenance(&self, pairs: &[(&[u8], Option<&[u8]>)]) -> Provenance {
+        let mut found: Provenance = vec![None; self.reserved.len()];
+        for (name, value) in pairs {
+            if self.varying.iter().any(|v| v.as_slice() == *name) {
+                continue;
+            }
+            if let Some(at) = self.reserved.iter().position(|r| r.as_slice() == *name) {
+                found[at] = Some(value.map(<[u8]>::to_vec));
+            }
+        }
+        found
+    }
+
+    /// The verdict Python gave on a record of `topic` with these headers' provenance.
+    pub fn get(&self, topic: &str, pairs: &[(&[u8], Option<&[u8]>)]) -> Option<&Verdict> {
+        let known = self.table.get(topic)?;
+        known.get(&self.provenance(pairs))
+    }
+
+    /// Keep Python's verdict on a record of `topic` that carried `headers`.
+    pub fn learn(&mut self, topic: &str, headers: &[Header], verdict: Verdict) {
+        let pairs: Vec<(&[u8], Option<&[u8]>)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_deref()))
+            .collect();
+        let key = self.provenance(&pairs);
+        let known = self.table.entry(topic.to_string()).or_default();
+        if known.len() >= MAX_PER_TOPIC {
+            known.clear();
+        }
+        known.insert(key, verdict);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts() -> Verdicts {
+        let names = ["__dr_off", "__dr_origin", "__dr_src", "__dr_topic"];
+        Verdicts::new(
+            names.iter().map(|n| n.as_bytes().to_vec()).collect(),
+            vec![b"__dr_off".to_vec()],
+        )
+    }
+
+    fn owned(pairs: &[(&str, Option<&str>)]) -> Vec<Header> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    fn borrowed(headers: &[Header]) -> Vec<(&[u8], Option<&[u8]>)> {
+        headers
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn a_verdict_answers_every_record_of_its_provenance_whatever_its_offset() {
+        let mut v = verdicts();
+        let first = owned(&[
+            ("app", Some("x")),
+            ("__dr_src", Some("b")),
+            ("__dr_off", Some("1")),
+            ("__dr_topic", Some("orders")),
+        ]);
+        v.learn("enriched", &first, Verdict::Copy(Vec::new()));
+        let later = owned(&[
+            ("__dr_src", Some("b")),
+            ("__dr_off", Some("987")),
+            ("__dr_topic", Some("orders")),
+            ("trace", None),
+        ]);
+        assert_eq!(
+            v.get("enriched", &borrowed(&later)),
+            Some(&Verdict::Copy(Vec::new()))
+        );
+        // Another topic, another source or another upstream topic: not known.
+        assert_eq!(v.get("other", &borrowed(&later)), None);
+        let elsewhere = owned(&[
+            ("__dr_src", Some("c")),
+            ("__dr_off", Some("1")),
+            ("__dr_topic", Some("orders")),
+        ]);
+        assert_eq!(v.get("enriched", &borrowed(&elsewhere)), None);
+        let with_origin = owned(&[
+            ("__dr_src", Some("b")),
+            ("__dr_topic", Some("orders")),
+            ("__dr_origin", Some("a")),
+        ]);
+        assert_eq!(v.get("enriched", &borrowed(&with_origin)), None);
+    }
+
+    #[test]
+    fn the_last_value_of_a_name_counts_and_a_null_differs_from_an_absent_one() {
+        let mut v = verdicts();
+        let twice = owned(&[("__dr_src", Some("a")), ("__dr_src", Some("b"))]);
+        v.learn("t", &twice, Verdict::Skip("loop".into()));
+        let once = owned(&[("__dr_src", Some("b"))]);
+        assert_eq!(
+            v.get("t", &borrowed(&once)),
+            Some(&Verdict::Skip("loop".into()))
+        );
+        let null = owned(&[("__dr_src", None)]);
+        assert_eq!(v.get("t", &borrowed(&null)), None);
+    }
+
+    #[test]
+    fn reserved_names_are_told_apart_from_others() {
+        let v = verdicts();
+        assert!(v.is_reserved(b"__dr_origin"));
+        assert!(!v.is_reserved(b"__dr"));
+        assert!(!v.is_reserved(b"app"));
+    }
+}
