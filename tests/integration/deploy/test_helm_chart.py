@@ -314,6 +314,44 @@ def test_service_monitor_when_asked(tmp_path: Path) -> None:
     assert monitor["spec"]["selector"]["matchLabels"] == kinds["Service"][0]["spec"]["selector"]
 
 
+def test_prometheus_rule_with_bounds_from_values(tmp_path: Path) -> None:
+    """The shipped alert rules as a PrometheusRule, bounds and the runbook's address
+    from values; still valid rules (promtool), naming no job."""
+    path = tmp_path / "values.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "prometheusRule": {
+                    "enabled": True,
+                    "labels": {"release": "prometheus"},
+                    "runbookBaseUrl": "https://docs.example/replicator/",
+                    "thresholds": {"lagRecords": 50000, "checkpointAgeSeconds": 900},
+                }
+            }
+        )
+    )
+    (rule,) = _by_kind(render(CHART, "dr", "monitoring", tmp_path / "helm", path))["PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert "> 50000" in alerts["ReplicatorLagHigh"]["expr"]
+    assert "50000 source records" in alerts["ReplicatorLagHigh"]["annotations"]["description"]
+    assert "> 900" in alerts["ReplicatorCheckpointsStalled"]["expr"]
+    assert "> 120" in alerts["ReplicatorHeartbeatsStalled"]["expr"]  # the default
+    assert all(
+        a["annotations"]["runbook_url"]
+        == "https://docs.example/replicator/docs/operations.md#alarms-what-each-one-means"
+        for a in alerts.values()
+    )
+    assert not [name for name, a in alerts.items() if "job=" in a["expr"]]
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(rule["spec"]))
+    checked = subprocess.run(
+        ["promtool", "check", "rules", str(rules)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "PrometheusRule" not in _by_kind(render(CHART, "dr", "monitoring", tmp_path / "h2"))
+
+
 # The engine's own gauges, served by prometheus_client as `replicator run` serves them.
 _METRICS_SERVER = """
 import sys, time
