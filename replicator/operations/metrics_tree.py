@@ -33,7 +33,7 @@ from prometheus_client.samples import Sample
 log = logging.getLogger(__name__)
 
 #: How long a scrape waits for one worker's metrics.
-_WORKER_TIMEOUT_S = 2.0
+_WORKER_TIMEOUT_S = 5.0
 _WORKER_RUNNING = "replicator_worker_running"
 
 

@@ -60,8 +60,10 @@ def test_two_flows_two_workers_each_one_scrape(tmp_path: Path, primary: str, dr:
         wait_until(lambda: end_offsets(dr, f"primary.{ours}", 4) == wanted_ours, 120, "a->b")
         wait_until(lambda: end_offsets(primary, f"dr.{theirs}", 4) == wanted_theirs, 120, "b->a")
 
+        last: list[str] = [""]
+
         def complete() -> bool:
-            text = _scrape(port)
+            text = last[0] = _scrape(port)
             running = _series(text, "replicator_worker_running")
             checkpoints = _series(text, "replicator_checkpoint_success_timestamp_seconds")
             records = _series(text, "replicator_replicated_records_total")
@@ -73,7 +75,13 @@ def test_two_flows_two_workers_each_one_scrape(tmp_path: Path, primary: str, dr:
                 and sum(v for s, v in records.items() if theirs in s) == sum(wanted_theirs)
             )
 
-        wait_until(complete, 120, "every flow's and worker's families in one scrape")
+        try:
+            wait_until(complete, 120, "every flow's and worker's families in one scrape")
+        except AssertionError:
+            families = ("worker_running", "checkpoint_success", "replicated_records_total")
+            seen = [line for line in last[0].splitlines() if any(f in line for f in families)]
+            log_tail = log.read_text(encoding="utf-8")[-4000:]
+            raise AssertionError("\n".join([*seen, "-- log:", log_tail])) from None
         scraped = _scrape(port)
     finally:
         process.send_signal(signal.SIGTERM)
