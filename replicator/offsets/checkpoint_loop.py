@@ -118,6 +118,16 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             _first(report.synced_groups) or "none",
             ", ".join(report.active_groups[:_SHOWN]) or "none",
         )
+        if report.group_sync_errors:
+            metrics.ERRORS.labels(flow.name, "group_sync").inc()
+            log.warning(
+                "flow %s: group offsets not synced to %r this round (%d chunks; the "
+                "checkpoints were written): %s; the next round syncs them",
+                flow.name,
+                flow.target.alias,
+                len(report.group_sync_errors),
+                report.group_sync_errors[0],
+            )
         if took > self.interval(flow):
             metrics.CHECKPOINT_OVERRUNS.labels(flow.name).inc()
             log.warning(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Self
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, FlowConfig
@@ -34,6 +34,7 @@ from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
+from replicator.kafka.errors import error_text
 from replicator.offsets.batch_translation import BatchTranslator
 from replicator.offsets.group_sync import GroupOffsetSync
 from replicator.offsets.groups import Committed, GroupAdmin
@@ -93,6 +94,8 @@ class CheckpointReport:
     #: alone because they have active members there.
     synced_groups: dict[str, int] = field(default_factory=dict)
     active_groups: list[str] = field(default_factory=list)
+    #: Why group offsets were not synced in a chunk (the checkpoints were written).
+    group_sync_errors: list[str] = field(default_factory=list)
     #: Groups whose positions were translated and written this round.
     groups_done: int = 0
     #: Partitions the round checkpointed (this process's share of the flow's).
@@ -420,7 +423,14 @@ class Checkpointer(_Checkpointing):
         for group, positions in settled.items():
             if not group_sync.unchanged(group):
                 checkpoints = [*checkpoints, *self._stored_of(group, positions)]
-        synced, active = group_sync.sync(checkpoints)
+        try:
+            synced, active = group_sync.sync(checkpoints)
+        except (ReplicatorError, KafkaException) as exc:
+            # The checkpoints stand (an unplanned failover resumes from them); the
+            # groups not synced stay due and the next round syncs them. A target just
+            # started answers group calls only once its coordinator has loaded.
+            report.group_sync_errors.append(error_text(exc))
+            return
         report.synced_groups.update(synced)
         report.active_groups.extend(active)
 

@@ -30,7 +30,7 @@ from replicator.kafka.errors import error_code, error_text
 _TIMEOUT_S = 30.0
 #: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
 #: is a few round trips to the group's coordinator, most of its time waiting.
-_PARALLEL_READS = 16
+_PARALLEL_READS = 8
 #: States in which a group has no members, so its offsets may be written from outside.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 _REFUSED = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED})

@@ -6,6 +6,8 @@ from __future__ import annotations
 from confluent_kafka import TopicPartition
 
 from replicator.engine.formats import Checkpoint
+from replicator.errors import ReplicatorError
+from replicator.offsets.checkpoints import Checkpointer, CheckpointReport
 from replicator.offsets.group_sync import RECHECK_ROUNDS, GroupOffsetSync
 from replicator.offsets.groups import Committed
 
@@ -90,3 +92,21 @@ def test_a_group_left_unchanged_by_the_caller_is_due_every_few_rounds() -> None:
     target.offsets["app"] = {}  # reset by an operator on the target meanwhile
     assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
     assert target.reads == 2
+
+
+def test_a_failed_group_sync_leaves_the_rounds_checkpoints_standing() -> None:
+    """A target whose group coordinator is still loading refuses group calls: the
+    round's checkpoints stand, the failure is reported, and the groups stay due."""
+
+    class _Refusing:
+        def unchanged(self, group: str) -> bool:
+            return False
+
+        def sync(self, checkpoints: list[Checkpoint]) -> tuple[dict[str, int], list[str]]:
+            raise ReplicatorError("cluster 'dr' group 'app': Local: Timed out")
+
+    checkpointer = object.__new__(Checkpointer)  # only its group-sync step is exercised
+    report = CheckpointReport("primary->dr")
+    checkpointer._sync_groups(_Refusing(), [_at("app", 50)], {}, report)  # type: ignore[arg-type]
+    assert report.group_sync_errors == ["cluster 'dr' group 'app': Local: Timed out"]
+    assert report.synced_groups == {}
