@@ -354,6 +354,11 @@ class Checkpointer(_Checkpointing):
             return report
         if self._batch.check_targets(partitions):  # a target partition went back
             self._settled.clear()
+        if self._group_sync is not None:
+            try:
+                self._group_sync.prepare(wanted)
+            except (ReplicatorError, KafkaException) as exc:
+                report.group_sync_errors.append(error_text(exc))
         per_chunk = max(1, (chunk or CHUNK_POSITIONS) // max(1, len(partitions)))
         for at in range(0, len(wanted), per_chunk):
             self._emit_chunk(wanted[at : at + per_chunk], partitions, report)

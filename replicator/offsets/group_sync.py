@@ -29,6 +29,16 @@ class GroupOffsetSync:
         self._target = target
         #: Per group: the positions last synced, and rounds since it was read.
         self._synced: dict[str, tuple[Positions, int]] = {}
+        self._prepared = False
+
+    def prepare(self, groups: list[str]) -> None:
+        """Ask the target about the groups once, before there is anything to sync: on a
+        target just started the first group call makes the cluster create and load its
+        offsets topic (tens of seconds at estate scale), which then happens while the
+        copy runs rather than after it. ReplicatorError when it does not answer yet."""
+        if groups and not self._prepared:
+            self._target.idle(groups)
+            self._prepared = True
 
     def unchanged(self, group: str) -> bool:
         """True when `group`, whose positions did not change since the caller last

@@ -110,3 +110,14 @@ def test_a_failed_group_sync_leaves_the_rounds_checkpoints_standing() -> None:
     checkpointer._sync_groups(_Refusing(), [_at("app", 50)], {}, report)  # type: ignore[arg-type]
     assert report.group_sync_errors == ["cluster 'dr' group 'app': Local: Timed out"]
     assert report.synced_groups == {}
+
+
+def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -> None:
+    target = _Target()
+    asked: list[list[str]] = []
+    idle = target.idle
+    target.idle = lambda groups: asked.append(groups) or idle(groups)  # type: ignore[method-assign]
+    sync = GroupOffsetSync(target)  # type: ignore[arg-type]
+    sync.prepare(["app", "other"])
+    sync.prepare(["app", "other"])
+    assert asked == [["app", "other"]]
