@@ -11,9 +11,12 @@ found in one request per coordinator; the groups to read are read several at onc
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 from confluent_kafka import TopicPartition
 
 from replicator.engine.formats import Checkpoint
+from replicator.errors import ReplicatorError
 from replicator.offsets.groups import GroupAdmin
 
 #: An unchanged group is read on the target again after this many rounds.
@@ -30,15 +33,26 @@ class GroupOffsetSync:
         #: Per group: the positions last synced, and rounds since it was read.
         self._synced: dict[str, tuple[Positions, int]] = {}
         self._prepared = False
+        #: The target's pending answers about the groups (`prepare`).
+        self._asked: list[Future[object]] | None = None
 
     def prepare(self, groups: list[str]) -> None:
-        """Ask the target about the groups once, before there is anything to sync: on a
-        target just started the first group call makes the cluster create and load its
-        offsets topic (tens of seconds at estate scale), which then happens while the
-        copy runs rather than after it. ReplicatorError when it does not answer yet."""
-        if groups and not self._prepared:
-            self._target.idle(groups)
-            self._prepared = True
+        """Ask the target about the groups once, before there is anything to sync,
+        without waiting: on a target just started the first group call makes the
+        cluster create and load its offsets topic (tens of seconds at estate scale),
+        which then happens while the copy runs rather than after it. Looked at again
+        by the next calls: ReplicatorError if it failed (then asked again)."""
+        if self._prepared or not groups:
+            return
+        if self._asked is None:
+            self._asked = self._target.ask_about(groups)
+            return
+        asked = self._asked
+        try:
+            self._prepared = bool(self._target.answered(asked))
+        except ReplicatorError:
+            self._asked = None
+            raise
 
     def unchanged(self, group: str) -> bool:
         """True when `group`, whose positions did not change since the caller last

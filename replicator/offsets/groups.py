@@ -14,7 +14,7 @@ does after any broker restart (SIGSEGV in `rd_kafka_cgrp_op`, or the assertion
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -138,6 +138,23 @@ class GroupAdmin:
             if self._result(future, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")).state
             in _IDLE
         }
+
+    def ask_about(self, groups: list[str]) -> list[Future[object]]:
+        """Describe `groups` without waiting for the answer: the cluster locates their
+        coordinators meanwhile (on a cluster just started, it creates and loads its
+        offsets topic first). `answered` reads the futures."""
+        return list(
+            self._admin.describe_consumer_groups(groups, request_timeout=_TIMEOUT_S).values()
+        )
+
+    def answered(self, asked: list[Future[object]]) -> bool | None:
+        """None while `ask_about`'s futures are pending, True once all answered;
+        ReplicatorError naming the first that failed."""
+        if not all(future.done() for future in asked):
+            return None
+        for future in asked:
+            self._result(future, " (locating group coordinators)")
+        return True
 
     def commit(self, group: str, positions: list[TopicPartition]) -> None:
         """Set `group`'s committed offsets; the group must have no active members."""

@@ -3,6 +3,7 @@ and a group whose positions did not change is not read again every round."""
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import TopicPartition
 
 from replicator.engine.formats import Checkpoint
@@ -113,11 +114,29 @@ def test_a_failed_group_sync_leaves_the_rounds_checkpoints_standing() -> None:
 
 
 def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -> None:
+    """Asked without waiting; a failed answer is said and asked again."""
     target = _Target()
     asked: list[list[str]] = []
-    idle = target.idle
-    target.idle = lambda groups: asked.append(groups) or idle(groups)  # type: ignore[method-assign]
+    answers: list[bool | Exception | None] = [None, ReplicatorError("no answer"), True]
+
+    def ask_about(groups: list[str]) -> list[str]:
+        asked.append(groups)
+        return groups
+
+    def answered(_futures: object) -> bool | None:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    target.ask_about = ask_about  # type: ignore[attr-defined]
+    target.answered = answered  # type: ignore[attr-defined]
     sync = GroupOffsetSync(target)  # type: ignore[arg-type]
-    sync.prepare(["app", "other"])
-    sync.prepare(["app", "other"])
-    assert asked == [["app", "other"]]
+    sync.prepare(["app", "other"])  # asked
+    sync.prepare(["app", "other"])  # pending
+    with pytest.raises(ReplicatorError):
+        sync.prepare(["app", "other"])  # failed
+    sync.prepare(["app", "other"])  # asked again
+    sync.prepare(["app", "other"])  # answered
+    sync.prepare(["app", "other"])  # done: not asked again
+    assert asked == [["app", "other"], ["app", "other"]]
