@@ -46,10 +46,8 @@ class GroupOffsetSync:
             return
         if self._asked is None:
             self._asked = self._target.ask_about(groups)
-            return
-        asked = self._asked
         try:
-            self._prepared = bool(self._target.answered(asked))
+            self._prepared = bool(self._target.answered(self._asked))
         except ReplicatorError:
             self._asked = None
             raise
@@ -69,6 +67,13 @@ class GroupOffsetSync:
         by_group: dict[str, list[Checkpoint]] = {}
         for checkpoint in checkpoints:
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        if by_group and not self._prepared:
+            self.prepare(sorted(by_group))
+            if not self._prepared:  # a call now would wait out the whole timeout
+                raise ReplicatorError(
+                    "the target has not answered about its consumer groups yet (a cluster "
+                    "just started creates and loads its offsets topic first)"
+                )
         due = {}
         for group, wanted in by_group.items():
             positions = frozenset((c.topic, c.partition, c.downstream) for c in wanted)

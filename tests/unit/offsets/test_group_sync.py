@@ -21,6 +21,12 @@ class _Target:
         self.active = set(active)
         self.reads = 0
 
+    def ask_about(self, groups: list[str]) -> list[str]:
+        return groups
+
+    def answered(self, asked: list[str]) -> bool:
+        return True
+
     def idle(self, groups: list[str]) -> set[str]:
         return {g for g in groups if g not in self.active}
 
@@ -117,7 +123,7 @@ def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -
     """Asked without waiting; a failed answer is said and asked again."""
     target = _Target()
     asked: list[list[str]] = []
-    answers: list[bool | Exception | None] = [None, ReplicatorError("no answer"), True]
+    answers: list[bool | Exception | None] = [None, None, ReplicatorError("no answer"), True]
 
     def ask_about(groups: list[str]) -> list[str]:
         asked.append(groups)
@@ -132,11 +138,12 @@ def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -
     target.ask_about = ask_about  # type: ignore[attr-defined]
     target.answered = answered  # type: ignore[attr-defined]
     sync = GroupOffsetSync(target)  # type: ignore[arg-type]
-    sync.prepare(["app", "other"])  # asked
-    sync.prepare(["app", "other"])  # pending
-    with pytest.raises(ReplicatorError):
+    sync.prepare(["app", "other"])  # asked, pending
+    with pytest.raises(ReplicatorError, match="not answered"):
+        sync.sync([_at("app", 50)])  # a call now would wait out the whole timeout
+    with pytest.raises(ReplicatorError, match="no answer"):
         sync.prepare(["app", "other"])  # failed
-    sync.prepare(["app", "other"])  # asked again
-    sync.prepare(["app", "other"])  # answered
+    sync.prepare(["app", "other"])  # asked again, answered
     sync.prepare(["app", "other"])  # done: not asked again
     assert asked == [["app", "other"], ["app", "other"]]
+    assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
