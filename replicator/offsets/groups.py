@@ -28,6 +28,9 @@ from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
+#: How long `ask_about` gives the cluster: a request sent while the coordinator is not
+#: ready is answered only at its timeout, so it is asked again soon instead.
+_ASK_TIMEOUT_S = 5.0
 #: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
 #: is a few round trips to the group's coordinator, most of its time waiting.
 _PARALLEL_READS = 8
@@ -143,9 +146,8 @@ class GroupAdmin:
         """Describe `groups` without waiting for the answer: the cluster locates their
         coordinators meanwhile (on a cluster just started, it creates and loads its
         offsets topic first). `answered` reads the futures."""
-        return list(
-            self._admin.describe_consumer_groups(groups, request_timeout=_TIMEOUT_S).values()
-        )
+        futures = self._admin.describe_consumer_groups(groups, request_timeout=_ASK_TIMEOUT_S)
+        return list(futures.values())
 
     def answered(self, asked: list[Future[object]]) -> bool | None:
         """None while `ask_about`'s futures are pending, True once all answered;
