@@ -25,8 +25,14 @@ pub enum Verdict {
 /// value of a name, as Python reads them; None: the name is absent).
 type Provenance = Vec<Option<Option<Vec<u8>>>>;
 
-/// Distinct provenances kept per topic at most (a flood of distinct ones starts over).
-const MAX_PER_TOPIC: usize = 4096;
+/// The same, borrowed from a record being moved: no allocation per record.
+type Seen<'a> = [Option<Option<&'a [u8]>>; MAX_RESERVED];
+
+/// Reserved names a verdict can key on (the replicator has four).
+const MAX_RESERVED: usize = 8;
+/// Distinct provenances kept per topic at most: they are few (the clusters and topics
+/// records came from), looked up in order; a flood of distinct ones starts over.
+const MAX_PER_TOPIC: usize = 64;
 
 pub struct Verdicts {
     /// The reserved names, in the order of a `Provenance`.
@@ -34,7 +40,7 @@ pub struct Verdicts {
     /// Reserved names whose value differs on every record and decides nothing (the
     /// offset header): left out of the key.
     varying: Vec<Vec<u8>>,
-    table: HashMap<String, HashMap<Provenance, Verdict>>,
+    table: HashMap<String, Vec<(Provenance, Verdict)>>,
 }
 
 impl Verdicts {
@@ -50,37 +56,58 @@ impl Verdicts {
         self.reserved.iter().any(|r| r.as_slice() == name)
     }
 
-    fn provenance(&self, pairs: &[(&[u8], Option<&[u8]>)]) -> Provenance {
-        let mut found: Provenance = vec![None; self.reserved.len()];
+    fn seen<'a>(&self, pairs: &[(&'a [u8], Option<&'a [u8]>)]) -> Seen<'a> {
+        let mut found: Seen<'a> = [None; MAX_RESERVED];
         for (name, value) in pairs {
             if self.varying.iter().any(|v| v.as_slice() == *name) {
                 continue;
             }
             if let Some(at) = self.reserved.iter().position(|r| r.as_slice() == *name) {
-                found[at] = Some(value.map(<[u8]>::to_vec));
+                found[at] = Some(*value);
             }
         }
         found
     }
 
+    fn same(key: &Provenance, seen: &Seen<'_>) -> bool {
+        key.iter()
+            .zip(seen.iter())
+            .all(|(k, s)| k.as_ref().map(|v| v.as_deref()) == *s)
+    }
+
     /// The verdict Python gave on a record of `topic` with these headers' provenance.
     pub fn get(&self, topic: &str, pairs: &[(&[u8], Option<&[u8]>)]) -> Option<&Verdict> {
+        if self.reserved.len() > MAX_RESERVED {
+            return None; // never keyed: every such record goes to Python
+        }
         let known = self.table.get(topic)?;
-        known.get(&self.provenance(pairs))
+        let seen = self.seen(pairs);
+        known
+            .iter()
+            .find(|(key, _)| Self::same(key, &seen))
+            .map(|(_, verdict)| verdict)
     }
 
     /// Keep Python's verdict on a record of `topic` that carried `headers`.
     pub fn learn(&mut self, topic: &str, headers: &[Header], verdict: Verdict) {
+        if self.reserved.len() > MAX_RESERVED {
+            return;
+        }
         let pairs: Vec<(&[u8], Option<&[u8]>)> = headers
             .iter()
             .map(|(n, v)| (n.as_slice(), v.as_deref()))
             .collect();
-        let key = self.provenance(&pairs);
+        let seen = self.seen(&pairs);
+        let key: Provenance = seen[..self.reserved.len()]
+            .iter()
+            .map(|s| s.map(|v| v.map(<[u8]>::to_vec)))
+            .collect();
         let known = self.table.entry(topic.to_string()).or_default();
+        known.retain(|(k, _)| *k != key);
         if known.len() >= MAX_PER_TOPIC {
             known.clear();
         }
-        known.insert(key, verdict);
+        known.push((key, verdict));
     }
 }
 
