@@ -304,13 +304,19 @@ fn hold(
 }
 
 impl Inner {
-    /// The partitions assigned now (not those given up, whose slots may linger).
-    fn current(&self) -> impl Iterator<Item = &Part> {
-        self.parts
+    /// The readings whose slots are in use, oldest assignment first: a partition read
+    /// more than once comes last with its newest reading, and one given up (stopped,
+    /// held for a config sync) keeps answering from its last reading.
+    fn readings(&self) -> Vec<&Part> {
+        let mut parts: Vec<&Part> = self
+            .parts
             .iter()
             .enumerate()
-            .filter(|(slot, p)| self.slot(&p.topic, p.partition) == Some(*slot))
+            .filter(|(slot, _)| self.slot_table.in_use(*slot))
             .map(|(_, p)| p)
+            .collect();
+        parts.sort_by_key(|p| p.generation);
+        parts
     }
 
     fn slot(&self, topic: &str, partition: i32) -> Option<usize> {
@@ -1429,6 +1435,16 @@ impl Mover {
             let mut ledgers = lock(&shared.ledgers);
             let mut reports = Vec::with_capacity(inner.parts.len());
             let mut done = Vec::new();
+            // The newest reading of each partition: an older one may be freed.
+            let mut newest: HashMap<(&str, i32), u64> = HashMap::new();
+            for (slot, part) in inner.parts.iter().enumerate() {
+                if inner.slot_table.in_use(slot) {
+                    let at = newest
+                        .entry((part.topic.as_str(), part.partition))
+                        .or_default();
+                    *at = (*at).max(part.generation);
+                }
+            }
             for (slot, part) in inner.parts.iter().enumerate() {
                 if !inner.slot_table.in_use(slot) {
                     continue;
@@ -1447,13 +1463,12 @@ impl Mover {
                     }
                     None => {
                         let report = ledger.report();
-                        // Given up, everything of it reported: its slot is free. (A
-                        // transactional mover reads one partition: never reused.)
-                        let retired = inner
-                            .slots
-                            .get(&part.topic)
-                            .and_then(|p| p.get(&part.partition))
-                            != Some(&slot);
+                        // Read again since, and everything of this reading reported:
+                        // its slot is free. (The newest reading of a partition given
+                        // up stays: its high watermark and position still count for
+                        // its lag. A transactional mover is never reused.)
+                        let retired =
+                            newest[&(part.topic.as_str(), part.partition)] > part.generation;
                         let skipping = inner.skips.keys().any(|(s, _)| *s == slot);
                         if retired && ledger.in_flight() == 0 && part.held.is_none() && !skipping {
                             done.push(slot);
@@ -1627,7 +1642,8 @@ impl Mover {
     fn watermarks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let highs = self.with(py, |inner| {
             Ok(inner
-                .current()
+                .readings()
+                .into_iter()
                 .filter_map(|p| {
                     let high = inner.source.high_watermark(&p.topic, p.partition)?;
                     Some(((p.topic.clone(), p.partition), high))
@@ -1647,13 +1663,14 @@ impl Mover {
     /// out. A partition's lag counts from there, not from its last record.
     fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let positions = self.with(py, |inner| {
-            let keys: Vec<_> = inner
-                .current()
+            let readings = inner.readings();
+            let keys: Vec<_> = readings
+                .iter()
                 .map(|p| (p.topic.as_str(), p.partition))
                 .collect();
             let found = inner.source.positions(&keys)?;
-            Ok(inner
-                .current()
+            Ok(readings
+                .into_iter()
                 .zip(found)
                 .filter_map(|(p, position)| Some(((p.topic.clone(), p.partition), position?)))
                 .collect::<Vec<_>>())
