@@ -103,6 +103,7 @@ def run_flows(
     the other flows run on. Raises ReplicatorError naming every worker that
     failed while the run was stopping.
     """
+    tree = _serve_metrics(flows)  # first: a port already taken stops the run before it starts
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         _stop_on_signals(stop)
@@ -116,7 +117,6 @@ def run_flows(
     thread_status.start()
     loops = [desired, checkpoints, acl_sync, thread_status]
     slots = [(flow, index) for flow in flows for index in range(flow.tasks_max)]
-    tree = _serve_metrics(flows)
     try:
         if len(slots) == 1:
             _supervise(slots, _ThreadWorker, stop, desired, loops)
