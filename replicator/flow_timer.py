@@ -268,6 +268,11 @@ class FlowTimer(BackgroundLoop, Generic[F]):
         returns; anything it raises follows this module's rule (logged once, counted,
         retried with backoff, shown), apart from the other flows'."""
 
+    def next_round_in(self, flow: F) -> float:
+        """Seconds from the end of a round to the next: the interval, unless the round
+        left work that cannot wait that long (see CheckpointLoop)."""
+        return self.interval(flow)
+
     def paused(self, flow: F) -> None:
         """The flow does not run now (the state store stopped it): no round, and what
         its rounds publish must not read as failing (see CheckpointLoop)."""
@@ -287,4 +292,4 @@ class FlowTimer(BackgroundLoop, Generic[F]):
             if time.monotonic() < self._due[flow.name]:
                 continue
             if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):
-                self._due[flow.name] = time.monotonic() + self.interval(flow)
+                self._due[flow.name] = time.monotonic() + self.next_round_in(flow)

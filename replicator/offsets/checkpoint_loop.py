@@ -30,6 +30,11 @@ from replicator.offsets.checkpoints import Checkpointer
 
 log = logging.getLogger(__name__)
 
+#: A round that held positions back (their records were still being copied) is
+#: followed by the next this soon (or after as long as it took, if longer), not a
+#: whole interval later: a copy catching up reaches them any moment.
+HELD_RECHECK_S = 1.0
+
 #: The first round waits this long at most for the checkpoint group to give this
 #: process its share of the partitions (joining takes a few seconds).
 _FIRST_SHARE_S = 30.0
@@ -56,11 +61,38 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         self._checkpointers: dict[str, Checkpointer] = {}
         #: This process's share of each flow's partitions (`CheckpointShare`).
         self._shares: dict[str, CheckpointShare] = {}
+        #: Flows whose target has answered about their groups (`Checkpointer.warm_up`).
+        self._warm: set[str] = set()
+        #: Per flow, how long its last round took when it held positions back.
+        self._held_round: dict[str, float] = {}
 
     def tick(self) -> None:
         for name, share in self._shares.items():  # stay in the groups between rounds
             self.guarded(f"the checkpoint group of flow {name}", share.keep)
+        running = self._running()
+        for flow in self._flows:
+            if flow.name not in self._warm and running.get(flow.name, True):
+                self.guarded(
+                    f"the target's group coordinators of flow {flow.name}",
+                    lambda flow=flow: self._warm_up(flow),
+                )
         super().tick()
+
+    def _warm_up(self, flow: FlowConfig) -> None:
+        if self._checkpointer(flow).warm_up():
+            self._warm.add(flow.name)
+
+    def _checkpointer(self, flow: FlowConfig) -> Checkpointer:
+        checkpointer = self._checkpointers.get(flow.name)
+        if checkpointer is None:
+            checkpointer = self._checkpointers[flow.name] = Checkpointer(flow)
+        return checkpointer
+
+    def next_round_in(self, flow: FlowConfig) -> float:
+        held = self._held_round.get(flow.name)
+        if held is None:
+            return self.interval(flow)
+        return min(self.interval(flow), max(HELD_RECHECK_S, held))
 
     def paused(self, flow: FlowConfig) -> None:
         """A stopped flow (paused, or the standby direction after a failover) writes no
@@ -77,10 +109,9 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
 
     def round(self, flow: FlowConfig) -> None:
         started = time.monotonic()
+        self._held_round.pop(flow.name, None)
         try:
-            checkpointer = self._checkpointers.get(flow.name)
-            if checkpointer is None:
-                checkpointer = self._checkpointers[flow.name] = Checkpointer(flow)
+            checkpointer = self._checkpointer(flow)
             report = checkpointer.emit(partitions=self._share_of(flow, checkpointer))
         except (ReplicatorError, KafkaException) as exc:
             self._drop(flow)
@@ -95,6 +126,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             )
             return
         took = time.monotonic() - started
+        if report.held:
+            self._held_round[flow.name] = took
         metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
         answered = report.translations
@@ -159,6 +192,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             self._shares.pop(name).close()
 
     def _drop(self, flow: FlowConfig) -> None:
+        self._warm.discard(flow.name)
         checkpointer = self._checkpointers.pop(flow.name, None)
         if checkpointer is not None:
             try:

@@ -303,11 +303,23 @@ class Checkpointer(_Checkpointing):
         self._group_sync = (
             GroupOffsetSync(GroupAdmin(flow.target)) if flow.sync_group_offsets_enabled else None
         )
+        #: The groups `warm_up` asks the target about (listed once).
+        self._warm_groups: list[str] | None = None
 
     def close(self) -> None:
         super().close()
         self._batch.close()
         self._source_reader.close()
+
+    def warm_up(self) -> bool:
+        """Before the first round and between rounds until it answers, ask the target
+        about the source's groups (`GroupOffsetSync.prepare`), so the first sync finds
+        their coordinators ready; True when there is nothing left to ask."""
+        if self._group_sync is None:
+            return True
+        if self._warm_groups is None:
+            self._warm_groups = self.groups()
+        return self._group_sync.prepare(self._warm_groups)
 
     def groups(self) -> list[str]:
         """The source groups the flow checkpoints (`groups`, `groups.exclude`), less the

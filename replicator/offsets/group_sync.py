@@ -35,22 +35,26 @@ class GroupOffsetSync:
         self._prepared = False
         #: The target's pending answers about the groups (`prepare`).
         self._asked: list[Future[object]] | None = None
+        #: Why the target's last answer about the groups failed (None: none failed).
+        self._unanswered: str | None = None
 
-    def prepare(self, groups: list[str]) -> None:
-        """Ask the target about the groups once, before there is anything to sync,
-        without waiting: on a target just started the first group call makes the
-        cluster create and load its offsets topic (tens of seconds at estate scale),
-        which then happens while the copy runs rather than after it. Looked at again
-        by the next calls: ReplicatorError if it failed (then asked again)."""
+    def prepare(self, groups: list[str]) -> bool:
+        """Ask the target about the groups, without waiting, until it answers: on a
+        target just started the first group call makes the cluster create and load its
+        offsets topic (tens of seconds at estate scale), which should happen while the
+        copy runs rather than after it. Called every second from the run's start
+        (`Checkpointer.warm_up`) and at each round; True once answered. A failed or
+        timed-out answer is asked again at once (its error is kept for `sync` to say)."""
         if self._prepared or not groups:
-            return
+            return self._prepared
         if self._asked is None:
             self._asked = self._target.ask_about(groups)
         try:
             self._prepared = bool(self._target.answered(self._asked))
-        except ReplicatorError:
-            self._asked = None
-            raise
+        except ReplicatorError as exc:
+            self._unanswered = str(exc)
+            self._asked = self._target.ask_about(groups)
+        return self._prepared
 
     def unchanged(self, group: str) -> bool:
         """True when `group`, whose positions did not change since the caller last
@@ -67,13 +71,13 @@ class GroupOffsetSync:
         by_group: dict[str, list[Checkpoint]] = {}
         for checkpoint in checkpoints:
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
-        if by_group and not self._prepared:
-            self.prepare(sorted(by_group))
-            if not self._prepared:  # a call now would wait out the whole timeout
-                raise ReplicatorError(
-                    "the target has not answered about its consumer groups yet (a cluster "
-                    "just started creates and loads its offsets topic first)"
-                )
+        if by_group and not self.prepare(sorted(by_group)):
+            # A call now would wait out the whole timeout.
+            last = f"; its last answer: {self._unanswered}" if self._unanswered else ""
+            raise ReplicatorError(
+                "the target has not answered about its consumer groups yet (a cluster "
+                f"just started creates and loads its offsets topic first){last}"
+            )
         due = {}
         for group, wanted in by_group.items():
             positions = frozenset((c.topic, c.partition, c.downstream) for c in wanted)

@@ -120,10 +120,17 @@ def test_a_failed_group_sync_leaves_the_rounds_checkpoints_standing() -> None:
 
 
 def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -> None:
-    """Asked without waiting; a failed answer is said and asked again."""
+    """Asked without waiting; a failed answer is asked again at once, and said by the
+    sync that cannot go on."""
     target = _Target()
     asked: list[list[str]] = []
-    answers: list[bool | Exception | None] = [None, None, ReplicatorError("no answer"), True]
+    answers: list[bool | Exception | None] = [
+        None,
+        None,
+        ReplicatorError("no answer"),
+        None,
+        True,
+    ]
 
     def ask_about(groups: list[str]) -> list[str]:
         asked.append(groups)
@@ -138,12 +145,13 @@ def test_the_target_is_asked_about_the_groups_once_before_anything_is_synced() -
     target.ask_about = ask_about  # type: ignore[attr-defined]
     target.answered = answered  # type: ignore[attr-defined]
     sync = GroupOffsetSync(target)  # type: ignore[arg-type]
-    sync.prepare(["app", "other"])  # asked, pending
+    assert not sync.prepare(["app", "other"])  # asked, pending
     with pytest.raises(ReplicatorError, match="not answered"):
         sync.sync([_at("app", 50)])  # a call now would wait out the whole timeout
-    with pytest.raises(ReplicatorError, match="no answer"):
-        sync.prepare(["app", "other"])  # failed
-    sync.prepare(["app", "other"])  # asked again, answered
-    sync.prepare(["app", "other"])  # done: not asked again
+    assert not sync.prepare(["app", "other"])  # failed: asked again at once
+    with pytest.raises(ReplicatorError, match="its last answer: no answer"):
+        sync.sync([_at("app", 50)])
+    assert sync.prepare(["app", "other"])  # answered
+    assert sync.prepare(["app", "other"])  # done: not asked again
     assert asked == [["app", "other"], ["app", "other"]]
     assert sync.sync([_at("app", 50)]) == ({"app": 1}, [])
