@@ -12,7 +12,7 @@
 //! its own queued records then.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::{self, NonNull};
 use std::slice;
@@ -216,14 +216,30 @@ impl<C: ClientContext> Source<C> {
         let wanted: Vec<_> = partitions.iter().map(|&(t, p)| (t, p, None)).collect();
         let tpl = Self::list(&wanted)?;
         check(unsafe { rd::rd_kafka_position(self.client.native_ptr(), tpl.ptr()) })?;
+        // The first record of each partition still in the local batch: the position
+        // stands before it. One pass over the batch, not one per partition.
+        let mut first_fetched: HashMap<(&[u8], i32), i64> = HashMap::new();
         let fetched = self.fetched.borrow();
+        for taken in fetched.iter() {
+            let msg = unsafe { taken.0.as_ref() };
+            if msg.rkt.is_null() {
+                continue;
+            }
+            let name = unsafe { CStr::from_ptr(rd::rd_kafka_topic_name(msg.rkt)) };
+            first_fetched
+                .entry((name.to_bytes(), msg.partition))
+                .or_insert(msg.offset);
+        }
+        // The list keeps the order it was built in: element i is partitions[i]
+        // (a search per partition made a call on 5,000 partitions take 0.1 s).
         Ok(partitions
             .iter()
-            .map(|&(topic, partition)| {
-                if let Some(first) = fetched.iter().find(|t| t.is_of(topic, partition)) {
-                    return Some(unsafe { first.0.as_ref() }.offset);
+            .zip(tpl.elements())
+            .map(|(&(topic, partition), element)| {
+                if let Some(&first) = first_fetched.get(&(topic.as_bytes(), partition)) {
+                    return Some(first);
                 }
-                match tpl.find_partition(topic, partition)?.offset() {
+                match element.offset() {
                     Offset::Offset(offset) => Some(offset),
                     _ => None,
                 }

@@ -60,8 +60,12 @@ from replicator.kafka.errors import is_fatal, kafka_error
 log = logging.getLogger(__name__)
 
 #: How often the source's high watermarks are read from the Movers (for lag: status
-#: and metrics ask per partition every second).
+#: and metrics ask per partition every second), at the most.
 _HIGHS_EVERY_S = 0.5
+#: ... and at most this share of the time goes to reading them: librdkafka finds each
+#: partition by a search over the client's topics, so a read of 5,000 partitions over
+#: 1,250 topics costs tens of milliseconds, and a read every 0.5 s most of a core.
+_HIGHS_DUTY = 0.02
 
 Key = tuple[str, int]
 
@@ -192,12 +196,13 @@ class MoverFetch:
         options: dict[str, Any] = {"cached": cached}
         if timeout is not None:
             options["timeout"] = timeout
-        own = self._consumer.get_watermark_offsets(partition, **options)
         if not cached:
-            return own
+            return self._consumer.get_watermark_offsets(partition, **options)
         assert self._writer is not None, "MoverFetch.bind was not called"
         high = self._writer.high_watermark((partition.topic, partition.partition))
-        return own if high is None else (own[0] if own else -1, high)
+        if high is None:
+            return self._consumer.get_watermark_offsets(partition, **options)
+        return OFFSET_INVALID, high  # the group consumer's own low is never known
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The Mover's consumer's positions (the group consumer never fetches), as
@@ -269,6 +274,8 @@ class MoverWriter:
         self._highs: dict[Key, int] = {}
         self._positions: dict[Key, int] = {}
         self._highs_read = float("-inf")
+        #: How long the last read of the Movers took (it spaces the next: `_HIGHS_DUTY`).
+        self._highs_took = 0.0
 
     # -- what the loop and rebalancing read -----------------------------------------------
 
@@ -741,7 +748,7 @@ class MoverWriter:
 
     def _read_movers(self) -> None:
         now = time.monotonic()
-        if now - self._highs_read < _HIGHS_EVERY_S:
+        if now - self._highs_read < max(_HIGHS_EVERY_S, self._highs_took / _HIGHS_DUTY):
             return
         self._highs_read = now
         for mover in self._movers():
@@ -753,6 +760,7 @@ class MoverWriter:
             self._positions.update(
                 (key, offset) for key, offset in positions.items() if key in self._assigned
             )
+        self._highs_took = time.monotonic() - now
 
     def flush(self, timeout: float) -> int:
         """Wait for the Mover's records in flight (and the status producer's); the
