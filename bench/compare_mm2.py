@@ -28,7 +28,8 @@ replicator's run.
 With `--record-headers N`, every source record (backlog and latency load) carries N
 headers of its own, named and sized like an application's (`trace-id` 32 B,
 `content-type` 16 B, ...: `HEADER_SHAPES`); both systems copy them, which each run
-checks on a replica.
+checks on a replica. Several shapes, comma-separated (`--record-headers 0,forwarded`),
+run in the same run, interleaved per size, and their rates are compared.
 
 With `--client-stats`, our clients' librdkafka statistics (where records waited, each
 worker's share of the partitions) are printed after each run; their `stats_cb` is a
@@ -58,7 +59,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
@@ -1165,12 +1166,15 @@ def size_result(
     settings: Settings,
     done: list[Run],
     warmed_up: WarmUp | None,
+    *,
+    limits: RawLimits | None = None,
 ) -> SizeResult:
-    print(f"{value_bytes} B: raw limits with the Kafka perf tools")
-    # Three copies of the backlog at once would not fit on the disk at 1 KB.
-    limits = raw_limits(
-        min(records, default_records(value_bytes)), value_bytes, settings.partitions
-    )
+    if limits is None:
+        print(f"{value_bytes} B: raw limits with the Kafka perf tools")
+        # Three copies of the backlog at once would not fit on the disk at 1 KB.
+        limits = raw_limits(
+            min(records, default_records(value_bytes)), value_bytes, settings.partitions
+        )
     ours, mm2 = summarize("ours", done), summarize("MM2", done)
     return SizeResult(
         value_bytes,
@@ -1286,6 +1290,32 @@ def table(result: SizeResult) -> str:
     return f"{title}\n\n{markdown_table(header, body)}"
 
 
+def shape_table(results: list[SizeResult]) -> str:
+    """Each record shape's median warm rate as a share of the first shape's, per size
+    and system (the shapes ran in the same run, interleaved)."""
+    header = ["values", "record headers", "ours warm rec/s", "ours ratio", "MM2 warm rec/s",
+              "MM2 ratio", "ours / MM2"]  # fmt: skip
+    body = []
+    for size in SIZES:
+        of_size = [r for r in results if r.value_bytes == size]
+        if not of_size:
+            continue
+        base = of_size[0]
+        for result in of_size:
+            ours = result.ours.figures.warm_records_per_s
+            mm2 = result.mm2.figures.warm_records_per_s
+            body.append([
+                f"{size} B",
+                str(result.record_headers),
+                f"{ours:,.0f}",
+                f"{ours / base.ours.figures.warm_records_per_s:.2f}x",
+                f"{mm2:,.0f}",
+                f"{mm2 / base.mm2.figures.warm_records_per_s:.2f}x",
+                f"{ours / mm2:.2f}x",
+            ])  # fmt: skip
+    return markdown_table(header, body)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -1338,12 +1368,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--record-headers",
         type=_record_headers,
-        default=0,
-        metavar="N|forwarded",
+        default=[0],
+        metavar="N|forwarded[,...]",
         help="headers of its own on every source record, named and sized like an "
         "application's (trace-id 32 B, content-type 16 B, ...), or `forwarded`: another "
         "flow's provenance headers (__dr_src, __dr_off, __dr_topic), as an application "
-        "forwarding a replica's headers writes them (0)",
+        "forwarding a replica's headers writes them; several, comma-separated, run in "
+        "the same run and are compared (0)",
     )
     parser.add_argument(
         "--client-stats",
@@ -1354,12 +1385,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _record_headers(text: str) -> int | str:
-    if text == FORWARDED:
-        return FORWARDED
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: give a count (0 or more) or {FORWARDED}")
-    return int(text)
+def _record_headers(text: str) -> list[int | str]:
+    shapes: list[int | str] = []
+    for given in text.split(","):
+        shape = given.strip()
+        if shape == FORWARDED:
+            shapes.append(FORWARDED)
+        elif shape.isdigit():
+            shapes.append(int(shape))
+        else:
+            raise argparse.ArgumentTypeError(
+                f"{shape!r}: give a count (0 or more) or {FORWARDED}, or several, comma-separated"
+            )
+    if len(set(shapes)) != len(shapes):
+        raise argparse.ArgumentTypeError(f"{text!r}: a shape is given twice")
+    return shapes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1374,9 +1414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         replicator_cpus=args.replicator_cpus,
         broker_cpus=args.broker_cpus,
         group_protocol=args.group_protocol,
-        record_headers=args.record_headers,
+        record_headers=args.record_headers[0],
         client_stats=args.client_stats,
     )
+    shapes = [replace(settings, record_headers=shape) for shape in args.record_headers]
     records = {100: args.records_100b, 1024: args.records_1k}
     stray = mirror_maker_pids(JVM_DIR)
     if stray:
@@ -1395,16 +1436,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs, warm_ups = {}, {}
         for size in SIZES:
             warm_ups[size] = warm_up(settings) if measures_latency(size, settings) else None
-            runs[size] = size_runs(stack, size, records[size], settings)
-        results = [
-            size_result(size, records[size], settings, runs[size], warm_ups[size]) for size in SIZES
-        ]
+            for shape in shapes:  # every shape of a size in the same stretch of the run
+                runs[size, shape.record_headers] = size_runs(stack, size, records[size], shape)
+        results: list[SizeResult] = []
+        for size in SIZES:
+            limits = None  # measured once a size, shared by its shapes
+            for shape in shapes:
+                result = size_result(
+                    size,
+                    records[size],
+                    shape,
+                    runs[size, shape.record_headers],
+                    warm_ups[size],
+                    limits=limits,
+                )
+                limits = result.limits
+                results.append(result)
     left = mirror_maker_pids(JVM_DIR)
     if left:
         print(f"WARNING: MM2 JVMs still running after the benchmark: pids {left}")
     print()
     for result in results:
         print(table(result))
+        print()
+    if len(shapes) > 1:
+        print(shape_table(results))
         print()
     path = write_report(
         "compare_mm2",

@@ -54,6 +54,7 @@ TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 3
 DATA_DIR = Path(".data/bench-estate")
 GROUP_PREFIX = "estate-app-"
 POLL_S = 1.0
+_OFFSETS_PER_REQUEST = 500
 METRICS_PORT = 19466
 _CREATE_CHUNK = 500
 _ROUND_LINE = re.compile(r"checkpoints of (\d+) groups on \d+ partitions in ([0-9.]+) s")
@@ -114,7 +115,9 @@ def commit_groups(bootstrap: str, groups: Sequence[str], partitions: list[TopicP
     for group in groups:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
         try:
-            consumer.commit(offsets=partitions, asynchronous=False)
+            for at in range(0, len(partitions), _OFFSETS_PER_REQUEST):
+                chunk = partitions[at : at + _OFFSETS_PER_REQUEST]
+                consumer.commit(offsets=chunk, asynchronous=False)
         finally:
             consumer.close()
 
@@ -144,9 +147,12 @@ class TargetView:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
         try:
             wanted = [TopicPartition(t, p) for t, p in self.remotes]
+            # A request at a time of _OFFSETS_PER_REQUEST partitions: librdkafka matches
+            # the answer to the request by a search, n * n / 2 comparisons a request.
             return {
                 (tp.topic, tp.partition): tp.offset
-                for tp in consumer.committed(wanted, timeout=60)
+                for at in range(0, len(wanted), _OFFSETS_PER_REQUEST)
+                for tp in consumer.committed(wanted[at : at + _OFFSETS_PER_REQUEST], timeout=60)
                 if tp.offset >= 0
             }
         except Exception:  # the coordinator or the topics are not there yet

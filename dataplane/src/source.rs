@@ -342,9 +342,6 @@ unsafe extern "C" fn error_cb<C: ClientContext>(
     if context.is_null() {
         return;
     }
-    // librdkafka passes one of its own codes, the enum rdkafka-sys generated from
-    // the same header (as `rd_kafka_event_error` returns it to the crate).
-    let code: RDKafkaRespErr = unsafe { std::mem::transmute::<c_int, RDKafkaRespErr>(err) };
     let reason = if reason.is_null() {
         String::new()
     } else {
@@ -352,8 +349,22 @@ unsafe extern "C" fn error_cb<C: ClientContext>(
             .to_string_lossy()
             .into_owned()
     };
-    let error = KafkaError::Global(RDKafkaErrorCode::from(code));
-    unsafe { &*context }.error(error, reason.trim());
+    let (code, reason) = global_error(err, reason.trim());
+    unsafe { &*context }.error(KafkaError::Global(code), &reason);
+}
+
+/// The error code librdkafka passed as a C int, checked against the codes this
+/// build knows (a newer librdkafka may pass one the enum lacks: reading it as the
+/// enum would be undefined behaviour); an unknown one is `Unknown`, its number kept
+/// in the reason.
+fn global_error(err: c_int, reason: &str) -> (RDKafkaErrorCode, String) {
+    match RDKafkaRespErr::try_from(err) {
+        Ok(code) => (RDKafkaErrorCode::from(code), reason.to_string()),
+        Err(_) => (
+            RDKafkaErrorCode::Unknown,
+            format!("{reason} (librdkafka error code {err}, unknown to this build)"),
+        ),
+    }
 }
 
 /// One message from the consumer's queue: a record, or an error about a
@@ -454,5 +465,27 @@ impl Record<'_> {
         }
         // Detached, they are ours (librdkafka no longer frees them with the message).
         NonNull::new(headers).map(|headers| unsafe { Headers::adopt(headers) })
+    }
+}
+
+#[cfg(test)]
+mod global_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_known_code_is_its_own_code() {
+        let (code, reason) = global_error(-195, "broker down");
+        assert_eq!(code, RDKafkaErrorCode::BrokerTransportFailure);
+        assert_eq!(reason, "broker down");
+    }
+
+    #[test]
+    fn an_unknown_code_is_unknown_and_said() {
+        let (code, reason) = global_error(4242, "something new");
+        assert_eq!(code, RDKafkaErrorCode::Unknown);
+        assert_eq!(
+            reason,
+            "something new (librdkafka error code 4242, unknown to this build)"
+        );
     }
 }

@@ -113,11 +113,16 @@ class Checkpoint:
 
     @classmethod
     def decode(cls, key: bytes, value: bytes) -> Checkpoint:
-        k = _Reader(key, "checkpoint key")
+        group, topic, partition = cls.decode_key(key)
         v = _Reader(value, "checkpoint value")
-        group, topic, partition = k.string(), k.string(), k.int32()
         v.version()
         return cls(group, topic, partition, v.int64(), v.int64(), v.string())
+
+    @staticmethod
+    def decode_key(key: bytes) -> tuple[str, str, int]:
+        """(group, topic, partition) of a checkpoint record's key."""
+        k = _Reader(key, "checkpoint key")
+        return k.string(), k.string(), k.int32()
 
 
 @dataclass(frozen=True)

@@ -173,13 +173,20 @@ class GroupAdmin:
         if not positions:
             return
         with self._group_consumer(group) as consumer:
-            try:
-                result = consumer.commit(offsets=positions, asynchronous=False)
+            try:  # `_OFFSETS_PER_REQUEST` at a time (each partition's commit stands alone)
+                result = [
+                    tp
+                    for at in range(0, len(positions), _OFFSETS_PER_REQUEST)
+                    for tp in consumer.commit(
+                        offsets=positions[at : at + _OFFSETS_PER_REQUEST], asynchronous=False
+                    )
+                    or []
+                ]
             except KafkaException as exc:
                 raise self._refused(exc, f" group {group!r}", ("READ", f"GROUP {group}")) from exc
         # The request can succeed while single partitions fail (e.g. the coordinator
         # is still loading): those would be lost silently.
-        failed = [tp for tp in result or [] if tp.error is not None]
+        failed = [tp for tp in result if tp.error is not None]
         if failed:
             raise ReplicatorError(
                 f"cluster {self.cluster.alias!r} group {group!r}: offsets not committed for "

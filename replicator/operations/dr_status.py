@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import KafkaException, Message
+from confluent_kafka import KafkaException
 
 from replicator.acls.status import read_acl_status
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
@@ -377,7 +377,8 @@ def checkpoint_age_s(flow: FlowConfig) -> float | None:
             start = max(low, end - _TAIL_WINDOW)
             newest = None
             for message in reader.messages(topic, 0, start, end):
-                if _flow_checkpoint(flow, message) is not None:
+                key = message.key()
+                if key is not None and message.value() is not None and _flow_key(flow, key):
                     newest = message.timestamp()[1]
             if newest is not None:
                 return round(max(0.0, time.time() - newest / 1000), 1)
@@ -385,16 +386,13 @@ def checkpoint_age_s(flow: FlowConfig) -> float | None:
     return None
 
 
-def _flow_checkpoint(flow: FlowConfig, message: Message) -> Checkpoint | None:
-    """The checkpoint a record of the checkpoints topic holds, if it is one of `flow`
-    (its topic is a remote topic of one of the flow's source topics)."""
-    key, value = message.key(), message.value()
-    if key is None or value is None:
+def _flow_key(flow: FlowConfig, key: bytes) -> tuple[str, str, int] | None:
+    """The (group, remote topic, partition) a checkpoint record's key names, if it is
+    one of `flow` (its topic is a remote topic of one of the flow's source topics)."""
+    group, topic, partition = Checkpoint.decode_key(key)
+    if not flow.topics.matches(flow.policy.upstream_topic(topic) or ""):
         return None
-    checkpoint = Checkpoint.decode(key, value)
-    if not flow.topics.matches(flow.policy.upstream_topic(checkpoint.topic) or ""):
-        return None
-    return checkpoint
+    return group, topic, partition
 
 
 def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
@@ -402,25 +400,32 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
 
     MM2's checkpoint value has no time of its own, so the age is the broker
     timestamp of the newest record in the checkpoints topic that belongs to the
-    flow (its topic is a remote topic of one of the flow's source topics)."""
+    flow (its topic is a remote topic of one of the flow's source topics).
+
+    The topic holds a record per checkpoint written (hundreds of thousands at
+    an estate's size until compaction): each distinct key is decoded once, and
+    no value is (what is counted is which keys the flow has, and when)."""
     policy = flow.policy
     topic = policy.checkpoints_topic(flow.source.alias)
-    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    keys: dict[bytes, tuple[str, str, int] | None] = {}
     last_ms: int | None = None
     with PartitionReader(flow.target) as reader:
         if reader.exists(topic, 0):
             low, high = reader.bounds(topic, 0)
             for message in reader.messages(topic, 0, low, high):
-                checkpoint = _flow_checkpoint(flow, message)
-                if checkpoint is None:
+                key = message.key()
+                if key is None or message.value() is None:
                     continue
-                latest[checkpoint.group, checkpoint.topic, checkpoint.partition] = checkpoint
-                last_ms = max(last_ms or 0, message.timestamp()[1])
+                if key not in keys:
+                    keys[key] = _flow_key(flow, key)
+                if keys[key] is not None:
+                    last_ms = max(last_ms or 0, message.timestamp()[1])
+    mine = [k for k in keys.values() if k is not None]
     last_at = None if last_ms is None else datetime.fromtimestamp(last_ms / 1000, UTC)
     return CheckpointInfo(
         topic,
-        len(latest),
-        sorted({c.group for c in latest.values()}),
+        len(mine),
+        sorted({group for group, _, _ in mine}),
         last_at,
         None if last_ms is None else round(max(0.0, time.time() - last_ms / 1000), 1),
     )
