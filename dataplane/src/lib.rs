@@ -6,6 +6,7 @@
 //! Without the `python` feature only the pure parts build (`cargo test
 //! --no-default-features` tests them with no librdkafka and no Python).
 
+pub mod client_errors;
 pub mod ledger;
 pub mod plan;
 pub mod slots;

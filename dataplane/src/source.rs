@@ -25,6 +25,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::client_errors::checked_code;
 use crate::target::Headers;
 
 /// The name and description of a librdkafka error code.
@@ -354,17 +355,15 @@ unsafe extern "C" fn error_cb<C: ClientContext>(
 }
 
 /// The error code librdkafka passed as a C int, checked against the codes this
-/// build knows (a newer librdkafka may pass one the enum lacks: reading it as the
-/// enum would be undefined behaviour); an unknown one is `Unknown`, its number kept
-/// in the reason.
+/// build knows (`client_errors`): an unknown one is `Unknown`, its number kept in
+/// the reason.
 fn global_error(err: c_int, reason: &str) -> (RDKafkaErrorCode, String) {
-    match RDKafkaRespErr::try_from(err) {
-        Ok(code) => (RDKafkaErrorCode::from(code), reason.to_string()),
-        Err(_) => (
-            RDKafkaErrorCode::Unknown,
-            format!("{reason} (librdkafka error code {err}, unknown to this build)"),
-        ),
-    }
+    checked_code(
+        err,
+        reason,
+        |e| RDKafkaRespErr::try_from(e).ok().map(RDKafkaErrorCode::from),
+        RDKafkaErrorCode::Unknown,
+    )
 }
 
 /// One message from the consumer's queue: a record, or an error about a
@@ -465,27 +464,5 @@ impl Record<'_> {
         }
         // Detached, they are ours (librdkafka no longer frees them with the message).
         NonNull::new(headers).map(|headers| unsafe { Headers::adopt(headers) })
-    }
-}
-
-#[cfg(test)]
-mod global_error_tests {
-    use super::*;
-
-    #[test]
-    fn a_known_code_is_its_own_code() {
-        let (code, reason) = global_error(-195, "broker down");
-        assert_eq!(code, RDKafkaErrorCode::BrokerTransportFailure);
-        assert_eq!(reason, "broker down");
-    }
-
-    #[test]
-    fn an_unknown_code_is_unknown_and_said() {
-        let (code, reason) = global_error(4242, "something new");
-        assert_eq!(code, RDKafkaErrorCode::Unknown);
-        assert_eq!(
-            reason,
-            "something new (librdkafka error code 4242, unknown to this build)"
-        );
     }
 }
