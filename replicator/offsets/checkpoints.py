@@ -49,8 +49,12 @@ from replicator.offsets.translation import (
 log = logging.getLogger(__name__)
 
 _FLUSH_TIMEOUT_S = 30.0
-#: Group-partitions a round translates and writes at a time (`Checkpointer.emit`).
+#: Group-partitions a round translates and writes at a time (`Checkpointer.emit`)...
 CHUNK_POSITIONS = 20_000
+#: ... but never fewer groups than this: each step of a chunk reads or writes its groups'
+#: offsets several at once, and two groups a chunk (at 10,000 partitions) left them
+#: waiting on one another's round trips.
+CHUNK_GROUPS_AT_LEAST = 8
 
 
 class UnprovenPosition(ReplicatorError):
@@ -371,7 +375,10 @@ class Checkpointer(_Checkpointing):
                 self._group_sync.prepare(wanted)
             except (ReplicatorError, KafkaException) as exc:
                 report.group_sync_errors.append(error_text(exc))
-        per_chunk = max(1, (chunk or CHUNK_POSITIONS) // max(1, len(partitions)))
+        per_chunk = max(
+            1 if chunk else CHUNK_GROUPS_AT_LEAST,
+            (chunk or CHUNK_POSITIONS) // max(1, len(partitions)),
+        )
         for at in range(0, len(wanted), per_chunk):
             self._emit_chunk(wanted[at : at + per_chunk], partitions, report)
         # Positions held because their records were still being copied when the round
