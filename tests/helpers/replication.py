@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
-from replicator.engine.headers import OFFSET_HEADER, decode_offset
+from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, decode_offset
 from replicator.engine.task import ReplicationTask
 
 from helpers.kafka import create_topic, unique_topic
@@ -154,11 +155,28 @@ def _produce_small(producer: Producer, topic: str, i: int, partitions: int) -> N
     _produce_to(producer, topic, i, i % partitions)
 
 
-def _produce_to(producer: Producer, topic: str, i: int, partition: int) -> None:
-    """Record `i` (key `i`, 100 bytes of value) to `partition`."""
+def forwarded_headers(cluster: str, offset: int) -> list[tuple[str, bytes]]:
+    """The provenance headers of `cluster`'s replica of `orders` at `offset`, as an
+    application that forwards a replica's headers (Kafka Streams' default) writes them
+    on its own records."""
+    return [
+        (SOURCE_HEADER, cluster.encode()),
+        (OFFSET_HEADER, struct.pack(">q", offset)),
+        (TOPIC_HEADER, b"orders"),
+    ]
+
+
+def _produce_to(
+    producer: Producer, topic: str, i: int, partition: int, forwarded_from: str | None = None
+) -> None:
+    """Record `i` (key `i`, 100 bytes of value) to `partition`; with `forwarded_from`,
+    every other record carries that cluster's provenance (`forwarded_headers`)."""
+    headers = forwarded_headers(forwarded_from, i) if forwarded_from and i % 2 else None
     while True:
         try:
-            producer.produce(topic, value=b"x" * 100, key=b"%d" % i, partition=partition)
+            producer.produce(
+                topic, value=b"x" * 100, key=b"%d" % i, partition=partition, headers=headers
+            )
             return
         except BufferError:
             producer.poll(0.1)
@@ -175,7 +193,9 @@ class PacedProduction:
     """`records` small records round-robin over `partitions`, produced from a thread at
     about `rate` per second: a source that is still being written while a test acts
     (the engine copies a preloaded backlog faster than a test can act mid-stream).
-    `only`: round-robin over those partitions alone (the others get nothing)."""
+    `only`: round-robin over those partitions alone (the others get nothing);
+    `forwarded_from`: every other record carries that cluster's provenance, as an
+    application forwarding a replica's headers writes it."""
 
     def __init__(
         self,
@@ -185,12 +205,14 @@ class PacedProduction:
         partitions: int,
         rate: int,
         only: Sequence[int] | None = None,
+        forwarded_from: str | None = None,
     ):
         written = list(range(partitions) if only is None else only)
         self.wanted = [0] * partitions
         for partition, count in zip(written, _round_robin(records, len(written)), strict=True):
             self.wanted[partition] = count
         self._written = written
+        self._forwarded_from = forwarded_from
         self._args = (bootstrap, topic, records, partitions, rate)
         self._thread = threading.Thread(target=self._produce, name="paced-producer")
         self.error: BaseException | None = None
@@ -217,7 +239,7 @@ class PacedProduction:
                 if i % slice_records == 0:  # each 1/20 s holds rate/20 records
                     time.sleep(max(0.0, started + i / rate - time.monotonic()))
                     producer.poll(0)
-                _produce_to(producer, topic, i, written[i % len(written)])
+                _produce_to(producer, topic, i, written[i % len(written)], self._forwarded_from)
             assert producer.flush(60) == 0
         except BaseException as exc:  # reported by __exit__
             self.error = exc
