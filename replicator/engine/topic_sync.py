@@ -180,6 +180,11 @@ class TopicSync:
     def _create(self, topics: list[NewTopic]) -> None:
         if not topics:
             return
+        for batch in _batches(topics):
+            self._create_batch(batch)
+        self._wait_until_served([t.topic for t in topics])
+
+    def _create_batch(self, topics: list[NewTopic]) -> None:
         futures = self.target_admin.create_topics(topics, operation_timeout=self.timeout_s)
         for name, future in futures.items():
             try:
@@ -199,7 +204,6 @@ class TopicSync:
                     f"cannot create remote topic {name} on {self.flow.target.alias!r}: "
                     f"{error.str()}"
                 ) from exc
-        self._wait_until_served([t.topic for t in topics])
 
     def _wait_until_served(self, topics: list[str]) -> None:
         """A created topic is not described or produced to until every partition
@@ -296,3 +300,25 @@ class TopicSync:
             topic: int(entries[MAX_MESSAGE_BYTES].value)
             for topic, entries in self._describe(self.target_admin, remotes).items()
         }
+
+
+#: Partitions one CreateTopics request asks for at most. A KRaft controller refuses a
+#: request of more than 10,000 records (`max.records.per.user.op`) as a whole:
+#: "PolicyViolationException: Unable to perform excessively large batch operation"
+#: (MirrorMaker 2 retries such a batch forever: at 2,500 topics x 4 partitions it
+#: never created a remote topic).
+CREATE_PARTITIONS_PER_REQUEST = 4_000
+
+
+def _batches(topics: list[NewTopic]) -> list[list[NewTopic]]:
+    """`topics` in requests of at most `CREATE_PARTITIONS_PER_REQUEST` partitions (a
+    topic larger than that alone in its own)."""
+    batches: list[list[NewTopic]] = []
+    size = 0
+    for topic in topics:
+        if not batches or size + topic.num_partitions > CREATE_PARTITIONS_PER_REQUEST:
+            batches.append([])
+            size = 0
+        batches[-1].append(topic)
+        size += topic.num_partitions
+    return batches
