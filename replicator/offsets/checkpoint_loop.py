@@ -31,8 +31,9 @@ from replicator.offsets.checkpoints import Checkpointer
 log = logging.getLogger(__name__)
 
 #: A round that held positions back (their records were still being copied) is
-#: followed by the next this soon (or after as long as it took, if longer), not a
-#: whole interval later: a copy catching up reaches them any moment.
+#: followed by the next this soon (or after a quarter of the time it took, if longer:
+#: the loop rests a fifth of the time at least), not a whole interval later: a copy
+#: catching up reaches them any moment.
 HELD_RECHECK_S = 1.0
 
 #: The first round waits this long at most for the checkpoint group to give this
@@ -92,7 +93,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         held = self._held_round.get(flow.name)
         if held is None:
             return self.interval(flow)
-        return min(self.interval(flow), max(HELD_RECHECK_S, held))
+        return min(self.interval(flow), max(HELD_RECHECK_S, held / 4))
 
     def paused(self, flow: FlowConfig) -> None:
         """A stopped flow (paused, or the standby direction after a failover) writes no
