@@ -288,7 +288,10 @@ class Mm2:
         self._mm2.stop()
 
     def pid(self) -> int:
-        (pid,) = mirror_maker_pids(self._workdir)
+        deadline = time.monotonic() + 30
+        while not (found := mirror_maker_pids(self._workdir)) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the JVM's command line shows in /proc a moment after start
+        (pid,) = found
         return pid
 
     def rounds(self) -> list[float]:
