@@ -141,12 +141,17 @@ class TaskReporter:
 
     def revoked(self, tracker: PartitionTracker) -> None:
         """The partition was taken from this worker: its last status says so (unless
-        it is stopped, which still needs an operator), and its next owner reports on
-        it from now on, so its state metric goes (a stale 1 would alert forever)."""
+        it is stopped, which still needs an operator), its counters take what it
+        replicated, and its next owner reports on it from now on, so its state metric
+        goes (a stale 1 would alert forever)."""
         status = self._partition_status(tracker, lag=None)
         if not tracker.stopped:
             status.state = "revoked"
         self._status.publish(status)
+        # What it replicated since the last per-second publish is counted now: its
+        # tracker is forgotten next (a partition revoked within a second of its
+        # assignment would otherwise have copied records no counter shows).
+        tracker.counters.publish(tracker.labels)
         # Its gauges go with the next `publish_metrics` (its next owner reports on
         # it from now on: a stale "stopped" would alert forever).
 
