@@ -15,7 +15,7 @@ from confluent_kafka.admin import NewTopic
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import admin_for
+from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import kafka_error
 from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import watermarks
@@ -25,6 +25,8 @@ _TIMEOUT_S = 30.0
 #: batch is never full and 0.5 s here made every status read (a procedure's
 #: "is the flow stopped yet?") cost half a second.
 _POLL_S = 0.02
+#: A topic's metadata errors that mean it does not exist (it is asked for by name).
+_ABSENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
 
 
 class MissingTopic(ReplicatorError):
@@ -59,15 +61,22 @@ def ensure_compacted_topic(
 
 
 def read_compacted(
-    cluster: ClusterConfig, topic: str, *, required: bool = False
+    cluster: ClusterConfig,
+    topic: str,
+    *,
+    required: bool = False,
+    reader: Consumer | None = None,
 ) -> dict[bytes, bytes]:
     """The latest value of every key of `topic[0]`, read to its current end
     (tombstones remove their key). Empty when the topic does not exist yet, or
-    MissingTopic with `required` (a reader that must tell "nothing written" apart)."""
-    consumer = range_reader(cluster.consumer, "reader", cluster.alias)
+    MissingTopic with `required` (a reader that must tell "nothing written" apart).
+    A caller that reads often passes its own `reader` (a `range_reader` of `cluster`,
+    left open and unassigned); otherwise one is made and closed."""
+    consumer = reader or range_reader(cluster.consumer, "reader", cluster.alias)
     latest: dict[bytes, bytes] = {}
     try:
-        if topic not in consumer.list_topics(timeout=_TIMEOUT_S).topics:
+        found = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if found is None or (found.error is not None and found.error.code() in _ABSENT):
             if required:
                 raise MissingTopic(cluster, topic)
             return latest
@@ -91,5 +100,8 @@ def read_compacted(
                 else:
                     latest[message.key()] = message.value()
     finally:
-        consumer.close()
+        if reader is None:
+            consumer.close()
+        else:
+            consumer.unassign()
     return latest

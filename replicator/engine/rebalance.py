@@ -47,8 +47,9 @@ _RESUME_FIRST_S = 0.5
 _RESUME_MAX_S = 10.0
 #: Partitions of remote topics created a moment ago answer once their leaders settle,
 #: seconds after each other: they wait (paused) and are read again together, after
-#: 0.5 s and then twice as long each time up to 4 s (each read asks the cluster about
-#: every waiting partition while its controller is busy electing them), for up to
+#: 0.5 s while each read finds some of them ready, and twice as long each time a read
+#: finds none, up to 4 s (each read asks the cluster about every waiting partition
+#: while its brokers are busy creating them), for up to
 #: `_SETTLE_S`, while the others replicate. After that each is read on its own, which
 #: waits for its leader and names the partition that does not answer.
 _SETTLE_FIRST_S = 0.5
@@ -225,6 +226,8 @@ class Rebalance:
             self._settling_since = now
         if now - self._settling_since > _SETTLE_S:
             return trackers
+        if read:  # leaders keep settling: the rest are read again soon, not later
+            self._settle.succeeded(now)
         self._settle.failed(now)
         return [t for t in trackers if (t.topic, t.partition) in read]
 

@@ -26,6 +26,7 @@ from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.internal_topics import read_compacted
 from replicator.engine.tail import TailPosition
+from replicator.kafka.clients import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +116,15 @@ def reset_key(flow: str, topic: str, partition: int) -> str:
     return f"{flow}|reset|{topic}|{partition}"
 
 
-def read_resets(flow: FlowConfig) -> dict[tuple[str, int], ResetRequest]:
+def read_resets(
+    flow: FlowConfig, reader: Consumer | None = None
+) -> dict[tuple[str, int], ResetRequest]:
     """The latest reset request of every partition of `flow` (applied or not: a
-    request has no state; see the module docstring)."""
+    request has no state; see the module docstring), with `reader` when given (see
+    `read_compacted`)."""
     prefix = f"{flow.name}|reset|".encode()
     requests = {}
-    for key, value in read_compacted(flow.target, RESETS_TOPIC).items():
+    for key, value in read_compacted(flow.target, RESETS_TOPIC, reader=reader).items():
         if not key.startswith(prefix):
             continue
         try:
@@ -160,12 +164,18 @@ class PendingResets:
         self.requests = requests
 
     @classmethod
-    def read(cls, flow: FlowConfig, partitions: Iterable[TopicPartition]) -> PendingResets:
-        """The requests for `partitions`: one read of the resets topic."""
+    def read(
+        cls,
+        flow: FlowConfig,
+        partitions: Iterable[TopicPartition],
+        reader: Consumer | None = None,
+    ) -> PendingResets:
+        """The requests for `partitions`: one read of the resets topic (with `reader`,
+        a reader the caller keeps, when given)."""
         wanted = {(tp.topic, tp.partition) for tp in partitions}
         if not wanted:  # a cooperative rebalance that gave this worker nothing new
             return cls(flow, {})
-        return cls(flow, {k: r for k, r in read_resets(flow).items() if k in wanted})
+        return cls(flow, {k: r for k, r in read_resets(flow, reader).items() if k in wanted})
 
     def honoured(
         self, topic: str, partition: int, tail: TailPosition, resume: int

@@ -26,8 +26,9 @@ from replicator.engine.tail import (
     tail_replicas,
 )
 from replicator.engine.takeover import TakeoverPlanner, decide
-from replicator.kafka.clients import Consumer
+from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.partition_scans import partition_bounds
+from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,16 @@ class ResumePoint:
 
 class ResumePoints:
     """Reads resume points: the target tail with one reusable reader, the resets
-    topic once per round of partitions."""
+    topic once per round of partitions, both clusters' offsets with an admin client
+    of each (clients made once: partitions waiting for a target that creates them
+    are read every half second)."""
 
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
         self._tail = TailReader(flow.target.consumer, flow.source.alias)
+        self._target_admin = admin_for(flow.target)
+        self._source_admin = admin_for(flow.source)
+        self._resets_reader = range_reader(flow.target.consumer, "resets", flow.target.alias)
         self._takeover: TakeoverPlanner | None = None
         #: (source topic, partition) -> its target tail and source (low, high), read
         #: for many partitions at once by `prefetch`, taken by the next `point`.
@@ -71,8 +77,12 @@ class ResumePoints:
         not answered here (a remote partition created a moment ago, its leader not
         elected yet) is read on its own by `point`; `forget_prefetched` drops what was
         not used."""
-        target = partition_bounds(self.flow.target, [(r, p) for _, p, r in partitions])
-        source = partition_bounds(self.flow.source, [(t, p) for t, p, _ in partitions])
+        target = partition_bounds(
+            self.flow.target, [(r, p) for _, p, r in partitions], self._target_admin
+        )
+        source = partition_bounds(
+            self.flow.source, [(t, p) for t, p, _ in partitions], self._source_admin
+        )
         tails = tail_replicas(self.flow.target, self.flow.source.alias, target)
         for topic, partition, remote in partitions:
             bounds = target.get((remote, partition))
@@ -90,12 +100,13 @@ class ResumePoints:
 
     def close(self) -> None:
         self._tail.close()
+        self._resets_reader.close()
         if self._takeover is not None:
             self._takeover.close()
 
     def resets(self, partitions: Iterable[TopicPartition]) -> PendingResets:
         """The pending resets of `partitions` (one read of the resets topic)."""
-        return PendingResets.read(self.flow, partitions)
+        return PendingResets.read(self.flow, partitions, self._resets_reader)
 
     def point(
         self, resets: PendingResets, source: Consumer, topic: str, partition: int, remote: str

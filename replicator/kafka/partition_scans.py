@@ -29,7 +29,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import admin_for
+from replicator.kafka.clients import AdminClient, admin_for
 from replicator.kafka.errors import error_code, error_text
 from replicator.kafka.range_reads import range_reader
 
@@ -164,12 +164,17 @@ ABSENT = frozenset(
 )
 
 
-def partition_bounds(cluster: ClusterConfig, partitions: list[Key]) -> dict[Key, tuple[int, int]]:
+def partition_bounds(
+    cluster: ClusterConfig, partitions: list[Key], admin: AdminClient | None = None
+) -> dict[Key, tuple[int, int]]:
     """(log start, high watermark) of each partition that exists, two requests per
     broker; a partition that does not exist (or has no leader yet) is left out. (One
     such partition would fail the whole request: librdkafka's "No leaders found", so
-    the cluster's metadata is asked first.)"""
-    admin = admin_for(cluster)
+    the cluster's metadata is asked first.) A caller that asks often passes its own
+    `admin` of `cluster`: a new client each time costs the cluster a connection and a
+    metadata request of its own (at 1,000 partitions, read every half second while
+    the target creates its partitions, that load slowed their creation)."""
+    admin = admin or admin_for(cluster)
     try:
         topics = admin.list_topics(timeout=READ_TIMEOUT_S).topics
     except KafkaException as exc:

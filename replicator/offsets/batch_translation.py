@@ -45,6 +45,7 @@ from confluent_kafka import Message
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.tail import Replica, replica_of
+from replicator.kafka.clients import admin_for
 from replicator.kafka.partition_scans import Scan, partition_bounds, scan_partitions
 from replicator.offsets.replica_reads import first_records
 from replicator.offsets.sync_store import OffsetSyncStore
@@ -165,6 +166,9 @@ class BatchTranslator:
         self._index = index
         self._source_reader = source_reader
         self.syncs = OffsetSyncStore(flow)
+        #: Offsets of both clusters are read every round: with clients made once.
+        self._target_admin = admin_for(flow.target)
+        self._source_admin = admin_for(flow.source)
         self._cache: dict[Where, dict[int, Translation]] = {}
         self._highs: dict[Where, int] = {}
         #: Target partitions' (log start, end) read this round (`begin_round`).
@@ -197,7 +201,7 @@ class BatchTranslator:
         ]  # fmt: skip
         unknown = [where for _, where in wheres if where not in self._bounds]
         if unknown:
-            found = partition_bounds(self.flow.target, unknown)
+            found = partition_bounds(self.flow.target, unknown, self._target_admin)
             self._bounds.update({where: found.get(where) for where in unknown})
         forgot = False
         for topic, where in wheres:
@@ -218,7 +222,7 @@ class BatchTranslator:
         self.syncs.refresh()
         unknown = [where for where in wanted if where not in self._bounds]
         if unknown:
-            found = partition_bounds(self.flow.target, unknown)
+            found = partition_bounds(self.flow.target, unknown, self._target_admin)
             self._bounds.update({where: found.get(where) for where in unknown})
         bounds = {w: b for w in wanted if (b := self._bounds[w]) is not None}
         results: dict[Position, Translation] = {}
@@ -415,7 +419,9 @@ class BatchTranslator:
         if not fallback:
             return
         ends = partition_bounds(
-            self.flow.source, sorted({(e.topic, e.partition) for e, _ in fallback})
+            self.flow.source,
+            sorted({(e.topic, e.partition) for e, _ in fallback}),
+            self._source_admin,
         )
         for entry, offset in fallback:
             end = ends.get((entry.topic, entry.partition), (0, offset))[1]

@@ -152,10 +152,14 @@ def test_partitions_whose_target_leaders_settle_wait_while_the_others_replicate(
     g.rebalance.resume_waiting()  # read together with the other one still settling
     assert not one.resuming and one.next_offset == 4 and two.resuming
     assert g.points.prefetched == [("orders", 1, "primary.orders"), ("orders", 2, "primary.orders")]
+    time.sleep(0.6)  # a read that found one ready: the next is as soon as the first
+    g.rebalance.resume_waiting()
+    assert g.points.prefetched == [("orders", 2, "primary.orders")] and two.resuming
     g.points.settling = set()
-    g.rebalance.resume_waiting()  # asked again after twice the pause
+    time.sleep(0.6)
+    g.rebalance.resume_waiting()  # a read that found none: asked after twice the pause
     assert two.resuming
-    time.sleep(1.1)
+    time.sleep(0.5)
     g.rebalance.resume_waiting()  # the last one alone is still read in a batch
     assert not two.resuming and two.next_offset == 5
     assert g.points.prefetched == [("orders", 2, "primary.orders")]
