@@ -327,6 +327,7 @@ def measure(
     started = time.monotonic()
     first_all = every = synced_at = cpu_synced = None
     synced = exact = 0
+    commits: dict[str, dict[tuple[str, int], int]] = {}
     with runner:
         pid = runner.pid()
         deadline = started + args.timeout
@@ -339,12 +340,14 @@ def measure(
                 every = now
             if every is not None:
                 with ThreadPoolExecutor(8) as pool:
-                    commits = list(pool.map(view.committed, groups))
-                count = sum(len(c) for c in commits)
+                    for group, found in zip(groups, pool.map(view.committed, groups), strict=True):
+                        if found:  # a read that failed keeps the group's last answer
+                            commits[group] = found
+                count = sum(len(c) for c in commits.values())
                 if count > synced or synced_at is None:  # the last time the count grew
                     synced_at, cpu_synced = time.monotonic() - started, cpu_seconds(pid)
                 synced = count
-                exact = sum(1 for c in commits for offset in c.values() if offset == half)
+                exact = sum(1 for c in commits.values() for offset in c.values() if offset == half)
                 if synced >= wanted_pairs:
                     break
                 if now - synced_at > args.settle_seconds:  # no more to come
