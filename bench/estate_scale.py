@@ -54,6 +54,8 @@ TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 3
 DATA_DIR = Path(".data/bench-estate")
 GROUP_PREFIX = "estate-app-"
 POLL_S = 1.0
+#: How often a watch prints where it stands.
+PROGRESS_S = 30.0
 _OFFSETS_PER_REQUEST = 500
 METRICS_PORT = 19466
 _CREATE_CHUNK = 500
@@ -327,6 +329,7 @@ def measure(
     started = time.monotonic()
     first_all = every = synced_at = cpu_synced = None
     synced = exact = 0
+    shown = 0.0
     commits: dict[str, dict[tuple[str, int], int]] = {}
     with runner:
         pid = runner.pid()
@@ -352,6 +355,13 @@ def measure(
                     break
                 if now - synced_at > args.settle_seconds:  # no more to come
                     break
+            if now - shown >= PROGRESS_S:  # a long watch says where it stands
+                shown = now
+                print(
+                    f"{system} at {now:.0f} s: {sum(highs.values()):,} of {total_records:,} "
+                    f"records on the target, {synced:,} of {wanted_pairs:,} group offsets",
+                    flush=True,
+                )
             time.sleep(POLL_S)
         idle = None
         if synced_at is not None:
