@@ -299,9 +299,9 @@ class Checkpointer(_Checkpointing):
         #: When each group's checkpoints were last written (monotonic), for the order.
         self._done_at: dict[str, float] = {}
         #: Groups whose every position was checkpointed exactly, with the committed
-        #: positions (offset, metadata) that was of: while a group commits nothing new,
-        #: its round costs one read of its offsets, nothing per position.
-        self._settled: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        #: positions that was of: while a group commits nothing new, its round costs
+        #: one read of its offsets, nothing per position.
+        self._settled: dict[str, list[Committed]] = {}
         #: The flow's replicated topics and their partition counts, as last listed.
         self.topics: dict[str, int] = {}
         self._group_sync = (
@@ -314,6 +314,9 @@ class Checkpointer(_Checkpointing):
         super().close()
         self._batch.close()
         self._source_reader.close()
+        self.source.close()
+        if self._group_sync is not None:
+            self._group_sync.close()
 
     def warm_up(self) -> bool:
         """Before the first round and between rounds until it answers, ask the target
@@ -401,14 +404,12 @@ class Checkpointer(_Checkpointing):
         again: bool = False,
     ) -> None:
         committed = self.source.committed_many(groups, partitions)
-        now = {
-            group: {(c.topic, c.partition): (c.offset, c.metadata) for c in found}
-            for group, found in committed.items()
-        }
-        settled = {group for group in groups if self._settled.get(group) == now[group]}
+        # The same partitions are asked in the same order every round, so a group that
+        # committed nothing new answers an equal list (compared as tuples, in C).
+        settled = {group for group in groups if self._settled.get(group) == committed[group]}
         for group in settled:  # nothing committed since: its checkpoints stand
-            report.unchanged += len(now[group])
-            report.translations["cache"] += len(now[group])
+            report.unchanged += len(committed[group])
+            report.translations["cache"] += len(committed[group])
         fresh = {g: found for g, found in committed.items() if g not in settled}
         exact: dict[str, list[GroupPosition]] = {}
         unsettled: set[str] = set()
@@ -425,9 +426,11 @@ class Checkpointer(_Checkpointing):
             if group in unsettled:
                 self._settled.pop(group, None)
             else:
-                self._settled[group] = now[group]
+                self._settled[group] = committed[group]
         if self._group_sync is not None:
-            self._sync_groups(self._group_sync, checkpoints, {g: now[g] for g in settled}, report)
+            self._sync_groups(
+                self._group_sync, checkpoints, {g: committed[g] for g in settled}, report
+            )
         done = time.monotonic()
         for group in groups:
             self._done_at[group] = done
@@ -439,7 +442,7 @@ class Checkpointer(_Checkpointing):
         self,
         group_sync: GroupOffsetSync,
         checkpoints: list[Checkpoint],
-        settled: dict[str, dict[tuple[str, int], tuple[int, str]]],
+        settled: dict[str, list[Committed]],
         report: CheckpointReport,
     ) -> None:
         """sync.group.offsets for the chunk: the `checkpoints` translated, and the stored
@@ -458,12 +461,12 @@ class Checkpointer(_Checkpointing):
         report.synced_groups.update(synced)
         report.active_groups.extend(active)
 
-    def _stored_of(self, group: str, positions: Collection[tuple[str, int]]) -> list[Checkpoint]:
-        """The stored checkpoints of `group` on the source `positions`."""
+    def _stored_of(self, group: str, positions: list[Committed]) -> list[Checkpoint]:
+        """The stored checkpoints of `group` on the partitions of `positions`."""
         stored, policy, alias = self._stored(), self.policy, self.flow.source.alias
         remote: dict[str, str] = {}
         found = []
-        for topic, partition in positions:
+        for topic, partition, _, _ in positions:
             name = remote.get(topic) or remote.setdefault(
                 topic, policy.format_remote_topic(alias, topic)
             )

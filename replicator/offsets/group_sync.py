@@ -38,6 +38,9 @@ class GroupOffsetSync:
         #: Why the target's last answer about the groups failed (None: none failed).
         self._unanswered: str | None = None
 
+    def close(self) -> None:
+        self._target.close()
+
     def prepare(self, groups: list[str]) -> bool:
         """Ask the target about the groups, without waiting, until it answers: on a
         target just started the first group call makes the cluster create and load its

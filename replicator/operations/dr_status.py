@@ -108,7 +108,9 @@ class CheckpointInfo:
     """The flow's checkpoints in `<source>.checkpoints.internal` on the target."""
 
     topic: str
-    checkpoints: int  # current (group, topic, partition) entries of this flow
+    #: Current (group, topic, partition) entries of this flow, and their groups; None
+    #: and [] where only the newest was read (`flow_status(..., count=False)`).
+    checkpoints: int | None
     groups: list[str]
     last_at: datetime | None  # broker timestamp of the newest checkpoint record
     age_seconds: float | None
@@ -297,8 +299,12 @@ def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) ->
     return ClusterStatus(cluster.alias, cluster.bootstrap_servers, True, len(metadata.brokers))
 
 
-def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) -> FlowStatus:
-    """Workers, per-partition lag and checkpoints of `flow`, read from its target."""
+def flow_status(
+    flow: FlowConfig, desired_state: str, target_reachable: bool, *, count: bool = True
+) -> FlowStatus:
+    """Workers, per-partition lag and checkpoints of `flow`, read from its target; with
+    `count` False only the newest checkpoint is read, not the count of them all (a
+    summary's cost stays the same at 20 checkpoints or 2,000,000)."""
     status = FlowStatus(
         flow.name,
         flow.source.alias,
@@ -310,7 +316,7 @@ def flow_status(flow: FlowConfig, desired_state: str, target_reachable: bool) ->
         return replace(status, error=f"target cluster {flow.target.alias!r} is unreachable")
     try:
         rows = read_status(flow.target, flow.name)
-        checkpoint = checkpoint_info(flow)
+        checkpoint = checkpoint_info(flow) if count else newest_checkpoint(flow)
         acl_sync = acl_sync_info(flow)
         background = [
             BackgroundInfo(r.runner, r.state, r.summary()) for r in read_thread_status(flow)
@@ -357,21 +363,26 @@ def acl_sync_info(flow: FlowConfig) -> AclSyncInfo:
     )
 
 
-#: How many records `checkpoint_age_s` reads back from the end at a time.
+#: How many records `newest_checkpoint` reads back from the end at a time.
 _TAIL_WINDOW = 1_000
 
 
 def checkpoint_age_s(flow: FlowConfig) -> float | None:
     """Seconds since the flow's newest checkpoint was written (its broker timestamp);
-    None when it has none. The checkpoints topic is read backwards from its end, a
-    window at a time, to the first record of the flow (the last record, unless
-    another flow of the same source writes there too): what the supervisor and the
-    health check ask every minute costs the same at 20 checkpoints or 2,000,000, where
-    `checkpoint_info` reads them all."""
+    None when it has none (see `newest_checkpoint`)."""
+    return newest_checkpoint(flow).age_seconds
+
+
+def newest_checkpoint(flow: FlowConfig) -> CheckpointInfo:
+    """When the flow's newest checkpoint was written, not how many there are. The
+    checkpoints topic is read backwards from its end, a window at a time, to the first
+    record of the flow (the last record, unless another flow of the same source writes
+    there too): what the supervisor, the health check and `flows list` ask costs the
+    same at 20 checkpoints or 2,000,000, where `checkpoint_info` reads them all."""
     topic = flow.policy.checkpoints_topic(flow.source.alias)
     with PartitionReader(flow.target) as reader:
         if not reader.exists(topic, 0):
-            return None
+            return _checkpoint_info(topic, None, [], None)
         low, end = reader.bounds(topic, 0)
         while end > low:
             start = max(low, end - _TAIL_WINDOW)
@@ -381,9 +392,9 @@ def checkpoint_age_s(flow: FlowConfig) -> float | None:
                 if key is not None and message.value() is not None and _flow_key(flow, key):
                     newest = message.timestamp()[1]
             if newest is not None:
-                return round(max(0.0, time.time() - newest / 1000), 1)
+                return _checkpoint_info(topic, None, [], newest)
             end = start
-    return None
+    return _checkpoint_info(topic, None, [], None)
 
 
 def _flow_key(flow: FlowConfig, key: bytes) -> tuple[str, str, int] | None:
@@ -421,14 +432,15 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
                 if keys[key] is not None:
                     last_ms = max(last_ms or 0, message.timestamp()[1])
     mine = [k for k in keys.values() if k is not None]
+    return _checkpoint_info(topic, len(mine), sorted({group for group, _, _ in mine}), last_ms)
+
+
+def _checkpoint_info(
+    topic: str, count: int | None, groups: list[str], last_ms: int | None
+) -> CheckpointInfo:
     last_at = None if last_ms is None else datetime.fromtimestamp(last_ms / 1000, UTC)
-    return CheckpointInfo(
-        topic,
-        len(mine),
-        sorted({group for group, _, _ in mine}),
-        last_at,
-        None if last_ms is None else round(max(0.0, time.time() - last_ms / 1000), 1),
-    )
+    age = None if last_ms is None else round(max(0.0, time.time() - last_ms / 1000), 1)
+    return CheckpointInfo(topic, count, groups, last_at, age)
 
 
 def _current(workers: list[WorkerInfo], wanted: bool) -> list[WorkerInfo]:
