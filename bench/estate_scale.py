@@ -13,7 +13,10 @@ its own; MM2 in dedicated mode), and the benchmark polls the target for:
   partition, the copy being one to one); a replicator that stops short (no growth for
   `--settle-seconds`) is reported with the count it reached and when it last grew;
 - the replicator's CPU seconds until then, its CPU at rest afterwards (share of one
-  core over `--idle-seconds`), its peak RSS; ours' checkpoint round times (its log).
+  core over `--idle-seconds`), its peak RSS; ours' checkpoint round times (its log);
+- at rest, ours' operations at this size: `replicator status` and `flows list`, the
+  metric series served, the DR status page's snapshot, a supervisor run, and a
+  failover's translation of every group.
 
     .venv/bin/python bench/estate_scale.py --topics 250 --partitions 4 --groups 20
 
@@ -45,9 +48,15 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from harness import BROKER_HEAP, Machine, cpu_seconds, markdown_table, peak_rss_mib, write_report
 
 from replicator import allocator
+from replicator.config import load_config
 from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.mirrormaker import MirrorMaker, mirror_maker_pids
 from replicator.localstack.mirrormaker_translation import connect_state_properties
+from replicator.offsets.checkpoints import Checkpointer
+from replicator.operations.dr_status import dr_status
+from replicator.operations.health import Bounds
+from replicator.operations.supervision import check
+from replicator.statestore import StateStore
 
 SOURCE = ClusterSpec("src", 16092)
 TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 36092)}
@@ -81,6 +90,13 @@ class Result:
     status_command_s: float | None = None
     flows_list_command_s: float | None = None
     metric_series: int | None = None
+    #: Ours only: the DR status page's snapshot (`dr_status`), one supervisor run
+    #: (which records the state store's sample), and a failover's exact translation
+    #: of every group (a checkpointer made for it, as the failover makes one).
+    status_page_s: float | None = None
+    supervisor_run_s: float | None = None
+    failover_translation_s: float | None = None
+    failover_translation_exact: int | None = None
 
 
 def topic_names(count: int) -> list[str]:
@@ -273,7 +289,34 @@ class Ours:
         with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics") as page:
             lines = page.read().decode().splitlines()
         timings["metric_series"] = sum(1 for line in lines if line and not line.startswith("#"))
-        return timings
+        return {**timings, **self._operations(config)}
+
+    def _operations(self, config: str) -> dict[str, float | int]:
+        """What the DR status page, a supervisor run (and the sample it records in the
+        state store) and a failover's translation of every group take at this size."""
+        replicator_config = load_config(config)
+        [flow] = replicator_config.flows
+        store = StateStore(self._state_url)
+        try:
+            started = time.monotonic()
+            dr_status(replicator_config, store)
+            page_s = time.monotonic() - started
+            started = time.monotonic()
+            check(replicator_config, store, None, Bounds())
+            supervisor_s = time.monotonic() - started
+        finally:
+            store.close()
+        started = time.monotonic()
+        with Checkpointer(flow) as checkpointer:  # cold, as a failover's is
+            translated = checkpointer.translate_groups(checkpointer.groups())
+        return {
+            "status_page_s": round(page_s, 2),
+            "supervisor_run_s": round(supervisor_s, 2),
+            "failover_translation_s": round(time.monotonic() - started, 2),
+            "failover_translation_exact": sum(
+                1 for positions in translated.values() for p in positions if p.translation.exact
+            ),
+        }
 
     def rounds(self) -> list[float]:
         text = self.log_file.read_text(errors="replace")
@@ -484,6 +527,10 @@ def table(results: Sequence[Result]) -> str:
             ("`replicator status`, s", "status_command_s"),
             ("`replicator flows list`, s", "flows_list_command_s"),
             ("metric series served", "metric_series"),
+            ("DR status page snapshot, s", "status_page_s"),
+            ("supervisor run (with its state-store sample), s", "supervisor_run_s"),
+            ("failover translation of every group, s", "failover_translation_s"),
+            ("... positions translated exactly", "failover_translation_exact"),
         )
     ]
     return markdown_table(header, rows)

@@ -176,6 +176,11 @@ class BatchTranslator:
         #: Source partitions' first committed record at or after an offset, found this
         #: round (`_check_source`): (that offset, the record's offset).
         self._source_firsts: dict[tuple[str, int], tuple[int, int]] = {}
+        #: Every answer of this round, held ones too: a round's later chunks of groups
+        #: that ask a position again get the same answer without a read (the round
+        #: reads each target partition's bounds once; a held position is looked at
+        #: again by the round's last pass, after `begin_round`).
+        self._round: dict[Position, Translation] = {}
         #: How each position of the last call was answered: cache, read, bisect.
         self.answered: Counter[str] = Counter()
 
@@ -187,6 +192,7 @@ class BatchTranslator:
         many chunks of groups it translates), and so are the source's records past them."""
         self._bounds = {}
         self._source_firsts = {}
+        self._round = {}
 
     def check_targets(self, partitions: Iterable[tuple[str, int]]) -> bool:
         """Read this round's bounds of the target partitions of the source `partitions`
@@ -211,21 +217,16 @@ class BatchTranslator:
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
         self.answered = Counter()
-        policy = self.flow.policy
-        wanted: dict[Where, _Wanted] = {}
-        for topic, partition, offset in set(positions):
-            remote = policy.format_remote_topic(self.flow.source.alias, topic)
-            entry = wanted.setdefault((remote, partition), _Wanted(topic, remote, partition))
-            entry.offsets.append(offset)
+        results: dict[Position, Translation] = {}
+        wanted = self._wanted(positions, results)
         if not wanted:
-            return {}
+            return results
         self.syncs.refresh()
         unknown = [where for where in wanted if where not in self._bounds]
         if unknown:
             found = partition_bounds(self.flow.target, unknown, self._target_admin)
             self._bounds.update({where: found.get(where) for where in unknown})
         bounds = {w: b for w in wanted if (b := self._bounds[w]) is not None}
-        results: dict[Position, Translation] = {}
         scans: dict[Where, _TargetScan] = {}
         fallback: list[tuple[_Wanted, int]] = []
         beyond: list[_Beyond] = []
@@ -269,9 +270,29 @@ class BatchTranslator:
         self._bisect(fallback, results)
         for how, count in self.answered.items():
             metrics.CHECKPOINT_TRANSLATIONS.labels(self.flow.name, how).inc(count)
+        self._round.update(results)
         return results
 
     # -- steps ------------------------------------------------------------------------
+
+    def _wanted(
+        self, positions: Iterable[Position], results: dict[Position, Translation]
+    ) -> dict[Where, _Wanted]:
+        """The positions to translate, by target partition; those this round answered
+        already go into `results`."""
+        policy, alias = self.flow.policy, self.flow.source.alias
+        wanted: dict[Where, _Wanted] = {}
+        for position in set(positions):
+            answered = self._round.get(position)
+            if answered is not None:
+                results[position] = answered
+                self.answered["cache"] += 1
+                continue
+            topic, partition, offset = position
+            remote = policy.format_remote_topic(alias, topic)
+            entry = wanted.setdefault((remote, partition), _Wanted(topic, remote, partition))
+            entry.offsets.append(offset)
+        return wanted
 
     def _check_high(self, where: Where, topic: str, bounds: tuple[int, int] | None) -> bool:
         """Forget what is known of a target partition whose end went back (recreated

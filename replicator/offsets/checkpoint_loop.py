@@ -74,7 +74,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         for flow in self._flows:
             if flow.name not in self._warm and running.get(flow.name, True):
                 self.guarded(
-                    f"the target's group coordinators of flow {flow.name}",
+                    f"the checkpoint writer and the target's group coordinators of flow "
+                    f"{flow.name}",
                     lambda flow=flow: self._warm_up(flow),
                 )
         super().tick()

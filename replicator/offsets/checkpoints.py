@@ -321,7 +321,16 @@ class Checkpointer(_Checkpointing):
     def warm_up(self) -> bool:
         """Before the first round and between rounds until it answers, ask the target
         about the source's groups (`GroupOffsetSync.prepare`), so the first sync finds
-        their coordinators ready; True when there is nothing left to ask."""
+        their coordinators ready; True when there is nothing left to ask.
+
+        The checkpoint writer is opened here too. Its idempotent producer asks the
+        target for a producer id, which a fresh target gives only once its transaction
+        coordinator has created and loaded its topic: opened by the first write, at
+        5,000 partitions the round's 250,000 checkpoints filled the producer's queue
+        and waited tens of seconds for it; opened at the start, that wait overlaps the
+        copy."""
+        if self.flow.emit_checkpoints_enabled:
+            self._open_writer()
         if self._group_sync is None:
             return True
         if self._warm_groups is None:

@@ -14,6 +14,7 @@ from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offse
 from replicator.engine.tail import Replica
 from replicator.errors import ReplicatorError
 from replicator.kafka.partition_scans import Scan, _route
+from replicator.offsets import batch_translation
 from replicator.offsets.batch_translation import JUMP_OFFSETS, _TargetScan
 from replicator.offsets.sync_store import MAX_PAIRS, OffsetSyncStore, PartitionPairs
 
@@ -381,3 +382,58 @@ def test_after_a_jump_a_scan_sees_each_record_once() -> None:
     _route([_Record(0), _Record(3000), _Record(3001)], pending, floor, consumer, "dr")
     _route([_Record(3000), _Record(3001), _Record(3002)], pending, floor, consumer, "dr")
     assert scan.seen == [0, 3000, 3001, 3002]
+
+
+# -- a round's answers -------------------------------------------------------------------
+
+
+class _NoPairs:
+    """The flow's offset syncs, none known (the scans read from the partition's start)."""
+
+    def refresh(self) -> None: ...
+
+    def anchor(self, *_: object) -> None:
+        return None
+
+    def after(self, *_: object) -> None:
+        return None
+
+    def learn(self, *_: object) -> None: ...
+
+    def forget(self, *_: object) -> None: ...
+
+
+def test_a_held_position_asked_again_in_the_round_is_not_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round's chunks of groups often ask the same positions (groups at the same
+    offset of a partition whose copy is under way): the round answers each once."""
+    reads: list[str] = []
+
+    def scan(_base: object, _purpose: str, _cluster: str, scans: dict, **_: object) -> None:
+        reads.append("target")
+        for key, each in scans.items():
+            assert key == (_TOPIC, 0)
+            _read(each, *(_Record(o, o) for o in range(40)))  # 40 of 100 copied so far
+
+    def firsts(_cluster: object, starts: dict) -> dict:
+        reads.append("source")
+        return dict.fromkeys(starts, 40)  # the source's record 40 is not on the target
+
+    monkeypatch.setattr(batch_translation, "admin_for", lambda _cluster: None)
+    monkeypatch.setattr(batch_translation, "partition_bounds", lambda *_: {(_TOPIC, 0): (0, 40)})
+    monkeypatch.setattr(batch_translation, "scan_partitions", scan)
+    monkeypatch.setattr(batch_translation, "first_records", firsts)
+    monkeypatch.setattr(batch_translation, "OffsetSyncStore", lambda _flow: _NoPairs())
+    translator = batch_translation.BatchTranslator(flow(), None, None)  # type: ignore[arg-type]
+
+    translator.begin_round()
+    first = translator.translate([("orders", 0, 50)])
+    again = translator.translate([("orders", 0, 50)])
+    assert reads == ["target", "source"]
+    assert again == first and not first["orders", 0, 50].exact
+    assert translator.answered["cache"] == 1
+
+    translator.begin_round()  # the next round (or the round's last look) reads again
+    translator.translate([("orders", 0, 50)])
+    assert reads == ["target", "source", "target", "source"]
