@@ -111,10 +111,15 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
 
     def round(self, flow: FlowConfig) -> None:
         started = time.monotonic()
-        self._held_round.pop(flow.name, None)
+        # A round brought forward by held positions translates them again; the groups'
+        # positions read by the round before are reused (`Checkpointer.emit`).
+        recheck = self._held_round.pop(flow.name, None) is not None
         try:
             checkpointer = self._checkpointer(flow)
-            report = checkpointer.emit(partitions=self._share_of(flow, checkpointer))
+            report = checkpointer.emit(
+                partitions=self._share_of(flow, checkpointer),
+                positions_max_age_s=self.interval(flow) if recheck else 0.0,
+            )
         except (ReplicatorError, KafkaException) as exc:
             self._drop(flow)
             metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)

@@ -26,6 +26,8 @@ class _Checkpointer:
         self.warmed = 0
         self.ready = False
         self.held: list[object] = []
+        #: `positions_max_age_s` of each round.
+        self.ages: list[float] = []
 
     def warm_up(self) -> bool:
         self.warmed += 1
@@ -34,7 +36,8 @@ class _Checkpointer:
     def list_topics(self) -> list[str]:
         return []
 
-    def emit(self, partitions: object = None) -> CheckpointReport:
+    def emit(self, partitions: object = None, positions_max_age_s: float = 0.0) -> CheckpointReport:
+        self.ages.append(positions_max_age_s)
         report = CheckpointReport("primary->dr")
         report.held = list(self.held)
         return report
@@ -90,3 +93,6 @@ def test_a_round_that_held_positions_is_followed_by_the_next_within_seconds(
     checkpointer.held = []
     loop.round(flow)
     assert loop.next_round_in(flow) == 60.0
+    # The round brought forward reuses the groups' positions read by the one before
+    # (read within the interval); every other round reads them.
+    assert checkpointer.ages == [0.0, 0.0, 60.0]
