@@ -120,7 +120,24 @@ class Checkpoint:
 
     @staticmethod
     def decode_key(key: bytes) -> tuple[str, str, int]:
-        """(group, topic, partition) of a checkpoint record's key."""
+        """(group, topic, partition) of a checkpoint record's key. The status page
+        decodes every distinct key of the checkpoints topic (2,000,000 at 10,000
+        partitions and 200 groups): a well-formed key is read with three unpacks,
+        anything else by the checking reader, which says what is wrong."""
+        try:
+            (group_end,) = _INT16.unpack_from(key, 0)
+            group_end += 2
+            (topic_end,) = _INT16.unpack_from(key, group_end)
+            topic_end += group_end + 2
+            (partition,) = _INT32.unpack_from(key, topic_end)
+        except struct.error:
+            group_end = topic_end = -1
+        if 2 <= group_end <= topic_end - 2:
+            return (
+                key[2:group_end].decode("utf-8"),
+                key[group_end + 2 : topic_end].decode("utf-8"),
+                partition,
+            )
         k = _Reader(key, "checkpoint key")
         return k.string(), k.string(), k.int32()
 

@@ -40,15 +40,34 @@ class MissingTopic(ReplicatorError):
         self.topic = topic
 
 
+#: The segments of a topic read whole for its current state (status, checkpoints,
+#: resets). A broker compacts only closed segments, and by default a segment closes at
+#: 1 GiB or after 7 days: the status topic of 10,000 partitions, each published every
+#: 10 s, grows by about 300 KB a second, all of which every `replicator status`, DR
+#: status page and supervisor run read (17 s after ten minutes at that size, more with
+#: every hour). With these, what a reader reads stays a few segments beyond the current
+#: state however long the flows run.
+CURRENT_STATE_SEGMENTS = {"segment.bytes": str(16 * 1024 * 1024), "segment.ms": str(600_000)}
+
+
 def ensure_compacted_topic(
-    cluster: ClusterConfig, topic: str, replication_factor: int, setting: str
+    cluster: ClusterConfig,
+    topic: str,
+    replication_factor: int,
+    setting: str,
+    *,
+    history: bool = False,
 ) -> None:
     """Create `topic` (one compacted partition) on `cluster` unless it exists.
-    `setting` names the configuration key of its replication factor, for the error."""
+    `setting` names the configuration key of its replication factor, for the error.
+    Its segments are `CURRENT_STATE_SEGMENTS`, unless its readers use its `history`
+    (offset syncs: MM2 and `OffsetSyncStore` translate from the older pairs too,
+    which compaction would take away): then the broker's defaults."""
     admin = admin_for(cluster)
     if topic in admin.list_topics(timeout=_TIMEOUT_S).topics:
         return
-    new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
+    config = {"cleanup.policy": "compact", **({} if history else CURRENT_STATE_SEGMENTS)}
+    new = NewTopic(topic, 1, replication_factor, config=config)
     try:
         admin.create_topics([new])[topic].result(timeout=_TIMEOUT_S)
     except KafkaException as exc:

@@ -412,6 +412,7 @@ class ReplicationTask:
             flow.policy.offset_syncs_topic(flow.target.alias),
             flow.offset_syncs_topic_replication_factor,
             "offset-syncs.topic.replication.factor",
+            history=True,
         )
         ensure_compacted_topic(
             flow.source,

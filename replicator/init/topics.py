@@ -23,6 +23,8 @@ class InternalTopic(NamedTuple):
     name: str
     replication_factor: int
     setting: str  # the key of its replication factor
+    #: Its readers use its older records (`ensure_compacted_topic`): offset syncs.
+    history: bool = False
 
 
 def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
@@ -34,6 +36,7 @@ def internal_topics(flow: FlowConfig) -> list[InternalTopic]:
         InternalTopic(
             flow.offset_syncs_cluster, policy.offset_syncs_topic(flow.target.alias),
             flow.offset_syncs_topic_replication_factor, "offset-syncs.topic.replication.factor",
+            history=True,
         ),
         InternalTopic(
             flow.source, policy.heartbeats_topic(),
@@ -79,7 +82,9 @@ def ensure_internal_topics(
             report.add(STEP, alias, "would", f"create {name} ({shape})")
         else:
             try:
-                ensure_compacted_topic(topic.cluster, name, rf, topic.setting)
+                ensure_compacted_topic(
+                    topic.cluster, name, rf, topic.setting, history=topic.history
+                )
             except ReplicatorError as exc:
                 report.add(STEP, alias, "failed", str(exc))
                 continue

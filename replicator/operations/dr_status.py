@@ -397,13 +397,19 @@ def newest_checkpoint(flow: FlowConfig) -> CheckpointInfo:
     return _checkpoint_info(topic, None, [], None)
 
 
-def _flow_key(flow: FlowConfig, key: bytes) -> tuple[str, str, int] | None:
+def _flow_key(
+    flow: FlowConfig, key: bytes, topics: dict[str, bool] | None = None
+) -> tuple[str, str, int] | None:
     """The (group, remote topic, partition) a checkpoint record's key names, if it is
-    one of `flow` (its topic is a remote topic of one of the flow's source topics)."""
+    one of `flow` (its topic is a remote topic of one of the flow's source topics).
+    A caller deciding many keys passes `topics`, where each topic's answer is kept."""
     group, topic, partition = Checkpoint.decode_key(key)
-    if not flow.topics.matches(flow.policy.upstream_topic(topic) or ""):
-        return None
-    return group, topic, partition
+    ours = None if topics is None else topics.get(topic)
+    if ours is None:
+        ours = flow.topics.matches(flow.policy.upstream_topic(topic) or "")
+        if topics is not None:
+            topics[topic] = ours
+    return (group, topic, partition) if ours else None
 
 
 def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
@@ -419,6 +425,7 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
     policy = flow.policy
     topic = policy.checkpoints_topic(flow.source.alias)
     keys: dict[bytes, tuple[str, str, int] | None] = {}
+    topics: dict[str, bool] = {}
     last_ms: int | None = None
     with PartitionReader(flow.target) as reader:
         if reader.exists(topic, 0):
@@ -428,7 +435,7 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
                 if key is None or message.value() is None:
                     continue
                 if key not in keys:
-                    keys[key] = _flow_key(flow, key)
+                    keys[key] = _flow_key(flow, key, topics)
                 if keys[key] is not None:
                     last_ms = max(last_ms or 0, message.timestamp()[1])
     mine = [k for k in keys.values() if k is not None]

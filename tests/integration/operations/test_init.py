@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from replicator.cli import main
+from replicator.engine.internal_topics import CURRENT_STATE_SEGMENTS
 from replicator.statestore import StateStore
 
 from helpers.kafka import free_port_pair
@@ -100,6 +101,13 @@ def test_init_dry_run_then_run_then_again(
         admin = AdminClient({"bootstrap.servers": bootstrap})
         described = admin.describe_configs([resource])[resource].result(timeout=10)
         assert described["cleanup.policy"].value == "compact"
+        # Read whole for their current state: segments small enough to be compacted
+        # (`CURRENT_STATE_SEGMENTS`); the offset syncs keep their history.
+        assert described["segment.bytes"].value == CURRENT_STATE_SEGMENTS["segment.bytes"]
+    syncs = ConfigResource("topic", f"mm2-offset-syncs.{away}.internal")
+    admin = AdminClient({"bootstrap.servers": primary})
+    described = admin.describe_configs([syncs])[syncs].result(timeout=10)
+    assert described["segment.bytes"].value == str(1024**3)  # the broker's default
     store = StateStore(state[1])
     try:
         assert store.application("orders").active_cluster == home

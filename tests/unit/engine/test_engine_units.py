@@ -7,8 +7,10 @@ test_failure_policies.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from replicator.config.model import FlowConfig
-from replicator.engine.formats import OffsetSync
+from replicator.engine.formats import Checkpoint, FormatError, OffsetSync
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.retention import outside_log
 from replicator.engine.size_limits import (
@@ -254,3 +256,13 @@ def test_without_config_sync_the_policy_applies_at_once() -> None:
         _flow(sync_topic_configs_enabled=False, oversized_record_policy="skip"), _Clock()
     )
     assert _verdict(skipping, SizeHold(limit=1_000)).action is Oversized.SKIP
+
+
+def test_a_checkpoint_key_reads_back_and_a_malformed_one_says_why() -> None:
+    checkpoint = Checkpoint("app-é", "primary.orders", 7, 10, 12, "meta")
+    assert Checkpoint.decode_key(checkpoint.key()) == ("app-é", "primary.orders", 7)
+    assert Checkpoint.decode(checkpoint.key(), checkpoint.value()) == checkpoint
+    assert Checkpoint.decode_key(b"\x00\x00\x00\x00\x00\x00\x00\x01") == ("", "", 1)
+    for broken in (b"", b"\x00\x05app", checkpoint.key()[:-1], b"\x7f\xff" + b"g" * 10):
+        with pytest.raises(FormatError, match="checkpoint key: truncated at byte"):
+            Checkpoint.decode_key(broken)
