@@ -22,7 +22,7 @@ from replicator.localstack.mirrormaker_translation import (
 )
 from replicator.offsets.checkpoints import (
     Checkpointer,
-    GroupPosition,
+    CheckpointReport,
     ReverseCheckpointer,
     moves_forward,
     read_checkpoints,
@@ -396,18 +396,18 @@ def test_a_round_never_writes_a_position_the_group_left_meanwhile(primary: str, 
     commit_offsets(flow.source, group, {(topic, 0): 40})
 
     with Checkpointer(flow) as slow_round:
-        translated = slow_round._translate_committed
+        translated = slow_round._exact_checkpoints
 
         def translate_then_group_moves(
-            committed: dict[str, list[Committed]],
-        ) -> dict[str, list[GroupPosition]]:
-            positions = translated(committed)
+            committed: dict[str, list[Committed]], report: CheckpointReport
+        ) -> tuple[dict[str, list[Checkpoint]], set[str]]:
+            positions = translated(committed, report)
             commit_offsets(flow.source, group, {(topic, 0): 60})
             with Checkpointer(flow) as final:
                 assert final.emit([group]).emitted == [Checkpoint(group, remote, 0, 60, 60)]
             return positions
 
-        slow_round._translate_committed = translate_then_group_moves  # type: ignore[method-assign]
+        slow_round._exact_checkpoints = translate_then_group_moves  # type: ignore[method-assign]
         report = slow_round.emit([group])
 
     assert (report.emitted, report.moved_on) == ([], 1)
