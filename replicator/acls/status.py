@@ -96,9 +96,14 @@ def sync_and_publish(flow: FlowConfig) -> AclSyncReport:
     return report
 
 
-def read_acl_status(flow: FlowConfig) -> AclSyncStatus | None:
-    """The last published ACL sync status of `flow` (None: no round published one)."""
-    value = read_compacted(flow.target, STATUS_TOPIC).get(acl_status_key(flow.name).encode())
+def read_acl_status(
+    flow: FlowConfig, values: dict[bytes, bytes] | None = None
+) -> AclSyncStatus | None:
+    """The last published ACL sync status of `flow` (None: no round published one).
+    `values`: the status topic as the caller read it, else it is read here."""
+    if values is None:
+        values = read_compacted(flow.target, STATUS_TOPIC)
+    value = values.get(acl_status_key(flow.name).encode())
     if value is None:
         return None
     data = json.loads(value)

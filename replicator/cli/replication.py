@@ -18,7 +18,13 @@ from replicator.cli.output import Output, chosen, emit
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.engine.collector import pace_for_replication
-from replicator.engine.status import NoStatus, PartitionStatus, StatusRecord, read_status
+from replicator.engine.status import (
+    NoStatus,
+    PartitionStatus,
+    StatusRecord,
+    read_status,
+    status_values,
+)
 from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
 from replicator.operations.runner import run_flows, select_flows
@@ -77,12 +83,13 @@ def _status(
     runners: list[RunnerThreads] = []
     missing: list[str] = []
     for selected in select_flows(load_config(config), flow):
-        try:
-            rows += read_status(selected.target, selected.name, required=True)
+        try:  # the topic read once for the flow's rows and its runners' threads
+            values = status_values(selected.target, selected.name, required=True)
+            rows += read_status(selected.target, selected.name, required=True, values=values)
         except NoStatus as exc:
             missing.append(f"flow {selected.name}: {exc}")
             continue
-        runners += read_thread_status(selected)
+        runners += read_thread_status(selected, values)
     threads = [{**asdict(r), "state": r.state} for r in runners]
     emit([asdict(row) for row in rows] + threads, output, lambda: _print_all(rows, runners))
     for problem in missing:

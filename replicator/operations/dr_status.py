@@ -39,6 +39,7 @@ from replicator.engine.status import (
     WorkerStatus,
     flow_workers,
     read_status,
+    status_values,
 )
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import quiet_admin
@@ -315,11 +316,12 @@ def flow_status(
     if not target_reachable:
         return replace(status, error=f"target cluster {flow.target.alias!r} is unreachable")
     try:
-        rows = read_status(flow.target, flow.name)
+        values = status_values(flow.target)  # read once: rows, threads, ACL sync
+        rows = read_status(flow.target, flow.name, values=values)
         checkpoint = checkpoint_info(flow) if count else newest_checkpoint(flow)
-        acl_sync = acl_sync_info(flow)
+        acl_sync = acl_sync_info(flow, values)
         background = [
-            BackgroundInfo(r.runner, r.state, r.summary()) for r in read_thread_status(flow)
+            BackgroundInfo(r.runner, r.state, r.summary()) for r in read_thread_status(flow, values)
         ]
     except (ReplicatorError, KafkaException) as exc:
         return replace(status, error=f"reading {flow.target.alias!r}: {exc}")
@@ -343,11 +345,12 @@ def flow_status(
     )
 
 
-def acl_sync_info(flow: FlowConfig) -> AclSyncInfo:
-    """The last ACL sync round of `flow` (read only when the flow enables it)."""
+def acl_sync_info(flow: FlowConfig, values: dict[bytes, bytes] | None = None) -> AclSyncInfo:
+    """The last ACL sync round of `flow` (read only when the flow enables it); `values`:
+    the status topic as the caller read it."""
     if not flow.sync_topic_acls_enabled:
         return AclSyncInfo(False)
-    last = read_acl_status(flow)
+    last = read_acl_status(flow, values)
     if last is None:
         return AclSyncInfo(True)
     synced_at = None if last.synced_ms is None else _ms(last.synced_ms)

@@ -158,12 +158,16 @@ class ThreadStatusLoop(BackgroundLoop):
         )
 
 
-def read_thread_status(flow: FlowConfig) -> list[RunnerThreads]:
+def read_thread_status(
+    flow: FlowConfig, values: dict[bytes, bytes] | None = None
+) -> list[RunnerThreads]:
     """The published thread health of every runner of `flow` on its target: the live
     ones, or (if none is live) the last one that published, so a runner that died
-    shows as silent rather than vanishing."""
+    shows as silent rather than vanishing. `values`: the status topic as the caller
+    read it (`replicator.engine.status.status_values`), else it is read here."""
     prefix = f"{flow.name}|threads|".encode()
-    values = read_compacted(flow.target, STATUS_TOPIC)
+    if values is None:
+        values = read_compacted(flow.target, STATUS_TOPIC)
     records = [_record(value) for key, value in values.items() if key.startswith(prefix)]
     live = [r for r in records if r.live]
     if live:
