@@ -198,14 +198,16 @@ def _record(target: ClusterConfig, key: bytes, value: bytes) -> StatusRecord:
         ) from exc
 
 
-def live_workers(flow: FlowConfig) -> list[WorkerStatus]:
+def live_workers(flow: FlowConfig, values: dict[bytes, bytes] | None = None) -> list[WorkerStatus]:
     """Status records of the flow's workers that report "running" and are alive
-    (published recently; a worker killed with `kill -9` leaves a stale record).
+    (published recently; a worker killed with `kill -9` leaves a stale record);
+    `values`: the status topic as the caller read it (`status_values`).
 
     Another deployment may run a flow of the same name into the same target
     with other topics (another team, a test): a worker whose topics none match
     this flow's filter is not one of ours."""
-    return [w for w in flow_workers(flow, read_status(flow.target, flow.name)) if w.is_live()]
+    rows = read_status(flow.target, flow.name, values=values)
+    return [w for w in flow_workers(flow, rows) if w.is_live()]
 
 
 def flow_workers(flow: FlowConfig, records: list[StatusRecord]) -> list[WorkerStatus]:

@@ -87,10 +87,13 @@ class Problem:
         return f"flow {self.flow}: {self.where}: {self.detail}; fix: {self.fix}"
 
 
-def status_problems(flow: FlowConfig, bounds: Bounds) -> list[Problem]:
-    """Stopped partitions and retention gaps, as the workers published them."""
+def status_problems(
+    flow: FlowConfig, bounds: Bounds, values: dict[bytes, bytes] | None = None
+) -> list[Problem]:
+    """Stopped partitions and retention gaps, as the workers published them; `values`:
+    the status topic as the caller read it (`status_values`)."""
     problems = []
-    for row in read_status(flow.target, flow.name):
+    for row in read_status(flow.target, flow.name, values=values):
         if isinstance(row, PartitionStatus) and flow.topics.matches(row.topic):
             problems += partition_problems(flow, row, bounds)
         # else: a worker record, or another deployment's topic

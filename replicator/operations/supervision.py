@@ -42,7 +42,7 @@ from confluent_kafka import KafkaException
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.engine.status import STALE_AFTER_S, WorkerStatus, live_workers
+from replicator.engine.status import STALE_AFTER_S, WorkerStatus, live_workers, status_values
 from replicator.errors import ReplicatorError
 from replicator.kafka.errors import error_text
 from replicator.operations.dr_status import checkpoint_age_s
@@ -281,12 +281,13 @@ def _check_flow(
     report: SupervisionReport,
 ) -> FlowHealth:
     problems = report.problems
-    workers = live_workers(flow)
+    values = status_values(flow.target)  # the status topic, read once for both looks
+    workers = live_workers(flow, values)
     since = _running_since(state, workers)
     running_for = None if since is None else max(0.0, time.time() - since)
     if not workers and not just_restarted and not _younger(running_for, STALE_AFTER_S):
         problems.append(no_worker_problem(flow))
-    problems += status_problems(flow, bounds)
+    problems += status_problems(flow, bounds, values)
     lag = measure_lag(flow)
     problems += lag_problems(flow, lag, bounds)
     if flow.emit_checkpoints_enabled and not _younger(running_for, bounds.max_checkpoint_age_s):
