@@ -8,6 +8,7 @@
 
 pub mod client_errors;
 pub mod ledger;
+pub mod order;
 pub mod plan;
 pub mod slots;
 pub mod txn;

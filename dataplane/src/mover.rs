@@ -29,6 +29,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::group::{self, TxnError};
 use crate::ledger::{Ledger, Report, Sent};
+use crate::order::{self, ReplicaOrder};
 use crate::plan::{self, Irregular};
 use crate::slots::Slots;
 use crate::source::{describe, Record, Source};
@@ -233,6 +234,9 @@ struct Inner {
     offset_header: Option<String>,
     topic_header: Option<String>,
     reserved: Vec<Vec<u8>>,
+    /// Per topic and partition, the order of our copies read (`Verdict::Loop`): kept
+    /// across readings of the partition and handed to a Mover made anew (`adopt`).
+    orders: HashMap<String, HashMap<i32, ReplicaOrder>>,
     /// Python's verdicts on records carrying reserved headers, by provenance.
     verdicts: Verdicts,
     /// Records skipped on a verdict since `skips` was last called: by (slot, reason),
@@ -354,6 +358,37 @@ impl Inner {
             headers.add(key.as_bytes(), Some(topic.as_bytes()))?;
         }
         Ok(headers)
+    }
+
+    /// A record Python skipped: if it was our copy of a loop's provenance, the order
+    /// of our copies in its partition starts there (`order`).
+    fn order_skipped(&mut self, slot: usize, held: &Held) {
+        let pairs: Vec<(&[u8], Option<&[u8]>)> = held
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_slice(), value.as_deref()))
+            .collect();
+        let topic = &self.parts[slot].topic;
+        if let Some(&Verdict::Loop { stream, .. }) = self.verdicts.get(topic, &pairs) {
+            let upstream = self.upstream_offset(&pairs);
+            order_of(&mut self.orders, &self.parts[slot]).in_order(stream, held.offset, upstream);
+        }
+    }
+
+    /// Whether a record of `stream` was taken as our copy in `slot`'s partition.
+    fn order_knows(&self, slot: usize, stream: u64) -> bool {
+        let part = &self.parts[slot];
+        self.orders
+            .get(part.topic.as_str())
+            .and_then(|partitions| partitions.get(&part.partition))
+            .is_some_and(|order| order.knows(stream))
+    }
+
+    /// The source offset the record's offset header carries (its last value).
+    fn upstream_offset(&self, pairs: &[(&[u8], Option<&[u8]>)]) -> Option<i64> {
+        let name = self.offset_header.as_deref()?.as_bytes();
+        let value = pairs.iter().rev().find(|(n, _)| *n == name)?.1;
+        order::upstream_offset(value)
     }
 
     /// The headers of a record that carries reserved names, copied on Python's
@@ -650,8 +685,20 @@ impl Inner {
                         self.skip(slot, offset, &why)?;
                         continue;
                     }
+                    Some(Verdict::Loop { why, stream }) if self.order_knows(slot, stream) => {
+                        let upstream = self.upstream_offset(&pairs);
+                        let order = order_of(&mut self.orders, &self.parts[slot]);
+                        if order.in_order(stream, offset, upstream) {
+                            self.skip(slot, offset, &why)?;
+                            continue;
+                        }
+                        // Out of order: an application's re-drive, copied as its own.
+                        rewrite = Some(Vec::new());
+                    }
                     Some(Verdict::Copy(extra)) => rewrite = Some(extra),
-                    None => {
+                    // Unknown, or a loop's provenance not yet ordered in this reading
+                    // (Python orders the first: it may know our copies before it).
+                    Some(Verdict::Loop { .. }) | None => {
                         // Python decides (and teaches the verdict for the next ones).
                         let held = keep(reason, copied());
                         hold(&self.source, &mut self.parts, slot, held)?;
@@ -781,7 +828,10 @@ impl Inner {
                     return Err(format!("producing {at}: {problem}"));
                 }
             }
-            None => lock(&self.source_shared().ledgers)[slot].skipped(held.offset)?,
+            None => {
+                lock(&self.source_shared().ledgers)[slot].skipped(held.offset)?;
+                self.order_skipped(slot, &held);
+            }
         }
         settled(&mut self.transactional, slot, held.offset);
         let part = &self.parts[slot];
@@ -790,6 +840,19 @@ impl Inner {
         self.source.resume(&part.topic, part.partition)?;
         Ok(true)
     }
+}
+
+/// The order of our copies in `part`'s partition (a function, not a method: the
+/// loop holds a record borrowed from the source).
+fn order_of<'a>(
+    orders: &'a mut HashMap<String, HashMap<i32, ReplicaOrder>>,
+    part: &Part,
+) -> &'a mut ReplicaOrder {
+    if !orders.contains_key(part.topic.as_str()) {
+        orders.insert(part.topic.clone(), HashMap::new());
+    }
+    let partitions = orders.get_mut(part.topic.as_str()).expect("inserted");
+    partitions.entry(part.partition).or_default()
 }
 
 /// A transactional mover's open transaction took the record at `offset` of `slot`
@@ -1209,6 +1272,7 @@ impl Mover {
                 provenance,
                 offset_header,
                 topic_header,
+                orders: HashMap::new(),
                 verdicts,
                 reserved: reserved_headers
                     .into_iter()
@@ -1360,10 +1424,12 @@ impl Mover {
 
     /// Python's verdict on records of `topic` that carry reserved headers with the
     /// provenance `headers` carry (the offset header's value aside): skip them for
-    /// `skip` (a loop), or, with None, copy them with their own headers less the
-    /// reserved ones, ours, then `extra`. The next such records are settled without
-    /// being handed back (`verdicts`).
-    #[pyo3(signature = (topic, headers, skip, extra))]
+    /// `skip` (a loop; with `in_order`, only while they stand in the order of our
+    /// copies, `order`: one out of order is an application's re-drive, copied as its
+    /// own), or, with None, copy them with their own headers less the reserved ones,
+    /// ours, then `extra`. The next such records are settled without being handed
+    /// back (`verdicts`).
+    #[pyo3(signature = (topic, headers, skip, extra, in_order=false))]
     fn learn(
         &self,
         py: Python<'_>,
@@ -1371,6 +1437,7 @@ impl Mover {
         headers: Vec<OwnedHeader>,
         skip: Option<String>,
         extra: Vec<OwnedHeader>,
+        in_order: bool,
     ) -> PyResult<()> {
         self.with(py, move |inner| {
             let bytes = |list: Vec<OwnedHeader>| {
@@ -1379,10 +1446,33 @@ impl Mover {
                     .collect::<Vec<_>>()
             };
             let verdict = match skip {
+                Some(why) if in_order => Verdict::Loop { why, stream: 0 },
                 Some(reason) => Verdict::Skip(reason),
                 None => Verdict::Copy(bytes(extra)),
             };
             inner.verdicts.learn(&topic, &bytes(headers), verdict);
+            Ok(())
+        })
+    }
+
+    /// Take on what `old` (the Mover this one replaces) learnt of records carrying
+    /// reserved headers: Python's verdicts and the order of our copies per partition.
+    /// Without them, a Mover made anew (new size limits, a rewind) would hand back
+    /// the first record of every provenance again, and Python, which did not see the
+    /// copies the old Mover skipped, would order it by older ones.
+    fn adopt(&self, py: Python<'_>, old: PyRef<'_, Mover>) -> PyResult<()> {
+        let cell = &old.inner;
+        let learnt = py.allow_threads(move || {
+            lock(cell)
+                .as_ref()
+                .map(|inner| (inner.verdicts.clone(), inner.orders.clone()))
+        });
+        let Some((verdicts, orders)) = learnt else {
+            return Ok(()); // closed: nothing to take on
+        };
+        self.with(py, move |inner| {
+            inner.verdicts = verdicts;
+            inner.orders = orders;
             Ok(())
         })
     }

@@ -17,6 +17,10 @@ pub type Header = (Vec<u8>, Option<Vec<u8>>);
 pub enum Verdict {
     /// Not replicated (a loop), for this reason (`replicator_skipped_records_total`).
     Skip(String),
+    /// Our copies of a record from the target (a loop): skipped for `why` while they
+    /// stand in order (`order::ReplicaOrder`, by `stream`, which `learn` numbers); a
+    /// record out of that order is an application's re-drive, copied as its own.
+    Loop { why: String, stream: u64 },
     /// Copied: its own headers less the reserved ones, then ours, then these.
     Copy(Vec<Header>),
 }
@@ -34,6 +38,7 @@ const MAX_RESERVED: usize = 8;
 /// records came from), looked up in order; a flood of distinct ones starts over.
 const MAX_PER_TOPIC: usize = 64;
 
+#[derive(Clone)]
 pub struct Verdicts {
     /// The reserved names, in the order of a `Provenance`.
     reserved: Vec<Vec<u8>>,
@@ -41,6 +46,8 @@ pub struct Verdicts {
     /// offset header): left out of the key.
     varying: Vec<Vec<u8>>,
     table: HashMap<String, Vec<(Provenance, Verdict)>>,
+    /// The next `Verdict::Loop` stream number.
+    streams: u64,
 }
 
 impl Verdicts {
@@ -49,6 +56,7 @@ impl Verdicts {
             reserved,
             varying,
             table: HashMap::new(),
+            streams: 0,
         }
     }
 
@@ -88,8 +96,9 @@ impl Verdicts {
             .map(|(_, verdict)| verdict)
     }
 
-    /// Keep Python's verdict on a record of `topic` that carried `headers`.
-    pub fn learn(&mut self, topic: &str, headers: &[Header], verdict: Verdict) {
+    /// Keep Python's verdict on a record of `topic` that carried `headers` (a
+    /// `Verdict::Loop` gets a stream number of its own, kept when learnt again).
+    pub fn learn(&mut self, topic: &str, headers: &[Header], mut verdict: Verdict) {
         if self.reserved.len() > MAX_RESERVED {
             return;
         }
@@ -103,6 +112,16 @@ impl Verdicts {
             .map(|s| s.map(|v| v.map(<[u8]>::to_vec)))
             .collect();
         let known = self.table.entry(topic.to_string()).or_default();
+        if let Verdict::Loop { stream, .. } = &mut verdict {
+            // Learnt again (another partition's first record): the same stream.
+            *stream = match known.iter().find(|(k, _)| *k == key) {
+                Some((_, Verdict::Loop { stream: known, .. })) => *known,
+                _ => {
+                    self.streams += 1;
+                    self.streams
+                }
+            };
+        }
         known.retain(|(k, _)| *k != key);
         if known.len() >= MAX_PER_TOPIC {
             known.clear();
@@ -185,6 +204,28 @@ mod tests {
         );
         let null = owned(&[("__dr_src", None)]);
         assert_eq!(v.get("t", &borrowed(&null)), None);
+    }
+
+    #[test]
+    fn each_loop_verdict_learnt_is_a_stream_of_its_own() {
+        let mut v = verdicts();
+        let loop_ = |why: &str| Verdict::Loop {
+            why: why.into(),
+            stream: 0,
+        };
+        let from_b = owned(&[("__dr_src", Some("b")), ("__dr_topic", Some("orders"))]);
+        let from_c = owned(&[("__dr_src", Some("c")), ("__dr_topic", Some("orders"))]);
+        v.learn("orders", &from_b, loop_("loop"));
+        v.learn("orders", &from_c, loop_("loop"));
+        let stream = |v: &Verdicts, headers: &[Header]| match v.get("orders", &borrowed(headers)) {
+            Some(Verdict::Loop { stream, .. }) => *stream,
+            other => panic!("{other:?}"),
+        };
+        assert_ne!(stream(&v, &from_b), stream(&v, &from_c));
+        assert_ne!(stream(&v, &from_b), 0);
+        let before = stream(&v, &from_b);
+        v.learn("orders", &from_b, loop_("loop"));
+        assert_eq!(stream(&v, &from_b), before, "learnt again: the same stream");
     }
 
     #[test]

@@ -49,7 +49,7 @@ from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
 from replicator.engine.reporting import TaskReporter
-from replicator.engine.rewrite import RecordRewrite
+from replicator.engine.rewrite import LOOP, RecordRewrite
 from replicator.engine.size_limits import Oversized, SizeLimits
 from replicator.engine.source_consumer import source_consumer_config
 from replicator.engine.target_writer import DeliveryBounds, target_producer_config
@@ -331,6 +331,10 @@ class MoverWriter:
         old = self._mover
         if flush:
             self._serve_progress()
+        new = self._make_mover()
+        # What the old one learnt of records carrying our header names (verdicts,
+        # the order of our copies: `rewrite`) stays learnt.
+        new.adopt(old)
         if drain:
             self._draining_movers.append(old)
         else:
@@ -339,7 +343,7 @@ class MoverWriter:
         self._in_flight.clear()
         self._unreleased.clear()  # their records are read again by the new Mover
         self._waiting_since = None
-        self._mover = self._make_mover()
+        self._mover = new
         again = []
         for key in keys:
             tracker = self._partitions.get(key)
@@ -409,7 +413,7 @@ class MoverWriter:
         tracker = self._partitions.get((topic, partition))
         if tracker is None or (topic, partition) not in self._assigned:
             return  # given up meanwhile: its next owner reads it
-        headers, size = self._rewrite.headers(own, offset, topic)
+        headers, size = self._rewrite.headers(own, offset, topic, partition)
         if reason == "reserved_header":
             self._learn(tracker, own, headers)
         size += (len(key) if key else 0) + (len(value) if value else 0)
@@ -426,13 +430,18 @@ class MoverWriter:
         """Teach the Mover the verdict `RecordRewrite` gave on a record carrying our
         header names: records of the same topic and provenance (an application
         forwarding a replica's headers, a record of an earlier hop) are then copied or
-        skipped by the Mover itself, without being handed back one by one."""
-        if headers is None:
+        skipped by the Mover itself, without being handed back one by one. A loop's
+        provenance is learnt as one (`in_order`: its copies skipped in order, a re-drive
+        out of order copied) even when this record was such a re-drive."""
+        in_order = self._rewrite.loop_provenance
+        if in_order:
+            skip, extra = LOOP, []
+        elif headers is None:
             skip, extra = self._rewrite.skip, []
         else:
             skip, extra = None, [h for h in headers if h[0] == ORIGIN_HEADER]
         try:
-            self._mover_of(tracker.key).learn(tracker.topic, own, skip, extra)
+            self._mover_of(tracker.key).learn(tracker.topic, own, skip, extra, in_order)
         except self._module.MoverError as exc:
             self._on_mover_error(exc)
 

@@ -24,6 +24,17 @@ it does not (Identity), nothing tells, and the record is treated as before: a lo
 when it came from the target, counted apart (`loop_legacy`) so such skips show.
 They can only be records replicated before the upgrade.
 
+Headers alone cannot tell our copy from an application's re-drive of it into the same
+topic (a retry or dead-letter re-drive into `orders` under Identity, headers kept):
+both name the same cluster, topic and source offset. Their positions can. One flow
+copies each source partition once and in order into the same partition here, so in
+a partition the source offsets (`__dr_off`) of our copies of one provenance only
+grow; an application can re-drive a copy only after it was written, so the re-drive
+stands after it with a source offset that does not grow. Such a record is the
+application's own, originated here, and is copied (`_in_order`). The order is known
+from the copies read since the partition's reading began: the first record of a
+provenance read after a (re)start is taken as our copy.
+
 A record with no headers of its own, the common case, gets just ours, and the loop
 makes that list itself (`source_entry`, the offset header, the run's topic entry): a
 call per record there cost a tenth of the loop's time. `RecordRewrite.headers` is for
@@ -40,6 +51,7 @@ from replicator.engine.headers import (
     SOURCE_HEADER,
     TOPIC_HEADER,
     Headers,
+    decode_offset,
     encode_offset,
 )
 
@@ -56,7 +68,15 @@ class RecordRewrite:
     """Our headers on the replicas of one flow (`source` -> `target`, cluster aliases,
     topics named by `policy`)."""
 
-    __slots__ = ("_copies", "_policy", "_target", "skip", "source_entry")
+    __slots__ = (
+        "_copies",
+        "_order",
+        "_policy",
+        "_target",
+        "loop_provenance",
+        "skip",
+        "source_entry",
+    )
 
     def __init__(self, source: str, target: str, policy: ReplicationPolicy) -> None:
         #: Our source header, the same on every replica of the flow.
@@ -66,46 +86,91 @@ class RecordRewrite:
         self._copies: dict[tuple[str, bytes, bytes | None], bool | None] = {}
         #: Why the last record `headers` returned None for is a loop (LOOP or LOOP_LEGACY).
         self.skip = LOOP
+        #: Whether the last record's provenance is a loop's: its copies are skipped in
+        #: order and what stands out of order is copied (the last record may be such a
+        #: re-drive, copied; its provenance's verdict is still the loop's).
+        self.loop_provenance = False
+        #: Per (topic, partition, provenance): (offset, source offset) of the last
+        #: record taken as our copy of a record from the target (`_in_order`).
+        self._order: dict[tuple[str, int, bytes, bytes | None, bytes | None], tuple[int, int]] = {}
 
-    def headers(self, own: Headers, offset: int, topic: str) -> tuple[Headers | None, int]:
-        """The headers of the replica of the record at `offset` of `topic` that carries
-        `own` headers, and the bytes its own headers add to it (they count against the
-        remote topic's max.message.bytes; ours fit in the headroom topic sync adds).
-        None for a loop: our copy of a record that came from the target (`skip` says
-        which kind)."""
+    def headers(
+        self, own: Headers, offset: int, topic: str, partition: int
+    ) -> tuple[Headers | None, int]:
+        """The headers of the replica of the record at `offset` of `topic` (`partition`)
+        that carries `own` headers, and the bytes its own headers add to it (they count
+        against the remote topic's max.message.bytes; ours fit in the headroom topic
+        sync adds). None for a loop: our copy of a record that came from the target
+        (`skip` says which kind)."""
         out: Headers = []
-        source = origin = copied_from = None
+        mine: dict[str, bytes | None] = {}
         own_bytes = 0
         for name, value in own:
             if name in OURS:
-                if name == SOURCE_HEADER:
-                    source = value
-                elif name == ORIGIN_HEADER:
-                    origin = value
-                elif name == TOPIC_HEADER:
-                    copied_from = value
+                mine[name] = value  # the last value of a name counts
                 continue
             out.append((name, value))
             own_bytes += len(name) + (len(value) if value else 0) + _HEADER_OVERHEAD
-        if source is not None:
-            ours = self._copied_here(topic, source, copied_from)
-            if ours is not False:
-                # Our copy (or, without a topic, possibly ours): it came from `first`.
-                first = origin if origin is not None else source
-                if first == self._target:
-                    self.skip = LOOP if ours else LOOP_LEGACY
-                    return None, 0
-                origin = first
-            else:
-                origin = None  # someone else's provenance: the record originated here
-        else:
-            origin = None
+        self.loop_provenance = False
+        origin = None
+        if mine.get(SOURCE_HEADER) is not None:
+            skip, origin = self._provenance(topic, partition, offset, mine)
+            if skip is not None:
+                self.skip = skip
+                return None, 0
         out.append(self.source_entry)
         out.append((OFFSET_HEADER, encode_offset(offset)))
         out.append((TOPIC_HEADER, topic.encode()))
         if origin is not None:
             out.append((ORIGIN_HEADER, origin))
         return out, own_bytes
+
+    def _provenance(
+        self, topic: str, partition: int, offset: int, mine: dict[str, bytes | None]
+    ) -> tuple[str | None, bytes | None]:
+        """What the record's provenance (`mine`: our header names it carries) makes
+        of it: (why it is a loop, or None; the origin its replica names)."""
+        source, origin = mine[SOURCE_HEADER], mine.get(ORIGIN_HEADER)
+        copied_from = mine.get(TOPIC_HEADER)
+        ours = self._copied_here(topic, source, copied_from)
+        if ours is False:
+            return None, None  # someone else's provenance: the record originated here
+        # Our copy (or, without a topic, possibly ours): it came from `first`.
+        first = origin if origin is not None else source
+        if first != self._target:
+            return None, first
+        if ours is None:
+            return LOOP_LEGACY, None
+        self.loop_provenance = True
+        stream = (topic, partition, source, copied_from, origin)
+        if self._in_order(stream, offset, decode_offset(mine.get(OFFSET_HEADER))):
+            return LOOP, None
+        return None, None  # re-driven here by an application: its own record
+
+    def _in_order(
+        self,
+        stream: tuple[str, int, bytes, bytes | None, bytes | None],
+        offset: int,
+        upstream_offset: int | None,
+    ) -> bool:
+        """Whether the record at `offset` that names `upstream_offset` stands in the
+        order of our copies of its provenance in its partition (`stream`): after the
+        last one read, with a greater source offset. A record read again (at or
+        before the last one: the partition was rewound) or without a readable source
+        offset is taken as our copy, as is the first of a stream."""
+        last = self._order.get(stream)
+        if (
+            last is not None
+            and upstream_offset is not None
+            and offset > last[0]
+            and upstream_offset <= last[1]
+        ):
+            return False
+        if upstream_offset is not None:
+            if len(self._order) >= _CACHE_MAX:
+                self._order.clear()
+            self._order[stream] = (offset, upstream_offset)
+        return True
 
     def _copied_here(self, topic: str, source: bytes, copied_from: bytes | None) -> bool | None:
         """Whether a record of `topic` whose provenance says it was read from

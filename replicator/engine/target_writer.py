@@ -586,7 +586,7 @@ class TargetWriter:
                 headers = [source_entry, (OFFSET_HEADER, encode_offset(offset)), topic_entry]
                 size = 0
             else:
-                headers, size = rewrite_headers(own, offset, topic)
+                headers, size = rewrite_headers(own, offset, topic, partition)
             value, record_key = message.value(), message.key()
             size += (len(value) if value else 0) + (len(record_key) if record_key else 0)
             if headers is None or size > limit:

@@ -382,8 +382,13 @@ class FakeMover:
         # False: held still, as the module's when its queue stays full.
         return not (self.queue_full and headers is not None)
 
-    def learn(self, topic: str, headers: Any, skip: str | None, extra: Any) -> None:
-        self.calls.append(("learn", (topic, headers, skip, extra)))
+    def learn(
+        self, topic: str, headers: Any, skip: str | None, extra: Any, in_order: bool = False
+    ) -> None:
+        self.calls.append(("learn", (topic, headers, skip, extra, in_order)))
+
+    def adopt(self, old: Any) -> None:
+        self.calls.append(("adopt", (old,)))
 
     def skips(self) -> list[tuple[str, int, str, int, int]]:
         skipped, self.skipped = self.skipped, []

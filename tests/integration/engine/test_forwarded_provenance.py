@@ -115,3 +115,67 @@ def test_an_application_forwarding_a_replicas_headers_loses_nothing(
         assert headers[SOURCE_HEADER] == b"primary"  # copied from primary, as its own
         assert decode_offset(headers[OFFSET_HEADER]) is not None
     assert _count(primary, output) == RECORDS, "nothing came back to primary"
+
+
+RE_DRIVEN = 60
+
+
+@pytest.mark.parametrize("path", ["compiled", "python"])
+def test_under_identity_a_re_drive_into_the_same_topic_is_copied_once(
+    primary: str, dr: str, path: str
+) -> None:
+    """Issue 42, point 2. An application on `primary` re-produces some of our copies of
+    dr's `orders` into `orders` itself (a retry or dead-letter re-drive under Identity,
+    headers kept): the same headers as our copies, so headers alone called it a loop
+    and dropped it. It stands after our copies, out of their order (`rewrite`): the
+    application's record, which reaches dr exactly once and never comes back; our
+    copies read back on either side are still dropped as loops. On both data paths
+    (compiled, the default where it is built, named so that it cannot fall back)."""
+    orders = unique_topic("orders")
+    properties = {"replication.policy.class": IDENTITY, "replicator.data.path": path}
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, orders, partitions=PARTITIONS)
+    produce_records(dr, orders, make_records(RECORDS))
+    forward = flow_config(("primary", primary), ("dr", dr), orders, properties)
+    backward = flow_config(("dr", dr), ("primary", primary), orders, properties)
+
+    with running(forward), running(backward):
+        wait_until(lambda: _count(primary, orders) == RECORDS, 90, "dr's orders on primary")
+        _re_drive(primary, orders, RE_DRIVEN)
+        wait_until(lambda: _count(dr, orders) >= RECORDS + RE_DRIVEN, 90, "the re-drives on dr")
+        wait_until(
+            lambda: (
+                _loops("primary->dr", orders) == RECORDS
+                and _loops("dr->primary", orders) == RE_DRIVEN
+            ),
+            90,
+            "our copies read back on primary, and the re-drives' copies read back on dr, "
+            "dropped as loops",
+        )
+
+    on_dr = [r for p in range(PARTITIONS) for _, r in read_partition(dr, orders, p)]
+    retries = Counter(r.value for r in on_dr if r.value.startswith(b"retry:"))
+    assert len(on_dr) == RECORDS + RE_DRIVEN, f"{len(on_dr)} records on dr"
+    assert sum(retries.values()) == RE_DRIVEN and all(n == 1 for n in retries.values())
+    for record in on_dr:
+        if record.value.startswith(b"retry:"):
+            assert dict(record.headers)[SOURCE_HEADER] == b"primary"  # primary's own
+    assert _count(primary, orders) == RECORDS + RE_DRIVEN, "nothing came back to primary"
+
+
+def _re_drive(primary: str, topic: str, count: int) -> None:
+    """The application: read the first `count` of our copies on primary and produce
+    each again into the same topic and partition, headers kept, marked as a retry."""
+    copies = [
+        (p, record)
+        for p in range(PARTITIONS)
+        for _, record in read_partition(primary, topic, p)[: count // PARTITIONS]
+    ]
+    producer = Producer({"bootstrap.servers": primary, "enable.idempotence": True})
+    for partition, record in copies:
+        assert dict(record.headers)[SOURCE_HEADER] == b"dr", record.headers
+        producer.produce(
+            topic, b"retry:" + (record.value or b""), record.key, partition,
+            headers=list(record.headers),
+        )  # fmt: skip
+    assert producer.flush(30) == 0

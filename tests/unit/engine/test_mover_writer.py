@@ -179,6 +179,9 @@ def test_a_loop_is_skipped_and_counted(p: _Path) -> None:
     assert p.mover.calls[-1] == ("release", ("dr.orders", 0, None))
     assert made.counters.skipped == 1
     assert p.reporter.published[-1][0] == "skipped"
+    # The Mover learns it as a loop's provenance, skipped in order (`rewrite`).
+    learnt = [args for call, args in p.mover.calls if call == "learn"]
+    assert learnt == [("dr.orders", own, "loop", [], True)]
 
 
 def test_the_mover_learns_each_provenances_verdict_and_reports_its_own_skips(p: _Path) -> None:
@@ -192,12 +195,12 @@ def test_the_mover_learns_each_provenances_verdict_and_reports_its_own_skips(p: 
     p.mover.handed = [("east.orders", 0, 7, b"k", b"v", 0, 1, own, "reserved_header")]
     p.writer.move(0.1)
     learnt = [args for call, args in p.mover.calls if call == "learn"]
-    assert learnt == [("east.orders", own, None, [(ORIGIN_HEADER, b"east")])]
+    assert learnt == [("east.orders", own, None, [(ORIGIN_HEADER, b"east")], False)]
     loop = [(SOURCE_HEADER, b"dr"), (TOPIC_HEADER, b"orders")]
     p.mover.handed = [("east.orders", 0, 8, None, b"v", 0, 1, loop, "reserved_header")]
     p.writer.move(0.1)
     learnt = [args for call, args in p.mover.calls if call == "learn"]
-    assert learnt[-1] == ("east.orders", loop, None, [])  # not ours: copied as its own
+    assert learnt[-1] == ("east.orders", loop, None, [], False)  # not ours: copied as its own
     p.mover.skipped = [("east.orders", 0, "loop", 40, 9)]
     p.writer.serve()
     assert made.counters.skipped == 40
@@ -391,7 +394,9 @@ def test_a_lost_assignment_drops_the_mover_and_rewinds_every_partition(p: _Path)
     assert not any(c[0] == "flush" for c in old.calls)
     assert p.writer.settled() and old.closed  # closed once nothing of it is in flight
     assert made.resuming and p.mover is not old
-    assert p.mover.calls == []  # read again once it resumes from the target tail
+    # It knows what the old one learnt; its partitions are read again once they
+    # resume from the target tail.
+    assert p.mover.calls == [("adopt", (old,))]
 
 
 def test_a_revoke_flushes_and_rewinds_only_when_records_stay_in_flight(p: _Path) -> None:
