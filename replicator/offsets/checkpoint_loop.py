@@ -26,7 +26,8 @@ from replicator.errors import ReplicatorError
 from replicator.flow_timer import FlowTimer
 from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoint_share import CheckpointShare
-from replicator.offsets.checkpoints import Checkpointer
+from replicator.offsets.checkpoint_status import CheckpointRoundPublisher
+from replicator.offsets.checkpoints import Checkpointer, CheckpointReport
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         self._warm: set[str] = set()
         #: Per flow, how long its last round took when it held positions back.
         self._held_round: dict[str, float] = {}
+        #: Each round's outcome, to the status topic (`checkpoint_status`).
+        self._rounds = CheckpointRoundPublisher()
 
     def tick(self) -> None:
         for name, share in self._shares.items():  # stay in the groups between rounds
@@ -137,6 +140,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             self._held_round[flow.name] = took
         metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
+        self._publish_round(flow, report, took)
         answered = report.translations
         log.info(
             "flow %s: checkpoints of %d groups on %d partitions in %.1f s: %d written, "
@@ -177,6 +181,21 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 flow.name,
                 took,
                 self.interval(flow),
+            )
+
+    def _publish_round(self, flow: FlowConfig, report: CheckpointReport, took: float) -> None:
+        """Say in the status topic that the round ended (a round at rest writes no
+        checkpoint, and the newest one ages while all stay current). Not written, the
+        checkpoints still stand: counted and logged, and the next round says it."""
+        try:
+            self._rounds.publish(flow, report, took)
+        except (ReplicatorError, KafkaException) as exc:
+            metrics.ERRORS.labels(flow.name, "checkpoint_status").inc()
+            log.warning(
+                "flow %s: the checkpoint round's status was not published (the "
+                "checkpoints stand; status pages may show them older than they are): %s",
+                flow.name,
+                error_text(exc),
             )
 
     def _share_of(self, flow: FlowConfig, checkpointer: Checkpointer) -> set[tuple[str, int]]:

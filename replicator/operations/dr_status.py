@@ -35,6 +35,7 @@ from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.engine.formats import Checkpoint
 from replicator.engine.status import (
     STALE_AFTER_S,
+    NoStatus,
     PartitionStatus,
     WorkerStatus,
     flow_workers,
@@ -44,6 +45,7 @@ from replicator.engine.status import (
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import quiet_admin
 from replicator.kafka.errors import error_text
+from replicator.offsets.checkpoint_status import CheckpointRound, read_checkpoint_round
 from replicator.offsets.translation import PartitionReader
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
@@ -114,7 +116,11 @@ class CheckpointInfo:
     checkpoints: int | None
     groups: list[str]
     last_at: datetime | None  # broker timestamp of the newest checkpoint record
+    #: How old the checkpoints are: since the newest record, or since the checkpoint
+    #: loop's last round if that is younger (a round at rest writes none).
     age_seconds: float | None
+    #: When the loop's last round ended (`checkpoint_status`; None: not published).
+    last_round_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -318,7 +324,10 @@ def flow_status(
     try:
         values = status_values(flow.target)  # read once: rows, threads, ACL sync
         rows = read_status(flow.target, flow.name, values=values)
-        checkpoint = checkpoint_info(flow) if count else newest_checkpoint(flow)
+        checkpoint = _with_round(
+            checkpoint_info(flow) if count else newest_checkpoint(flow),
+            read_checkpoint_round(values, flow),
+        )
         acl_sync = acl_sync_info(flow, values)
         background = [
             BackgroundInfo(r.runner, r.state, r.summary()) for r in read_thread_status(flow, values)
@@ -370,10 +379,28 @@ def acl_sync_info(flow: FlowConfig, values: dict[bytes, bytes] | None = None) ->
 _TAIL_WINDOW = 1_000
 
 
-def checkpoint_age_s(flow: FlowConfig) -> float | None:
-    """Seconds since the flow's newest checkpoint was written (its broker timestamp);
-    None when it has none (see `newest_checkpoint`)."""
-    return newest_checkpoint(flow).age_seconds
+def checkpoint_age_s(flow: FlowConfig, values: dict[bytes, bytes] | None = None) -> float | None:
+    """How old the flow's checkpoints are: seconds since its newest checkpoint was
+    written (its broker timestamp, `newest_checkpoint`), or since its checkpoint loop's
+    last round ended if that is younger (`checkpoint_status`: a round at rest writes
+    no checkpoint); None when there is neither. `values`: the status topic as the
+    caller read it, else it is read here."""
+    if values is None:
+        try:
+            values = status_values(flow.target)
+        except NoStatus:
+            values = {}
+    last_round = read_checkpoint_round(values, flow)
+    return _with_round(newest_checkpoint(flow), last_round).age_seconds
+
+
+def _with_round(info: CheckpointInfo, last: CheckpointRound | None) -> CheckpointInfo:
+    """`info` with the checkpoint loop's `last` round: the checkpoints are as old as
+    the younger of their newest record and that round."""
+    if last is None:
+        return info
+    ages = [age for age in (info.age_seconds, last.age_seconds) if age is not None]
+    return replace(info, age_seconds=min(ages), last_round_at=_ms(last.ended_ms))
 
 
 def newest_checkpoint(flow: FlowConfig) -> CheckpointInfo:

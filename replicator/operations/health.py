@@ -201,14 +201,19 @@ def unreadable_problem(flow: FlowConfig, error: str) -> Problem:
 
 
 def checkpoint_problems(
-    flow: FlowConfig, lag: LagReport, bounds: Bounds, running_for: float | None
+    flow: FlowConfig,
+    lag: LagReport,
+    bounds: Bounds,
+    running_for: float | None,
+    values: dict[bytes, bytes] | None = None,
 ) -> list[Problem]:
     """Groups whose committed position is replicated but not checkpointed, while the
-    flow's newest checkpoint (`dr_status.checkpoint_age_s`) is older than the bound
-    and the flow has run for longer than that: the checkpoint round is failing."""
+    flow's checkpoints (`dr_status.checkpoint_age_s`: the newest, or the loop's last
+    round) are older than the bound and the flow has run for longer than that: the
+    checkpoint round is failing. `values`: the status topic as the caller read it."""
     policy = flow.policy
     topic = policy.checkpoints_topic(flow.source.alias)
-    age = checkpoint_age_s(flow)
+    age = checkpoint_age_s(flow, values)
     if age is not None and age <= bounds.max_checkpoint_age_s:
         return []  # the round writes: no need to read every group and checkpoint
     replicated = {(p.topic, p.partition): p.replicated_until or 0 for p in lag.partitions}

@@ -291,7 +291,7 @@ def _check_flow(
     lag = measure_lag(flow)
     problems += lag_problems(flow, lag, bounds)
     if flow.emit_checkpoints_enabled and not _younger(running_for, bounds.max_checkpoint_age_s):
-        problems += checkpoint_problems(flow, lag, bounds, running_for)
+        problems += checkpoint_problems(flow, lag, bounds, running_for, values)
     if flow.emit_heartbeats_enabled and not _younger(running_for, bounds.max_heartbeat_age_s):
         problems += heartbeat_problems(flow, bounds, running_for)
     return FlowHealth(
@@ -301,7 +301,7 @@ def _check_flow(
         len(lag.partitions),
         lag.max_behind,
         lag.total_behind,
-        checkpoint_age_s(flow) if flow.emit_checkpoints_enabled else None,
+        checkpoint_age_s(flow, values) if flow.emit_checkpoints_enabled else None,
         heartbeat_age_s(flow) if flow.emit_heartbeats_enabled else None,
     )
 

@@ -56,12 +56,23 @@ def _flow(interval: float = 60.0) -> SimpleNamespace:
     )
 
 
+class _Rounds:
+    """The status-topic publisher, recording what each round said."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, CheckpointReport]] = []
+
+    def publish(self, flow: SimpleNamespace, report: CheckpointReport, took_s: float) -> None:
+        self.published.append((flow.name, report))
+
+
 @pytest.fixture
 def loop(monkeypatch: pytest.MonkeyPatch) -> CheckpointLoop:
     monkeypatch.setattr(checkpoint_loop, "Checkpointer", _Checkpointer)
     monkeypatch.setattr(_Checkpointer, "made", 0)
     made = CheckpointLoop([_flow()], threading.Event(), lambda: {"primary->dr": True})
     monkeypatch.setattr(made, "_share_of", lambda flow, checkpointer: set())
+    monkeypatch.setattr(made, "_rounds", _Rounds())
     return made
 
 
@@ -96,3 +107,5 @@ def test_a_round_that_held_positions_is_followed_by_the_next_within_seconds(
     # The round brought forward reuses the groups' positions read by the one before
     # (read within the interval); every other round reads them.
     assert checkpointer.ages == [0.0, 0.0, 60.0]
+    # Every round says it ended, written or not (a round at rest writes nothing).
+    assert len(loop._rounds.published) == 3
