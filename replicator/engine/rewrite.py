@@ -32,8 +32,9 @@ a partition the source offsets (`__dr_off`) of our copies of one provenance only
 grow; an application can re-drive a copy only after it was written, so the re-drive
 stands after it with a source offset that does not grow. Such a record is the
 application's own, originated here, and is copied (`_in_order`). The order is known
-from the copies read since the partition's reading began: the first record of a
-provenance read after a (re)start is taken as our copy.
+from the copies read since the process started: the first record of a provenance read
+after a restart is taken as our copy (a restart resumes after the flow's last record
+on the target, so the copies skipped since are read again first: docs/engine.md).
 
 A record with no headers of its own, the common case, gets just ours, and the loop
 makes that list itself (`source_entry`, the offset header, the run's topic entry): a

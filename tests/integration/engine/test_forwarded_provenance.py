@@ -179,3 +179,29 @@ def _re_drive(primary: str, topic: str, count: int) -> None:
             headers=list(record.headers),
         )  # fmt: skip
     assert producer.flush(30) == 0
+
+
+def test_under_identity_a_re_drive_read_first_after_a_restart_is_copied(
+    primary: str, dr: str
+) -> None:
+    """The re-drives are written while the flow that reads them is down: after its
+    restart they may be the first records of their provenance it reads."""
+    orders = unique_topic("orders")
+    properties = {"replication.policy.class": IDENTITY}
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, orders, partitions=PARTITIONS)
+    produce_records(dr, orders, make_records(RECORDS))
+    forward = flow_config(("primary", primary), ("dr", dr), orders, properties)
+    backward = flow_config(("dr", dr), ("primary", primary), orders, properties)
+
+    with running(backward):
+        with running(forward):
+            wait_until(lambda: _count(primary, orders) == RECORDS, 90, "dr's orders on primary")
+            wait_until(lambda: _loops("primary->dr", orders) >= RECORDS, 90, "copies skipped")
+        _re_drive(primary, orders, RE_DRIVEN)
+        with running(forward):
+            wait_until(
+                lambda: _count(dr, orders) >= RECORDS + RE_DRIVEN, 90, "the re-drives on dr"
+            )
+    on_dr = [r for p in range(PARTITIONS) for _, r in read_partition(dr, orders, p)]
+    assert len(on_dr) == RECORDS + RE_DRIVEN, f"{len(on_dr)} records on dr"
