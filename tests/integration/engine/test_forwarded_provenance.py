@@ -200,8 +200,6 @@ def test_under_identity_a_re_drive_read_first_after_a_restart_is_copied(
             wait_until(lambda: _loops("primary->dr", orders) >= RECORDS, 90, "copies skipped")
         _re_drive(primary, orders, RE_DRIVEN)
         with running(forward):
-            wait_until(
-                lambda: _count(dr, orders) >= RECORDS + RE_DRIVEN, 90, "the re-drives on dr"
-            )
+            wait_until(lambda: _count(dr, orders) >= RECORDS + RE_DRIVEN, 90, "the re-drives on dr")
     on_dr = [r for p in range(PARTITIONS) for _, r in read_partition(dr, orders, p)]
     assert len(on_dr) == RECORDS + RE_DRIVEN, f"{len(on_dr)} records on dr"
