@@ -18,10 +18,9 @@ from confluent_kafka import KafkaException
 
 from replicator.acls.sync import AclSyncReport, sync_acls
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.status import STATUS_TOPIC, deliver_status
+from replicator.engine.internal_topics import read_compacted
+from replicator.engine.status import STATUS_TOPIC, deliver_status, status_producer
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import Producer
 from replicator.kafka.errors import error_text
 
 log = logging.getLogger(__name__)
@@ -68,15 +67,13 @@ def failed(previous: AclSyncStatus | None, flow: str, error: str) -> AclSyncStat
 
 def publish(flow: FlowConfig, status: AclSyncStatus) -> None:
     """Write `status` to the status topic on `flow`'s target (created if missing)."""
-    ensure_compacted_topic(
-        flow.target,
-        STATUS_TOPIC,
-        flow.status_topic_replication_factor,
-        "status.topic.replication.factor",
-    )
-    producer = Producer(flow.target.producer, cluster=flow.target.alias)
     deliver_status(
-        producer, flow, "ACL sync status", status.key, asdict(status), timeout_s=_FLUSH_S
+        status_producer(flow),
+        flow,
+        "ACL sync status",
+        status.key,
+        asdict(status),
+        timeout_s=_FLUSH_S,
     )
 
 

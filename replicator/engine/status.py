@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field, fields
 from confluent_kafka import KafkaError, Producer
 
 from replicator.config.model import ClusterConfig, FlowConfig
-from replicator.engine.internal_topics import MissingTopic, read_compacted
+from replicator.engine.internal_topics import MissingTopic, ensure_compacted_topic, read_compacted
 from replicator.errors import ReplicatorError
+from replicator.kafka import clients
 
 STATUS_TOPIC = "replicator-status.internal"
 #: Workers publish their status every 10 s; one silent for longer than this is gone.
@@ -108,6 +109,19 @@ class StatusWriter:
         self._producer.produce(
             STATUS_TOPIC, key=status.key.encode(), value=json.dumps(asdict(status)).encode()
         )
+
+
+def status_producer(flow: FlowConfig) -> clients.Producer:
+    """A producer to the status topic on `flow`'s target, the topic created first if
+    missing (compacted, `status.topic.replication.factor`): for the rounds that publish
+    beside the engine (`deliver_status`)."""
+    ensure_compacted_topic(
+        flow.target,
+        STATUS_TOPIC,
+        flow.status_topic_replication_factor,
+        "status.topic.replication.factor",
+    )
+    return clients.Producer(flow.target.producer, cluster=flow.target.alias)
 
 
 def deliver_status(

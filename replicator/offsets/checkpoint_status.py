@@ -22,8 +22,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 
 from replicator.config.model import FlowConfig, NameFilter
-from replicator.engine.internal_topics import ensure_compacted_topic
-from replicator.engine.status import STATUS_TOPIC, deliver_status
+from replicator.engine.status import deliver_status, status_producer
 from replicator.kafka.clients import Producer
 from replicator.offsets.checkpoints import CheckpointReport
 
@@ -102,12 +101,5 @@ class CheckpointRoundPublisher:
     def _producer(self, flow: FlowConfig) -> Producer:
         producer = self._producers.get(flow.target.alias)
         if producer is None:
-            ensure_compacted_topic(
-                flow.target,
-                STATUS_TOPIC,
-                flow.status_topic_replication_factor,
-                "status.topic.replication.factor",
-            )
-            producer = Producer(flow.target.producer, cluster=flow.target.alias)
-            self._producers[flow.target.alias] = producer
+            producer = self._producers[flow.target.alias] = status_producer(flow)
         return producer

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import KafkaException
 
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import ensure_compacted_topic, read_compacted
-from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC, deliver_status
+from replicator.engine.internal_topics import read_compacted
+from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC, deliver_status, status_producer
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import BackgroundLoop, ThreadHealth
 from replicator.kafka.clients import Producer
@@ -137,14 +137,7 @@ class ThreadStatusLoop(BackgroundLoop):
     def _producer(self, flow: FlowConfig) -> Producer:
         producer = self._producers.get(flow.target.alias)
         if producer is None:
-            ensure_compacted_topic(
-                flow.target,
-                STATUS_TOPIC,
-                flow.status_topic_replication_factor,
-                "status.topic.replication.factor",
-            )
-            producer = Producer(flow.target.producer, cluster=flow.target.alias)
-            self._producers[flow.target.alias] = producer
+            producer = self._producers[flow.target.alias] = status_producer(flow)
         return producer
 
     def _publish(self, flow: FlowConfig, record: RunnerThreads) -> None:
