@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
+from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset
 
 from helpers.kafka import create_topic, make_records, produce_records, read_partition, unique_topic
@@ -131,13 +132,7 @@ def test_under_identity_a_re_drive_into_the_same_topic_is_copied_once(
     application's record, which reaches dr exactly once and never comes back; our
     copies read back on either side are still dropped as loops. On both data paths
     (compiled, the default where it is built, named so that it cannot fall back)."""
-    orders = unique_topic("orders")
-    properties = {"replication.policy.class": IDENTITY, "replicator.data.path": path}
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, orders, partitions=PARTITIONS)
-    produce_records(dr, orders, make_records(RECORDS))
-    forward = flow_config(("primary", primary), ("dr", dr), orders, properties)
-    backward = flow_config(("dr", dr), ("primary", primary), orders, properties)
+    orders, forward, backward = _identity_pair(primary, dr, {"replicator.data.path": path})
 
     with running(forward), running(backward):
         wait_until(lambda: _count(primary, orders) == RECORDS, 90, "dr's orders on primary")
@@ -163,6 +158,21 @@ def test_under_identity_a_re_drive_into_the_same_topic_is_copied_once(
     assert _count(primary, orders) == RECORDS + RE_DRIVEN, "nothing came back to primary"
 
 
+def _identity_pair(
+    primary: str, dr: str, properties: dict[str, str] | None = None
+) -> tuple[str, FlowConfig, FlowConfig]:
+    """`orders` on both clusters, dr's holding `RECORDS` records, and the two flows
+    between them under the Identity policy (with `properties` added)."""
+    orders = unique_topic("orders")
+    for bootstrap in (primary, dr):
+        create_topic(bootstrap, orders, partitions=PARTITIONS)
+    produce_records(dr, orders, make_records(RECORDS))
+    wanted = {"replication.policy.class": IDENTITY, **(properties or {})}
+    forward = flow_config(("primary", primary), ("dr", dr), orders, wanted)
+    backward = flow_config(("dr", dr), ("primary", primary), orders, wanted)
+    return orders, forward, backward
+
+
 def _re_drive(primary: str, topic: str, count: int) -> None:
     """The application: read the first `count` of our copies on primary and produce
     each again into the same topic and partition, headers kept, marked as a retry."""
@@ -186,13 +196,7 @@ def test_under_identity_a_re_drive_read_first_after_a_restart_is_copied(
 ) -> None:
     """The re-drives are written while the flow that reads them is down: after its
     restart they may be the first records of their provenance it reads."""
-    orders = unique_topic("orders")
-    properties = {"replication.policy.class": IDENTITY}
-    for bootstrap in (primary, dr):
-        create_topic(bootstrap, orders, partitions=PARTITIONS)
-    produce_records(dr, orders, make_records(RECORDS))
-    forward = flow_config(("primary", primary), ("dr", dr), orders, properties)
-    backward = flow_config(("dr", dr), ("primary", primary), orders, properties)
+    orders, forward, backward = _identity_pair(primary, dr)
 
     with running(backward):
         with running(forward):
