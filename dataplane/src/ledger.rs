@@ -34,6 +34,9 @@ pub struct Ledger {
     timestamp_ms: i64,
 }
 
+/// Where a partition stood at a report: (delivered through, target offset, in flight).
+pub type Standing = (i64, i64, usize);
+
 /// What a ledger reports and forgets (`Ledger::report`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -92,6 +95,18 @@ impl Report {
         self.records += newer.records;
         self.bytes += newer.bytes;
         self.shifts.extend(newer.shifts);
+    }
+
+    /// What a report told of where the partition stands: (delivered through, target
+    /// offset, in flight).
+    pub fn standing(&self) -> Standing {
+        (self.delivered_through, self.target_offset, self.in_flight)
+    }
+
+    /// Whether this report tells anything a report that stood at `last` did not
+    /// (None: none was given): records delivered, shifts, or a position moved.
+    pub fn news_since(&self, last: Option<Standing>) -> bool {
+        self.records > 0 || !self.shifts.is_empty() || last != Some(self.standing())
     }
 
     /// This report, with its counts and shifts taken (they are reported once).
@@ -432,7 +447,7 @@ mod tests {
 
 #[cfg(test)]
 mod sent_tests {
-    use super::Sent;
+    use super::{Report, Sent};
 
     #[test]
     fn slot_and_offset_round_trip_and_out_of_range_is_refused() {
@@ -443,5 +458,24 @@ mod sent_tests {
         assert!(Sent::new(65_536, 0).is_none());
         assert!(Sent::new(0, 1 << 48).is_none());
         assert!(Sent::new(0, -1).is_none());
+    }
+
+    #[test]
+    fn a_report_is_news_only_when_something_moved() {
+        let mut report = Report::empty();
+        assert!(report.news_since(None), "the first report is always told");
+        let stood = Some(report.standing());
+        assert!(!report.news_since(stood));
+        report.in_flight = 3;
+        assert!(report.news_since(stood), "records in flight");
+        let stood = Some(report.standing());
+        report.records = 3;
+        assert!(report.news_since(stood), "records delivered");
+        report.records = 0;
+        report.shifts.push((0, 5));
+        assert!(report.news_since(stood), "a shift");
+        report.shifts.clear();
+        report.delivered_through = 2;
+        assert!(report.news_since(stood), "a position");
     }
 }

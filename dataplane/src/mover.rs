@@ -13,6 +13,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::CString;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::group::{self, TxnError};
-use crate::ledger::{Ledger, Report, Sent};
+use crate::ledger::{Ledger, Report, Sent, Standing};
 use crate::order::{self, ReplicaOrder};
 use crate::plan::{self, Irregular};
 use crate::slots::Slots;
@@ -202,6 +203,9 @@ struct Part {
     /// take a lower, reused slot than its previous reading's, so `progress` orders
     /// by this, not by slot.
     generation: u64,
+    /// Where its last `progress` report stood (None: not reported yet): a report that
+    /// would tell the same is left out.
+    reported: Option<Standing>,
 }
 
 /// The transactional mode's state: the open transaction's reach, the ledgers as
@@ -234,6 +238,8 @@ struct Inner {
     offset_header: Option<String>,
     topic_header: Option<String>,
     reserved: Vec<Vec<u8>>,
+    /// The same names as C strings, for removing them from a record's headers.
+    reserved_names: Vec<CString>,
     /// Per topic and partition, the order of our copies read (`Verdict::Loop`): kept
     /// across readings of the partition and handed to a Mover made anew (`adopt`).
     orders: HashMap<String, HashMap<i32, ReplicaOrder>>,
@@ -241,7 +247,7 @@ struct Inner {
     verdicts: Verdicts,
     /// Records skipped on a verdict since `skips` was last called: by (slot, reason),
     /// (count, first offset).
-    skips: HashMap<(usize, String), (u64, i64)>,
+    skips: HashMap<(usize, Arc<str>), (u64, i64)>,
     transactional: Option<Transactional>,
     /// An error met after records were handed back in the same `run`: raised by the
     /// next one, so that Python sees those records first.
@@ -392,38 +398,33 @@ impl Inner {
     }
 
     /// The headers of a record that carries reserved names, copied on Python's
-    /// verdict: its own less the reserved ones (Python's rewrite drops them too), ours,
-    /// then the verdict's (`extra`); and how many of them are its own.
+    /// verdict: its own (`own`, taken from it) less the reserved ones (Python's
+    /// rewrite drops them too), ours, then the verdict's (`extra`).
     fn rewritten(
         &self,
-        pairs: &[(&[u8], Option<&[u8]>)],
+        mut own: Headers,
         extra: &[(Vec<u8>, Option<Vec<u8>>)],
         topic: &str,
         offset: i64,
-    ) -> Result<(Headers, usize), String> {
-        let mut own = Headers::with_capacity(pairs.len() + extra.len() + 3);
-        let mut count = 0;
-        for (name, value) in pairs {
-            if !self.verdicts.is_reserved(name) {
-                own.add(name, *value)?;
-                count += 1;
-            }
+    ) -> Result<Headers, String> {
+        for name in &self.reserved_names {
+            own.remove(name)?;
         }
         let mut headers = self.headers(Some(own), topic, offset)?;
         for (name, value) in extra {
             headers.add(name, value.as_deref())?;
         }
-        Ok((headers, count))
+        Ok(headers)
     }
 
     /// The record at `offset` of `slot` is not replicated, on Python's verdict
     /// (`reason`): the ledger moves past it, and `skips` reports it.
-    fn skip(&mut self, slot: usize, offset: i64, reason: &str) -> Result<(), String> {
+    fn skip(&mut self, slot: usize, offset: i64, reason: &Arc<str>) -> Result<(), String> {
         lock(&self.source_shared().ledgers)[slot].skipped(offset)?;
         settled(&mut self.transactional, slot, offset);
         let counted = self
             .skips
-            .entry((slot, reason.to_string()))
+            .entry((slot, reason.clone()))
             .or_insert((0, offset));
         counted.0 += 1;
         Ok(())
@@ -672,14 +673,13 @@ impl Inner {
                     .map_or_else(Vec::new, |own| own.copied(usize::MAX))
             };
             let mut rewrite = None;
-            if let Some(reason) = plan::check(pairs.iter().map(|(name, _)| *name), &self.reserved) {
-                let known = (reason == Irregular::ReservedHeader
-                    && pairs
-                        .iter()
-                        .all(|(name, _)| std::str::from_utf8(name).is_ok()))
-                .then(|| self.verdicts.get(&self.parts[slot].topic, &pairs))
-                .flatten()
-                .cloned();
+            let (irregular, utf8) =
+                plan::survey(pairs.iter().map(|(name, _)| *name), &self.reserved);
+            if let Some(reason) = irregular {
+                let known = (reason == Irregular::ReservedHeader && utf8)
+                    .then(|| self.verdicts.get(&self.parts[slot].topic, &pairs))
+                    .flatten()
+                    .cloned();
                 match known {
                     Some(Verdict::Skip(why)) => {
                         self.skip(slot, offset, &why)?;
@@ -693,7 +693,7 @@ impl Inner {
                             continue;
                         }
                         // Out of order: an application's re-drive, copied as its own.
-                        rewrite = Some(Vec::new());
+                        rewrite = Some(Arc::from([]));
                     }
                     Some(Verdict::Copy(extra)) => rewrite = Some(extra),
                     // Unknown, or a loop's provenance not yet ordered in this reading
@@ -724,19 +724,19 @@ impl Inner {
                 handed.push(slot);
                 continue;
             }
-            let own_count;
-            let headers = match rewrite {
-                Some(extra) => {
-                    let topic = &self.parts[slot].topic;
-                    let (headers, count) = self.rewritten(&pairs, &extra, topic, offset)?;
-                    own_count = count;
-                    headers
-                }
-                None => {
-                    own_count = pairs.len();
-                    drop(pairs);
-                    self.headers(own, &self.parts[slot].topic, offset)?
-                }
+            // The record's own headers lead what the producer may give back.
+            let own_count = match rewrite {
+                Some(_) => pairs
+                    .iter()
+                    .filter(|(name, _)| !self.verdicts.is_reserved(name))
+                    .count(),
+                None => pairs.len(),
+            };
+            drop(pairs);
+            let topic = &self.parts[slot].topic;
+            let headers = match (rewrite, own) {
+                (Some(extra), Some(own)) => self.rewritten(own, &extra, topic, offset)?,
+                (_, own) => self.headers(own, topic, offset)?,
             };
             match self.produce(
                 slot,
@@ -1249,6 +1249,11 @@ impl Mover {
                     redacted(&all, e.to_string())
                 ))
             })?;
+        let reserved_names = reserved_headers
+            .iter()
+            .map(|name| CString::new(name.as_str()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| PyValueError::new_err("a reserved header name holds a NUL"))?;
         let verdicts = Verdicts::new(
             reserved_headers
                 .iter()
@@ -1278,6 +1283,7 @@ impl Mover {
                     .into_iter()
                     .map(String::into_bytes)
                     .collect(),
+                reserved_names,
                 skips: HashMap::new(),
                 deferred: None,
                 transactional: transactional_id.map(|_| Transactional {
@@ -1331,6 +1337,7 @@ impl Mover {
                     limit,
                     held: None,
                     generation: inner.assignments,
+                    reported: None,
                 };
                 inner.assignments += 1;
                 let shared = inner.source_shared().clone();
@@ -1446,9 +1453,12 @@ impl Mover {
                     .collect::<Vec<_>>()
             };
             let verdict = match skip {
-                Some(why) if in_order => Verdict::Loop { why, stream: 0 },
-                Some(reason) => Verdict::Skip(reason),
-                None => Verdict::Copy(bytes(extra)),
+                Some(why) if in_order => Verdict::Loop {
+                    why: why.into(),
+                    stream: 0,
+                },
+                Some(reason) => Verdict::Skip(reason.into()),
+                None => Verdict::Copy(bytes(extra).into()),
             };
             inner.verdicts.learn(&topic, &bytes(headers), verdict);
             Ok(())
@@ -1486,6 +1496,7 @@ impl Mover {
                 .into_iter()
                 .map(|((slot, reason), (count, first))| {
                     let part = &inner.parts[slot];
+                    let reason = reason.to_string();
                     (part.topic.clone(), part.partition, reason, count, first)
                 })
                 .collect())
@@ -1513,18 +1524,19 @@ impl Mover {
 
     /// Per partition, what was delivered since the last call: {(topic, partition):
     /// (delivered_through, target_offset, in_flight, records, bytes, shifts,
-    /// timestamp_ms)}, the readings of a partition assigned again added up.
+    /// timestamp_ms)}, the readings of a partition assigned again added up. Only the
+    /// partitions with news are told (records delivered, shifts, or where it stands
+    /// moved: delivered_through, target_offset, in_flight); every one the first time:
+    /// at rest a call costs nothing per partition on the caller's side.
     /// delivered_through is the highest source offset every record up to which is
     /// acked by the target (or skipped), -1 for none; target_offset that of the newest
     /// acked record; shifts the (source, target) pairs where the mapping stopped being
     /// a plain shift.
     fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let reports = self.with(py, |inner| {
+        let merged = self.with(py, |inner| {
             inner.producer.poll(Duration::ZERO);
             let shared = inner.source_shared().clone();
             let mut ledgers = lock(&shared.ledgers);
-            let mut reports = Vec::with_capacity(inner.parts.len());
-            let mut done = Vec::new();
             // The newest reading of each partition: an older one may be freed.
             let mut newest: HashMap<(&str, i32), u64> = HashMap::new();
             for (slot, part) in inner.parts.iter().enumerate() {
@@ -1535,11 +1547,19 @@ impl Mover {
                     *at = (*at).max(part.generation);
                 }
             }
-            for (slot, part) in inner.parts.iter().enumerate() {
+            let retired: Vec<bool> = (inner.parts.iter().enumerate())
+                .map(|(slot, part)| {
+                    inner.slot_table.in_use(slot)
+                        && newest[&(part.topic.as_str(), part.partition)] > part.generation
+                })
+                .collect();
+            drop(newest);
+            let mut reports = Vec::with_capacity(inner.parts.len());
+            let mut done = Vec::new();
+            for slot in 0..inner.parts.len() {
                 if !inner.slot_table.in_use(slot) {
                     continue;
                 }
-                let key = (part.topic.clone(), part.partition);
                 let ledger = &mut ledgers[slot];
                 let report = match inner.transactional.as_mut() {
                     // What committed; acked records of the open transaction are in_flight.
@@ -1557,41 +1577,55 @@ impl Mover {
                         // its slot is free. (The newest reading of a partition given
                         // up stays: its high watermark and position still count for
                         // its lag. A transactional mover is never reused.)
-                        let retired =
-                            newest[&(part.topic.as_str(), part.partition)] > part.generation;
+                        let part = &inner.parts[slot];
                         let skipping = inner.skips.keys().any(|(s, _)| *s == slot);
-                        if retired && ledger.in_flight() == 0 && part.held.is_none() && !skipping {
+                        if retired[slot]
+                            && ledger.in_flight() == 0
+                            && part.held.is_none()
+                            && !skipping
+                        {
                             done.push(slot);
                         }
                         report
                     }
                 };
-                reports.push((part.generation, key, report));
+                let part = &mut inner.parts[slot];
+                let news = report.news_since(part.reported);
+                part.reported = Some(report.standing());
+                reports.push((part.generation, slot, news, report));
             }
             drop(ledgers);
+            // A partition read again (unassigned, then assigned) has a slot per
+            // reading, oldest first: one report for all, so the retired slot's
+            // deliveries and records still in flight are not lost; told when any of
+            // them has news.
+            reports.sort_by_key(|(generation, ..)| *generation);
+            let mut merged: Vec<((&str, i32), bool, Report)> = Vec::new();
+            let mut at: HashMap<(&str, i32), usize> = HashMap::new();
+            for (_, slot, news, report) in reports {
+                let part = &inner.parts[slot];
+                let key = (part.topic.as_str(), part.partition);
+                match at.get(&key) {
+                    Some(&i) => {
+                        merged[i].1 |= news;
+                        merged[i].2.followed_by(report);
+                    }
+                    None => {
+                        at.insert(key, merged.len());
+                        merged.push((key, news, report));
+                    }
+                }
+            }
+            let told: Vec<((String, i32), Report)> = merged
+                .into_iter()
+                .filter(|(_, news, _)| *news)
+                .map(|((topic, partition), _, report)| ((topic.to_string(), partition), report))
+                .collect();
             for slot in done {
                 inner.slot_table.free(slot);
             }
-            reports.sort_by_key(|(generation, _, _)| *generation);
-            Ok(reports
-                .into_iter()
-                .map(|(_, key, report)| (key, report))
-                .collect::<Vec<_>>())
+            Ok(told)
         })?;
-        // A partition read again (unassigned, then assigned) has a slot per reading,
-        // oldest first: one report for all, so the retired slot's deliveries and
-        // records still in flight are not lost.
-        let mut merged: Vec<((String, i32), Report)> = Vec::with_capacity(reports.len());
-        let mut at: HashMap<(String, i32), usize> = HashMap::with_capacity(reports.len());
-        for (key, report) in reports {
-            match at.get(&key) {
-                Some(&i) => merged[i].1.followed_by(report),
-                None => {
-                    at.insert(key.clone(), merged.len());
-                    merged.push((key, report));
-                }
-            }
-        }
         let out = PyDict::new(py);
         for (key, r) in merged {
             out.set_item(

@@ -26,20 +26,26 @@ impl Irregular {
 }
 
 /// Whether a record whose own header names are `names` is moved as it is (None)
-/// or handed back (why).
-pub fn check<'a, I>(names: I, reserved: &[Vec<u8>]) -> Option<Irregular>
+/// or handed back (why: the first irregular name's), and whether every name is
+/// UTF-8 (a record carrying reserved names may then be settled on a verdict learnt
+/// for its provenance), in one pass.
+pub fn survey<'a, I>(names: I, reserved: &[Vec<u8>]) -> (Option<Irregular>, bool)
 where
     I: IntoIterator<Item = &'a [u8]>,
 {
+    let mut first = None;
+    let mut utf8 = true;
     for name in names {
-        if reserved.iter().any(|r| r.as_slice() == name) {
-            return Some(Irregular::ReservedHeader);
-        }
-        if std::str::from_utf8(name).is_err() {
-            return Some(Irregular::HeaderName);
+        // Header names are nearly always ASCII: the full check only for the others.
+        let is_utf8 = name.is_ascii() || std::str::from_utf8(name).is_ok();
+        if !is_utf8 {
+            utf8 = false;
+            first.get_or_insert(Irregular::HeaderName);
+        } else if first.is_none() && reserved.iter().any(|r| r.as_slice() == name) {
+            first = Some(Irregular::ReservedHeader);
         }
     }
-    None
+    (first, utf8)
 }
 
 /// The settings whose values are secrets: every key librdkafka itself flags
@@ -140,21 +146,33 @@ mod tests {
 
     #[test]
     fn plain_and_own_headers_are_moved() {
-        assert_eq!(check(Vec::<&[u8]>::new(), &reserved()), None);
+        assert_eq!(survey(Vec::<&[u8]>::new(), &reserved()), (None, true));
         let names: Vec<&[u8]> = vec![b"trace", b"trace", b"__dr"];
-        assert_eq!(check(names, &reserved()), None);
+        assert_eq!(survey(names, &reserved()), (None, true));
     }
 
     #[test]
     fn a_reserved_name_is_handed_back() {
         let names: Vec<&[u8]> = vec![b"app", b"__dr_off"];
-        assert_eq!(check(names, &reserved()), Some(Irregular::ReservedHeader));
+        assert_eq!(
+            survey(names, &reserved()),
+            (Some(Irregular::ReservedHeader), true)
+        );
+        // The first irregular name says why; any name not UTF-8 is told.
+        let names: Vec<&[u8]> = vec![b"__dr_off", b"\xff", b"t\xc3\xa9"];
+        assert_eq!(
+            survey(names, &reserved()),
+            (Some(Irregular::ReservedHeader), false)
+        );
     }
 
     #[test]
     fn a_name_that_is_not_utf8_is_handed_back() {
-        let names: Vec<&[u8]> = vec![b"\xff\xfe"];
-        assert_eq!(check(names, &reserved()), Some(Irregular::HeaderName));
+        let names: Vec<&[u8]> = vec![b"t\xc3\xa9", b"\xff\xfe", b"__dr_off"];
+        assert_eq!(
+            survey(names, &reserved()),
+            (Some(Irregular::HeaderName), false)
+        );
     }
 
     #[test]

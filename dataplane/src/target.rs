@@ -68,6 +68,22 @@ impl Headers {
             .collect()
     }
 
+    /// Remove every header named `name` (`rd_kafka_header_remove`: the others keep
+    /// their order); whether there was one. Headers a consumed message gave up are
+    /// the caller's to change.
+    pub fn remove(&mut self, name: &CStr) -> Result<bool, String> {
+        let code = unsafe { rd::rd_kafka_header_remove(self.0.as_ptr(), name.as_ptr()) };
+        match code {
+            rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR => Ok(true),
+            rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__NOENT => Ok(false),
+            // A record must not go on with the reserved header it should have lost.
+            code => Err(format!(
+                "removing header {name:?} from a record was refused ({code:?}); the record is \
+                 not sent"
+            )),
+        }
+    }
+
     /// Add a header; `value` None is a null value. The name is taken as bytes
     /// (Kafka's header names are strings, but a record's own are copied as they came).
     pub fn add(&mut self, name: &[u8], value: Option<&[u8]>) -> Result<(), String> {

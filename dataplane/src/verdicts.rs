@@ -8,21 +8,23 @@
 //! by the mover itself, at the plain record's rate. Pure: tested without Kafka.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A header as the mover keeps it: (name, value; None for a null value).
 pub type Header = (Vec<u8>, Option<Vec<u8>>);
 
-/// Python's verdict on the records of one provenance.
+/// Python's verdict on the records of one provenance (shared, not copied, by each
+/// record it settles).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Not replicated (a loop), for this reason (`replicator_skipped_records_total`).
-    Skip(String),
+    Skip(Arc<str>),
     /// Our copies of a record from the target (a loop): skipped for `why` while they
     /// stand in order (`order::ReplicaOrder`, by `stream`, which `learn` numbers); a
     /// record out of that order is an application's re-drive, copied as its own.
-    Loop { why: String, stream: u64 },
+    Loop { why: Arc<str>, stream: u64 },
     /// Copied: its own headers less the reserved ones, then ours, then these.
-    Copy(Vec<Header>),
+    Copy(Arc<[Header]>),
 }
 
 /// The values of the reserved headers a record carries, by reserved name (the last
@@ -165,7 +167,7 @@ mod tests {
             ("__dr_off", Some("1")),
             ("__dr_topic", Some("orders")),
         ]);
-        v.learn("enriched", &first, Verdict::Copy(Vec::new()));
+        v.learn("enriched", &first, Verdict::Copy(Arc::from([])));
         let later = owned(&[
             ("__dr_src", Some("b")),
             ("__dr_off", Some("987")),
@@ -174,7 +176,7 @@ mod tests {
         ]);
         assert_eq!(
             v.get("enriched", &borrowed(&later)),
-            Some(&Verdict::Copy(Vec::new()))
+            Some(&Verdict::Copy(Arc::from([])))
         );
         // Another topic, another source or another upstream topic: not known.
         assert_eq!(v.get("other", &borrowed(&later)), None);

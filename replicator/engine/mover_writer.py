@@ -509,7 +509,8 @@ class MoverWriter:
 
     def _account(self, progress: dict[Key, tuple[Any, ...]]) -> None:
         """A Mover's `progress()` to the partitions (positions, counters) and the
-        offset syncs (each `shifts` pair, then the newest pair)."""
+        offset syncs (each `shifts` pair, then the newest pair). It tells only the
+        partitions with news; the others stand where their last report left them."""
         acked_any = False
         for key, report in progress.items():
             through, target, in_flight, records, size, shifts, stamp = report
