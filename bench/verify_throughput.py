@@ -2,6 +2,7 @@
 single-process confluent-kafka reader doing the same comparison, on the same copy.
 
     .venv/bin/python bench/verify_throughput.py [--records 5000000] [--partitions 8]
+    .venv/bin/python bench/verify_throughput.py --plan-only 10000
 
 A backlog is preloaded on a fresh source cluster and replicated by our engine;
 then both verifiers read every source record and every copy, fingerprint them
@@ -9,7 +10,14 @@ then both verifiers read every source record and every copy, fingerprint them
 offset. "Records verified" counts the source records and their copies, so a
 5 M-record flow is 10 M records read. The Spark figure is end to end, as an
 operator waits for it: plan, spark-submit (JVM start included), the suites and
-Data Docs. Writes bench/results/verify_throughput-<UTC>.json.
+Data Docs. A second run follows with nothing new (incremental: what the first
+proved is not read again), timed against the first.
+
+`--plan-only N` measures planning alone on N partitions (N/4 topics of 4, ten records
+each, and on the target their copies as the replicator writes them): the offsets, the
+last copy and the oldest record in flight of every partition.
+
+Writes bench/results/verify_throughput-<UTC>.json.
 """
 
 from __future__ import annotations
@@ -23,17 +31,26 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from harness import (
     BROKER_HEAP,
     Machine,
     bench_stack,
+    create_topics,
+    flow_config,
     markdown_table,
+    remote_topic,
     replicated_backlog,
     write_report,
 )
 
-from replicator.engine.headers import OURS, replica_source_offset
+from replicator.engine.headers import (
+    OFFSET_HEADER,
+    OURS,
+    SOURCE_HEADER,
+    encode_offset,
+    replica_source_offset,
+)
 from replicator.localstack import ClusterSpec
 from replicator.statestore import StateStore
 from replicator.verification.plan import PartitionWindow, plan_verification
@@ -116,9 +133,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--plan-only",
+        type=int,
+        metavar="PARTITIONS",
+        help="measure planning alone on this many partitions (in topics of 4)",
+    )
     args = parser.parse_args(argv)
     started = datetime.now(UTC)
     machine = Machine.describe()
+    if args.plan_only:
+        return plan_only(args.plan_only, started, machine)
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
         flow = replicated_backlog(stack, TOPIC, args.records, VALUE_BYTES, args.partitions)
         read = 2 * args.records
@@ -132,6 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  spark-submit {phases['spark']} s, suites and Data Docs {phases['suites']} s")
             if not result.success:
                 raise RuntimeError(f"verification failed on a correct copy: {result.summary}")
+            print("replicator verify again, nothing new")
+            began = time.monotonic()
+            again = verify(flow, store, master=args.master, results=Path(scratch))
+            again_s = time.monotonic() - began
+            if not again.success or again.summary["verified"]["records_now"]:
+                raise RuntimeError(f"the second run verified anew: {again.summary}")
         print("single-process reader")
         windows = plan_verification(flow).windows
         began = time.monotonic()
@@ -149,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "single_reader_seconds": round(single_s, 1),
         "single_reader_records_per_s": round(read / single_s),
         "spark_over_single": round(single_s / spark_s, 2),
+        "spark_job_records_per_s": round(read / phases["spark"]),
+        "spark_job_over_single": round(single_s / phases["spark"], 2),
+        "second_run_seconds": round(again_s, 1),
+        "second_over_first": round(again_s / spark_s, 3),
     }
     print()
     print(
@@ -161,10 +196,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{read / spark_s:,.0f}",
                 ],
                 [
+                    "the Spark job alone (spark-submit)",
+                    f"{phases['spark']:.1f}",
+                    f"{read / phases['spark']:,.0f}",
+                ],
+                [
                     "single-process confluent-kafka reader",
                     f"{single_s:.1f}",
                     f"{read / single_s:,.0f}",
                 ],
+                ["replicator verify again, nothing new", f"{again_s:.1f}", "-"],
             ],
         )
     )
@@ -182,6 +223,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"results written to {path}")
     return 0
+
+
+def plan_only(partitions: int, started: datetime, machine: Machine) -> int:
+    """Plan a verification of `partitions` partitions (topics of 4, ten records each,
+    their copies on the target), and time it."""
+    topics = [f"plan.bench.{i:05d}" for i in range(max(1, partitions // 4))]
+    with bench_stack(SOURCE, TARGET, DATA_DIR):
+        print(f"creating {len(topics) * 4:,} partitions on each cluster")
+        for first in range(0, len(topics), 500):  # the controller's batch bound
+            chunk = topics[first : first + 500]
+            create_topics(SOURCE.bootstrap, chunk, 4)
+            create_topics(TARGET.bootstrap, [remote_topic(SOURCE.name, t) for t in chunk], 4)
+        print("writing ten records to each, and their copies")
+        _ten_each(topics)
+        flow = flow_config(SOURCE, TARGET, topics)
+        timings = []
+        for _ in range(3):
+            began = time.monotonic()
+            plan = plan_verification(flow)
+            timings.append(time.monotonic() - began)
+        assert len(plan.windows) == len(topics) * 4, len(plan.windows)
+        assert all(w.source_end - w.source_start == 10 for w in plan.windows)
+    figures = {
+        "partitions": len(topics) * 4,
+        "plan_seconds": [round(t, 2) for t in timings],
+        "plan_seconds_median": round(sorted(timings)[1], 2),
+    }
+    print(markdown_table(["partitions", "plan, s (three runs)"], [
+        [f"{len(topics) * 4:,}", ", ".join(f"{t:.1f}" for t in timings)]
+    ]))  # fmt: skip
+    path = write_report(
+        "verify_throughput",
+        started,
+        machine,
+        {"clusters": "one KRaft broker each, loopback, heap " + BROKER_HEAP, "plan_only": True},
+        figures,
+    )
+    print(f"results written to {path}")
+    return 0
+
+
+def _ten_each(topics: list[str]) -> None:
+    """Ten records in each partition of `topics`, and their copies on the target (with
+    the provenance a flow writes), so that the plan finds a last copy everywhere."""
+    source = Producer({"bootstrap.servers": SOURCE.bootstrap, "linger.ms": 20})
+    target = Producer({"bootstrap.servers": TARGET.bootstrap, "linger.ms": 20})
+    alias = SOURCE.name.encode()
+    for topic in topics:
+        for partition in range(4):
+            for offset in range(10):
+                source.produce(topic, b"v", partition=partition)
+                headers = [(SOURCE_HEADER, alias), (OFFSET_HEADER, encode_offset(offset))]
+                target.produce(
+                    remote_topic(SOURCE.name, topic), b"v", partition=partition, headers=headers
+                )
+        source.poll(0)
+        target.poll(0)
+    for producer in (source, target):
+        if producer.flush(120):
+            raise RuntimeError("records not written within 120 s")
 
 
 if __name__ == "__main__":

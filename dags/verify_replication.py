@@ -24,6 +24,12 @@ with DAG(
     params={
         "flow": Param("primary->dr", type="string"),
         "topics": Param([], type="array", description="only these source topics (empty: all)"),
+        "full": Param(
+            False,
+            type="boolean",
+            description="verify every retained record again, not only what is new since "
+            "the flow's last verification",
+        ),
     },
 ):
 

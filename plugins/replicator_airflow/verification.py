@@ -59,6 +59,7 @@ def plan_run(
         master=master,
         config_file=Path(settings.config),
         connection=settings.secrets,
+        full=bool(params.get("full")),
     )
     job = spark_job(run, master)
     return {
@@ -143,4 +144,9 @@ def check(planned: dict, conn_id: str = ReplicatorHook.default_conn_name) -> dic
     notify_verification(get_current_context(), store, run.flow, run.run_id, summary, failing=wrong)
     if wrong is not None:
         raise wrong
-    return {"run_id": run.run_id, "data_docs": summary["data_docs"], "suites": summary["suites"]}
+    return {
+        "run_id": run.run_id,
+        "data_docs": summary["data_docs"],
+        "suites": summary["suites"],
+        "verified": verification.summary["verified"],
+    }

@@ -26,8 +26,10 @@ _SHOWN = 20
     panel="DR procedures",
     help_="prove the copy: record parity, lag and retention risk, Data Docs",
     description="Runs the Spark verification job and the GX suites for each selected "
-    "flow and records the result in the state store. `--topics` takes one or more "
-    "topics (`--topics a b`), and may be repeated.",
+    "flow and records the result in the state store. Each partition is verified from "
+    "where the flow's earlier runs left it (what they verified is kept in the state "
+    "store); `--full` verifies everything the source retains again. `--topics` takes "
+    "one or more topics (`--topics a b`), and may be repeated.",
     epilog=exit_statuses("a flow's copy failed a suite, or an error", zero="every flow passed"),
     # `--topics a b c`: the topics after the first arrive as extra arguments.
     context_settings={"allow_extra_args": True},
@@ -53,6 +55,10 @@ def _verify(
             "--thresholds", metavar="PATH", help="JSON thresholds (lag, retention margin)"
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="verify every retained record again, not only what is new"),
+    ] = False,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
 ) -> int:
@@ -70,6 +76,7 @@ def _verify(
             results=results,
             thresholds=thresholds,
             config_file=config,
+            full=full,
         )
         verified.append((selected.name, result))
         if output is Output.table:  # as each flow is done: a flow takes minutes
@@ -91,6 +98,15 @@ def _verify(
 def _print(verified: list[tuple[str, Verification]]) -> None:
     for name, result in verified:
         print(f"{name}: {'passed' if result.success else 'FAILED'} ({result.run_id})")
+        verified = result.summary.get("verified")
+        if verified is not None:
+            kind = "incremental" if verified["incremental"] else "full"
+            print(
+                f"  {kind}: {verified['records_now']:,} records verified now, "
+                f"{verified['records_before']:,} by earlier runs"
+            )
+            for partition, why in verified["reverified"].items():
+                print(f"  {partition} verified whole again: {why}")
         for suite_name, suite in result.summary["suites"].items():
             print(
                 f"  {suite_name:<8} {'ok' if suite['success'] else 'FAILED'} ({suite['rows']} rows)"

@@ -167,3 +167,28 @@ class ApprovalRecord:
     recorded_at: datetime
     preflight_rechecked_at: datetime | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifiedRange:
+    """Source offsets [source_first, source_end) of a flow's partition, proved copied:
+    its `records` and their copies (at target offsets [target_first, target_end) of
+    `target_topic`) summed to the same `digest` (16 hex digits) when verified, and
+    last re-read at `checked_at`."""
+
+    flow: str
+    topic: str
+    partition: int
+    source_first: int
+    source_end: int
+    target_topic: str
+    #: The remote topic's id when verified (a topic deleted and created again under
+    #: the same name has another): None where the cluster did not tell.
+    target_topic_id: str | None
+    target_first: int | None
+    target_end: int | None
+    records: int
+    digest: str
+    verified_at: datetime
+    checked_at: datetime
+    run_id: str | None = None

@@ -177,3 +177,25 @@ approvals = Table(
     Column("preflight_rechecked_at", UTCDateTime),
     Column("details", JSON, nullable=False),
 )
+
+# One row per verified range of source offsets of a flow's partition: where its copies
+# lie on the target and the digest both sides summed to, written by the verification
+# run that proved it and re-read by the runs after it (`verified`).
+verified_ranges = Table(
+    "dr_verified_ranges",
+    metadata,
+    Column("flow", String(_NAME), primary_key=True),
+    Column("topic", String(_NAME), primary_key=True),
+    Column("partition", Integer, primary_key=True),
+    Column("source_first", BigInteger, primary_key=True),
+    Column("source_end", BigInteger, nullable=False),
+    Column("target_topic", String(_NAME), nullable=False),
+    Column("target_topic_id", String(32)),
+    Column("target_first", BigInteger),
+    Column("target_end", BigInteger),
+    Column("records", BigInteger, nullable=False),
+    Column("digest", String(16), nullable=False),
+    Column("verified_at", UTCDateTime, nullable=False),
+    Column("checked_at", UTCDateTime, nullable=False),
+    Column("run_id", String(_NAME)),
+)

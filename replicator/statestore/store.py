@@ -12,7 +12,9 @@ together from one class per table group, each in its own module:
 - `runs`: dr_runs and dr_steps; the DR history and each procedure step's result;
 - `incidents`: dr_incidents; what people were told about each problem, and when;
 - `samples`: dr_flow_samples; what each supervisor run measured of each flow;
-- `approvals`: dr_approvals; the answer to each procedure run's approval question.
+- `approvals`: dr_approvals; the answer to each procedure run's approval question;
+- `verified`: dr_verified_ranges; the ranges of each flow's partitions verification
+  proved copied, with their digests.
 
 They share `database.Database` (the engine, schema upgrade on first use,
 read/write transactions, upsert, the clock), the tables of `schema` and the
@@ -31,6 +33,7 @@ from replicator.statestore.incidents import IncidentStore
 from replicator.statestore.leases import LeaseStore
 from replicator.statestore.runs import RunStore
 from replicator.statestore.samples import SampleStore
+from replicator.statestore.verified import VerifiedRangeStore
 
 
 class StateStore(
@@ -41,6 +44,7 @@ class StateStore(
     IncidentStore,
     SampleStore,
     ApprovalStore,
+    VerifiedRangeStore,
 ):
     """The DR state store at a SQLAlchemy URL; its schema is created, or upgraded to
     this code's newest revision, on first use (replicator.statestore.migrate).

@@ -20,13 +20,23 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.offsets.groups import GroupAdmin
-from replicator.offsets.translation import PartitionReader, TargetIndex
+from replicator.verification.incremental import resume
+from replicator.verification.positions import read_positions
+
+if TYPE_CHECKING:  # the Spark job's driver imports this module: not the store
+    from replicator.statestore.records import VerifiedRange
+
+#: Source offsets per range of the comparison: small enough that a range that differs
+#: is cheap to compare record by record, large enough that the per-range sums stay a
+#: small table (10,000 rows for a billion offsets).
+RANGE_OFFSETS = 100_000
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,18 @@ class PartitionWindow:
     #: retention deletes the oldest record in flight (None: nothing at risk).
     retention_ms: int | None = None
     retention_margin_seconds: float | None = None
+    #: Source offsets [prior_start, source_start) were verified by earlier runs (-1:
+    #: none): a copy of one in this window is a duplicate that came later.
+    prior_start: int = -1
+    #: Records of the partition verified by earlier runs and still standing.
+    verified_before: int = 0
+    #: Why the partition is verified whole again though earlier runs verified it
+    #: (its target truncated or created again), None otherwise.
+    reverified: str | None = None
+    #: The remote topic's id when planned (None: the cluster did not tell).
+    remote_topic_id: str | None = None
+    #: The remote partition's log start (-1: `target_start`, a window from it).
+    target_log_start: int = -1
 
 
 @dataclass(frozen=True)
@@ -71,6 +93,16 @@ class VerificationPlan:
     #: Its truststores and keystores are shipped with `spark-submit --files`, and the
     #: job names them as shipped (for executors that do not share the driver's files).
     ship_files: bool = False
+    #: Source offsets per range: the unit the job sums each side up by, and compares
+    #: record by record only where the sums differ (`RANGE_OFFSETS`).
+    range_offsets: int = 0
+    #: Whether windows start after what earlier runs verified (False: `--full`, every
+    #: window from the source's log start).
+    incremental: bool = False
+
+    def __post_init__(self) -> None:
+        if self.range_offsets <= 0:
+            object.__setattr__(self, "range_offsets", RANGE_OFFSETS)
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2))
@@ -83,8 +115,14 @@ class VerificationPlan:
         return cls(**data, windows=windows)
 
 
-def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> VerificationPlan:
-    """The windows of every partition of the flow's topics (or of `topics`)."""
+def plan_verification(
+    flow: FlowConfig,
+    topics: list[str] | None = None,
+    verified: list[VerifiedRange] | None = None,
+) -> VerificationPlan:
+    """The windows of every partition of the flow's topics (or of `topics`): after
+    the `verified` ranges earlier runs stored (`incremental.resume`), or with None
+    from each source partition's log start."""
     policy = flow.policy
     sync = TopicSync(flow)
     replicated = sync.replicated_topics()
@@ -102,41 +140,51 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
     syncs_on_target = flow.offset_syncs_cluster is flow.target
     syncs_admin = sync.target_admin if syncs_on_target else sync.source_admin
     offset_syncs_ends = _ends(flow.offset_syncs_cluster, syncs_admin, offset_syncs)
-    source = GroupAdmin(flow.source)
-    starts, ends = source.start_offsets(partitions), source.end_offsets(partitions)
+    positions = read_positions(flow, partitions)
     retention = _retention_ms(sync, chosen)
+    now = time.time()
+    stored: dict[tuple[str, int], list[VerifiedRange]] = {}
+    for r in verified or []:
+        stored.setdefault((r.topic, r.partition), []).append(r)
     windows = []
-    with (
-        TargetIndex(flow.target, flow.source.alias) as index,
-        PartitionReader(flow.source) as reader,
-    ):
-        for topic, partition in partitions:
-            where = (topic, partition)
-            remote = policy.format_remote_topic(flow.source.alias, topic)
-            target_start, target_end = index.bounds(remote, partition)
-            last = index.last_replica(remote, partition)
-            acknowledged = starts[where] if last is None else last.source_offset + 1
-            source_end = max(starts[where], min(acknowledged, ends[where]))
-            oldest = _oldest_timestamp_ms(reader, topic, partition, source_end, ends[where])
-            age_s = 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
-            margin = None
-            if oldest is not None and retention.get(topic) is not None:
-                margin = retention[topic] / 1000 - age_s
-            windows.append(
-                PartitionWindow(
-                    topic,
-                    partition,
-                    remote,
-                    starts[where],
-                    source_end,
-                    target_start,
-                    target_end,
-                    ends[where] - source_end,
-                    round(age_s, 3),
-                    retention.get(topic),
-                    None if margin is None else round(margin, 3),
-                )
+    for topic, partition in partitions:
+        at = positions[topic, partition]
+        remote = policy.format_remote_topic(flow.source.alias, topic)
+        start = resume(
+            sorted(stored.get((topic, partition), []), key=lambda r: r.source_first),
+            source_start=at.source_start,
+            target_start=at.target_start,
+            target_end=at.target_end,
+            target_topic=remote,
+            target_topic_id=at.target_topic_id,
+        )
+        oldest = at.oldest_in_flight_ms
+        age_s = 0.0 if oldest is None else max(0.0, now - oldest / 1000)
+        margin = None
+        if oldest is not None and retention.get(topic) is not None:
+            margin = retention[topic] / 1000 - age_s
+        # Proved copied by earlier runs: never in flight, even if the target lost them.
+        end = min(at.source_end, max(at.acknowledged, start.verified_end))
+        windows.append(
+            PartitionWindow(
+                topic,
+                partition,
+                remote,
+                min(start.source_start, end),
+                end,
+                at.target_start if start.target_start is None else start.target_start,
+                at.target_end,
+                at.source_end - end,
+                round(age_s, 3),
+                retention.get(topic),
+                None if margin is None else round(margin, 3),
+                start.prior_start if start.standing else -1,
+                start.verified_before,
+                start.reverify,
+                at.target_topic_id,
+                at.target_start,
             )
+        )
     return VerificationPlan(
         flow.name,
         flow.source.alias,
@@ -148,6 +196,7 @@ def plan_verification(flow: FlowConfig, topics: list[str] | None = None) -> Veri
         flow.offset_syncs_cluster.bootstrap_servers,
         checkpoints_ends or [],
         offset_syncs_ends or [],
+        incremental=verified is not None,
     )
 
 
@@ -171,12 +220,3 @@ def _retention_ms(sync: TopicSync, topics: list[str]) -> dict[str, int | None]:
         value = int(future.result(timeout=30)["retention.ms"].value)
         found[resource.name] = None if value < 0 else value
     return found
-
-
-def _oldest_timestamp_ms(
-    reader: PartitionReader, topic: str, partition: int, start: int, end: int
-) -> int | None:
-    """Timestamp of the first committed record in [start, end), if any."""
-    for message in reader.messages(topic, partition, start, end):
-        return message.timestamp()[1]
-    return None

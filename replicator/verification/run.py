@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
+from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
+from replicator.verification.incremental import Window, proved
 from replicator.verification.job import SUITES_MODULE, py_files, spark_application
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import VerificationPlan, plan_verification
@@ -81,6 +84,7 @@ def verify(
     thresholds: Path | None = None,
     config_file: Path | None = None,
     ship_files: bool | None = None,
+    full: bool = False,
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
@@ -92,6 +96,7 @@ def verify(
         results=results,
         config_file=config_file,
         ship_files=ship_files,
+        full=full,
     )
     try:
         began = time.monotonic()
@@ -118,6 +123,7 @@ def start(
     config_file: Path | None = None,
     ship_files: bool | None = None,
     connection: Mapping[str, str] | None = None,
+    full: bool = False,
 ) -> VerificationRun:
     """Check the principal may read what the job reads (`access`: Spark's own
     error would not say which ACL is missing), plan the run
@@ -125,9 +131,12 @@ def start(
     into the run's folder. `config_file`: the configuration `flow` comes from,
     whose security settings the job uses (none: PLAINTEXT); `connection`: the
     secrets its `${conn:NAME}` references resolve to. `ship_files`: ship its
-    truststores and keystores to the executors (default: unless `master` is local)."""
+    truststores and keystores to the executors (default: unless `master` is local).
+    Each partition's window starts after what earlier runs verified
+    (`incremental`); `full`: from the source's log start, everything again."""
     check_access(flow, topics)
-    plan = plan_verification(flow, topics)
+    verified = None if full else store.verified_ranges(flow.name)
+    plan = plan_verification(flow, topics, verified)
     shipped: list[str] = []
     if config_file is not None:
         ship = not master.startswith("local") if ship_files is None else ship_files
@@ -140,7 +149,9 @@ def start(
             f"flow {flow.name} replicates none of {topics or 'its topics'}; "
             "check --topics against `replicator topics`"
         )
-    run_id = store.start_run("verification", flow.name, None, {"topics": topics, "master": master})
+    run_id = store.start_run(
+        "verification", flow.name, None, {"topics": topics, "master": master, "full": full}
+    )
     directory = (results / f"run={run_id}").resolve()
     directory.mkdir(parents=True, exist_ok=True)
     in_flight = sum(w.in_flight for w in plan.windows)
@@ -203,11 +214,69 @@ def shipped_links(directory: Path, files: list[Path]) -> Iterator[None]:
 
 
 def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> Verification:
-    """Record the suites' verdict in the history (RPO = records in flight)."""
+    """Store the ranges the run proved (`incremental.proved`) and record the suites'
+    verdict in the history (RPO = records in flight), with what the run verified
+    anew and what earlier runs had."""
+    plan = VerificationPlan.read(run.plan)
+    summary = {**summary, "verified": record_proved(store, plan, run)}
     outcome = "succeeded" if summary["success"] else "failed"
     details = {**summary, "results": str(run.directory)}
     store.finish_run(run.run_id, outcome, run.in_flight, None, details)
     return Verification(run.run_id, run.directory, bool(summary["success"]), summary)
+
+
+def record_proved(
+    store: StateStore, plan: VerificationPlan, run: VerificationRun
+) -> dict[str, Any]:
+    """Write the verified ranges of every partition the run changed: the ranges still
+    standing from earlier runs, then those this run proved (from the job's
+    `digests.json`); a partition verified whole has its earlier ranges forgotten."""
+    digests = run.directory / "digests.json"
+    rows = json.loads(digests.read_text()) if digests.exists() else []
+    by_partition: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_partition.setdefault((row["topic"], row["partition"]), []).append(row)
+    stored: dict[tuple[str, int], list[VerifiedRange]] = {}
+    for r in store.verified_ranges(plan.flow):
+        stored.setdefault((r.topic, r.partition), []).append(r)
+    now = datetime.now(UTC)
+    changed: dict[tuple[str, int], list[VerifiedRange]] = {}
+    records_now = 0
+    for w in plan.windows:
+        key = (w.topic, w.partition)
+        before = stored.get(key, [])
+        # The ranges the plan started after (none when it verified the partition whole).
+        standing = [r for r in before if 0 <= w.prior_start <= r.source_first < w.source_start]
+        window = Window(
+            plan.flow, w.topic, w.partition, w.remote_topic, w.remote_topic_id,
+            w.source_start, w.source_end,
+        )  # fmt: skip
+        new = proved(
+            window,
+            by_partition.get(key, []),
+            standing,
+            range_offsets=plan.range_offsets,
+            run_id=run.run_id,
+            now=now,
+        )
+        records_now += sum(int(row["records"]) for row in by_partition.get(key, []))
+        replaced = {r.source_first for r in new}
+        after = [r for r in standing if r.source_first not in replaced] + new
+        if sorted(after, key=_first) != sorted(before, key=_first):
+            changed[key] = after
+    store.replace_verified(plan.flow, changed)
+    return {
+        "incremental": plan.incremental,
+        "records_now": records_now,
+        "records_before": sum(w.verified_before for w in plan.windows),
+        "reverified": {
+            f"{w.topic}[{w.partition}]": w.reverified for w in plan.windows if w.reverified
+        },
+    }
+
+
+def _first(r: VerifiedRange) -> int:
+    return r.source_first
 
 
 def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any]:

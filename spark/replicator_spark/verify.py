@@ -10,7 +10,12 @@ explicit offset ranges: the work splits per topic-partition over executors).
 
 A record's fingerprint is a 64-bit xxHash of key, value, timestamp and its own
 headers (the replicator's provenance headers left out), so a copy matches its
-source record exactly when the fingerprints are equal.
+source record exactly when the fingerprints are equal. Each side is summed up per
+range of source offsets (`plan.range_offsets`): a count and the XOR of each record's
+hash at its offset, computed by the executors that read the records; only the ranges
+whose sums differ are compared record by record. A window of an incremental run
+starts after what earlier runs verified (`replicator.verification.incremental`);
+copies of those earlier offsets found in it are duplicates that came later.
 
 Writes Parquet tables under DIR:
 - `parity/`: per partition, source records in the window, copies found,
@@ -19,7 +24,11 @@ Writes Parquet tables under DIR:
 - `faults/`: one row per fault range (kind, topic, partition, first and last
   offset, count, and which side's offsets they are);
 - `lag/`: per partition, lag in records and seconds, the source's retention and
-  the margin before it deletes records not replicated yet.
+  the margin before it deletes records not replicated yet;
+- `digests/` (and `digests.json`, for the run's finish): per range, both sides'
+  counts and digests, where the copies lie on the target, and whether they agree;
+- `mappings/`: the checkpoints and offset syncs into the windows, checked against
+  the copies they name.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -46,17 +55,24 @@ def main() -> None:
     plan = VerificationPlan.read(args.plan)
     spark = SparkSession.builder.appName(f"verify {plan.flow}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    # One shuffle partition per Kafka partition: the default 200 are mostly empty tasks.
-    spark.conf.set("spark.sql.shuffle.partitions", str(max(2, len(plan.windows))))
-    parity, faults, target = compare(spark, plan)
+    # Shuffles carry per-range sums, and records only of ranges that differ: a few
+    # tasks per core, not one per Kafka partition (the default 200 are mostly empty).
+    cores = spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(len(plan.windows), 4 * cores))))
+    parity, faults, target, digests = compare(spark, plan)
     tables = {
         "parity": parity,
         "faults": faults,
+        "digests": digests,
         "mappings": mappings(spark, plan, target),
         "lag": lag(spark, plan),
     }
     for name, table in tables.items():
         table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
+    # What the run proved, for `replicator.verification.incremental` (no Parquet
+    # reader needed there): one small row per range.
+    rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
+    (args.out / "digests.json").write_text(json.dumps(rows))
     spark.stop()
 
 
@@ -72,10 +88,18 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     windows = _local(
         spark,
         [
-            (w.topic, w.partition, w.remote_topic, w.target_start, w.target_end)
+            (
+                w.topic,
+                w.partition,
+                w.remote_topic,
+                w.target_start,
+                w.target_end,
+                w.target_start if w.target_log_start < 0 else w.target_log_start,
+            )
             for w in plan.windows
         ],
-        "topic string, partition int, remote_topic string, target_start long, target_end long",
+        "topic string, partition int, remote_topic string, target_start long, "
+        "target_end long, target_log_start long",
     )
     history = Window.partitionBy("group", "remote_topic", "partition").orderBy("record")
     checkpoints = (
@@ -127,21 +151,26 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
         F.col("source_offset").alias("claimed"),
     )
     columns = ["kind", "group", "topic", "partition", "remote_topic", "upstream", "downstream"]
+    bounds = ["target_start", "target_end", "target_log_start"]
     return (
-        checkpoints.select(*columns, "monotonic", "target_start", "target_end")
-        .unionByName(syncs.select(*columns, "monotonic", "target_start", "target_end"))
+        checkpoints.select(*columns, "monotonic", *bounds)
+        .unionByName(syncs.select(*columns, "monotonic", *bounds))
         .join(claims, ["remote_topic", "partition", "downstream"], "left")
+        # A mapping into copies an earlier run verified is not read again here
+        # (`--full` reads them): only those into this run's window are checked.
+        .withColumn("in_window", F.col("downstream") >= F.col("target_start"))
         .withColumn(
             "points_at_claimed",
-            (F.col("claimed") == F.col("upstream"))
+            ~F.col("in_window")
+            | (F.col("claimed") == F.col("upstream"))
             | (F.col("claimed").isNull() & (F.col("downstream") == F.col("target_end"))),
         )
         .withColumn(
             "within_log",
-            F.col("downstream").between(F.col("target_start"), F.col("target_end")),
+            F.col("downstream").between(F.col("target_log_start"), F.col("target_end")),
         )
         .fillna(False, ["points_at_claimed"])
-        .select(*columns, "claimed", "points_at_claimed", "within_log", "monotonic")
+        .select(*columns, "claimed", "points_at_claimed", "within_log", "monotonic", "in_window")
     )
 
 
@@ -211,8 +240,16 @@ def lag(spark: SparkSession, plan: VerificationPlan) -> DataFrame:
     )
 
 
-def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(per-partition parity, faults, the target's records) of the plan's windows."""
+def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...]:
+    """(per-partition parity, faults, the target's records, per-range digests) of the
+    plan's windows.
+
+    Each side is summed up per range of `plan.range_offsets` source offsets (a count
+    and the XOR of every record's `_placed` hash, computed where the records are
+    read: only the small tables meet). A range whose copies sum up as its source
+    records do is verified without looking further; only the records of the ranges
+    that differ are compared one by one (the source's read again for those ranges
+    alone), which names each missing, duplicated or altered offset."""
     source_ranges = [(w.topic, w.partition, w.source_start, w.source_end) for w in plan.windows]
     target_ranges = [
         (w.remote_topic, w.partition, w.target_start, w.target_end) for w in plan.windows
@@ -220,24 +257,27 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
     windows = _local(
         spark,
         [
-            (w.topic, w.partition, w.remote_topic, w.source_start, w.source_end, w.in_flight)
+            (
+                w.topic,
+                w.partition,
+                w.remote_topic,
+                w.source_start,
+                w.source_end,
+                w.in_flight,
+                w.source_start if w.prior_start < 0 else w.prior_start,
+            )
             for w in plan.windows
         ],
         "topic string, partition int, remote_topic string, source_start long, "
-        "source_end long, in_flight long",
+        "source_end long, in_flight long, prior_start long",
     )
-    source = (
-        _fingerprinted(_read(spark, plan, plan.source_bootstrap, source_ranges))
-        .join(windows, ["topic", "partition"])
-        .where("offset >= source_start AND offset < source_end")
-        .select("topic", "partition", "offset", "fingerprint")
-    )
+    source = _in_windows(_read(spark, plan, plan.source_bootstrap, source_ranges), windows)
     provenance = F.element_at(F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), 1)
     offset_header = F.element_at(F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), 1)
     target = (
         _fingerprinted(_read(spark, plan, plan.target_bootstrap, target_ranges))
         .withColumnRenamed("topic", "remote_topic")
-        .join(windows, ["remote_topic", "partition"])
+        .join(F.broadcast(windows), ["remote_topic", "partition"])
         .withColumn(
             "from_source",
             F.coalesce(provenance["value"] == F.lit(plan.source_alias.encode()), F.lit(False)),
@@ -253,53 +293,194 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
             "source_offset",
             "source_start",
             "source_end",
+            "prior_start",
         )
         .persist()
     )
-    # One shuffle: each source record meets its copies in a group of its offset.
     copies = target.where(
         "from_source AND source_offset >= source_start AND source_offset < source_end"
-    ).select("topic", "partition", F.col("source_offset").alias("offset"), "fingerprint")
-    per_offset = (
+    ).select(
+        "topic",
+        "partition",
+        F.col("source_offset").alias("offset"),
+        "fingerprint",
+        F.col("offset").alias("target_offset"),
+    )
+    digests = _digests(source, copies, windows, plan.range_offsets).persist()
+    differing = [
+        (r["topic"], r["partition"], r["first"], r["end"])
+        for r in digests.where("NOT clean").select("topic", "partition", "first", "end").collect()
+    ]
+    per_offset = _per_offset(spark, plan, differing, copies, windows).persist()
+    local = target.where("NOT from_source OR source_offset IS NULL")
+    # Copies of offsets earlier runs verified, written after the copies they verified.
+    late = (
+        target.where(
+            "from_source AND source_offset >= prior_start AND source_offset < source_start"
+        )
+        .select("topic", "partition", F.col("source_offset").alias("offset"))
+        .distinct()
+        .persist()
+    )
+    faults = (
+        _ranges(per_offset.where("copies = 0"), "missing")
+        .unionByName(_ranges(per_offset.where("copies > 1"), "duplicated"))
+        .unionByName(_ranges(late, "duplicated"))
+        .unionByName(_ranges(per_offset.where("mismatched_copies > 0"), "mismatched"))
+        .unionByName(_ranges(local, "no_provenance", side="target"))
+    )
+    measures = ["source_records", "copied", "missing", "duplicated", "mismatched"]
+    clean = digests.where("clean").select(
+        "topic",
+        "partition",
+        F.col("records").alias("source_records"),
+        F.col("records").alias("copied"),
+        *(F.lit(0).cast("long").alias(m) for m in measures[2:]),
+    )
+    compared = per_offset.select(
+        "topic",
+        "partition",
+        F.lit(1).cast("long").alias("source_records"),
+        F.least(F.col("copies"), F.lit(1)).cast("long").alias("copied"),
+        F.when(F.col("copies") == 0, 1).otherwise(0).cast("long").alias("missing"),
+        F.when(F.col("copies") > 1, 1).otherwise(0).cast("long").alias("duplicated"),
+        F.when(F.col("mismatched_copies") > 0, 1).otherwise(0).cast("long").alias("mismatched"),
+    )
+    later = late.select(
+        "topic",
+        "partition",
+        *(F.lit(0).cast("long").alias(m) for m in measures[:3]),
+        F.lit(1).cast("long").alias("duplicated"),
+        F.lit(0).cast("long").alias("mismatched"),
+    )
+    counts = (
+        clean.unionByName(compared)
+        .unionByName(later)
+        .groupBy("topic", "partition")
+        .agg(*(F.sum(m).alias(m) for m in measures))
+    )
+    no_provenance = local.groupBy("topic", "partition").agg(F.count("*").alias("no_provenance"))
+    parity = (
+        windows.join(counts, ["topic", "partition"], "left")
+        .join(no_provenance, ["topic", "partition"], "left")
+        .fillna(0, [*measures, "no_provenance"])
+    )
+    return parity, faults, target, digests
+
+
+def _in_windows(records: DataFrame, windows: DataFrame) -> DataFrame:
+    """The source records inside their partition's window, fingerprinted."""
+    return (
+        _fingerprinted(records)
+        .join(F.broadcast(windows), ["topic", "partition"])
+        .where("offset >= source_start AND offset < source_end")
+        .select("topic", "partition", "offset", "fingerprint")
+    )
+
+
+def _placed(offset: str) -> Column:
+    """A record's hash at its source offset: the same record at another offset, or
+    another record at the same offset, hashes otherwise."""
+    return F.xxhash64(F.col(offset), F.col("fingerprint"))
+
+
+def _digests(
+    source: DataFrame, copies: DataFrame, windows: DataFrame, range_offsets: int
+) -> DataFrame:
+    """Per range of `range_offsets` source offsets (cut at the window's bounds): the
+    source records' count and XOR of `_placed` hashes, the same of their copies (and
+    where on the target the copies lie), and whether the two agree (`clean`)."""
+
+    def summed(frame: DataFrame, count: str, digest: str, *more: Column) -> DataFrame:
+        return (
+            frame.withColumn("bucket", F.expr(f"offset div {range_offsets}"))
+            .groupBy("topic", "partition", "bucket")
+            .agg(F.count("*").alias(count), F.bit_xor(_placed("offset")).alias(digest), *more)
+        )
+
+    originals = summed(source, "records", "digest")
+    copied = summed(
+        copies,
+        "copies",
+        "copy_digest",
+        F.min("target_offset").alias("target_first"),
+        (F.max("target_offset") + 1).alias("target_end"),
+    )
+    bucket = F.col("bucket") * F.lit(range_offsets)
+    return (
+        originals.join(copied, ["topic", "partition", "bucket"], "full")
+        .join(F.broadcast(windows), ["topic", "partition"])
+        .fillna(0, ["records", "copies"])
+        .withColumn("first", F.greatest(bucket, F.col("source_start")))
+        .withColumn("end", F.least(bucket + F.lit(range_offsets), F.col("source_end")))
+        .withColumn(
+            "clean",
+            (F.col("records") == F.col("copies"))
+            & F.col("digest").eqNullSafe(F.col("copy_digest")),
+        )
+        .select(
+            "topic",
+            "partition",
+            "remote_topic",
+            "bucket",
+            "first",
+            "end",
+            "records",
+            "digest",
+            "copies",
+            "copy_digest",
+            "target_first",
+            "target_end",
+            "clean",
+        )
+    )
+
+
+def _per_offset(
+    spark: SparkSession,
+    plan: VerificationPlan,
+    differing: list[tuple[str, int, int, int]],
+    copies: DataFrame,
+    windows: DataFrame,
+) -> DataFrame:
+    """Per source offset of the `differing` ranges ((topic, partition, first, end)):
+    its copies and how many of them differ from it. The source's records of those
+    ranges are read again (only those); a copy of an offset that holds no record (a
+    transaction marker, compacted away) has nothing to be compared with."""
+    ranges = F.broadcast(
+        _local(spark, differing, "topic string, partition int, range_first long, range_end long")
+    )
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic, partition, first, end in differing:
+        low, high = spans.get((topic, partition), (first, end))
+        spans[topic, partition] = (min(low, first), max(high, end))
+    read = [(topic, partition, low, high) for (topic, partition), (low, high) in spans.items()]
+
+    def in_ranges(records: DataFrame) -> DataFrame:
+        return (
+            records.join(ranges, ["topic", "partition"])
+            .where("offset >= range_first AND offset < range_end")
+            .select("topic", "partition", "offset", "fingerprint")
+        )
+
+    source = in_ranges(_in_windows(_read(spark, plan, plan.source_bootstrap, read), windows))
+    their_copies = in_ranges(copies)
+    # One shuffle: each source record meets its copies in a group of its offset.
+    return (
         source.withColumn("copy", F.lit(0))
-        .unionByName(copies.withColumn("copy", F.lit(1)))
+        .unionByName(their_copies.withColumn("copy", F.lit(1)))
         .groupBy("topic", "partition", "offset")
         .agg(
             F.sum(1 - F.col("copy")).alias("originals"),
             F.sum("copy").alias("copies"),
             (F.min("fingerprint") != F.max("fingerprint")).alias("differs"),
         )
-        # A copy of a source offset that holds no record (a transaction marker,
-        # compacted away) has nothing to be compared with.
         .where("originals > 0")
         .withColumn(
             "mismatched_copies", F.when(F.col("differs"), F.col("copies")).otherwise(F.lit(0))
         )
         .drop("originals", "differs")
-        .persist()
     )
-    local = target.where("NOT from_source OR source_offset IS NULL")
-    faults = (
-        _ranges(per_offset.where("copies = 0"), "missing")
-        .unionByName(_ranges(per_offset.where("copies > 1"), "duplicated"))
-        .unionByName(_ranges(per_offset.where("mismatched_copies > 0"), "mismatched"))
-        .unionByName(_ranges(local, "no_provenance", side="target"))
-    )
-    counts = per_offset.groupBy("topic", "partition").agg(
-        F.count("*").alias("source_records"),
-        F.sum(F.least(F.col("copies"), F.lit(1))).alias("copied"),
-        F.sum(F.when(F.col("copies") == 0, 1).otherwise(0)).alias("missing"),
-        F.sum(F.when(F.col("copies") > 1, 1).otherwise(0)).alias("duplicated"),
-        F.sum(F.when(F.col("mismatched_copies") > 0, 1).otherwise(0)).alias("mismatched"),
-    )
-    no_provenance = local.groupBy("topic", "partition").agg(F.count("*").alias("no_provenance"))
-    measures = ["source_records", "copied", "missing", "duplicated", "mismatched"]
-    parity = (
-        windows.join(counts, ["topic", "partition"], "left")
-        .join(no_provenance, ["topic", "partition"], "left")
-        .fillna(0, [*measures, "no_provenance"])
-    )
-    return parity, faults, target
 
 
 def _read(

@@ -34,6 +34,7 @@ from replicator.statestore import (
 )
 from replicator.statestore.http import create_app
 from replicator.statestore.ledger import LedgerError, LedgerWriter
+from replicator.statestore.records import VerifiedRange
 from replicator.statestore.schema import UTCDateTime
 
 PRIMARY = "127.0.0.1:19092"
@@ -354,6 +355,34 @@ def test_runs_newest_first_with_json_round_trip(store: StateStore) -> None:
     assert [r.run_id for r in store.runs(limit=2)] == [failback, drill]
     assert [r.run_id for r in store.runs(kind="failover")] == [failover]
     assert store.runs(kind="verification") == []
+
+
+def test_verified_ranges_are_replaced_per_partition(store: StateStore) -> None:
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def verified(topic: str, partition: int, first: int, end: int) -> VerifiedRange:
+        return VerifiedRange(
+            "a->b", topic, partition, first, end, f"a.{topic}", "id", first, end,
+            end - first, "00000000000000ff", at, at, "run-1",
+        )  # fmt: skip
+
+    assert store.verified_ranges("a->b") == []
+    store.replace_verified(
+        "a->b",
+        {
+            ("orders", 0): [verified("orders", 0, 0, 100), verified("orders", 0, 100, 150)],
+            ("orders", 1): [verified("orders", 1, 0, 10)],
+        },
+    )
+    # Partition 0 verified whole again: its ranges replaced; partition 1 untouched.
+    store.replace_verified("a->b", {("orders", 0): [verified("orders", 0, 0, 200)]})
+    ranges = store.verified_ranges("a->b")
+    spans = [(r.partition, r.source_first, r.source_end) for r in ranges]
+    assert spans == [(0, 0, 200), (1, 0, 10)]
+    assert ranges[0].verified_at == at and ranges[0].digest == "00000000000000ff"
+    assert store.verified_ranges("b->a") == []
+    with pytest.raises(ValueError, match=r"orders\[1\] given for a->b orders\[0\]"):
+        store.replace_verified("a->b", {("orders", 0): [verified("orders", 1, 0, 5)]})
 
 
 def test_runs_never_store_secrets_or_non_json(store: StateStore) -> None:
