@@ -203,6 +203,13 @@ class RunSummary:
     suites: int = 0
     rows_checked: int | None = None
     failed_expectations: int = 0
+    #: Verification runs: whether it verified what was new (else everything), the
+    #: records it verified, those earlier runs had, and the partitions it verified
+    #: whole again (their targets truncated or created again) with why.
+    incremental: bool | None = None
+    records_verified: int | None = None
+    records_verified_before: int | None = None
+    reverified: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
@@ -212,6 +219,8 @@ class RunSummary:
         results = list(suites.values())
         failed = sorted(name for name, result in suites.items() if not result.get("success"))
         rows = [r["rows"] for r in results if isinstance(r.get("rows"), int)]
+        stored_verified = run.details.get("verified")
+        verified: dict[str, Any] = stored_verified if isinstance(stored_verified, dict) else {}
         return cls(
             run.run_id,
             run.kind,
@@ -229,6 +238,10 @@ class RunSummary:
             len(results),
             sum(rows) if rows else None,
             sum(len(r.get("failed") or []) for r in results),
+            verified.get("incremental"),
+            verified.get("records_now"),
+            verified.get("records_before"),
+            dict(verified.get("reverified") or {}),
         )
 
 

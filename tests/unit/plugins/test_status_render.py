@@ -88,6 +88,10 @@ def _overview(flow: FlowStatus) -> Overview:
             suites=3,
             rows_checked=1200,
             failed_expectations=2 if i == 0 else 0,
+            incremental=True,
+            records_verified=3_600,
+            records_verified_before=1_200_000,
+            reverified={"orders[2]": "dr.orders was deleted and created again"},
         )
         for i in range(5)
     ]
@@ -145,6 +149,10 @@ def test_verification_figures_trend_and_procedure_bars() -> None:
     assert '<p data-verification="verification-0">' in html
     assert 'class="data-docs" href="runs/verification-0/data-docs/index.html"' in html
     assert '<td class="num failed-expectations">2</td>' in html
+    verified = re.search(r'<p data-item="verified">(.*?)</p>', html, flags=re.S)
+    assert verified is not None
+    assert verified.group(1).startswith("Incremental: 3600 records verified by this run")
+    assert "orders[2] verified whole again: dr.orders was deleted and created again" in html
     trend = re.search(r'data-trend="verification">(.*?)</p>', html, flags=re.S)
     assert trend is not None
     assert re.findall(r'<a class="(\w+)"', trend.group(1)) == ["ok"] * 4 + ["bad"]
