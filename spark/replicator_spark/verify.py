@@ -501,7 +501,8 @@ def _read(
         end.setdefault(topic, {})[str(partition)] = stop
     if not assign:
         return _local(spark, [], _KAFKA_SCHEMA)
-    return (
+    cores = spark.sparkContext.defaultParallelism
+    records = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .options(**cluster_options(plan.config_file, bootstrap, plan.ship_files))
@@ -510,10 +511,19 @@ def _read(
         .option("assign", json.dumps(assign))
         .option("startingOffsets", json.dumps(start))
         .option("endingOffsets", json.dumps(end))
-        # Large partitions are split into offset ranges, so every executor core gets work.
-        .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism))
+        # Work sized by records: a large partition is split into offset ranges of at
+        # most RECORDS_PER_TASK, and into at least two tasks per core overall...
+        .option("minPartitions", str(2 * cores))
+        .option("maxRecordsPerPartition", str(RECORDS_PER_TASK))
         .load()
     )
+    # ...and small partitions are read several to a task (thousands of partitions of
+    # a few records each were thousands of tasks, each mostly its own overhead).
+    offsets = sum(stop - first for _, _, first, stop in ranges if stop > first)
+    partitions = sum(len(listed) for listed in assign.values())
+    if offsets / partitions >= RECORDS_PER_TASK / 2:
+        return records  # large partitions: a task (or more) each
+    return records.coalesce(max(2 * cores, -(-offsets // RECORDS_PER_TASK)))
 
 
 def _fingerprinted(records: DataFrame) -> DataFrame:
@@ -568,6 +578,9 @@ def _local(spark: SparkSession, rows: list[tuple[object, ...]], schema: str) -> 
     table = F.from_json(F.lit(text), T.ArrayType(struct), {"mode": "FAILFAST"})
     return spark.range(1).select(F.inline(table))
 
+
+#: The most records one Spark task reads (`_read`).
+RECORDS_PER_TASK = 1_000_000
 
 _KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "

@@ -60,6 +60,24 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
             "points_at_claimed": [True, True],
             "within_log": [True, True],
             "monotonic": [True, True],
+            "in_window": [True, True],
+        }
+    )
+    digests = pd.DataFrame(
+        {
+            "topic": [topic, topic],
+            "partition": partitions,
+            "remote_topic": [remote, remote],
+            "bucket": zeros,
+            "first": zeros,
+            "end": counts,
+            "records": counts,
+            "digest": pd.Series([7, 9], dtype="int64"),
+            "copies": counts,
+            "copy_digest": pd.Series([7, 9], dtype="int64"),
+            "target_first": zeros,
+            "target_end": counts,
+            "clean": [True, True],
         }
     )
     lag = pd.DataFrame(
@@ -72,11 +90,17 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
             "retention_margin_seconds": [float("nan"), float("nan")],
         }
     )
-    return {"parity": parity, "faults": faults, "mappings": mappings, "lag": lag}
+    return {
+        "parity": parity,
+        "faults": faults,
+        "mappings": mappings,
+        "digests": digests,
+        "lag": lag,
+    }
 
 
 def write_tables(directory: Path, topic: str) -> None:
-    """The Spark job's four tables of `topic` under `directory` (one run's folder)."""
+    """The Spark job's tables of `topic` under `directory` (one run's folder)."""
     for name, table in _tables(topic).items():
         (directory / name).mkdir(parents=True)
         table.to_parquet(directory / name / "part-0.parquet", index=False)
