@@ -99,6 +99,11 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
     }
 
 
+def table_names() -> list[str]:
+    """The tables the helper writes: one suite each, one row of Data Docs' index each."""
+    return list(_tables("t"))
+
+
 def write_tables(directory: Path, topic: str) -> None:
     """The Spark job's tables of `topic` under `directory` (one run's folder)."""
     for name, table in _tables(topic).items():
