@@ -50,7 +50,14 @@ if pgrep -x dockerd >/dev/null; then
 	exit 1
 fi
 # A dockerd killed earlier leaves its pid file and containerd's state behind; a new
-# one started on top of them waits for a containerd that never answers.
+# one started on top of them waits for a containerd that never answers. Its network
+# namespaces stay mounted under the exec root (rm: Device or resource busy), so they
+# are unmounted first, deepest first.
+if [ -d "$EXEC_ROOT" ]; then
+	findmnt -rn -o TARGET | { grep "^$EXEC_ROOT/" || true; } | sort -r | while read -r mounted; do
+		"${as_root[@]}" umount -l "$mounted"
+	done
+fi
 "${as_root[@]}" rm -rf "$EXEC_ROOT" /var/run/docker.pid
 "${as_root[@]}" mkdir -p "$DATA_ROOT" "$(dirname "$LOG")"
 echo "docker-engine: starting dockerd (data root $DATA_ROOT, log $LOG)"

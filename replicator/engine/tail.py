@@ -100,17 +100,23 @@ NOT_NEAR_END = _NotNearEnd()
 
 
 class _LastReplica(Scan):
-    """The last replica from `start` to the partition's end."""
+    """The last replica at offsets [start, end): a record written after the partition's
+    end was read is not taken (the caller measured the partition up to `end`, and a
+    replica past it would point at a record its window leaves out)."""
 
-    def __init__(self, alias: bytes, start: int) -> None:
+    def __init__(self, alias: bytes, start: int, end: int) -> None:
         self._alias = alias
         self._start = start
+        self._end = end
         self.found: Replica | None = None
 
     def start(self) -> int:
         return self._start
 
     def record(self, message: Message) -> int | None:
+        if message.offset() >= self._end:
+            self.done = True
+            return None
         replica = replica_of(message, self._alias)
         if replica is not None:
             self.found = replica
@@ -124,12 +130,13 @@ def tail_replicas(
     target: ClusterConfig, source_alias: str, bounds: Mapping[tuple[str, int], tuple[int, int]]
 ) -> dict[tuple[str, int], Replica | _NotNearEnd | None]:
     """The last replica of the flow from `source_alias` in each partition of `bounds`
-    ((log start, end) each, as `partition_bounds` gives them), the last `TAIL_OFFSETS`
-    offsets of every partition read at once (read_committed): None when the partition
-    holds none, `NOT_NEAR_END` when there are offsets before that window to read back."""
+    ((log start, end) each, as `partition_bounds` gives them) before that end, the last
+    `TAIL_OFFSETS` offsets of every partition read at once (read_committed): None when
+    the partition holds none, `NOT_NEAR_END` when there are offsets before that window
+    to read back."""
     alias = source_alias.encode()
     scans = {
-        where: _LastReplica(alias, max(low, high - TAIL_OFFSETS))
+        where: _LastReplica(alias, max(low, high - TAIL_OFFSETS), high)
         for where, (low, high) in bounds.items()
         if high > low
     }

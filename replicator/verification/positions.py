@@ -126,7 +126,8 @@ def _last_replicas(
     if further:
         with TargetIndex(flow.target, flow.source.alias) as index:
             for topic, partition in further:
-                last[topic, partition] = index.last_replica(topic, partition)
+                end = bounds[topic, partition][1]
+                last[topic, partition] = index.last_replica(topic, partition, end)
     return last
 
 
