@@ -30,6 +30,13 @@ with DAG(
             description="verify every retained record again, not only what is new since "
             "the flow's last verification",
         ),
+        "sample_period_days": Param(
+            7,
+            type="number",
+            exclusiveMinimum=0,
+            description="re-read what earlier runs verified so that all of it is "
+            "re-checked within this many days",
+        ),
     },
 ):
 

@@ -3,9 +3,9 @@
     python -m expectations.report --results DIR [--thresholds FILE] --gx-root DIR
 
 Reads the Parquet tables the Spark job wrote under DIR (`parity`, `faults`,
-`mappings`, `digests`, `lag`; when the run had no record to read and started no job, the tables
-its plan gives: every partition at zero, its lag as planned, nothing else), validates
-each with its suite (GX Core, a file context under
+`mappings`, `digests`, `samples`, `lag`; when the run had no record to read and started
+no job, the tables its plan gives: every partition at zero, its lag as planned, nothing
+else), validates each with its suite (GX Core, a file context under
 `--gx-root`), updates the Data Docs, and writes `DIR/summary.json`: per suite
 whether it passed and every failing row, named by topic, partition and
 offsets. Thresholds (lag, retention margin) come from a JSON file, not code.
@@ -32,6 +32,7 @@ DEFAULT_THRESHOLDS = Path(__file__).with_name("thresholds.json")
 #: A fault is named by these columns in the results and the Data Docs.
 _FAULT_INDEX = ["topic", "partition", "kind", "side", "first", "last", "count"]
 _PARTITION_INDEX = ["topic", "partition"]
+_SAMPLE_INDEX = ["topic", "partition", "source_first", "source_end", "records", "found"]
 _RANGE_INDEX = ["topic", "partition", "first", "end", "records", "copies"]
 _MAPPING_INDEX = ["kind", "group", "remote_topic", "partition", "upstream", "downstream", "claimed"]
 
@@ -83,6 +84,13 @@ def suites(thresholds: dict[str, float]) -> list[Suite]:
             # differs is compared record by record: `faults` names its offsets).
             [gxe.ExpectColumnValuesToBeInSet(column="clean", value_set=[True])],
             _RANGE_INDEX,
+        ),
+        Suite(
+            "samples",
+            # Each range earlier runs proved and this run re-read still holds what
+            # they proved (one that differs is compared record by record: `faults`).
+            [gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True])],
+            _SAMPLE_INDEX,
         ),
         Suite(
             "lag",
@@ -156,6 +164,7 @@ def _table(results: Path, name: str) -> pd.DataFrame:
 _EMPTY = {
     "faults": _FAULT_INDEX,
     "digests": [*_RANGE_INDEX, "clean"],
+    "samples": [*_SAMPLE_INDEX, "matches"],
     "mappings": [*_MAPPING_INDEX, "points_at_claimed", "within_log", "monotonic"],
 }
 

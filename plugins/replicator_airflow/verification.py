@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from contextlib import chdir
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
 from replicator.verification import (
+    SAMPLE_PERIOD,
     VerificationRun,
     connection_environment,
     finish,
@@ -60,6 +62,7 @@ def plan_run(
         config_file=Path(settings.config),
         connection=settings.secrets,
         full=bool(params.get("full")),
+        sample_period=_sample_period(params.get("sample_period_days")),
     )
     job = spark_job(run, master)
     return {
@@ -70,6 +73,11 @@ def plan_run(
         "py_files": ",".join(str(path) for path in job.py_files),
         "files": ",".join(str(path) for path in job.files),
     }
+
+
+def _sample_period(days: float | None) -> timedelta:
+    """The DAG's `sample_period_days` (None: the default, `SAMPLE_PERIOD`)."""
+    return SAMPLE_PERIOD if days is None else timedelta(days=float(days))
 
 
 class VerificationSubmitOperator(SparkSubmitOperator):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore
+from replicator.verification.incremental import SAMPLE_PERIOD
 from replicator.verification.run import DEFAULT_RESULTS, Verification, verify
 
 _SHOWN = 20
@@ -55,6 +57,16 @@ def _verify(
             "--thresholds", metavar="PATH", help="JSON thresholds (lag, retention margin)"
         ),
     ] = None,
+    sample_days: Annotated[
+        float,
+        typer.Option(
+            "--sample-period",
+            metavar="DAYS",
+            min=0.001,
+            help="re-read what earlier runs verified so that all of it is re-checked "
+            "within this many days",
+        ),
+    ] = SAMPLE_PERIOD / timedelta(days=1),
     full: Annotated[
         bool,
         typer.Option("--full", help="verify every retained record again, not only what is new"),
@@ -77,6 +89,7 @@ def _verify(
             thresholds=thresholds,
             config_file=config,
             full=full,
+            sample_period=timedelta(days=sample_days),
         )
         verified.append((selected.name, result))
         if output is Output.table:  # as each flow is done: a flow takes minutes
@@ -105,6 +118,13 @@ def _print(verified: list[tuple[str, Verification]]) -> None:
                 f"  {kind}: {verified['records_now']:,} records verified now, "
                 f"{verified['records_before']:,} by earlier runs"
             )
+            if verified.get("sampled_ranges"):
+                print(
+                    f"  re-read {verified['sampled_ranges']} ranges verified before "
+                    f"({verified['sampled_records']:,} records)"
+                )
+            for where in verified.get("sampled_differing", []):
+                print(f"  {where} no longer holds what was verified")
             for partition, why in verified["reverified"].items():
                 print(f"  {partition} verified whole again: {why}")
         for suite_name, suite in result.summary["suites"].items():

@@ -210,6 +210,9 @@ class RunSummary:
     records_verified: int | None = None
     records_verified_before: int | None = None
     reverified: dict[str, str] = field(default_factory=dict)
+    #: Verification runs: the ranges earlier runs proved that it re-read, and their records.
+    sampled_ranges: int = 0
+    sampled_records: int = 0
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
@@ -242,6 +245,8 @@ class RunSummary:
             verified.get("records_now"),
             verified.get("records_before"),
             dict(verified.get("reverified") or {}),
+            int(verified.get("sampled_ranges") or 0),
+            int(verified.get("sampled_records") or 0),
         )
 
 

@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from replicator.verification.incremental import SAMPLE_PERIOD
     from replicator.verification.kafka_options import connection_environment
     from replicator.verification.run import (
         Verification,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 #: Each name, and the module it comes from.
 _EXPORTS = {
+    "SAMPLE_PERIOD": "replicator.verification.incremental",
     "connection_environment": "replicator.verification.kafka_options",
     "Verification": "replicator.verification.run",
     "VerificationRun": "replicator.verification.run",
@@ -42,6 +44,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "SAMPLE_PERIOD",
     "Verification",
     "VerificationRun",
     "connection_environment",

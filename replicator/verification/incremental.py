@@ -15,6 +15,13 @@ A copy of an already verified offset written after the last verified copy (a
 duplicate that arrived later) lies in the new target window but outside the new
 source window: the job counts it as duplicated (`prior_start`).
 
+Each run also re-reads a rotating sample of the ranges earlier runs proved, on the
+target only, and compares what it finds with their digests (`due_samples`): every
+range not re-checked for a whole period (a week by default), and the share of them
+that the time since the flow's last run is of that period, least recently checked
+first, so that runs at any cadence re-check every range within the period. A run
+right after another samples nothing.
+
 `proved` turns the job's per-range digests (`digests.json`) into ranges to store:
 from the start of the window, the ranges whose sides agree, up to the first that
 does not (the next run starts there again); a range continued in the same bucket
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the Spark job's driver imports `plan`, and so this: not the store
@@ -221,3 +228,25 @@ def _merged(before: VerifiedRange, after: VerifiedRange) -> VerifiedRange:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+#: How long a verified range may go without being re-read against its digest.
+SAMPLE_PERIOD = timedelta(days=7)
+
+
+def due_samples(
+    standing: list[VerifiedRange],
+    *,
+    now: datetime,
+    last_run: datetime | None,
+    period: timedelta = SAMPLE_PERIOD,
+) -> list[VerifiedRange]:
+    """The ranges of `standing` this run re-reads: every one not re-checked for
+    `period`, and the share of all of them the time since `last_run` (the flow's
+    previous run; None: none) is of `period`, least recently checked first (rounded
+    down, so a run right after another samples only what is overdue)."""
+    overdue = {r for r in standing if r.checked_at <= now - period}
+    share = 0.0 if last_run is None else min(1.0, max(0.0, (now - last_run) / period))
+    order = sorted(standing, key=lambda r: (r.checked_at, r.topic, r.partition, r.source_first))
+    chosen = overdue | set(order[: int(len(standing) * share)])
+    return sorted(chosen, key=lambda r: (r.topic, r.partition, r.source_first))

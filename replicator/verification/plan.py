@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.offsets.groups import GroupAdmin
-from replicator.verification.incremental import resume
+from replicator.verification.incremental import SAMPLE_PERIOD, due_samples, resume
 from replicator.verification.positions import read_positions
 
 if TYPE_CHECKING:  # the Spark job's driver imports this module: not the store
@@ -74,6 +75,34 @@ class PartitionWindow:
 
 
 @dataclass(frozen=True)
+class SampleRange:
+    """A range an earlier run proved, re-read on the target this run: the copies of
+    source offsets [source_first, source_end) in target offsets [target_first,
+    target_end) of `remote_topic` must sum to `records` and `digest` again."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    source_first: int
+    source_end: int
+    target_first: int
+    target_end: int
+    records: int
+    #: 16 hex digits (`incremental.digest_hex`).
+    digest: str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What a run's sample is chosen by (`incremental.due_samples`)."""
+
+    now: datetime
+    #: When the flow's previous verification started (None: it has none).
+    last_run: datetime | None
+    period: timedelta = SAMPLE_PERIOD
+
+
+@dataclass(frozen=True)
 class VerificationPlan:
     flow: str
     source_alias: str
@@ -99,6 +128,8 @@ class VerificationPlan:
     #: Whether windows start after what earlier runs verified (False: `--full`, every
     #: window from the source's log start).
     incremental: bool = False
+    #: Ranges earlier runs proved, re-read this run against their digests.
+    samples: list[SampleRange] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.range_offsets <= 0:
@@ -112,17 +143,20 @@ class VerificationPlan:
     def read(cls, path: Path) -> VerificationPlan:
         data = json.loads(path.read_text())
         windows = [PartitionWindow(**w) for w in data.pop("windows")]
-        return cls(**data, windows=windows)
+        samples = [SampleRange(**r) for r in data.pop("samples", [])]
+        return cls(**data, windows=windows, samples=samples)
 
 
 def plan_verification(
     flow: FlowConfig,
     topics: list[str] | None = None,
     verified: list[VerifiedRange] | None = None,
+    sampling: Sampling | None = None,
 ) -> VerificationPlan:
     """The windows of every partition of the flow's topics (or of `topics`): after
     the `verified` ranges earlier runs stored (`incremental.resume`), or with None
-    from each source partition's log start."""
+    from each source partition's log start; with `sampling`, a share of the ranges
+    still standing is re-read (`incremental.due_samples`)."""
     policy = flow.policy
     sync = TopicSync(flow)
     replicated = sync.replicated_topics()
@@ -147,6 +181,7 @@ def plan_verification(
     for r in verified or []:
         stored.setdefault((r.topic, r.partition), []).append(r)
     windows = []
+    standing: list[VerifiedRange] = []
     for topic, partition in partitions:
         at = positions[topic, partition]
         remote = policy.format_remote_topic(flow.source.alias, topic)
@@ -163,6 +198,7 @@ def plan_verification(
         margin = None
         if oldest is not None and retention.get(topic) is not None:
             margin = retention[topic] / 1000 - age_s
+        standing += start.standing
         # Proved copied by earlier runs: never in flight, even if the target lost them.
         end = min(at.source_end, max(at.acknowledged, start.verified_end))
         windows.append(
@@ -197,7 +233,29 @@ def plan_verification(
         checkpoints_ends or [],
         offset_syncs_ends or [],
         incremental=verified is not None,
+        samples=[] if sampling is None else _samples(standing, sampling),
     )
+
+
+def _samples(standing: list[VerifiedRange], sampling: Sampling) -> list[SampleRange]:
+    due = due_samples(
+        standing, now=sampling.now, last_run=sampling.last_run, period=sampling.period
+    )
+    return [
+        SampleRange(
+            r.topic,
+            r.partition,
+            r.target_topic,
+            r.source_first,
+            r.source_end,
+            r.target_first,
+            r.target_end,
+            r.records,
+            r.digest,
+        )
+        for r in due
+        if r.target_first is not None and r.target_end is not None
+    ]
 
 
 def _ends(cluster: ClusterConfig, admin: AdminClient, topic: str) -> list[int] | None:

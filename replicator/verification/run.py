@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,10 @@ from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
-from replicator.verification.incremental import Window, proved
+from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
 from replicator.verification.job import SUITES_MODULE, py_files, spark_application
 from replicator.verification.kafka_options import shipped_names, tls_files
-from replicator.verification.plan import VerificationPlan, plan_verification
+from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
 from replicator.verification.submit import SparkSubmit
 
 #: Relative to the working directory, like the JVM jars (`$REPLICATOR_JVM_DIR`, else
@@ -46,6 +46,8 @@ _OUTPUT_TAIL = 4000
 #: plans, whose hot loops run long enough to repay C2, keep the JVM's default; this
 #: bound is set conservatively and was not measured at the bound itself.
 QUICK_JIT_RECORDS = 1_000_000
+#: The runs of the history searched for a flow's previous verification.
+_RUNS_SEARCHED = 500
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def verify(
     config_file: Path | None = None,
     ship_files: bool | None = None,
     full: bool = False,
+    sample_period: timedelta = SAMPLE_PERIOD,
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
@@ -97,6 +100,7 @@ def verify(
         config_file=config_file,
         ship_files=ship_files,
         full=full,
+        sample_period=sample_period,
     )
     try:
         began = time.monotonic()
@@ -127,6 +131,7 @@ def start(
     ship_files: bool | None = None,
     connection: Mapping[str, str] | None = None,
     full: bool = False,
+    sample_period: timedelta = SAMPLE_PERIOD,
 ) -> VerificationRun:
     """Check the principal may read what the job reads (`access`: Spark's own
     error would not say which ACL is missing), plan the run
@@ -136,10 +141,15 @@ def start(
     secrets its `${conn:NAME}` references resolve to. `ship_files`: ship its
     truststores and keystores to the executors (default: unless `master` is local).
     Each partition's window starts after what earlier runs verified
-    (`incremental`); `full`: from the source's log start, everything again."""
+    (`incremental`), and a share of what they verified is re-read so that all of
+    it is within `sample_period`; `full`: from the source's log start, everything
+    again."""
     check_access(flow, topics)
-    verified = None if full else store.verified_ranges(flow.name)
-    plan = plan_verification(flow, topics, verified)
+    verified, sampling = None, None
+    if not full:
+        verified = store.verified_ranges(flow.name)
+        sampling = Sampling(datetime.now(UTC), _last_run(store, flow.name), sample_period)
+    plan = plan_verification(flow, topics, verified, sampling)
     shipped: list[str] = []
     if config_file is not None:
         ship = not master.startswith("local") if ship_files is None else ship_files
@@ -163,6 +173,14 @@ def start(
     return run
 
 
+def _last_run(store: StateStore, flow: str) -> datetime | None:
+    """When the flow's previous verification started (None: it has none)."""
+    for run in store.runs("verification", limit=_RUNS_SEARCHED):
+        if run.flow == flow:
+            return run.started_at
+    return None
+
+
 def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
     conf = {"spark.ui.enabled": "false"}
@@ -181,11 +199,12 @@ def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
 
 
 def _records(plan: Path) -> int:
-    """The records a plan's job reads from the windows, both sides."""
-    return sum(
-        w.source_end - w.source_start + w.target_end - w.target_start
-        for w in VerificationPlan.read(plan).windows
+    """The records a plan's job reads from the windows, both sides, and the samples."""
+    read = VerificationPlan.read(plan)
+    windows = sum(
+        w.source_end - w.source_start + w.target_end - w.target_start for w in read.windows
     )
+    return windows + sum(r.target_end - r.target_first for r in read.samples)
 
 
 def run_spark(submit: SparkSubmit) -> None:
@@ -234,8 +253,16 @@ def record_proved(
     """Write the verified ranges of every partition the run changed: the ranges still
     standing from earlier runs, then those this run proved (from the job's
     `digests.json`); a partition verified whole has its earlier ranges forgotten."""
-    digests = run.directory / "digests.json"
-    rows = json.loads(digests.read_text()) if digests.exists() else []
+    rows = _job_rows(run.directory / "digests.json")
+    sampled = _job_rows(run.directory / "samples.json")
+    # Re-read ranges: checked now when they hold what was proved; one that does not
+    # is dropped with the ranges after it (the next run verifies from there again).
+    checked = {(r["topic"], r["partition"], r["source_first"]) for r in sampled if r["matches"]}
+    broken: dict[tuple[str, int], int] = {}
+    for r in sampled:
+        if not r["matches"]:
+            key = (r["topic"], r["partition"])
+            broken[key] = min(broken.get(key, r["source_first"]), r["source_first"])
     by_partition: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
         by_partition.setdefault((row["topic"], row["partition"]), []).append(row)
@@ -249,7 +276,11 @@ def record_proved(
         key = (w.topic, w.partition)
         before = stored.get(key, [])
         # The ranges the plan started after (none when it verified the partition whole).
-        standing = [r for r in before if 0 <= w.prior_start <= r.source_first < w.source_start]
+        standing = [
+            replace(r, checked_at=now) if (*key, r.source_first) in checked else r
+            for r in before
+            if 0 <= w.prior_start <= r.source_first < w.source_start
+        ]
         window = Window(
             plan.flow, w.topic, w.partition, w.remote_topic, w.remote_topic_id,
             w.source_start, w.source_end,
@@ -265,6 +296,8 @@ def record_proved(
         records_now += sum(int(row["records"]) for row in by_partition.get(key, []))
         replaced = {r.source_first for r in new}
         after = [r for r in standing if r.source_first not in replaced] + new
+        if key in broken:
+            after = [r for r in after if r.source_first < broken[key]]
         if sorted(after, key=_first) != sorted(before, key=_first):
             changed[key] = after
     store.replace_verified(plan.flow, changed)
@@ -275,7 +308,19 @@ def record_proved(
         "reverified": {
             f"{w.topic}[{w.partition}]": w.reverified for w in plan.windows if w.reverified
         },
+        "sampled_ranges": len(sampled),
+        "sampled_records": sum(int(r["records"]) for r in sampled),
+        "sampled_differing": [
+            f"{r['topic']}[{r['partition']}] {r['source_first']}..{r['source_end'] - 1}"
+            for r in sampled
+            if not r["matches"]
+        ],
     }
+
+
+def _job_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a table the job wrote as JSON for the finish (none without a job)."""
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def _first(r: VerifiedRange) -> int:

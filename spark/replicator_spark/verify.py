@@ -27,6 +27,9 @@ Writes Parquet tables under DIR:
   the margin before it deletes records not replicated yet;
 - `digests/` (and `digests.json`, for the run's finish): per range, both sides'
   counts and digests, where the copies lie on the target, and whether they agree;
+- `samples/` (and `samples.json`): per range an earlier run proved and this run
+  re-read on the target (`plan.samples`), what its copies sum to now and whether that
+  is what was proved (the faults of one that differs are in `faults/`);
 - `mappings/`: the checkpoints and offset syncs into the windows, checked against
   the copies they name.
 """
@@ -53,16 +56,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     plan = VerificationPlan.read(args.plan)
-    spark = SparkSession.builder.appName(f"verify {plan.flow}").getOrCreate()
+    spark = (
+        SparkSession.builder.appName(f"verify {plan.flow}")
+        # The connector keeps a consumer per topic-partition read (64 by default):
+        # a wide flow's thousands of partitions were each a consumer made, evicted and
+        # made again. Room for every partition of both sides.
+        .config("spark.kafka.consumer.cache.capacity", str(max(64, 2 * len(plan.windows) + 64)))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("WARN")
     # Shuffles carry per-range sums, and records only of ranges that differ: a few
     # tasks per core, not one per Kafka partition (the default 200 are mostly empty).
     cores = spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(len(plan.windows), 4 * cores))))
     parity, faults, target, digests = compare(spark, plan)
+    sampled, sample_faults = samples(spark, plan)
     tables = {
         "parity": parity,
-        "faults": faults,
+        "faults": faults.unionByName(sample_faults),
+        "samples": sampled,
         "digests": digests,
         "mappings": mappings(spark, plan, target),
         "lag": lag(spark, plan),
@@ -73,6 +85,7 @@ def main() -> None:
     # reader needed there): one small row per range.
     rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
     (args.out / "digests.json").write_text(json.dumps(rows))
+    (args.out / "samples.json").write_text(json.dumps([r.asDict() for r in sampled.collect()]))
     spark.stop()
 
 
@@ -272,17 +285,9 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...
         "source_end long, in_flight long, prior_start long",
     )
     source = _in_windows(_read(spark, plan, plan.source_bootstrap, source_ranges), windows)
-    provenance = F.element_at(F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), 1)
-    offset_header = F.element_at(F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), 1)
     target = (
-        _fingerprinted(_read(spark, plan, plan.target_bootstrap, target_ranges))
-        .withColumnRenamed("topic", "remote_topic")
+        _provenanced(_read(spark, plan, plan.target_bootstrap, target_ranges), plan)
         .join(F.broadcast(windows), ["remote_topic", "partition"])
-        .withColumn(
-            "from_source",
-            F.coalesce(provenance["value"] == F.lit(plan.source_alias.encode()), F.lit(False)),
-        )
-        .withColumn("source_offset", F.conv(F.hex(offset_header["value"]), 16, 10).cast("long"))
         .select(
             "remote_topic",
             "topic",
@@ -366,6 +371,99 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...
         .fillna(0, [*measures, "no_provenance"])
     )
     return parity, faults, target, digests
+
+
+def _provenanced(records: DataFrame, plan: VerificationPlan) -> DataFrame:
+    """Target records, fingerprinted, with their topic as `remote_topic`: whether each
+    is a copy of the flow (`from_source`) and of which source offset."""
+    provenance = F.element_at(F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), 1)
+    offset_header = F.element_at(F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), 1)
+    return (
+        _fingerprinted(records)
+        .withColumnRenamed("topic", "remote_topic")
+        .withColumn(
+            "from_source",
+            F.coalesce(provenance["value"] == F.lit(plan.source_alias.encode()), F.lit(False)),
+        )
+        .withColumn("source_offset", F.conv(F.hex(offset_header["value"]), 16, 10).cast("long"))
+    )
+
+
+def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, DataFrame]:
+    """(per sampled range, what its copies sum to now and whether that is what was
+    proved; the faults of the ranges that differ). Only the target is read, the
+    ranges' own target offsets; a range that differs has its source records read
+    again and compared one by one."""
+    rows = [
+        (r.topic, r.partition, r.remote_topic, r.source_first, r.source_end, r.records,
+         _signed(r.digest), r.target_first, r.target_end)
+        for r in plan.samples
+    ]  # fmt: skip
+    ranges = _local(
+        spark,
+        rows,
+        "topic string, partition int, remote_topic string, source_first long, "
+        "source_end long, records long, digest long, target_first long, target_end long",
+    )
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in plan.samples:
+        low, high = spans.get((r.remote_topic, r.partition), (r.target_first, r.target_end))
+        spans[r.remote_topic, r.partition] = (min(low, r.target_first), max(high, r.target_end))
+    read = [(topic, partition, low, high) for (topic, partition), (low, high) in spans.items()]
+    copies = (
+        _provenanced(_read(spark, plan, plan.target_bootstrap, read), plan)
+        .join(
+            F.broadcast(
+                ranges.select("topic", "partition", "remote_topic", "source_first", "source_end")
+            ),
+            ["remote_topic", "partition"],
+        )
+        .where("from_source AND source_offset >= source_first AND source_offset < source_end")
+        .select(
+            "topic",
+            "partition",
+            "source_first",
+            F.col("source_offset").alias("offset"),
+            "fingerprint",
+        )
+        .persist()
+    )
+    found = copies.groupBy("topic", "partition", "source_first").agg(
+        F.count("*").alias("found"), F.bit_xor(_placed("offset")).alias("found_digest")
+    )
+    table = (
+        ranges.join(found, ["topic", "partition", "source_first"], "left")
+        .fillna(0, ["found"])
+        .withColumn(
+            "matches",
+            (F.col("records") == F.col("found"))
+            & F.col("digest").eqNullSafe(F.col("found_digest")),
+        )
+        .select("topic", "partition", "source_first", "source_end", "records", "found", "matches")
+        .persist()
+    )
+    differing = [
+        (r["topic"], r["partition"], r["source_first"], r["source_end"])
+        for r in table.where("NOT matches").collect()
+    ]
+    bounds = _local(
+        spark,
+        [(t, p, first, end) for t, p, first, end in differing],
+        "topic string, partition int, source_start long, source_end long",
+    )
+    per_offset = _per_offset(spark, plan, differing, copies.drop("source_first"), bounds)
+    faults = (
+        _ranges(per_offset.where("copies = 0"), "missing")
+        .unionByName(_ranges(per_offset.where("copies > 1"), "duplicated"))
+        .unionByName(_ranges(per_offset.where("mismatched_copies > 0"), "mismatched"))
+    )
+    return table, faults
+
+
+def _signed(digest: str) -> int:
+    """A stored digest (16 hex digits) as the signed 64-bit value Spark's XOR gives."""
+    value = int(digest, 16)
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _in_windows(records: DataFrame, windows: DataFrame) -> DataFrame:

@@ -80,6 +80,17 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
             "clean": [True, True],
         }
     )
+    samples = pd.DataFrame(
+        {
+            "topic": [topic],
+            "partition": pd.Series([0], dtype="int32"),
+            "source_first": pd.Series([0], dtype="int64"),
+            "source_end": pd.Series([500], dtype="int64"),
+            "records": pd.Series([500], dtype="int64"),
+            "found": pd.Series([500], dtype="int64"),
+            "matches": [True],
+        }
+    )
     lag = pd.DataFrame(
         {
             "topic": [topic, topic],
@@ -95,6 +106,7 @@ def _tables(topic: str) -> dict[str, pd.DataFrame]:
         "faults": faults,
         "mappings": mappings,
         "digests": digests,
+        "samples": samples,
         "lag": lag,
     }
 

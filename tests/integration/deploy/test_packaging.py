@@ -174,7 +174,7 @@ def test_the_suites_run_and_write_data_docs(installed: Installed) -> None:
     # The helper's tables have one partition lagging beyond the threshold: exit 1.
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
-    assert set(summary["suites"]) == {"parity", "faults", "mappings", "digests", "lag"}
+    assert set(summary["suites"]) == {"parity", "faults", "mappings", "digests", "samples", "lag"}
     assert [name for name, suite in summary["suites"].items() if suite["failed"]] == ["lag"]
     assert Path(summary["data_docs"]).is_file()
 

@@ -6,6 +6,8 @@ remote topic created again since it was verified is verified whole and named."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -84,6 +86,82 @@ def test_runs_verify_what_is_new_and_find_what_changed_since(
         f"{recreated}[0]": f"{target} was deleted and created again since it was verified"
     }
     assert _faults(fifth) == {(recreated, "missing", 0, RECORDS - 1)}
+
+
+def test_the_rotating_sample_finds_a_copy_changed_in_place(
+    tmp_path: Path, primary: str, dr: str, store: StateStore
+) -> None:
+    """A copy changed where it lies (offsets and bounds as verified: only its content
+    differs) is beyond what an incremental run reads; the sample re-reads it. Here the
+    remote topic is written again by hand under the same offsets, and its stored
+    ranges carry no topic id (as ranges a cluster told no id for), so only the
+    content tells."""
+    topic = unique_topic("sampled")
+    create_topic(primary, topic, partitions=1)
+    preload(primary, topic, RECORDS, 1)
+    flow = flow_config(("primary", primary), ("dr", dr), topic)
+    with running(flow):
+        wait_until(
+            lambda: all(
+                w.in_flight == 0 and w.source_end == RECORDS
+                for w in plan_verification(flow).windows
+            ),
+            120,
+            "everything replicated",
+        )
+    assert verify(flow, store, results=tmp_path / "1").success
+    store.replace_verified(
+        flow.name,
+        {(topic, 0): [replace(r, target_topic_id=None) for r in store.verified_ranges(flow.name)]},
+    )
+    remote = f"primary.{topic}"
+    admin = AdminClient({"bootstrap.servers": dr})
+    admin.delete_topics([remote])[remote].result(timeout=30)
+    wait_until(lambda: remote not in admin.list_topics(timeout=10).topics, 30, "deleted")
+    _create_again(dr, remote)
+    _copy_all(primary, topic, dr, remote, altered=5)
+
+    # Right after the last run, nothing is due: nothing read, the change unseen.
+    quiet = verify(flow, store, results=tmp_path / "2")
+    assert quiet.success, quiet.summary
+    assert quiet.summary["verified"]["sampled_ranges"] == 0
+
+    # Every range due (a period shorter than the time since): re-read, found.
+    sampled = verify(flow, store, results=tmp_path / "3", sample_period=timedelta(seconds=1))
+    assert not sampled.success
+    verified = sampled.summary["verified"]
+    assert (verified["sampled_ranges"], verified["sampled_records"]) == (1, RECORDS)
+    assert verified["sampled_differing"] == [f"{topic}[0] 0..{RECORDS - 1}"]
+    assert _faults(sampled) == {(topic, "mismatched", 5, 5)}
+    # The range no longer stands: the next run verifies the partition from there.
+    assert store.verified_ranges(flow.name) == []
+
+
+def _copy_all(source: str, topic: str, target: str, remote: str, *, altered: int) -> None:
+    """Every record of `topic`[0] written to `remote`[0] as a flow writes its copies,
+    the one at offset `altered` with another value."""
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "verify-incremental"})
+    producer = Producer({"bootstrap.servers": target, "enable.idempotence": True})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        copied = 0
+        while copied < RECORDS:
+            message = consumer.poll(10)
+            if message is None or message.error():
+                continue
+            value = message.value() + (b" altered" if message.offset() == altered else b"")
+            headers = [
+                (SOURCE_HEADER, b"primary"),
+                (OFFSET_HEADER, encode_offset(message.offset())),
+            ]
+            producer.produce(
+                remote, value=value, key=message.key(), partition=0,
+                timestamp=message.timestamp()[1], headers=headers,
+            )  # fmt: skip
+            copied += 1
+        assert producer.flush(30) == 0
+    finally:
+        consumer.close()
 
 
 def _verified(result: Verification) -> tuple[bool, int, int]:

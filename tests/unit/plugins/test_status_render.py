@@ -92,6 +92,8 @@ def _overview(flow: FlowStatus) -> Overview:
             records_verified=3_600,
             records_verified_before=1_200_000,
             reverified={"orders[2]": "dr.orders was deleted and created again"},
+            sampled_ranges=3,
+            sampled_records=7_000,
         )
         for i in range(5)
     ]
@@ -152,6 +154,7 @@ def test_verification_figures_trend_and_procedure_bars() -> None:
     verified = re.search(r'<p data-item="verified">(.*?)</p>', html, flags=re.S)
     assert verified is not None
     assert verified.group(1).startswith("Incremental: 3600 records verified by this run")
+    assert "of which 7000 re-read in 3 sampled ranges." in verified.group(1)
     assert "orders[2] verified whole again: dr.orders was deleted and created again" in html
     trend = re.search(r'data-trend="verification">(.*?)</p>', html, flags=re.S)
     assert trend is not None

@@ -4,10 +4,18 @@ ranges a run's digests prove."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from replicator.statestore.records import VerifiedRange
-from replicator.verification.incremental import Resume, Window, digest_hex, proved, resume
+from replicator.verification.incremental import (
+    Resume,
+    Window,
+    digest_hex,
+    due_samples,
+    proved,
+    resume,
+)
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -134,3 +142,22 @@ def test_a_window_of_markers_only_extends_the_last_range() -> None:
 def test_digests_are_sixteen_hex_digits_of_the_unsigned_value() -> None:
     assert digest_hex(-1) == "ffffffffffffffff"
     assert digest_hex(None) == "0" * 16
+
+
+def test_the_sample_is_what_is_overdue_and_the_share_the_time_since_the_last_run_is() -> None:
+    week = timedelta(days=7)
+    ranges = [
+        replace(verified(i * 100, i * 100 + 100, (i * 100, i * 100 + 100)), checked_at=NOW - age)
+        for i, age in enumerate(
+            [timedelta(days=8), timedelta(days=3), timedelta(days=6), timedelta(hours=1)]
+        )
+    ]
+    # A run right after another: only the overdue range.
+    just = due_samples(ranges, now=NOW, last_run=NOW - timedelta(minutes=2), period=week)
+    assert [r.source_first for r in just] == [0]
+    # Half a week since the last run: half of them, least recently checked first.
+    half = due_samples(ranges, now=NOW, last_run=NOW - week / 2, period=week)
+    assert [r.source_first for r in half] == [0, 200]
+    # A run after a whole period re-reads everything; none before: only the overdue.
+    assert len(due_samples(ranges, now=NOW, last_run=NOW - 2 * week, period=week)) == 4
+    assert [r.source_first for r in due_samples(ranges, now=NOW, last_run=None)] == [0]
