@@ -208,12 +208,13 @@ run: setup
 #   others wait on brokers, schedulers and timeouts; with two workers the machine was 60 %
 #   busy over the second half of the phase.
 # - The images are built once before the solo phase (when a Docker engine can be had; the
-#   tests say why not otherwise), so its two stacks, one per worker, find them cached.
+#   tests say why not otherwise), so its two stacks, one per worker, find them cached;
+#   stacks an earlier, killed session left are removed first.
 test: setup lint
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=20 -m "not solo" \
 		--junitxml=.data/test-artifacts/junit-parallel.xml; \
 	parallel=$$?; \
-	if docker/engine.sh >/dev/null 2>&1; then $(MAKE) -s image; fi; \
+	if docker/engine.sh >/dev/null 2>&1; then $(MAKE) -s image; tests/remove-leftover-stacks.sh; fi; \
 	$(BIN)/pytest -n 2 --dist loadfile -m solo --durations=5 \
 		--junitxml=.data/test-artifacts/junit-solo.xml; \
 	solo=$$?; \

@@ -23,6 +23,7 @@ from replicator.verification import (
     VerificationRun,
     connection_environment,
     finish,
+    records_to_read,
     run_suites,
     shipped_links,
     spark_job,
@@ -92,7 +93,8 @@ class VerificationSubmitOperator(SparkSubmitOperator):
     verify` does (`run_spark`): one way for both. Not `SparkFiles.get` in the job: it
     answers the driver's own path, which executors on other hosts do not have. The
     provider's hook sets no working directory, so this task's process (it runs this
-    task only) moves into the folder while it submits.
+    task only) moves into the folder while it submits. A plan with no record to read
+    submits nothing (the suites take the plan's tables).
 
     Secrets of the replicator's connection that the configuration references reach
     the driver in spark-submit's environment (`connection_environment`), added here
@@ -116,6 +118,12 @@ class VerificationSubmitOperator(SparkSubmitOperator):
         self.replicator_conn_id = replicator_conn_id
 
     def execute(self, context: Context) -> None:
+        directory = Path(self.run_directory)
+        if not records_to_read(directory / "plan.json"):
+            # Nothing new since the last run and no sample due: the suites take the
+            # plan's tables, as `replicator verify` does; no Spark application starts.
+            self.log.info("nothing to read for %s: no Spark job", directory.name)
+            return
         settings = ReplicatorHook(self.replicator_conn_id).settings()
         secrets = connection_environment(Path(settings.config), settings.secrets)
         master = spark_master(self.spark_conn_id)
@@ -127,7 +135,6 @@ class VerificationSubmitOperator(SparkSubmitOperator):
                 "provider puts that on the command line: use ${file:...} for this cluster"
             )
         self.env_vars = {**(self.env_vars or {}), **secrets}
-        directory = Path(self.run_directory)
         files = [Path(name) for name in self.files.split(",")] if self.files else []
         with shipped_links(directory, files), chdir(directory):
             super().execute(context)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from replicator.acls.plan import VERIFIER_GROUP_PREFIX
 from replicator.config import load_config
-from replicator.config.model import ReplicatorConfig
+from replicator.config.model import ClusterConfig, ReplicatorConfig
 from replicator.config.properties import connection_references, read_properties
 from replicator.errors import ConfigError
 
@@ -93,18 +93,44 @@ def cluster_options(config_file: str, bootstrap: str, shipped: bool = False) -> 
     options = {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
     if not config_file:
         return options
+    config, cluster = _cluster(config_file, bootstrap)
+    security = spark_kafka_options(cluster.consumer)
+    if shipped:
+        names = shipped_names(tls_files(config))
+        for key in _FILE_OPTIONS:
+            if key in security:
+                security[key] = names[Path(security[key])]
+    return options | security
+
+
+#: librdkafka's settings that name a truststore or keystore file.
+_FILE_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
+
+
+def client_settings(config_file: str, bootstrap: str, shipped: bool = False) -> dict[str, object]:
+    """The librdkafka consumer settings of the cluster of `config_file` whose bootstrap
+    servers are `bootstrap` (only those servers without a configuration file), for the
+    job's driver's own reads; `shipped`: its files named as `spark-submit --files`
+    ships them into the driver's working directory. Credentials included: never log."""
+    if not config_file:
+        return {"bootstrap.servers": bootstrap}
+    config, cluster = _cluster(config_file, bootstrap)
+    settings: dict[str, object] = dict(cluster.consumer)
+    if shipped:
+        names = shipped_names(tls_files(config))
+        for key in _FILE_SETTINGS:
+            if settings.get(key):
+                settings[key] = names[Path(str(settings[key]))]
+    return settings
+
+
+def _cluster(config_file: str, bootstrap: str) -> tuple[ReplicatorConfig, ClusterConfig]:
     config = load_config(
         config_file, connection=json.loads(os.environ.get(CONNECTION_SECRETS_ENV, "{}"))
     )
     for cluster in config.clusters.values():
         if cluster.bootstrap_servers == bootstrap:
-            security = spark_kafka_options(cluster.consumer)
-            if shipped:
-                names = shipped_names(tls_files(config))
-                for key in _FILE_OPTIONS:
-                    if key in security:
-                        security[key] = names[Path(security[key])]
-            return options | security
+            return config, cluster
     raise ConfigError(f"{config_file} has no cluster with bootstrap.servers={bootstrap}")
 
 

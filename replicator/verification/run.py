@@ -104,7 +104,7 @@ def verify(
     )
     try:
         began = time.monotonic()
-        if _records(run.plan):
+        if records_to_read(run.plan):
             run_spark(spark_job(run, master))
         # else no record to read on either side (nothing new since the last run): no
         # job; the suites take the plan's tables (lag and retention as planned).
@@ -184,7 +184,7 @@ def _last_run(store: StateStore, flow: str) -> datetime | None:
 def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
     conf = {"spark.ui.enabled": "false"}
-    if master.startswith("local") and _records(run.plan) < QUICK_JIT_RECORDS:
+    if master.startswith("local") and records_to_read(run.plan) < QUICK_JIT_RECORDS:
         conf["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
     return SparkSubmit(
         spark_application(),
@@ -198,8 +198,9 @@ def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     )
 
 
-def _records(plan: Path) -> int:
-    """The records a plan's job reads from the windows, both sides, and the samples."""
+def records_to_read(plan: Path) -> int:
+    """The records the job of `plan` (its plan.json) reads from the windows, both sides,
+    and the samples: none, and there is no job to run (the suites take the plan's tables)."""
     read = VerificationPlan.read(plan)
     windows = sum(
         w.source_end - w.source_start + w.target_end - w.target_start for w in read.windows

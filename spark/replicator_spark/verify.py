@@ -6,7 +6,10 @@ The plan (`replicator.verification.plan`) fixes, per partition, the source
 offsets to verify (up to what the replicator had acknowledged when the run
 started, so records in flight are not missing) and the target offsets to read.
 Both sides are read with the Spark Kafka connector (read_committed, headers,
-explicit offset ranges: the work splits per topic-partition over executors).
+explicit offset ranges: the work splits per topic-partition over executors), except
+small ranges, which the driver reads many at once with one consumer per cluster and
+hands over as a table (`replicator_spark.kafka_ranges`: thousands of partitions with
+a few records each would cost a connector consumer each).
 
 A record's fingerprint is a 64-bit xxHash of key, value, timestamp and its own
 headers (the replicator's provenance headers left out), so a copy matches its
@@ -46,8 +49,9 @@ from pyspark.sql import types as T
 
 from replicator.engine.formats import Checkpoint, OffsetSync
 from replicator.engine.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
-from replicator.verification.kafka_options import cluster_options
+from replicator.verification.kafka_options import client_settings, cluster_options
 from replicator.verification.plan import VerificationPlan
+from replicator_spark.kafka_ranges import KAFKA_SCHEMA, read_ranges, split
 
 
 def main() -> None:
@@ -220,7 +224,7 @@ def _read_whole(
     partition when the run was planned; None topic: it does not exist, empty)."""
     partitions = [p for p, end in enumerate(ends) if end > 0]
     if topic is None or not partitions:
-        return _local(spark, [], _KAFKA_SCHEMA)
+        return _local(spark, [], KAFKA_SCHEMA)
     earliest = -2  # the connector's "earliest" in a JSON offset map
     return (
         spark.read.format("kafka")
@@ -587,18 +591,41 @@ def _read(
     bootstrap: str,
     ranges: list[tuple[str, int, int, int]],
 ) -> DataFrame:
-    """The records at offsets [start, end) of each (topic, partition, start, end)."""
+    """The records at offsets [start, end) of each (topic, partition, start, end): the
+    small ranges read by this driver with one consumer (`kafka_ranges`), the others by
+    the connector."""
+    small, large = split(ranges)
+    read = []
+    if small:
+        settings = client_settings(plan.config_file, bootstrap, plan.ship_files)
+        read.append(read_ranges(spark, _cluster_name(plan, bootstrap), settings, small))
+    if large:
+        read.append(_connector(spark, plan, bootstrap, large))
+    if not read:
+        return _local(spark, [], KAFKA_SCHEMA)
+    return read[0] if len(read) == 1 else read[0].unionByName(read[1])
+
+
+def _cluster_name(plan: VerificationPlan, bootstrap: str) -> str:
+    """How errors name the cluster of `bootstrap`: its alias (the flow is source->target)."""
+    source, target = plan.flow.split("->", 1)
+    return source if bootstrap == plan.source_bootstrap else target
+
+
+def _connector(
+    spark: SparkSession,
+    plan: VerificationPlan,
+    bootstrap: str,
+    ranges: list[tuple[str, int, int, int]],
+) -> DataFrame:
+    """The records of `ranges` (none empty) read by the Spark Kafka connector."""
     assign: dict[str, list[int]] = {}
     start: dict[str, dict[str, int]] = {}
     end: dict[str, dict[str, int]] = {}
     for topic, partition, first, stop in ranges:
-        if stop <= first:
-            continue  # nothing to read: the connector wants end > start
         assign.setdefault(topic, []).append(partition)
         start.setdefault(topic, {})[str(partition)] = first
         end.setdefault(topic, {})[str(partition)] = stop
-    if not assign:
-        return _local(spark, [], _KAFKA_SCHEMA)
     cores = spark.sparkContext.defaultParallelism
     records = (
         spark.read.format("kafka")
@@ -615,9 +642,9 @@ def _read(
         .option("maxRecordsPerPartition", str(RECORDS_PER_TASK))
         .load()
     )
-    # ...and small partitions are read several to a task (thousands of partitions of
-    # a few records each were thousands of tasks, each mostly its own overhead).
-    offsets = sum(stop - first for _, _, first, stop in ranges if stop > first)
+    # ...and small partitions (those the driver did not take) are read several to a
+    # task (thousands of partitions of a few records each were thousands of tasks).
+    offsets = sum(stop - first for _, _, first, stop in ranges)
     partitions = sum(len(listed) for listed in assign.values())
     if offsets / partitions >= RECORDS_PER_TASK / 2:
         return records  # large partitions: a task (or more) each
@@ -677,13 +704,8 @@ def _local(spark: SparkSession, rows: list[tuple[object, ...]], schema: str) -> 
     return spark.range(1).select(F.inline(table))
 
 
-#: The most records one Spark task reads (`_read`).
+#: The most records one Spark task of the connector reads (`_connector`).
 RECORDS_PER_TASK = 1_000_000
-
-_KAFKA_SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>"
-)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from replicator_spark.kafka_ranges import SMALL_RANGE_OFFSETS
 
 from replicator.cli import main
 from replicator.engine.formats import Checkpoint
@@ -61,17 +62,25 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
     assert (run.outcome, run.rpo_records) == ("succeeded", 300)
 
 
+@pytest.mark.parametrize(
+    "records",
+    [
+        pytest.param(100, id="read-by-the-driver"),
+        # A window too large for the driver: the connector reads it.
+        pytest.param(SMALL_RANGE_OFFSETS + 100, id="read-by-the-connector"),
+    ],
+)
 def test_faults_are_named_and_the_command_fails(
-    tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore
+    tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore, records: int
 ) -> None:
     topic = unique_topic("faulty")
     create_topic(primary, topic, partitions=1)
-    preload(primary, topic, 100, 1)
+    preload(primary, topic, records, 1)
     remote = f"primary.{topic}"
     create_topic(dr, remote, partitions=1)
     # A copy written by hand: offsets 40..49 missing, 60 twice, 70 with another value,
     # and one record written on the target by someone else.
-    source = _records(primary, topic)
+    source = _records(primary, topic, records)
     producer = Producer({"bootstrap.servers": dr, "enable.idempotence": True})
     for offset, (key, value, timestamp) in enumerate(source):
         if 40 <= offset < 50:
@@ -112,7 +121,7 @@ def test_faults_are_named_and_the_command_fails(
         ("missing", 40, 49),
         ("duplicated", 60, 60),
         ("mismatched", 70, 70),
-        ("no_provenance", 91, 91),  # the target offset of the local record
+        ("no_provenance", records - 9, records - 9),  # the target offset of the local record
     }
     named = result.summary["suites"]["faults"]["failed"][0]["rows"]
     assert {(r["kind"], r["topic"], r["partition"], r["first"]) for r in named} == {
@@ -129,13 +138,15 @@ def test_faults_are_named_and_the_command_fails(
     assert Path(result.summary["data_docs"]).exists()
 
 
-def _records(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None, int]]:
-    """(key, value, timestamp) of every record of partition 0, in order."""
+def _records(
+    bootstrap: str, topic: str, count: int
+) -> list[tuple[bytes | None, bytes | None, int]]:
+    """(key, value, timestamp) of the first `count` records of partition 0, in order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify-test"})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    records = []
-    while len(records) < 100:
-        for message in consumer.consume(100, 10):
+    records: list[tuple[bytes | None, bytes | None, int]] = []
+    while len(records) < count:
+        for message in consumer.consume(1000, 10):
             records.append((message.key(), message.value(), message.timestamp()[1]))
     consumer.close()
     return records
