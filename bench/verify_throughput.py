@@ -2,6 +2,7 @@
 single-process confluent-kafka reader doing the same comparison, on the same copy.
 
     .venv/bin/python bench/verify_throughput.py [--records 5000000] [--partitions 8]
+    .venv/bin/python bench/verify_throughput.py --records 1000000 --value-bytes 1000
     .venv/bin/python bench/verify_throughput.py --plan-only 10000
 
 A backlog is preloaded on a fresh source cluster and replicated by our engine;
@@ -132,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--value-bytes", type=int, default=VALUE_BYTES)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
         "--plan-only",
@@ -145,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plan_only:
         return plan_only(args.plan_only, started, machine)
     with bench_stack(SOURCE, TARGET, DATA_DIR) as stack:
-        flow = replicated_backlog(stack, TOPIC, args.records, VALUE_BYTES, args.partitions)
+        flow = replicated_backlog(stack, TOPIC, args.records, args.value_bytes, args.partitions)
         read = 2 * args.records
         with tempfile.TemporaryDirectory() as scratch:
             store = StateStore(f"sqlite:///{scratch}/state.db")
@@ -216,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         {
             "clusters": "one KRaft broker each, loopback, heap " + BROKER_HEAP,
             "partitions": args.partitions,
-            "value_bytes": VALUE_BYTES,
+            "value_bytes": args.value_bytes,
             "master": args.master,
         },
         figures,
