@@ -122,6 +122,9 @@ def run(results: Path, thresholds: dict[str, float], gx_root: Path) -> dict[str,
         outcome = _validate(context, source, suite, frame)
         summary["suites"][suite.table] = outcome
         summary["success"] = summary["success"] and outcome["success"]
+    # Once for every suite: a checkpoint's UpdateDataDocsAction rebuilt the whole site
+    # (its templates compiled anew) per suite, 6 of a run's 11 s.
+    context.build_data_docs()
     docs = gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     summary["data_docs"] = str(docs)
     return summary
@@ -182,7 +185,6 @@ def _validate(context: Any, source: Any, suite: Suite, frame: pd.DataFrame) -> d
         gx.Checkpoint(
             name=f"verification.{suite.table}",
             validation_definitions=[definition],
-            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs")],
             result_format={
                 "result_format": "COMPLETE",
                 "unexpected_index_column_names": suite.index,
