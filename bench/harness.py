@@ -261,6 +261,30 @@ def create_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> Non
         future.result(timeout=30)
 
 
+def wait_for_leaders(
+    bootstrap: str, topics: Sequence[str], partitions: int, timeout_s: float = 300
+) -> None:
+    """Until every partition of `topics` has a leader: a CreateTopics answer comes when
+    the controller took the topics, before the broker serves them (thousands of
+    partitions take it minutes, and records sent meanwhile fail as unknown)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        listed = admin.list_topics(timeout=30).topics
+        waiting = [
+            t
+            for t in topics
+            if (meta := listed.get(t)) is None
+            or len(meta.partitions) < partitions
+            or any(p.leader < 0 for p in meta.partitions.values())
+        ]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(waiting)} topics without leaders after {timeout_s} s")
+        time.sleep(1)
+
+
 def delete_files_at_once(cluster: ClusterSpec) -> None:
     """Have the broker delete a deleted topic's files at once rather than a minute later
     (`log.segment.delete.delay.ms`, dynamic; set on the one broker, as confluent-kafka

@@ -42,6 +42,7 @@ from harness import (
     markdown_table,
     remote_topic,
     replicated_backlog,
+    wait_for_leaders,
     write_report,
 )
 
@@ -237,6 +238,8 @@ def plan_only(partitions: int, started: datetime, machine: Machine) -> int:
             chunk = topics[first : first + 500]
             create_topics(SOURCE.bootstrap, chunk, 4)
             create_topics(TARGET.bootstrap, [remote_topic(SOURCE.name, t) for t in chunk], 4)
+        wait_for_leaders(SOURCE.bootstrap, topics, 4)
+        wait_for_leaders(TARGET.bootstrap, [remote_topic(SOURCE.name, t) for t in topics], 4)
         print("writing ten records to each, and their copies")
         _ten_each(topics)
         flow = flow_config(SOURCE, TARGET, topics)
@@ -281,18 +284,23 @@ def _ten_each(topics: list[str]) -> None:
     source = Producer({"bootstrap.servers": SOURCE.bootstrap, **settings})
     target = Producer({"bootstrap.servers": TARGET.bootstrap, **settings})
     alias = SOURCE.name.encode()
+
+    def produce(producer: Producer, topic: str, partition: int, headers: list) -> None:
+        while True:
+            try:
+                producer.produce(
+                    topic, b"v", partition=partition, headers=headers, on_delivery=delivered
+                )
+                return
+            except BufferError:  # the local queue is full (100,000 records): wait
+                producer.poll(1)
+
     for topic in topics:
         for partition in range(4):
             for offset in range(10):
-                source.produce(topic, b"v", partition=partition, on_delivery=delivered)
+                produce(source, topic, partition, [])
                 headers = [(SOURCE_HEADER, alias), (OFFSET_HEADER, encode_offset(offset))]
-                target.produce(
-                    remote_topic(SOURCE.name, topic),
-                    b"v",
-                    partition=partition,
-                    headers=headers,
-                    on_delivery=delivered,
-                )
+                produce(target, remote_topic(SOURCE.name, topic), partition, headers)
         source.poll(0)
         target.poll(0)
     for producer in (source, target):
