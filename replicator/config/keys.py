@@ -1158,6 +1158,17 @@ def client_key(rest: str, *, with_role: bool) -> ClientKey | None:
     return None
 
 
+def connect_override(rest: str) -> ClientKey | None:
+    """Kafka Connect's per-connector client override, `producer.override.<k>` (or
+    `consumer.`/`admin.`), as a ClientKey of that kind; None for anything else."""
+    head, _, tail = rest.partition(".")
+    kind = _KINDS.get(head)
+    word, _, name = tail.partition(".")
+    if kind is None or word != "override" or not is_client_key(name):
+        return None
+    return ClientKey(name, kind, "target" if kind == "producer" else None)
+
+
 _WORDS = frozenset(s.key for s in TABLE if not s.prefix)
 
 

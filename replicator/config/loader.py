@@ -67,6 +67,7 @@ from replicator.config.keys import (
     accepted_setting,
     client_key,
     cluster_candidates,
+    connect_override,
     flow_candidates,
     top_candidates,
 )
@@ -209,6 +210,8 @@ class _Loader:
             self._accepted(key, value, accepted)
         elif (client := client_key(key, with_role=False)) is not None:
             self._client(("top", client.kind or ""), client, key, value)
+        elif (override := connect_override(key)) is not None:
+            self._warn(_override_not_here(key, override))
         elif (port := self._port_key(key)) is not None:
             self._debug(f"{key} is read by the port of {port}")
         else:
@@ -226,6 +229,8 @@ class _Loader:
             self._accepted(key, value, accepted)
         elif (client := client_key(rest, with_role=False)) is not None:
             self._client(("cluster", alias, client.kind or ""), client, key, value)
+        elif (override := connect_override(rest)) is not None:
+            self._warn(_override_not_here(key, override))
         else:
             raise self._unknown(key, prefix=f"{alias}.", candidates=cluster_candidates())
 
@@ -250,6 +255,8 @@ class _Loader:
             self._accepted(key, value, accepted)
         elif (port := self._port_key(rest)) is not None:
             self._debug(f"{key} is read by the port of {port}")
+        elif (override := connect_override(rest)) is not None:
+            self._connect_override(key, flow, override, value)
         elif (client := client_key(rest, with_role=True)) is None:
             raise self._unknown(key, prefix=prefix, candidates=flow_candidates())
         elif client.kind is None:
@@ -287,7 +294,32 @@ class _Loader:
         return None
 
     def _client(self, layer: tuple[str, ...], client: ClientKey, key: str, value: str) -> None:
+        earlier = self.clients[layer].get(client.name)
+        if earlier is not None and earlier.key != key:
+            raise ConfigError(
+                f"{key} and {earlier.key} set the same client setting of the same client: keep one"
+            )
         self.clients[layer][client.name] = _Value(value, key, client.name)
+
+    def _connect_override(self, key: str, flow: Flow, override: ClientKey, value: str) -> None:
+        """Connect's client override of a connector (`A->B.producer.override.<k>`, as
+        Strimzi's connector configuration carries it). MM2's connectors are source
+        connectors: their records (and checkpoints and heartbeats) are written by the
+        worker's producer to the target, over which Connect applies
+        `producer.override.*`; so it is the flow's target producer setting, as
+        `A->B.target.producer.<k>` is. Connect applies consumer overrides only to sink
+        connectors and admin overrides to topic creation, neither of which MM2 uses."""
+        if override.kind != "producer":
+            self._warn(
+                f"{key} has no effect (nor in MM2: Kafka Connect applies "
+                f"{override.kind}.override.* to sink connectors and topic creation, and "
+                f"MM2's connectors are source connectors); set "
+                f"{flow[0]}->{flow[1]}.source.{override.kind}.{override.name} (or target.) "
+                "for this flow's clients"
+            )
+            return
+        self._info(f"{key} is read as Kafka Connect applies it: the flow's target producer")
+        self._client(("flow", *flow, "target", "producer"), override, key, value)
 
     def _accepted(self, key: str, value: str, setting: Setting) -> None:
         if setting.status == "refused":
@@ -649,6 +681,16 @@ class _Loader:
         if (logging.DEBUG, message) not in self.reported:
             self.reported.add((logging.DEBUG, message))
             _log.debug("%s", message)
+
+
+def _override_not_here(key: str, override: ClientKey) -> str:
+    """The warning for a Connect client override outside a flow, where MM2 ignores it."""
+    return (
+        f"{key} has no effect (nor in MM2, which passes client overrides to its "
+        f"connectors only from <source>-><target>.{override.kind}.override.*); set "
+        f"<source>-><target>.{override.kind}.override.{override.name} for a flow, or "
+        f"{override.kind}.{override.name} here"
+    )
 
 
 def _sources(patterns: tuple[re.Pattern[str], ...]) -> tuple[str, ...]:

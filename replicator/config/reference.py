@@ -46,6 +46,11 @@ with the closest known key.
 - client settings: `consumer.`, `producer.`, `admin.` prefixes at each level, and
   `<source>-><target>.source.consumer.` / `.target.producer.` (MM2's precedence: see
   `replicator/config/loader.py`). Java names are translated to librdkafka's (below).
+  Kafka Connect's connector overrides, as Strimzi's connector configuration carries them:
+  `<source>-><target>.producer.override.<k>` is the flow's target producer setting (the
+  producer Connect applies it to in MM2); `consumer.override.` and `admin.override.`,
+  which Connect applies only to sink connectors and topic creation, and any override
+  outside a flow, load with a warning that they have no effect (nor in MM2).
 
 Replication settings cannot be set per cluster (MM2 ignores them there too): the load
 says so.

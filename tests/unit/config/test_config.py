@@ -1091,3 +1091,41 @@ def test_role_specific_flow_override_wins_without_warning(caplog):
     assert flow.source.consumer["fetch.min.bytes"] == "4"
     assert flow.target.consumer["fetch.min.bytes"] == "3"
     assert "overridden" not in caplog.text
+
+
+def test_a_connect_producer_override_is_the_flows_target_producer_setting(caplog):
+    """Strimzi's connector configuration carries Kafka Connect's client overrides; MM2's
+    worker applies `producer.override.*` to the producer that writes to the target."""
+    props = two_clusters(
+        **{
+            "A->B.producer.override.batch.size": "327680",
+            "A->B.producer.override.linger.ms": "100",
+            "A->B.consumer.override.fetch.min.bytes": "5",
+            "B.producer.override.acks": "1",
+        }
+    )
+    with caplog.at_level(logging.INFO, logger="replicator.config"):
+        flow = only_flow(load_config(props))
+    assert flow.target.producer["batch.size"] == "327680"
+    assert flow.target.producer["linger.ms"] == "100"
+    assert "batch.size" not in flow.source.producer  # offset syncs on the source: not Connect's
+    assert "fetch.min.bytes" not in flow.source.consumer
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        w.startswith("A->B.consumer.override.fetch.min.bytes has no effect") for w in warnings
+    )
+    assert any(w.startswith("B.producer.override.acks has no effect") for w in warnings)
+    assert flow.target.producer.get("acks") != "1"
+
+
+def test_one_setting_by_override_and_by_role_prefix_is_refused():
+    props = two_clusters(
+        **{"A->B.producer.override.linger.ms": "100", "A->B.target.producer.linger.ms": "9"}
+    )
+    with pytest.raises(ConfigError, match=r"linger\.ms.*keep one"):
+        load_config(props)
+
+
+def test_an_override_of_an_unknown_client_setting_is_unknown():
+    with pytest.raises(ConfigError, match=r"A->B\.producer\.override\.lingr\.ms: unknown setting"):
+        load_config(two_clusters(**{"A->B.producer.override.lingr.ms": "100"}))

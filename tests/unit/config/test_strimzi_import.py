@@ -1029,3 +1029,22 @@ def test_hostname_verification_turned_off_as_strimzi_allows(tmp_path, secrets):
     assert "cluster-a.ssl.endpoint.identification.algorithm = \n" in conversion.properties
     flow = load(tmp_path, conversion).flows[0]
     assert flow.source.consumer["ssl.endpoint.identification.algorithm"] == "none"
+
+
+def test_connector_client_overrides_load_as_mm2_reads_them(tmp_path, secrets):
+    """A source connector's `producer.override.*` (Kafka Connect's per-connector client
+    override) is the flow's target producer setting; a consumer override, which Connect
+    applies only to sink connectors, loads with a warning that it has no effect."""
+    text = STRIMZI_PLAIN.replace(
+        '        sync.topic.acls.enabled: "false"\n',
+        '        sync.topic.acls.enabled: "false"\n'
+        "        producer.override.batch.size: 327680\n"
+        "        producer.override.linger.ms: 100\n"
+        "        consumer.override.fetch.min.bytes: 5\n",
+    )
+    conversion = convert_text(text, secrets_dir=str(secrets))
+    assert "cluster-a->cluster-b.producer.override.batch.size = 327680" in conversion.properties
+    flow = flow_of(load(tmp_path, conversion), "cluster-a->cluster-b")
+    assert flow.target.producer["batch.size"] == "327680"
+    assert flow.target.producer["linger.ms"] == "100"
+    assert "fetch.min.bytes" not in flow.source.consumer
