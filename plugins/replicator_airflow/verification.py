@@ -118,12 +118,6 @@ class VerificationSubmitOperator(SparkSubmitOperator):
         self.replicator_conn_id = replicator_conn_id
 
     def execute(self, context: Context) -> None:
-        directory = Path(self.run_directory)
-        if not records_to_read(directory / "plan.json"):
-            # Nothing new since the last run and no sample due: the suites take the
-            # plan's tables, as `replicator verify` does; no Spark application starts.
-            self.log.info("nothing to read for %s: no Spark job", directory.name)
-            return
         settings = ReplicatorHook(self.replicator_conn_id).settings()
         secrets = connection_environment(Path(settings.config), settings.secrets)
         master = spark_master(self.spark_conn_id)
@@ -134,6 +128,12 @@ class VerificationSubmitOperator(SparkSubmitOperator):
                 f"only in spark-submit's environment, and for master {master} the Spark "
                 "provider puts that on the command line: use ${file:...} for this cluster"
             )
+        directory = Path(self.run_directory)
+        if not records_to_read(directory / "plan.json"):
+            # Nothing new since the last run and no sample due: the suites take the
+            # plan's tables, as `replicator verify` does; no Spark application starts.
+            self.log.info("nothing to read for %s: no Spark job", directory.name)
+            return
         self.env_vars = {**(self.env_vars or {}), **secrets}
         files = [Path(name) for name in self.files.split(",")] if self.files else []
         with shipped_links(directory, files), chdir(directory):
