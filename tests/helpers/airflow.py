@@ -126,7 +126,12 @@ def answering(
                         return
                 done.wait(0.2)
         except BaseException as exc:
+            # The answer will not come: end the run (as above) rather than leave it
+            # waiting, and raise this once the test's block is left.
             failure.append(exc)
+            stuck = waiting()
+            if stuck is not None:
+                _fail(stuck)
 
     thread = threading.Thread(target=answer, name=f"answer {task_id}", daemon=True)
     thread.start()
