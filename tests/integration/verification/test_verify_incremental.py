@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
@@ -35,15 +36,7 @@ def test_runs_verify_what_is_new_and_find_what_changed_since(
         create_topic(primary, topic, partitions=1)
         preload(primary, topic, RECORDS, 1)
     flow = flow_config(("primary", primary), ("dr", dr), f"{altered}|{recreated}")
-    with running(flow):
-        wait_until(
-            lambda: all(
-                w.in_flight == 0 and w.source_end == RECORDS
-                for w in plan_verification(flow).windows
-            ),
-            120,
-            "everything replicated",
-        )
+    _replicate_all(flow)
 
     first = verify(flow, store, results=tmp_path / "1")
     assert first.success, first.summary
@@ -100,15 +93,7 @@ def test_the_rotating_sample_finds_a_copy_changed_in_place(
     create_topic(primary, topic, partitions=1)
     preload(primary, topic, RECORDS, 1)
     flow = flow_config(("primary", primary), ("dr", dr), topic)
-    with running(flow):
-        wait_until(
-            lambda: all(
-                w.in_flight == 0 and w.source_end == RECORDS
-                for w in plan_verification(flow).windows
-            ),
-            120,
-            "everything replicated",
-        )
+    _replicate_all(flow)
     assert verify(flow, store, results=tmp_path / "1").success
     store.replace_verified(
         flow.name,
@@ -206,3 +191,16 @@ def _create_again(bootstrap: str, topic: str) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)
+
+
+def _replicate_all(flow: FlowConfig) -> None:
+    """Run `flow` until every window holds all `RECORDS` records with none in flight."""
+    with running(flow):
+        wait_until(
+            lambda: all(
+                w.in_flight == 0 and w.source_end == RECORDS
+                for w in plan_verification(flow).windows
+            ),
+            120,
+            "everything replicated",
+        )
