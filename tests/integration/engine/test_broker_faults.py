@@ -260,31 +260,38 @@ def fault_run(
     log = folder / "replicator.log"
     process = start_replicator(config, log, "--state-url", f"sqlite:///{folder / 'state.db'}")
     outages: list[Outage] = []
+    tails: list[int] = []
 
     def replicated(wanted: list[int] | None) -> bool:
         """The target holds source offsets up to `wanted` (each partition's end), or
         at least one record per partition; fails at once if the replicator exited."""
         if process.poll() is not None:
             raise AssertionError(f"`replicator run` exited:\n{_log_tail(log)}")
-        tails = _committed_tails(dr, remote)
+        tails[:] = _committed_tails(dr, remote)
         return all(t >= w for t, w in zip(tails, wanted or [1] * PARTITIONS, strict=True))
+
+    def caught_up(wanted: list[int] | None, what: str, timeout: float = _CATCH_UP_S) -> None:
+        """Wait for `replicated(wanted)`; on timeout say how far each partition got and
+        what the replicator logged last (a stall seen once in CI had neither)."""
+        try:
+            wait_until(lambda: replicated(wanted), timeout, what)
+        except AssertionError as late:
+            raise AssertionError(
+                f"{late}\ncopied up to {tails}, wanted {wanted}\n{_log_tail(log)}"
+            ) from None
 
     try:
         with SteadyProducer(primary, topic) as producer:
-            wait_until(lambda: replicated(None), 90, "replication began")
+            caught_up(None, "replication began", 90)
             # The target's outage spans a rebalance (partitions assigned while it is away).
             rebalance = partial(_rebalance, primary, topic, log)
             for cluster, meanwhile in (("dr", rebalance), ("primary", None)):
                 outages.append(_kill_and_restart(fault_clusters, cluster, log, meanwhile))
                 backlog = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
-                wait_until(
-                    lambda b=backlog: replicated(b),
-                    _CATCH_UP_S,
-                    f"the target caught up after the {cluster} outage",
-                )
+                caught_up(backlog, f"the target caught up after the {cluster} outage")
         assert not producer.failed, producer.failed[:5]
         source_ends = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
-        wait_until(lambda: replicated(source_ends), _CATCH_UP_S, "every record")
+        caught_up(source_ends, "every record")
         alive = process.poll() is None
         flow = load_config(config).flow("primary->dr")
         statuses = read_status(flow.target, flow.name)
