@@ -33,7 +33,7 @@ def _diagnose(
         str, typer.Argument(metavar="TOPIC", help="the topic's name on the source cluster")
     ],
     config: ConfigOption,
-    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="the flow to check")],
+    flow: Annotated[str, typer.Option("--flow", metavar="A:B", help="the flow to check")],
     lag_threshold: Annotated[
         int,
         typer.Option(

@@ -12,6 +12,7 @@ import getpass
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,7 +24,7 @@ from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption, T
 from replicator.cli.output import Output, emit, plain
 from replicator.cli.state import state_url
 from replicator.config import load_config
-from replicator.config.model import FlowConfig, NameFilter
+from replicator.config.model import FlowConfig, NameFilter, shell_safe
 from replicator.operations.dr_status import FlowStatus, flow_status, probe_cluster
 from replicator.procedures.pause import pause_flow, resume_flow
 from replicator.statestore import StateStore, StateStoreError
@@ -32,7 +33,22 @@ from replicator.statestore.flow_states import RUNNING
 _PIPE_WIDTH = 160
 
 #: The one flow a command acts on.
-FlowArgument = Annotated[str, typer.Argument(metavar="FLOW", help="the flow, e.g. primary->dr")]
+FlowArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="[FLOW]", help="the flow, e.g. primary:dr or 'primary->dr' (or --flow)"),
+]
+OneFlowOption = Annotated[
+    str | None,
+    typer.Option("--flow", metavar="A:B", help="the flow, as every other command takes it"),
+]
+
+
+def _one_flow(config: Path, positional: str | None, option: str | None) -> FlowConfig:
+    """The flow named first or with `--flow` (the same in every command), not both."""
+    if (positional is None) == (option is None):
+        raise typer.BadParameter("name the flow once: first (primary:dr) or with --flow")
+    return load_config(config).flow(positional or option or "")
+
 
 FLOWS = group("flows", "the configuration's flows: state, workers, lag, checkpoints", "Replication")
 
@@ -211,12 +227,13 @@ def _print_list(read: _Read) -> None:
 )
 def _describe_command(
     *,
-    flow: FlowArgument,
+    flow: FlowArgument = None,
+    flow_option: OneFlowOption = None,
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
 ) -> int:
-    chosen_flow = load_config(config).flow(flow)
+    chosen_flow = _one_flow(config, flow, flow_option)
     read = _Read([chosen_flow], state_url(state_url_))
     [(flow_config, status)] = read.flows
     data = {**_describe(flow_config, status), "store_error": read.store_error}
@@ -310,7 +327,8 @@ def _operator() -> str:
 )
 def _pause(
     *,
-    flow: FlowArgument,
+    flow: FlowArgument = None,
+    flow_option: OneFlowOption = None,
     reason: Annotated[
         str, typer.Option("--reason", metavar="TEXT", help="why, for the next operator")
     ],
@@ -319,7 +337,7 @@ def _pause(
     timeout: TimeoutOption = 60.0,
     output: OutputOption = Output.table,
 ) -> int:
-    chosen = load_config(config).flow(flow)
+    chosen = _one_flow(config, flow, flow_option)
     store = StateStore(state_url(state_url_))
     try:
         result = pause_flow(store, chosen, _operator(), reason, timeout)
@@ -329,11 +347,14 @@ def _pause(
     def text() -> None:
         if result.get("already"):
             print(
-                f"flow {flow} was already paused by {result['by']} at {result['at']}: "
+                f"flow {chosen.name} was already paused by {result['by']} at {result['at']}: "
                 f"{result['reason']}"
             )
         else:
-            print(f"flow {flow} paused; its workers stopped. `replicator flows resume {flow}`")
+            print(
+                f"flow {chosen.name} paused; its workers stopped. "
+                f"`replicator flows resume {shell_safe(chosen.name)}`"
+            )
 
     emit(result, output, text)
     return 0
@@ -351,12 +372,13 @@ def _pause(
 )
 def _resume(
     *,
-    flow: FlowArgument,
+    flow: FlowArgument = None,
+    flow_option: OneFlowOption = None,
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
 ) -> int:
-    chosen = load_config(config).flow(flow)
+    chosen = _one_flow(config, flow, flow_option)
     store = StateStore(state_url(state_url_))
     try:
         result = resume_flow(store, chosen, _operator())
@@ -367,7 +389,7 @@ def _resume(
         result,
         output,
         lambda: print(
-            f"flow {flow} resumed (paused by {paused.get('by')} at {paused.get('at')}: "
+            f"flow {chosen.name} resumed (paused by {paused.get('by')} at {paused.get('at')}: "
             f"{paused.get('reason')})"
         ),
     )

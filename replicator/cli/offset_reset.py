@@ -78,7 +78,7 @@ def reset_to(
 def _reset(
     *,
     config: ConfigOption,
-    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="the flow to reset")],
+    flow: Annotated[str, typer.Option("--flow", metavar="A:B", help="the flow to reset")],
     topic: Annotated[
         str, typer.Option("--topic", metavar="TOPIC", help="source topic the flow replicates")
     ],

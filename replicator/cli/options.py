@@ -25,7 +25,7 @@ ConfigOption = Annotated[
 ]
 FlowsOption = Annotated[
     list[str] | None,
-    typer.Option("--flow", metavar="A->B", help="only this flow (repeatable; default: all)"),
+    typer.Option("--flow", metavar="A:B", help="only this flow (repeatable; default: all)"),
 ]
 StateUrlOption = Annotated[
     str | None,

@@ -63,7 +63,7 @@ AppsOption = Annotated[
 def _failover(
     *,
     config: ConfigOption,
-    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="from A to B")],
+    flow: Annotated[str, typer.Option("--flow", metavar="A:B", help="from A to B")],
     app: AppsOption,
     mode: Annotated[
         FailoverMode,
@@ -119,7 +119,7 @@ def _failback(
     flow: Annotated[
         str,
         typer.Option(
-            "--flow", metavar="A->B", help="the flow they failed over with (they go back to A)"
+            "--flow", metavar="A:B", help="the flow they failed over with (they go back to A)"
         ),
     ],
     app: AppsOption,
@@ -173,7 +173,7 @@ def _failback(
 def _drill(
     *,
     config: ConfigOption,
-    flow: Annotated[str, typer.Option("--flow", metavar="A->B", help="the flow to drill")],
+    flow: Annotated[str, typer.Option("--flow", metavar="A:B", help="the flow to drill")],
     group: Annotated[
         list[str] | None,
         typer.Option(

@@ -172,9 +172,37 @@ class ReplicatorConfig:
     applications: dict[str, ApplicationConfig] = field(default_factory=dict)
 
     def flow(self, name: str) -> FlowConfig:
-        """The enabled flow `name` ("A->B"); ConfigError naming the choices otherwise."""
+        """The enabled flow `name` ("A->B", or its shell-safe form "A:B"); ConfigError
+        naming the choices otherwise."""
+        wanted = flow_name(name)
         for flow in self.flows:
-            if flow.name == name:
+            if flow.name == wanted:
                 return flow
-        enabled = ", ".join(f.name for f in self.flows) or "none"
-        raise ConfigError(f"flow {name!r} is not enabled in the configuration (enabled: {enabled})")
+        enabled = ", ".join(shell_safe(f.name) for f in self.flows) or "none"
+        hint = ""
+        if name.endswith("-"):
+            hint = (
+                f"; an unquoted {name}>B is cut at '>' by the shell (which writes a file "
+                f"named B): write {name[:-1]}:B, or quote '{name}>B'"
+            )
+        raise ConfigError(
+            f"flow {name!r} is not enabled in the configuration (enabled: {enabled}){hint}"
+        )
+
+
+#: A flow A->B written without `>`, which a shell reads as a redirection: `A:B`. No
+#: alias holds a colon (in a .properties file it ends the key).
+SHELL_SAFE_SEPARATOR = ":"
+
+
+def flow_name(text: str) -> str:
+    """The flow's name, `A->B`, of `text` written either as `A->B` or as `A:B`."""
+    source, colon, target = text.partition(SHELL_SAFE_SEPARATOR)
+    if colon and "->" not in text:
+        return f"{source}->{target}"
+    return text
+
+
+def shell_safe(name: str) -> str:
+    """`A:B` for the flow `A->B`: the form to paste into a shell."""
+    return name.replace("->", SHELL_SAFE_SEPARATOR, 1)

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from replicator.config.model import ClusterConfig, FlowConfig
+from replicator.config.model import ClusterConfig, FlowConfig, shell_safe
 from replicator.engine.status import STALE_AFTER_S, PartitionStatus, read_status
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
@@ -129,7 +129,7 @@ def partition_problems(flow: FlowConfig, row: PublishedPartition, bounds: Bounds
                 where,
                 f"stopped by its failure policy: {row.error or 'no error recorded'}",
                 f"act on the error, then restart the worker; details: replicator diagnose "
-                f"--config FILE --flow {flow.name} {row.topic}",
+                f"--config FILE --flow {shell_safe(flow.name)} {row.topic}",
             )
         )
     if row.lost > bounds.max_lost_records:
@@ -183,7 +183,7 @@ def no_worker_problem(flow: FlowConfig) -> Problem:
         "workers",
         "workers",
         f"no worker of flow {flow.name} reported running in the last {STALE_AFTER_S:.0f} s",
-        f"start one: replicator run --config FILE --flow {flow.name} (`make run` "
+        f"start one: replicator run --config FILE --flow {shell_safe(flow.name)} (`make run` "
         "starts one the supervisor restarts); if one runs, read its log",
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from replicator.config.model import shell_safe
 from replicator.operations.health import Check, Problem
 from replicator.operations.incidents import Finding, IncidentPolicy, Notice
 
@@ -67,7 +68,8 @@ def verification_finding(
     lines.append(
         f"verification run {run_id}; every failing row: "
         f"{data_docs or 'the Data Docs of the run (DR status page)'}\n"
-        f"  fix: find the cause with `replicator diagnose --config FILE --flow {flow} TOPIC` "
+        f"  fix: find the cause with `replicator diagnose --config FILE --flow "
+        f"{shell_safe(flow)} TOPIC` "
         "for a topic named above; a copy that lags behind (suite lag) catches up by itself "
         "once the replicator keeps up; verify again after the fix (DAG verify_replication)"
     )

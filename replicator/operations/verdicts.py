@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from replicator.config.model import FlowConfig, ReplicatorConfig
+from replicator.config.model import FlowConfig, ReplicatorConfig, shell_safe
 from replicator.operations.dr_status import DrStatus, FlowStatus, dr_status
 from replicator.operations.health import (
     Bounds,
@@ -186,7 +186,8 @@ def flow_verdict(
         )
     elif flow.desired_state == PAUSED:
         notes.append(
-            f"paused by an operator: nothing replicates until `replicator flows resume {flow.name}`"
+            "paused by an operator: nothing replicates until "
+            f"`replicator flows resume {shell_safe(flow.name)}`"
         )
     problems.sort(key=lambda p: -_RANK[SEVERITY[p.check]])
     verdict = max((SEVERITY[p.check] for p in problems), key=_RANK.__getitem__, default="healthy")

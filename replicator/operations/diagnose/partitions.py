@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from confluent_kafka import KafkaException
 
-from replicator.config.model import FlowConfig
+from replicator.config.model import FlowConfig, shell_safe
 from replicator.engine.status import STATUS_TOPIC, PartitionStatus, WorkerStatus, read_status
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
@@ -114,7 +114,7 @@ def _workers(subject: Subject, findings: Findings, workers: list[WorkerStatus]) 
         "workers",
         "warning",
         f"no worker of flow {name} reported running in the last {_WORKER_SILENT_S:.0f} s" + seen,
-        f"start it: replicator run --config FILE --flow {name}",
+        f"start it: replicator run --config FILE --flow {shell_safe(name)}",
     )
 
 

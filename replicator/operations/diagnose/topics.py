@@ -10,7 +10,7 @@ import difflib
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, TopicDescription
 
-from replicator.config.model import FlowConfig
+from replicator.config.model import FlowConfig, shell_safe
 from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, MAX_MESSAGE_BYTES
 from replicator.kafka.errors import kafka_error
 from replicator.operations.diagnose.findings import (
@@ -90,7 +90,8 @@ def check_target_topic(subject: Subject, findings: Findings, source_partitions: 
             "problem",
             f"{remote} does not exist on {target!r}: nothing of {subject.topic} was replicated",
             f"run the replicator for flow {flow.name} (replicator run --config FILE --flow "
-            f"{flow.name}): it creates {remote}; its principal needs CREATE on {remote} "
+            f"{shell_safe(flow.name)}): it creates {remote}; its principal needs CREATE on "
+            f"{remote} "
             f"(or on the cluster) on {target!r}",
         )
         return None

@@ -242,7 +242,7 @@ def test_a_wrong_copy_mails_once_until_a_right_copy_resolves_it(
     body = _text(opened)
     assert f"topic {wrong}, partition 0" in body and "failed for 1 rows" in body
     assert f"{BASE_URL}/dr-status/runs/" in body and "/data-docs/index.html" in body
-    assert "replicator diagnose --config FILE --flow primary->dr TOPIC" in body
+    assert "replicator diagnose --config FILE --flow primary:dr TOPIC" in body
 
     # The same wrong copy found by a later run sends no mail: the incident is the flow's
     # copy, not the run (tests/integration/operations/test_incident_tracking.py; a third

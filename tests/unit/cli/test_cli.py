@@ -218,6 +218,12 @@ def test_flows_of_an_unreachable_target_exit_1(
     out = capsys.readouterr().out
     assert "FINDING: target cluster 'dr' is unreachable" in out
     assert "orders.*" in out and "127.0.0.1:9" in out
+    # The same flow, as every other command takes it, and in its shell-safe form.
+    assert main(["flows", "describe", "--flow", "primary:dr"]) == 1
+    assert "FINDING: target cluster 'dr' is unreachable" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as twice:
+        main(["flows", "describe", "primary:dr", "--flow", "primary:dr"])
+    assert twice.value.code == 2
 
 
 class _Slow(Procedure):

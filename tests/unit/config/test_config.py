@@ -81,6 +81,16 @@ def test_active_passive_example():
         config.flow("secondary->primary")
 
 
+def test_a_flow_is_named_as_a_to_b_or_in_its_shell_safe_form():
+    config = load_config(EXAMPLES / "mm2-active-passive.properties")
+    assert config.flow("primary:secondary") is config.flow("primary->secondary")
+    # `replicator ... --flow primary->secondary` unquoted: bash cuts the word at '>'.
+    with pytest.raises(ConfigError) as refused:
+        config.flow("primary-")
+    assert "enabled: primary:secondary" in str(refused.value)
+    assert "write primary:B, or quote 'primary->B'" in str(refused.value)
+
+
 def test_active_active_example_accepts_connect_settings(caplog):
     with caplog.at_level(logging.DEBUG, logger="replicator.config"):
         config = load_config(EXAMPLES / "mm2-active-active.properties")
