@@ -42,6 +42,7 @@ from types import FrameType
 from replicator import logs, metrics
 from replicator.acls.loop import AclSyncLoop
 from replicator.backoff import Backoff
+from replicator.config.mm2_defaults import silent_differences
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.kafka_errors import AccessDenied
@@ -104,6 +105,9 @@ def run_flows(
     failed while the run was stopping.
     """
     tree = _serve_metrics(flows)  # first: a port already taken stops the run before it starts
+    for flow in flows:
+        for line in silent_differences(flow):
+            log.info(line)
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         _stop_on_signals(stop)
