@@ -88,6 +88,12 @@ class OffsetSync:
         return cls(topic, partition, v.int64(), v.int64())
 
 
+#: The header this replicator puts on each offset sync it writes (MM2's carry none): MM2
+#: and we share the offset-syncs topic, and a takeover must count only MM2's as MM2's
+#: state (`mm2_state`), while ours say where our own copy stood (`resume`).
+OWN_SYNC_HEADER = ("__dr_writer", b"replicator")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """`<source>.checkpoints.internal`: group `group` committed `upstream` on the

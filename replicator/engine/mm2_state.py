@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.config.model import FlowConfig
-from replicator.engine.formats import OffsetSync
+from replicator.engine.formats import OWN_SYNC_HEADER, OffsetSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
 from replicator.kafka.range_reads import range_reader
@@ -35,6 +35,8 @@ from replicator.kafka.range_reads import range_reader
 #: The name MM2 gives its source connector in dedicated mode (the class's simple name).
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 _TIMEOUT_S = 30.0
+#: A record read back: (partition, key, value, headers).
+_Record = tuple[int, bytes, "bytes | None", "list[tuple[str, bytes]] | None"]
 _POLL_S = 0.2
 
 
@@ -63,6 +65,9 @@ class MirrorMakerState:
     committed: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     #: Whether the offsets topic exists on the target at all.
     offsets_topic_found: bool = False
+    #: Per source partition, the newest offset sync this replicator wrote (upstream,
+    #: downstream), read with MM2's (`syncs`); never counted as MM2's.
+    _own_syncs: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     _syncs: dict[tuple[str, int], list[tuple[int, int]]] | None = None
 
     @classmethod
@@ -79,7 +84,14 @@ class MirrorMakerState:
             self._syncs = self._read_syncs()
         return self._syncs
 
+    def own_sync(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """The newest offset sync (upstream, downstream) this replicator wrote for the
+        source partition, if the topic still holds one."""
+        _ = self.syncs  # ours are read with MM2's
+        return self._own_syncs.get((topic, partition))
+
     def has_evidence(self, topic: str, partition: int) -> bool:
+        """Whether MM2 (not this replicator) left a committed offset or an offset sync."""
         return (topic, partition) in self.committed or bool(self.syncs.get((topic, partition)))
 
     # -- reading ---------------------------------------------------------------------------
@@ -91,7 +103,7 @@ class MirrorMakerState:
             return
         self.offsets_topic_found = True
         alias = self.flow.source.alias
-        for partition, key, value in records:
+        for partition, key, value, _ in records:
             where = _source_partition(key, self.offsets_topic)
             if where is None or where[0] != alias:
                 continue  # another connector's entry (checkpoints, heartbeats)
@@ -108,13 +120,17 @@ class MirrorMakerState:
         topic = flow.policy.offset_syncs_topic(flow.target.alias)
         records = _read_topic(cluster.consumer, cluster.alias, topic)
         syncs: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        for _, key, value in records or []:
+        for _, key, value, headers in records or []:
             if value is None:
                 continue
             sync = OffsetSync.decode(key, value)
-            syncs.setdefault((sync.topic, sync.partition), []).append(
-                (sync.upstream, sync.downstream)
-            )
+            where = (sync.topic, sync.partition)
+            if OWN_SYNC_HEADER in (headers or []):
+                # Ours: where our own copy stood, never MM2's state. The topic is
+                # compacted per partition key, so the newest of either writer is kept.
+                self._own_syncs[where] = (sync.upstream, sync.downstream)
+                continue
+            syncs.setdefault(where, []).append((sync.upstream, sync.downstream))
         for pairs in syncs.values():
             pairs.sort()
         return syncs
@@ -210,11 +226,9 @@ def _offset_value(value: bytes, offsets_topic: str, topic: str, partition: int) 
         ) from exc
 
 
-def _read_topic(
-    base: dict[str, str], alias: str, topic: str
-) -> list[tuple[int, bytes, bytes | None]] | None:
-    """Every record (partition, key, value) of every partition of `topic`, in order
-    per partition; None when the topic does not exist."""
+def _read_topic(base: dict[str, str], alias: str, topic: str) -> list[_Record] | None:
+    """Every record (partition, key, value, headers) of every partition of `topic`, in
+    order per partition; None when the topic does not exist."""
     consumer = range_reader(base, "mm2-state", alias)
     try:
         metadata = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
@@ -230,7 +244,7 @@ def _read_topic(
         if not ends:
             return []
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        records: list[tuple[int, bytes, bytes | None]] = []
+        records: list[_Record] = []
         done: set[int] = set()
         deadline = time.monotonic() + _TIMEOUT_S
         while len(done) < len(ends):
@@ -246,7 +260,9 @@ def _read_topic(
                         continue  # the positions below say when every partition is read
                     raise ReplicatorError(f"reading {topic} on {alias!r}: {error.str()}")
                 if message.key() is not None:
-                    records.append((message.partition(), message.key(), message.value()))
+                    records.append(
+                        (message.partition(), message.key(), message.value(), message.headers())
+                    )
             positions = consumer.position([TopicPartition(topic, p) for p in ends])
             done = {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
         return records

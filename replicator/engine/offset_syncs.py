@@ -22,7 +22,7 @@ from typing import Protocol
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
-from replicator.engine.formats import OffsetSync
+from replicator.engine.formats import OWN_SYNC_HEADER, OffsetSync
 from replicator.kafka.clients import Producer
 
 Key = tuple[str, int]  # (source topic, partition)
@@ -31,7 +31,9 @@ Key = tuple[str, int]  # (source topic, partition)
 class SourceProducer(Protocol):
     """The producer to the source cluster (a `confluent_kafka.Producer`)."""
 
-    def produce(self, topic: str, *, key: bytes, value: bytes) -> None: ...
+    def produce(
+        self, topic: str, *, key: bytes, value: bytes, headers: list[tuple[str, bytes]]
+    ) -> None: ...
     def poll(self, timeout: float) -> int: ...
     def flush(self, timeout: float) -> int: ...
 
@@ -170,7 +172,9 @@ class OffsetSyncWriter:
         if not self.enabled:
             return
         sync = OffsetSync(key[0], key[1], source, target)
-        self._producer.produce(self.topic, key=sync.key(), value=sync.value())
+        self._producer.produce(
+            self.topic, key=sync.key(), value=sync.value(), headers=[OWN_SYNC_HEADER]
+        )
         label = metrics.partition_label(key[1], self.partition_labels)
         metrics.OFFSET_SYNC_TIMESTAMP.labels(self.flow, key[0], label).set(time.time())
         if state.acked_timestamp_ms:

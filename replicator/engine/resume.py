@@ -152,6 +152,22 @@ class ResumePoints:
         else:
             point = self._takeover.point_after(topic, partition, remote, last)
         if point is None:
-            return None
+            return None if last is not None else self._after_own_sync(tail, topic, partition)
         log.info("taking over from MirrorMaker 2: %s", point.describe())
         return decide(self.flow, point)
+
+    def _after_own_sync(self, tail: TailPosition, topic: str, partition: int) -> int | None:
+        """Where a partition whose target holds records but no replica (ours expired by
+        retention on an idle partition) continues when our own newest offset sync names
+        the target's last record: right after its source offset. None otherwise."""
+        assert self._takeover is not None
+        own = self._takeover.state.own_sync(topic, partition)
+        if own is None or own[1] + 1 != tail.target_end:
+            return None
+        upstream, downstream = own
+        log.info(
+            "%s[%d]: no replica left on the target (retention); our own offset sync "
+            "%d->%d names its last record (end %d): continuing at source offset %d",
+            topic, partition, upstream, downstream, tail.target_end, upstream + 1,
+        )  # fmt: skip
+        return upstream + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from replicator.config.model import FlowConfig
-from replicator.engine.formats import Checkpoint, FormatError, OffsetSync
+from replicator.engine.formats import OWN_SYNC_HEADER, Checkpoint, FormatError, OffsetSync
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.retention import outside_log
 from replicator.engine.size_limits import (
@@ -38,7 +38,10 @@ class _SourceProducer:
         self.sent: list[tuple[str, bytes, bytes]] = []
         self.flushes = 0
 
-    def produce(self, topic: str, *, key: bytes, value: bytes) -> None:
+    def produce(
+        self, topic: str, *, key: bytes, value: bytes, headers: list[tuple[str, bytes]]
+    ) -> None:
+        assert headers == [OWN_SYNC_HEADER]  # what tells MM2's syncs from ours
         self.sent.append((topic, key, value))
 
     def poll(self, timeout: float) -> int:
