@@ -58,8 +58,9 @@ def _migrate(
         typer.Option(
             "--offsets-topic",
             metavar="TOPIC",
-            help="MirrorMaker 2's Connect offsets topic on the target, if offset.storage.topic "
-            "named one (default mm2-offsets.<source alias>.internal)",
+            help="MirrorMaker 2's Connect offsets topic on the target (default: the file's "
+            "offset.storage.topic, as `replicator run` reads it, else "
+            "mm2-offsets.<source alias>.internal)",
         ),
     ] = None,
     output: OutputOption = Output.table,

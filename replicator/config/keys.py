@@ -49,6 +49,7 @@ from replicator.config.values import (
     port,
     replication_factor,
     separator,
+    topic_name,
 )
 
 Role = Literal["source", "target"]
@@ -667,6 +668,20 @@ TABLE: tuple[Setting, ...] = (
         "topic creation asks",
         mm2_default="3",
     ),
+    Setting(
+        "offset.storage.topic",
+        "string",
+        None,
+        "cluster",
+        "read",
+        "engine.mm2_state (a takeover from MM2)",
+        "Connect's offsets topic, where MM2's dedicated mode keeps each source partition's "
+        "committed offset (on the target): read when a flow is taken over from MM2, by "
+        "`replicator run` and `replicator migrate --from-mm2` alike. Top level over "
+        "`<target>.offset.storage.topic`, as MM2's worker reads them (flow level over both); "
+        "unset: mm2-offsets.<source>.internal, MM2's default.",
+        topic_name,
+    ),
     # --- MM2 connector settings the replicator sets itself or has no use for ------------------
     _accepted("name", "string", None, "MM2 names its connectors itself; the replicator has none."),
     _accepted(
@@ -911,8 +926,8 @@ TABLE: tuple[Setting, ...] = (
         "offset.storage.",
         "any",
         None,
-        "Connect's offsets topic: the replicator resumes "
-        "from the target's tail, not from stored offsets.",
+        "Connect's offsets topic's other settings: the replicator "
+        "resumes from the target's tail (offset.storage.topic is read for takeovers).",
         prefix=True,
     ),
     _accepted(

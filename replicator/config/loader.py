@@ -561,6 +561,7 @@ class _Loader:
             ),
             exactly_once=self._exactly_once(flow),
             status_topic_replication_factor=self._status_replication_factor(flow),
+            mm2_offsets_topic=self._mm2_offsets_topic(flow),
             policy_settings=self._flow_props(flow),
             **fields,
         )
@@ -664,6 +665,14 @@ class _Loader:
             or self.cluster_settings[flow[1]].get(name)
         )
         return found.value if found else -1
+
+    def _mm2_offsets_topic(self, flow: Flow) -> str | None:
+        """`offset.storage.topic` for the flow: flow level, top level, then the target
+        cluster's (MM2's workerConfig applies top-level settings after the cluster's);
+        None: MM2's default name (`mm2_state.connect_offsets_topic`)."""
+        name = "offset.storage.topic"
+        found = self._setting(flow, name) or self.cluster_settings[flow[1]].get(name)
+        return found.value if found else None
 
     # --- logging, each message once per load ------------------------------------------
 

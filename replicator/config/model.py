@@ -122,6 +122,9 @@ class FlowConfig(FlowSettings):
     #: `status.topic.replication.factor`, else MM2's `status.storage.replication.factor`
     #: (Connect's status topic, on the target as ours), else -1, the broker's default.
     status_topic_replication_factor: int = -1
+    #: MirrorMaker 2's Connect offsets topic on the target, as the file names it
+    #: (`offset.storage.topic`); None: MM2's default, mm2-offsets.<source>.internal.
+    mm2_offsets_topic: str | None = None
 
     @property
     def name(self) -> str:

@@ -117,7 +117,8 @@ _SPEC_NOTES: dict[str, str] = {
     "the same Secrets and ConfigMaps into the replicator's pods, where the converted "
     "references expect them",
 }
-#: Connect worker settings of the v1 target cluster, written as comments.
+#: Connect worker settings of the v1 target cluster, written as comments (the offsets
+#: topic as a key: a takeover reads it).
 _TARGET_WORKER_FIELDS = {
     "groupId": "group.id",
     "configStorageTopic": "config.storage.topic",
@@ -503,7 +504,11 @@ class _Converter:
         put("security.protocol", protocol, f"{where}.tls/authentication")
         comments: list[str] = []
         for field_name, worker_key in _TARGET_WORKER_FIELDS.items():
-            if field_name in spec:
+            if field_name in spec and worker_key in TARGET_CLUSTER_SETTINGS:
+                # Read: where MM2's Connect keeps the committed offsets a takeover needs.
+                origin = f"{where}.{field_name}"
+                put(worker_key, self._value(spec[field_name], origin), origin)
+            elif field_name in spec:
                 comments.append(
                     f"# {alias}.{worker_key} = {_one_line(str(spec[field_name]))}: a Kafka "
                     "Connect worker setting (spec.target."

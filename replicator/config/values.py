@@ -107,6 +107,15 @@ def only_true(*, why: str) -> Callable[[str, str], bool]:
     return parse
 
 
+def topic_name(key: str, value: str) -> str:
+    """A Kafka topic name: 1 to 249 of letters, digits, '.', '_' and '-'."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", value):
+        raise ConfigError(
+            f"{key}: {value!r} is not a topic name (1 to 249 of letters, digits, '.', '_', '-')"
+        )
+    return value
+
+
 def class_name(key: str, value: str) -> str:
     # Java class names (org.apache.kafka.connect.mirror.IdentityReplicationPolicy) and
     # dotted Python paths (package.module.ClassName) look alike; policies.py resolves them.

@@ -41,8 +41,10 @@ _POLL_S = 0.2
 
 
 def connect_offsets_topic(flow: FlowConfig, configured: str | None = None) -> str:
-    """MM2's Connect offsets topic of `flow`, on its target cluster."""
-    return configured or f"mm2-offsets.{flow.source.alias}.internal"
+    """MM2's Connect offsets topic of `flow`, on its target cluster: `configured` (an
+    operator's `--offsets-topic`), else the file's `offset.storage.topic`, else MM2's
+    default name."""
+    return configured or flow.mm2_offsets_topic or f"mm2-offsets.{flow.source.alias}.internal"
 
 
 @dataclass(frozen=True)

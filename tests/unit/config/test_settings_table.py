@@ -42,6 +42,7 @@ COMBINED = {
     "exactly_once": "exactly.once, exactly.once.source.support",
     "policy_settings": "<every key of the flow (a custom policy's configure)>",
     "status_topic_replication_factor": "status.topic.replication.factor",
+    "mm2_offsets_topic": "offset.storage.topic",
 }
 
 
@@ -364,7 +365,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes]] = []
 
-    def produce(self, topic: str, *, key: bytes, value: bytes) -> None:
+    def produce(self, topic: str, *, key: bytes, value: bytes, headers: object) -> None:
         self.produced.append((topic, key))
 
     def poll(self, timeout: float) -> int:

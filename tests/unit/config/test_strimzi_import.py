@@ -502,6 +502,9 @@ def test_v1_and_v1beta2_give_the_same_file_body(secrets):
         "spec": {"replicas": 3, "target": target, "mirrors": [mirror]},
     }
     del spec["mirrors"][0]["heartbeatConnector"]
+    # v1beta2 keeps the Connect offsets topic (read by a takeover) in the cluster's config.
+    worker = {**spec["clusters"][1].get("config", {}), "offset.storage.topic": "o"}
+    spec["clusters"][1] = {**spec["clusters"][1], "config": worker}
     old = convert(v1beta2, secrets_dir=str(secrets)).properties
     new = convert(v1, secrets_dir=str(secrets)).properties
 
@@ -787,8 +790,9 @@ def test_every_field_is_mapped_noted_or_refused(tmp_path, secrets):
     assert "spec.mirrors[0].heartbeatConnector.tasksMax = 1" in notes
     assert "spec.clusters[1].tls.trustedCertificates[0].pattern '*.crt'" in notes
     text = conversion.properties
-    for worker in ("group.id", "offset.storage.topic", "config.storage.topic", "key.converter"):
+    for worker in ("group.id", "config.storage.topic", "key.converter"):
         assert f"# b.{worker} = " in text
+    assert "\nb.offset.storage.topic = mm2-offsets\n" in text  # read by a takeover
     assert "# b.config.providers.secrets.class: a config provider" in text
     config = load(tmp_path, conversion)
     flow = config.flows[0]
