@@ -4,9 +4,11 @@ or `max.in.flight` above 5 with idempotence) fail the load, naming the keys the 
 wrote, instead of every worker when it starts.
 
 The clients are built without brokers (no connection is ever made) and without the
-connection and security settings (certificate files may exist only where the
-replicator runs; librdkafka checks those when a worker connects), with the settings
-the engine fixes for that client (`keys.CLIENT_RULES`), and closed at once.
+TLS settings and SASL settings that name files (those may exist only where the
+replicator runs; librdkafka checks them when a worker connects), with the settings
+the engine fixes for that client (`keys.CLIENT_RULES`), and closed at once. The
+security protocol and SASL mechanism are checked: a GSSAPI configuration against a
+librdkafka built without Kerberos support fails the load, naming the key.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from replicator.errors import ConfigError
 _log = logging.getLogger(__name__)
 _NAME = re.compile(r"`([a-z_.]+)`")
 _PROBE_GROUP = "replicator-config-check"
+#: SASL settings that name files (a keytab, a key): they may exist only where the
+#: replicator runs. The others are checked: a mechanism this librdkafka was not built
+#: with (GSSAPI without Kerberos support) is refused at load, not by every worker.
+_FILE_SUFFIXES = (".keytab", ".file", ".location", ".cmd")
 
 
 class _DebugLog:
@@ -52,8 +58,9 @@ def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str],
         key: value
         for key, value in config.items()
         if not (
-            key in {"bootstrap.servers", "security.protocol", "plugin.library.paths"}
-            or key.startswith(("ssl.", "sasl.", "ssl_"))
+            key in {"bootstrap.servers", "plugin.library.paths"}
+            or key.startswith(("ssl.", "ssl_"))
+            or (key.startswith("sasl.") and key.endswith(_FILE_SUFFIXES))
         )
     }
     probe["logger"] = _LOGGER
@@ -68,9 +75,13 @@ def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str],
         error = exc.args[0]
         text = error.str() if hasattr(error, "str") else str(error)
         text = text.removeprefix(f"Failed to create {kind}: ")
-        named = ", ".join(
-            _shown(name, config, names) for name in dict.fromkeys(_NAME.findall(text))
-        )
+        found = _NAME.findall(text)
+        if "SASL mechanism" in text:  # librdkafka names no key there
+            mechanism = [n for n in ("sasl.mechanism", "sasl.mechanisms") if n in config]
+            found += mechanism or ["security.protocol"]
+            if not mechanism:
+                text += " (no sasl.mechanism is set: Kafka's default is GSSAPI)"
+        named = ", ".join(_shown(name, config, names) for name in dict.fromkeys(found))
         raise ConfigError(
             f"{named or 'the client settings'}: librdkafka refuses {what}: {text}; change "
             "the keys you set"

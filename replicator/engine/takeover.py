@@ -147,27 +147,49 @@ class TakeoverPlanner:
         source_low, source_end = self._source.bounds(topic, partition)
         tried: list[str] = []
         best: Alignment | None = None
-        for anchor, how in self._anchors(topic, partition, remote, mm2_resume, target_low):
+        by_content: list[tuple[Alignment, str]] = []
+        anchors = self._anchors(topic, partition, remote, mm2_resume, target_low)
+        for anchor, how, factual in anchors:
             alignment = align(
                 anchor,
                 self._source.contents(topic, partition, anchor[0], source_end),
                 self._target.contents(remote, partition, anchor[1], target_end),
                 target_end,
             )
-            if alignment.proven:
+            if alignment.proven and factual:
                 return self._point(
-                    topic=topic,
-                    partition=partition,
-                    remote=remote,
-                    mm2_resume=mm2_resume,
-                    alignment=alignment,
-                    how=how,
-                )
+                    topic=topic, partition=partition, remote=remote, mm2_resume=mm2_resume,
+                    alignment=alignment, how=how,
+                )  # fmt: skip
+            if alignment.proven:
+                by_content.append((alignment, how))
+                if len(by_content) > 1:
+                    break  # two target records could be the copy: neither is proven
+                continue
             tried.append(f"{how}: {alignment.mismatch or 'nothing to compare'}")
-            if alignment.last is not None and (
-                best is None or alignment.uncertain < best.uncertain
+            # A partial proof from a content match may start at a record that only looks
+            # like the copy: it must not decide where at-least-once starts.
+            if (
+                factual
+                and alignment.last is not None
+                and (best is None or alignment.uncertain < best.uncertain)
             ):
                 best = alignment
+        if len(by_content) == 1:
+            alignment, how = by_content[0]
+            return self._point(
+                topic=topic, partition=partition, remote=remote, mm2_resume=mm2_resume,
+                alignment=alignment, how=how,
+            )  # fmt: skip
+        if by_content:
+            (first, _), (second, _) = by_content
+            tried.append(
+                f"MM2's committed record {mm2_resume - 1 if mm2_resume else '?'} has the same "
+                f"content as several target records, and the copy can be proven from more "
+                f"than one of them (to source {first.last[0] if first.last else '?'} and to "
+                f"{second.last[0] if second.last else '?'}): records alike, so which one is "
+                "its copy, and where MM2's copy ends, cannot be told"
+            )
         return self._unproven(
             topic=topic,
             partition=partition,
@@ -214,25 +236,34 @@ class TakeoverPlanner:
 
     def _anchors(
         self, topic: str, partition: int, remote: str, mm2_resume: int | None, target_low: int
-    ) -> Iterator[tuple[tuple[int, int], str]]:
-        """Anchors to prove the copy from, best first: MM2's newest offset syncs, then
-        the target copy of the record MM2 committed (found after the newest sync)."""
+    ) -> Iterator[tuple[tuple[int, int], str, bool]]:
+        """Anchors to prove the copy from, best first, each (anchor, how, factual): MM2's
+        newest offset syncs (facts MM2 recorded), then every target record with the
+        content of the record MM2 committed (found after the newest sync before it): a
+        content match is only a candidate, proven when it alone explains the target."""
         syncs = [s for s in self.state.syncs.get((topic, partition), []) if s[1] >= target_low]
         for upstream, downstream in reversed(syncs[-_SYNC_ANCHORS:]):
-            yield (upstream, downstream), f"MM2's offset sync {upstream}->{downstream}"
-        if mm2_resume is not None:
-            found = self._copy_of(
-                topic=topic,
-                partition=partition,
-                remote=remote,
-                source_offset=mm2_resume - 1,
-                syncs=syncs,
-                target_low=target_low,
+            yield (upstream, downstream), f"MM2's offset sync {upstream}->{downstream}", True
+        if mm2_resume is None:
+            return
+        found = self._copies_of(
+            topic=topic,
+            partition=partition,
+            remote=remote,
+            source_offset=mm2_resume - 1,
+            syncs=syncs,
+            target_low=target_low,
+        )
+        for anchor in found:
+            how = (
+                f"MM2's committed record {anchor[0]} found at target offset {anchor[1]} "
+                f"(one of {len(found)} target records with its content)"
+                if len(found) > 1
+                else f"MM2's committed record {anchor[0]} found at target offset {anchor[1]}"
             )
-            if found is not None:
-                yield found, f"MM2's committed record {found[0]} found at target offset {found[1]}"
+            yield anchor, how, False
 
-    def _copy_of(
+    def _copies_of(
         self,
         *,
         topic: str,
@@ -241,20 +272,22 @@ class TakeoverPlanner:
         source_offset: int,
         syncs: list[tuple[int, int]],
         target_low: int,
-    ) -> tuple[int, int] | None:
-        """(source_offset, target offset) of the target's copy of the source record at
-        `source_offset`, searched from the newest sync at or before it."""
+    ) -> list[tuple[int, int]]:
+        """Every (source_offset, target offset) whose target record has the content of the
+        source record at `source_offset`, searched from the newest sync at or before it
+        (records alike, e.g. heartbeats or counters, give several)."""
         _, source_end = self._source.bounds(topic, partition)
         original = self._source.at(topic, partition, source_offset, source_end)
         if original is None:
-            return None
+            return []
         wanted = Content.of(original)
         start = max([d for u, d in syncs if u <= source_offset], default=target_low)
         _, target_end = self._target.bounds(remote, partition)
-        for copy in self._target.contents(remote, partition, start, target_end):
-            if wanted.copied_as(copy):
-                return source_offset, copy.offset
-        return None
+        return [
+            (source_offset, copy.offset)
+            for copy in self._target.contents(remote, partition, start, target_end)
+            if wanted.copied_as(copy)
+        ]
 
     def _point(
         self,

@@ -620,7 +620,7 @@ def test_bad_regex_names_key_and_pattern(pattern, problem):
 def test_client_settings_go_to_the_right_kinds():
     props = two_clusters(
         **{
-            "security.protocol": "SASL_SSL",
+            "security.protocol": "SSL",
             "A.fetch.min.bytes": "100",
             "A.acks": "all",
             "client.id": "mm2",
@@ -633,7 +633,7 @@ def test_client_settings_go_to_the_right_kinds():
     assert a.producer["acks"] == "all"
     assert "acks" not in a.admin
     for client in (a.consumer, a.producer, a.admin):
-        assert client["security.protocol"] == "SASL_SSL"
+        assert client["security.protocol"] == "SSL"
         assert client["client.id"] == "mm2"
         assert client["bootstrap.servers"] == "a1:9092"
 

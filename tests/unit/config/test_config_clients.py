@@ -6,6 +6,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from replicator.config import load_config
 from replicator.config.clients import admin_settings, is_client_key, is_connection_key, translate
 from replicator.errors import ConfigError
 
@@ -403,3 +404,32 @@ def test_admin_settings_of_a_client_config_are_what_an_admin_client_takes():
     assert admin_settings(consumer) == connection
     assert connection["sasl.password"] and connection["security.protocol"] == "SASL_SSL"
     AdminClient({**admin_settings(consumer), "log_level": "0"})  # librdkafka takes them all
+
+
+def test_a_mechanism_this_librdkafka_lacks_is_refused_at_load(tmp_path):
+    """Kerberos (GSSAPI) needs a librdkafka built with it; the one here is not. Before,
+    the file loaded and every worker died at start, restarted in a loop."""
+    jaas = (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+        'keyTab="/etc/kafka.keytab" principal="mm2@EXAMPLE.COM";'
+    )
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true\nA.security.protocol = SASL_PLAINTEXT\n"
+        f"A.sasl.mechanism = GSSAPI\nA.sasl.jaas.config = {jaas}\n"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert "A.sasl.mechanism=GSSAPI" in str(refused.value)
+    assert "No provider for SASL mechanism GSSAPI" in str(refused.value)
+
+
+def test_sasl_without_a_mechanism_is_kerberos_and_refused_naming_the_protocol(tmp_path):
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true\nA.security.protocol = SASL_SSL\n"
+    )
+    with pytest.raises(ConfigError, match=r"A\.security\.protocol=SASL_SSL.*default is GSSAPI"):
+        load_config(path)
