@@ -17,6 +17,9 @@ from pathlib import Path
 
 import confluent_kafka
 
+from replicator.config import load_config
+from replicator.config.model import FlowConfig
+
 
 def _librdkafka() -> ctypes.CDLL:
     libs = Path(confluent_kafka.__file__).resolve().parents[1] / "confluent_kafka.libs"
@@ -80,3 +83,16 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield mock
     finally:
         mock.close()
+
+
+def flow_on(cluster: MockCluster, folder: Path) -> FlowConfig:
+    """Flow primary->dr with both ends on `cluster` (source and target topics side by
+    side), loaded from an mm2.properties written in `folder`."""
+    path = folder / "mm2.properties"
+    path.write_text(
+        "clusters = primary, dr\n"
+        f"primary.bootstrap.servers = {cluster.bootstrap_servers}\n"
+        f"dr.bootstrap.servers = {cluster.bootstrap_servers}\n"
+        "primary->dr.enabled = true\n"
+    )
+    return load_config(path).flow("primary:dr")

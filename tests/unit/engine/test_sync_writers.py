@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import OWN_SYNC_HEADER, OffsetSync
 from replicator.engine.mm2_state import MirrorMakerState
 
-from helpers.mock_cluster import mock_cluster
+from helpers.mock_cluster import flow_on, mock_cluster
 
 SYNCS = "mm2-offset-syncs.dr.internal"  # MM2's default name, on the source
 
@@ -25,13 +24,7 @@ SYNCS = "mm2-offset-syncs.dr.internal"  # MM2's default name, on the source
 def flow(tmp_path: Path) -> Iterator[FlowConfig]:
     with mock_cluster() as cluster:
         cluster.create_topic(SYNCS, 1)
-        (tmp_path / "mm2.properties").write_text(
-            "clusters = primary, dr\n"
-            f"primary.bootstrap.servers = {cluster.bootstrap_servers}\n"
-            f"dr.bootstrap.servers = {cluster.bootstrap_servers}\n"
-            "primary->dr.enabled = true\n"
-        )
-        yield load_config(tmp_path / "mm2.properties").flow("primary:dr")
+        yield flow_on(cluster, tmp_path)
 
 
 def _sync(flow: FlowConfig, partition: int, upstream: int, ours: bool) -> None:

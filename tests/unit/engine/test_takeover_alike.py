@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.mm2_state import mm2_offset_key
 from replicator.engine.takeover import TakeoverPlanner
 
-from helpers.mock_cluster import mock_cluster
+from helpers.mock_cluster import flow_on, mock_cluster
 
 TOPIC, REMOTE, OFFSETS = "pings", "primary.pings", "mm2-offsets.primary.internal"
 STAMP = 1_700_000_000_000
@@ -33,13 +32,7 @@ def flow(tmp_path: Path) -> Iterator[FlowConfig]:
     with mock_cluster() as cluster:
         for topic in (TOPIC, REMOTE, OFFSETS):
             cluster.create_topic(topic, 1)
-        (tmp_path / "mm2.properties").write_text(
-            "clusters = primary, dr\n"
-            f"primary.bootstrap.servers = {cluster.bootstrap_servers}\n"
-            f"dr.bootstrap.servers = {cluster.bootstrap_servers}\n"
-            "primary->dr.enabled = true\n"
-        )
-        yield load_config(tmp_path / "mm2.properties").flow("primary:dr")
+        yield flow_on(cluster, tmp_path)
 
 
 def _write(flow: FlowConfig, topic: str, values: list[bytes], key: bytes | None = None) -> None:
