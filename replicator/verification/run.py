@@ -42,10 +42,21 @@ _OUTPUT_TAIL = 4000
 #: (source and target windows together) compiles with the JVM's quick compiler only
 #: (`-XX:TieredStopAtLevel=1`): on such a plan its optimizing compiler (C2) costs more
 #: CPU than it saves. Measured on 204,000 records, 2 cores: the job took 101 s and
-#: 117 CPU-seconds with C2, 52 s and 63 CPU-seconds without, the same tables. Larger
-#: plans, whose hot loops run long enough to repay C2, keep the JVM's default; this
+#: 117 CPU-seconds with C2, 52 s and 63 CPU-seconds without, the same tables. This
 #: bound is set conservatively and was not measured at the bound itself.
 QUICK_JIT_RECORDS = 1_000_000
+#: A larger local run keeps C2 for what is truly hot (the record loops: without C2 they
+#: took 2.7x the task CPU) and not for the thousands of methods of Spark's planning that
+#: run a few thousand times each: C2 compiles a method invoked ten times as often as the
+#: JVM's default asks (`Tier4*` thresholds). The JVM's throughput collector replaces G1
+#: (one short-lived process: pauses do not matter, its barriers' CPU does). Measured on
+#: 2,000,000 records read twice, 2 cores (`bench/verify_throughput.py` shape): the job
+#: 42-44 s with the defaults (C2's threads 17-24 CPU-seconds), 32-34 s with these
+#: (C2 7.5 s), the same task CPU.
+HOT_JIT_OPTIONS = (
+    "-XX:+UseParallelGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+)
 #: The runs of the history searched for a flow's previous verification.
 _RUNS_SEARCHED = 500
 
@@ -184,8 +195,11 @@ def _last_run(store: StateStore, flow: str) -> datetime | None:
 def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
     conf = {"spark.ui.enabled": "false"}
-    if master.startswith("local") and records_to_read(run.plan) < QUICK_JIT_RECORDS:
-        conf["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+    if master.startswith("local"):
+        quick = records_to_read(run.plan) < QUICK_JIT_RECORDS
+        conf["spark.driver.extraJavaOptions"] = (
+            "-XX:TieredStopAtLevel=1" if quick else HOT_JIT_OPTIONS
+        )
     return SparkSubmit(
         spark_application(),
         ["--plan", str(run.plan), "--out", str(run.directory)],

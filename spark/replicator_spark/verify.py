@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from replicator.engine.formats import Checkpoint, OffsetSync
 from replicator.engine.headers import OFFSET_HEADER, OURS, SOURCE_HEADER
 from replicator.verification.kafka_options import client_settings, cluster_options
 from replicator.verification.plan import VerificationPlan
@@ -83,8 +83,15 @@ def main() -> None:
         "mappings": mappings(spark, plan, target),
         "lag": lag(spark, plan),
     }
-    for name, table in tables.items():
-        table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
+    # Written at once: most of the tables' jobs are small and wait on the scheduler,
+    # not the cores (one after the other they took seconds of every run).
+    with ThreadPoolExecutor(len(tables)) as pool:
+        written = [
+            pool.submit(table.coalesce(1).write.mode("overwrite").parquet, str(args.out / name))
+            for name, table in tables.items()
+        ]
+        for future in written:
+            future.result()
     # What the run proved, for `replicator.verification.incremental` (no Parquet
     # reader needed there): one small row per range.
     rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
@@ -199,30 +206,73 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     )
 
 
-# StructTypes, not DDL strings: a UDF's type is parsed when it is defined, before
-# any session exists.
-_CHECKPOINT = T.StructType(
-    [
-        T.StructField("group", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("upstream", T.LongType()),
-        T.StructField("downstream", T.LongType()),
-    ]
-)
-_OFFSET_SYNC = T.StructType(_CHECKPOINT.fields[1:])
+def _decode_checkpoint(key: str, value: str) -> Column:
+    """A checkpoint record (MM2's format, `replicator.engine.formats.Checkpoint`) as a
+    struct of group, topic, partition, upstream and downstream, decoded by built-in
+    functions (a Python UDF started Python workers, seconds of every run); a record
+    not in that format fails the job, naming its offset."""
+    group, at = _string_at(key, F.lit(1))
+    topic, at = _string_at(key, at)
+    well_formed = (
+        (F.octet_length(key) == at + 3)
+        & (F.octet_length(value) >= 20)
+        & (_int_at(value, F.lit(1), 2) == 0)  # the format's version
+    )
+    return _checked(
+        well_formed,
+        "checkpoint",
+        F.struct(
+            group.alias("group"),
+            topic.alias("topic"),
+            _int_at(key, at, 4).cast("int").alias("partition"),
+            _int_at(value, F.lit(3), 8).alias("upstream"),
+            _int_at(value, F.lit(11), 8).alias("downstream"),
+        ),
+    )
 
 
-@F.udf(returnType=_CHECKPOINT, useArrow=False)
-def _decode_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
-    c = Checkpoint.decode(bytes(key), bytes(value))
-    return c.group, c.topic, c.partition, c.upstream, c.downstream
+def _decode_offset_sync(key: str, value: str) -> Column:
+    """An offset sync record (MM2's format, `replicator.engine.formats.OffsetSync`) as
+    a struct of topic, partition, upstream and downstream (as `_decode_checkpoint`)."""
+    topic, at = _string_at(key, F.lit(1))
+    well_formed = (F.octet_length(key) == at + 3) & (F.octet_length(value) == 16)
+    return _checked(
+        well_formed,
+        "offset sync",
+        F.struct(
+            topic.alias("topic"),
+            _int_at(key, at, 4).cast("int").alias("partition"),
+            _int_at(value, F.lit(1), 8).alias("upstream"),
+            _int_at(value, F.lit(9), 8).alias("downstream"),
+        ),
+    )
 
 
-@F.udf(returnType=_OFFSET_SYNC, useArrow=False)
-def _decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
-    s = OffsetSync.decode(bytes(key), bytes(value))
-    return s.topic, s.partition, s.upstream, s.downstream
+def _int_at(data: str, at: Column, size: int) -> Column:
+    """The big-endian signed integer of `size` bytes at (1-based) byte `at` of `data`."""
+    return F.conv(F.hex(F.col(data).substr(at, F.lit(size))), 16, -10).cast("long")
+
+
+def _string_at(data: str, at: Column) -> tuple[Column, Column]:
+    """(the string whose int16 length is at (1-based) byte `at` of `data`, the byte
+    after it): Kafka's STRING in a Struct's schema, as MM2 writes keys."""
+    length = _int_at(data, at, 2).cast("int")
+    return F.decode(F.col(data).substr(at + 2, length), "UTF-8"), at + 2 + length
+
+
+def _checked(well_formed: Column, what: str, decoded: Column) -> Column:
+    """`decoded`, or the job fails naming the record that is not in MM2's format."""
+    return F.when(well_formed, decoded).otherwise(
+        F.raise_error(
+            F.format_string(
+                f"the record at offset %d of partition %d of %s is not a {what} in "
+                "MirrorMaker 2's format: is another application writing to this topic?",
+                F.col("offset"),
+                F.col("partition"),
+                F.col("topic"),
+            )
+        )
+    )
 
 
 def _read_whole(

@@ -1,9 +1,19 @@
-"""The spark-submit command is built deterministically, without Spark."""
+"""The spark-submit command is built deterministically, without Spark, and a local
+job's JVM is tuned to the records its plan reads."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from replicator.verification.plan import PartitionWindow, VerificationPlan
+from replicator.verification.run import (
+    HOT_JIT_OPTIONS,
+    QUICK_JIT_RECORDS,
+    VerificationRun,
+    spark_job,
+)
 from replicator.verification.submit import SparkSubmit
 
 
@@ -48,3 +58,24 @@ def test_shipped_truststore_and_keystore_go_to_files_after_py_files() -> None:
         "--files", "/secrets/ca.pem,/secrets/replicator.keystore.pem",
         "verify.py", "--plan", "plan.json",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("master", "records", "options"),
+    [
+        ("local[2]", QUICK_JIT_RECORDS - 1, "-XX:TieredStopAtLevel=1"),
+        ("local[2]", QUICK_JIT_RECORDS, HOT_JIT_OPTIONS),
+        ("spark://cluster:7077", QUICK_JIT_RECORDS * 10, None),
+    ],
+    ids=["small local: C1 only", "large local: C2 for the hot loops", "cluster: as deployed"],
+)
+def test_a_local_jobs_jvm_compiles_for_its_size(
+    tmp_path: Path, master: str, records: int, options: str | None
+) -> None:
+    # Records read on both sides: a window of `records` source offsets and no copy.
+    window = PartitionWindow("orders", 0, "primary.orders", 0, records, 0, 0, 0)
+    VerificationPlan("primary->dr", "primary", "a:9092", "b:9092", [window]).write(
+        tmp_path / "plan.json"
+    )
+    job = spark_job(VerificationRun("run-1", tmp_path, "primary->dr", 0), master)
+    assert job.conf.get("spark.driver.extraJavaOptions") == options
