@@ -90,7 +90,5 @@ def test_a_record_in_another_format_fails_the_job_naming_it(
     records = _records(spark, [good, (key, value)])
     with pytest.raises(PySparkException) as failed:
         records.select(decode("key", "value")).collect()  # type: ignore[operator]
-    assert "record at offset 1 of partition 0 of mm2-offset-syncs.dr.internal" in str(
-        failed.value
-    )
+    assert "record at offset 1 of partition 0 of mm2-offset-syncs.dr.internal" in str(failed.value)
     assert "MirrorMaker 2's format" in str(failed.value)
