@@ -22,8 +22,9 @@ from replicator.errors import ReplicatorError
 
 #: The PySpark job, run as `spark-submit <its file>`.
 SPARK_JOB = "replicator_spark.verify"
-#: The suites, run as `python -m` of this module.
-SUITES_MODULE = "replicator_expectations.report"
+#: The suites (`replicator_expectations.report`), run as `python -m` of this module,
+#: which runs them with less of GX imported.
+SUITES_LAUNCHER = "replicator_expectations.launch"
 #: The packages the executors import, zipped for `--py-files`.
 EXECUTOR_PACKAGES = ("replicator", "replicator_spark")
 PY_FILES_NAME = "verification-packages.zip"

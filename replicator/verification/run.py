@@ -29,7 +29,7 @@ from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
-from replicator.verification.job import SUITES_MODULE, py_files, spark_application
+from replicator.verification.job import SUITES_LAUNCHER, py_files, spark_application
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
 from replicator.verification.submit import SparkSubmit
@@ -342,24 +342,13 @@ def _first(r: VerifiedRange) -> int:
     return r.source_first
 
 
-#: How the suites' process starts. It imports GX, which imports PySpark (pyspark.ml
-#: included) only to offer Spark data sources the suites never use (they read the
-#: job's Parquet with pandas): about 1.8 of the 4 s GX takes to import, a fixed cost of
-#: every run, also of one with nothing new. `None` in `sys.modules` makes `import
-#: pyspark` fail in that process (Python's import protocol), so GX takes Spark as not
-#: installed; the module then runs as `python -m` would run it.
-_SUITES_LAUNCH = (
-    "import runpy, sys; sys.modules['pyspark'] = None; "
-    f"runpy.run_module({SUITES_MODULE!r}, run_name='__main__', alter_sys=True)"
-)
-
-
 def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any]:
-    """The GX suites over the run's tables (a subprocess: no GX import here)."""
+    """The GX suites over the run's tables (a subprocess: no GX import here; its
+    launcher imports only what of GX the suites use)."""
     command = [
         sys.executable,
-        "-c",
-        _SUITES_LAUNCH,
+        "-m",
+        SUITES_LAUNCHER,
         "--results",
         str(directory),
         "--gx-root",

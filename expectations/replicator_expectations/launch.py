@@ -1,0 +1,66 @@
+"""The suites' process: `python -m replicator_expectations.launch ARGS` runs `report`
+(with ARGS) as `python -m replicator_expectations.report` would, importing less of what
+GX imports.
+
+GX's import is most of a run's suites phase (4 s of a run with nothing new, before
+this): it imports, for features the suites never use,
+- PySpark and pyspark.ml (Spark data sources; the suites read Parquet with pandas) and
+  SQLAlchemy (SQL data sources): left out. `None` in `sys.modules` makes their import
+  fail in this process (Python's import protocol), so GX takes them as not installed;
+- SciPy's statistics and Altair (distribution expectations and their charts, which the
+  suites do not use): loaded when first used (`importlib.util.LazyLoader`), never here.
+
+Only this process: the Airflow worker or a test that imports `report` imports GX whole.
+`report` does not depend on it (run as its own module, it imports GX whole too)."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import runpy
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+#: What GX imports and the suites never use.
+LEFT_OUT = ("pyspark", "sqlalchemy")
+#: What GX imports at its start and uses only in expectations the suites do not have.
+DEFERRED = ("scipy.stats", "altair")
+REPORT = "replicator_expectations.report"
+
+
+class _Deferred(importlib.abc.MetaPathFinder):
+    """Finds `names` as the other finders do, with a loader that runs each module
+    when one of its attributes is first read."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = frozenset(names)
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self._names:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = importlib.util.LazyLoader(spec.loader)
+                return spec
+        return None
+
+
+def main() -> None:
+    for name in LEFT_OUT:
+        sys.modules[name] = None  # type: ignore[assignment]
+    sys.meta_path.insert(0, _Deferred(DEFERRED))
+    runpy.run_module(REPORT, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
