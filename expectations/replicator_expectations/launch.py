@@ -55,10 +55,15 @@ class _Deferred(importlib.abc.MetaPathFinder):
         return None
 
 
-def main() -> None:
+def lighten() -> None:
+    """This process imports from now on neither `LEFT_OUT` nor, until used, `DEFERRED`."""
     for name in LEFT_OUT:
         sys.modules[name] = None  # type: ignore[assignment]
     sys.meta_path.insert(0, _Deferred(DEFERRED))
+
+
+def main() -> None:
+    lighten()
     runpy.run_module(REPORT, run_name="__main__", alter_sys=True)
 
 
