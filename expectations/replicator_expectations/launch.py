@@ -1,6 +1,6 @@
 """The suites' process: `python -m replicator_expectations.launch ARGS` runs `report`
 (with ARGS) as `python -m replicator_expectations.report` would, importing less of what
-GX imports.
+GX imports, and can be started before its run is planned (`main`).
 
 GX's import is most of a run's suites phase (4 s of a run with nothing new, before
 this): it imports, for features the suites never use,
@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import runpy
+import json
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -28,6 +28,8 @@ LEFT_OUT = ("pyspark", "sqlalchemy")
 #: What GX imports at its start and uses only in expectations the suites do not have.
 DEFERRED = ("scipy.stats", "altair")
 REPORT = "replicator_expectations.report"
+#: The argument that starts the process ahead of its run (`main`).
+AHEAD = "--ahead"
 
 
 class _Deferred(importlib.abc.MetaPathFinder):
@@ -62,10 +64,20 @@ def lighten() -> None:
     sys.meta_path.insert(0, _Deferred(DEFERRED))
 
 
-def main() -> None:
+def main() -> int:
+    """`report`'s exit code. With the one argument `AHEAD`, the process imports GX
+    first and then reads `report`'s arguments as a JSON list from its standard input
+    (`replicator verify` starts it before planning, so the import overlaps the plan and
+    the job); an empty input (the run ended before its suites) exits at once, 0."""
     lighten()
-    runpy.run_module(REPORT, run_name="__main__", alter_sys=True)
+    report = importlib.import_module(REPORT)
+    if sys.argv[1:] == [AHEAD]:
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0
+        sys.argv[1:] = [str(argument) for argument in json.loads(line)]
+    return int(report.main())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -25,6 +25,9 @@ SPARK_JOB = "replicator_spark.verify"
 #: The suites (`replicator_expectations.report`), run as `python -m` of this module,
 #: which runs them with less of GX imported.
 SUITES_LAUNCHER = "replicator_expectations.launch"
+#: Its one argument when started before its run is planned
+#: (`replicator_expectations.launch.AHEAD`; the arguments follow on its input).
+SUITES_AHEAD = "--ahead"
 #: The packages the executors import, zipped for `--py-files`.
 EXECUTOR_PACKAGES = ("replicator", "replicator_spark")
 PY_FILES_NAME = "verification-packages.zip"

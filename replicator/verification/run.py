@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -29,7 +30,12 @@ from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
-from replicator.verification.job import SUITES_LAUNCHER, py_files, spark_application
+from replicator.verification.job import (
+    SUITES_AHEAD,
+    SUITES_LAUNCHER,
+    py_files,
+    spark_application,
+)
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
 from replicator.verification.submit import SparkSubmit
@@ -102,32 +108,33 @@ def verify(
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
-    run = start(
-        flow,
-        store,
-        topics=topics,
-        master=master,
-        results=results,
-        config_file=config_file,
-        ship_files=ship_files,
-        full=full,
-        sample_period=sample_period,
-    )
-    try:
-        began = time.monotonic()
-        if records_to_read(run.plan):
-            run_spark(spark_job(run, master))
-        # else no record to read on either side (nothing new since the last run): no
-        # job; the suites take the plan's tables (lag and retention as planned).
-        spark_s = time.monotonic() - began
-        summary = run_suites(run.directory, thresholds)
-        summary["seconds"] = {
-            "spark": round(spark_s, 1),
-            "suites": round(time.monotonic() - began - spark_s, 1),
-        }
-    except ReplicatorError as exc:
-        store.finish_run(run.run_id, "failed", None, None, {"error": str(exc)})
-        raise
+    with SuitesAhead(thresholds) as suites:
+        run = start(
+            flow,
+            store,
+            topics=topics,
+            master=master,
+            results=results,
+            config_file=config_file,
+            ship_files=ship_files,
+            full=full,
+            sample_period=sample_period,
+        )
+        try:
+            began = time.monotonic()
+            if records_to_read(run.plan):
+                run_spark(spark_job(run, master))
+            # else no record to read on either side (nothing new since the last run): no
+            # job; the suites take the plan's tables (lag and retention as planned).
+            spark_s = time.monotonic() - began
+            summary = suites.run(run.directory)
+            summary["seconds"] = {
+                "spark": round(spark_s, 1),
+                "suites": round(time.monotonic() - began - spark_s, 1),
+            }
+        except ReplicatorError as exc:
+            store.finish_run(run.run_id, "failed", None, None, {"error": str(exc)})
+            raise
     return finish(store, run, summary)
 
 
@@ -345,18 +352,53 @@ def _first(r: VerifiedRange) -> int:
 def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any]:
     """The GX suites over the run's tables (a subprocess: no GX import here; its
     launcher imports only what of GX the suites use)."""
-    command = [
-        sys.executable,
-        "-m",
-        SUITES_LAUNCHER,
-        "--results",
-        str(directory),
-        "--gx-root",
-        str(directory / "gx"),
-    ]
-    if thresholds is not None:
-        command += ["--thresholds", str(thresholds)]
-    _run(command, "the verification suites", directory / "suites.log", failing_ok=True)
+    log = directory / "suites.log"
+    command = [sys.executable, "-m", SUITES_LAUNCHER, *_suites_arguments(directory, thresholds)]
+    _run(command, "the verification suites", log, failing_ok=True)
+    return _summary(directory)
+
+
+class SuitesAhead:
+    """The suites' process started before its run is planned, so that its import of GX
+    (about 1.5 s, most of a run with nothing new) overlaps the plan and the Spark job;
+    `run` hands it the run's folder and waits for the summary, as `run_suites` does.
+    Leaving the `with` ends a process never asked (the run failed before its suites)."""
+
+    def __init__(self, thresholds: Path | None = None) -> None:
+        self._thresholds = thresholds
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD],
+            stdin=subprocess.PIPE,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+            env=_environment(),
+        )
+
+    def run(self, directory: Path) -> dict[str, Any]:
+        arguments = json.dumps(_suites_arguments(directory, self._thresholds))
+        self._process.communicate(f"{arguments}\n".encode())
+        log = directory / "suites.log"
+        self._output.seek(0)
+        log.write_bytes(self._output.read())
+        _check(self._process.returncode, "the verification suites", log, failing_ok=True)
+        return _summary(directory)
+
+    def __enter__(self) -> SuitesAhead:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._process.poll() is None:
+            self._process.communicate(b"")  # nothing asked: it exits at once
+        self._output.close()
+
+
+def _suites_arguments(directory: Path, thresholds: Path | None) -> list[str]:
+    arguments = ["--results", str(directory), "--gx-root", str(directory / "gx")]
+    return arguments if thresholds is None else [*arguments, "--thresholds", str(thresholds)]
+
+
+def _summary(directory: Path) -> dict[str, Any]:
     summary_file = directory / "summary.json"
     if not summary_file.exists():
         raise ReplicatorError(f"the verification suites wrote no summary; see {directory}")
@@ -364,15 +406,28 @@ def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any
 
 
 def _run(command: list[str], what: str, log: Path, failing_ok: bool = False) -> None:
-    """Run `command` in the run's folder (the log's) with this Python for Spark's
-    workers; its output goes to `log`. Exit code 1 is the suites' "failed"."""
-    # The executors' Python: a cluster's own when set (they need only PySpark, see
-    # `job.py_files`), else this one; the driver runs here.
-    env = {"PYSPARK_PYTHON": sys.executable, **os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    """Run `command` in the run's folder (the log's); its output goes to `log`."""
     with log.open("wb") as out:
         code = subprocess.run(
-            command, check=False, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT
+            command,
+            check=False,
+            cwd=log.parent,
+            env=_environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         ).returncode
+    _check(code, what, log, failing_ok)
+
+
+def _environment() -> dict[str, str]:
+    """The subprocesses' environment: this Python for Spark's driver, and for its
+    workers unless a cluster's own is set (they need only PySpark, see
+    `job.py_files`)."""
+    return {"PYSPARK_PYTHON": sys.executable, **os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def _check(code: int | None, what: str, log: Path, failing_ok: bool) -> None:
+    """Exit code 1 is the suites' "failed"; any other but 0 an error, with the log's tail."""
     if code == 0 or (failing_ok and code == 1):
         return
     tail = log.read_text(errors="replace")[-_OUTPUT_TAIL:]

@@ -1,10 +1,18 @@
 """The suites' process imports GX without what the suites never use, and what it
-defers still works when used (a process of its own: the launcher changes imports)."""
+defers still works when used (a process of its own: the launcher changes imports); started
+ahead of its run, it runs the suites it is handed, or exits when handed nothing."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+from replicator_expectations import launch
+
+from replicator.verification.job import SUITES_AHEAD, SUITES_LAUNCHER
+from replicator.verification.plan import PartitionWindow, VerificationPlan
+from replicator.verification.run import SuitesAhead
 
 PROBE = """
 import sys
@@ -25,3 +33,28 @@ def test_gx_is_imported_without_spark_or_sqlalchemy_and_scipy_loads_when_used() 
         [sys.executable, "-c", PROBE], check=True, capture_output=True, text=True, timeout=120
     ).stdout.split("\n")[-2]
     assert out == "[] ['_LazyModule', '_LazyModule'] 0.5 6"
+
+
+def test_replicator_starts_the_launcher_by_its_own_names() -> None:
+    assert launch.__name__ == SUITES_LAUNCHER
+    assert SUITES_AHEAD == launch.AHEAD
+
+
+def test_a_process_started_ahead_and_never_asked_exits_at_once() -> None:
+    with SuitesAhead() as suites:
+        pass
+    assert suites._process.returncode == 0
+
+
+def test_a_process_started_ahead_runs_the_suites_of_the_run_it_is_handed(tmp_path: Path) -> None:
+    # A run with nothing to read: no job, the suites take the plan's tables.
+    window = PartitionWindow("orders", 0, "primary.orders", 10, 10, 10, 10, in_flight=0)
+    VerificationPlan("primary->dr", "primary", "a:9092", "b:9092", [window]).write(
+        tmp_path / "plan.json"
+    )
+    with SuitesAhead() as suites:
+        summary = suites.run(tmp_path)
+    assert summary["success"], summary
+    assert set(summary["suites"]) == {"parity", "faults", "mappings", "digests", "samples", "lag"}
+    assert (tmp_path / "suites.log").exists()
+    assert Path(summary["data_docs"]).exists()
