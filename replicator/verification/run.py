@@ -56,9 +56,10 @@ QUICK_JIT_RECORDS = 1_000_000
 #: run a few thousand times each: C2 compiles a method invoked ten times as often as the
 #: JVM's default asks (`Tier4*` thresholds). The JVM's throughput collector replaces G1
 #: (one short-lived process: pauses do not matter, its barriers' CPU does). Measured on
-#: 2,000,000 records read twice, 2 cores (`bench/verify_throughput.py` shape): the job
-#: 42-44 s with the defaults (C2's threads 17-24 CPU-seconds), 32-34 s with these
-#: (C2 7.5 s), the same task CPU.
+#: 2,000,000 records read twice, 2 cores (`bench/verify_throughput.py` shape), runs of
+#: each interleaved: C2's threads 16.9 and 19.7 CPU-seconds with the defaults, 10.3 and
+#: 8.6 with these, the JVM's whole CPU 58.8 and 66.7 against 57.3 and 49.8; the job's
+#: time (40.3 and 45.5 s against 42.2 and 38.1 s) is within this machine's spread.
 HOT_JIT_OPTIONS = (
     "-XX:+UseParallelGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
