@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -83,15 +82,8 @@ def main() -> None:
         "mappings": mappings(spark, plan, target),
         "lag": lag(spark, plan),
     }
-    # Written at once: most of the tables' jobs are small and wait on the scheduler,
-    # not the cores (one after the other they took seconds of every run).
-    with ThreadPoolExecutor(len(tables)) as pool:
-        written = [
-            pool.submit(table.coalesce(1).write.mode("overwrite").parquet, str(args.out / name))
-            for name, table in tables.items()
-        ]
-        for future in written:
-            future.result()
+    for name, table in tables.items():
+        table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
     # What the run proved, for `replicator.verification.incremental` (no Parquet
     # reader needed there): one small row per range.
     rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
