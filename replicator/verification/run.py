@@ -29,6 +29,7 @@ from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
+from replicator.verification.driver_jvm import driver_conf
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
 from replicator.verification.job import (
     SUITES_AHEAD,
@@ -44,26 +45,6 @@ from replicator.verification.submit import SparkSubmit
 #: `.cache/jvm`): a checkout's root under `make run`, `/opt/replicator` in the image.
 DEFAULT_RESULTS = Path(".data") / "verification"
 _OUTPUT_TAIL = 4000
-#: A local run (driver and executor in one JVM) of a plan with fewer records than this
-#: (source and target windows together) compiles with the JVM's quick compiler only
-#: (`-XX:TieredStopAtLevel=1`): on such a plan its optimizing compiler (C2) costs more
-#: CPU than it saves. Measured on 204,000 records, 2 cores: the job took 101 s and
-#: 117 CPU-seconds with C2, 52 s and 63 CPU-seconds without, the same tables. This
-#: bound is set conservatively and was not measured at the bound itself.
-QUICK_JIT_RECORDS = 1_000_000
-#: A larger local run keeps C2 for what is truly hot (the record loops: without C2 they
-#: took 2.7x the task CPU) and not for the thousands of methods of Spark's planning that
-#: run a few thousand times each: C2 compiles a method invoked ten times as often as the
-#: JVM's default asks (`Tier4*` thresholds). The JVM's throughput collector replaces G1
-#: (one short-lived process: pauses do not matter, its barriers' CPU does). Measured on
-#: 2,000,000 records read twice, 2 cores (`bench/verify_throughput.py` shape), runs of
-#: each interleaved: C2's threads 16.9 and 19.7 CPU-seconds with the defaults, 10.3 and
-#: 8.6 with these, the JVM's whole CPU 58.8 and 66.7 against 57.3 and 49.8; the job's
-#: time (40.3 and 45.5 s against 42.2 and 38.1 s) is within this machine's spread.
-HOT_JIT_OPTIONS = (
-    "-XX:+UseParallelGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
-    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
-)
 #: The runs of the history searched for a flow's previous verification.
 _RUNS_SEARCHED = 500
 
@@ -202,12 +183,7 @@ def _last_run(store: StateStore, flow: str) -> datetime | None:
 
 def spark_job(run: VerificationRun, master: str = "local[2]") -> SparkSubmit:
     """The Spark job of a run, for `run_spark` or Airflow's SparkSubmitOperator."""
-    conf = {"spark.ui.enabled": "false"}
-    if master.startswith("local"):
-        quick = records_to_read(run.plan) < QUICK_JIT_RECORDS
-        conf["spark.driver.extraJavaOptions"] = (
-            "-XX:TieredStopAtLevel=1" if quick else HOT_JIT_OPTIONS
-        )
+    conf = {"spark.ui.enabled": "false", **driver_conf(master, records_to_read(run.plan))}
     return SparkSubmit(
         spark_application(),
         ["--plan", str(run.plan), "--out", str(run.directory)],

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from replicator.verification.plan import PartitionWindow, VerificationPlan
-from replicator.verification.run import (
+from replicator.verification.driver_jvm import (
+    DEFAULT_JAVA_OPTIONS,
     HOT_JIT_OPTIONS,
+    QUICK_JIT_OPTIONS,
     QUICK_JIT_RECORDS,
-    VerificationRun,
-    spark_job,
+    driver_conf,
+    spark_default,
 )
+from replicator.verification.plan import PartitionWindow, VerificationPlan
+from replicator.verification.run import VerificationRun, spark_job
 from replicator.verification.submit import SparkSubmit
 
 
@@ -63,19 +66,44 @@ def test_shipped_truststore_and_keystore_go_to_files_after_py_files() -> None:
 @pytest.mark.parametrize(
     ("master", "records", "options"),
     [
-        ("local[2]", QUICK_JIT_RECORDS - 1, "-XX:TieredStopAtLevel=1"),
+        ("local[2]", QUICK_JIT_RECORDS - 1, QUICK_JIT_OPTIONS),
         ("local[2]", QUICK_JIT_RECORDS, HOT_JIT_OPTIONS),
         ("spark://cluster:7077", QUICK_JIT_RECORDS * 10, None),
     ],
     ids=["small local: C1 only", "large local: C2 for the hot loops", "cluster: as deployed"],
 )
 def test_a_local_jobs_jvm_compiles_for_its_size(
-    tmp_path: Path, master: str, records: int, options: str | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, master: str, records: int, options: str | None
 ) -> None:
     # Records read on both sides: a window of `records` source offsets and no copy.
     window = PartitionWindow("orders", 0, "primary.orders", 0, records, 0, 0, 0)
     VerificationPlan("primary->dr", "primary", "a:9092", "b:9092", [window]).write(
         tmp_path / "plan.json"
     )
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
     job = spark_job(VerificationRun("run-1", tmp_path, "primary->dr", 0), master)
-    assert job.conf.get("spark.driver.extraJavaOptions") == options
+    assert job.conf.get(DEFAULT_JAVA_OPTIONS) == options
+    # The operator's own driver options are Spark's to apply, after ours: never replaced.
+    assert "spark.driver.extraJavaOptions" not in job.conf
+
+
+def test_an_operators_own_default_java_options_are_kept_after_ours(tmp_path: Path) -> None:
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# the administrator's\n"
+        "spark.driver.extraJavaOptions  -Dfrom=extra\n"
+        "spark.driver.defaultJavaOptions=-Xss4m -Dsite=a:b\n",
+        encoding="utf-8",
+    )
+    environ = {"SPARK_CONF_DIR": str(tmp_path)}
+    assert spark_default("spark.driver.extraJavaOptions", environ) == "-Dfrom=extra"
+    conf = driver_conf("local[2]", QUICK_JIT_RECORDS, environ)
+    assert conf == {DEFAULT_JAVA_OPTIONS: f"{HOT_JIT_OPTIONS} -Xss4m -Dsite=a:b"}
+    # $SPARK_HOME/conf when $SPARK_CONF_DIR is not set, as spark-submit reads it.
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "spark-defaults.conf").rename(tmp_path / "conf" / "spark-defaults.conf")
+    home = {"SPARK_HOME": str(tmp_path)}
+    assert driver_conf("local[2]", 1, home) == {
+        DEFAULT_JAVA_OPTIONS: f"{QUICK_JIT_OPTIONS} -Xss4m -Dsite=a:b"
+    }
+    assert driver_conf("local[2]", 1, {}) == {DEFAULT_JAVA_OPTIONS: QUICK_JIT_OPTIONS}
