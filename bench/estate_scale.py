@@ -39,13 +39,22 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from harness import BROKER_HEAP, Machine, cpu_seconds, markdown_table, peak_rss_mib, write_report
+from harness import (
+    BROKER_HEAP,
+    Machine,
+    broker_pids,
+    cpu_seconds,
+    markdown_table,
+    peak_rss_mib,
+    wait_until_quiet,
+    write_report,
+)
 
 from replicator import allocator
 from replicator.config import load_config
@@ -97,6 +106,8 @@ class Result:
     supervisor_run_s: float | None = None
     failover_translation_s: float | None = None
     failover_translation_exact: int | None = None
+    #: How long the brokers took to quiet down before this system started.
+    quiet_wait_s: float | None = None
 
 
 def topic_names(count: int) -> list[str]:
@@ -480,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     half = args.records // 2
     groups = [f"{GROUP_PREFIX}{i:04d}" for i in range(args.groups)]
     results = []
-    with clusters():
+    with clusters() as stack:
         print(f"creating {len(topics)} topics x {args.partitions} partitions and filling them")
         create_topics(SOURCE.bootstrap, topics, args.partitions)
         fill(SOURCE.bootstrap, topics, args.partitions, args.records)
@@ -497,11 +508,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = DATA_DIR / "runs" / system
             runner = Ours(properties, workdir) if system == "ours" else Mm2(properties, workdir)
             view = TargetView(target.bootstrap, remotes)
-            results.append(
-                measure(
-                    system, runner, view, groups=groups, total_records=total, half=half, args=args
-                )
+            # Each system starts on brokers at rest (the setup, or the system before it,
+            # leaves them busy for a while): the order of the systems must not matter.
+            quiet = wait_until_quiet(broker_pids(stack))
+            result = measure(
+                system, runner, view, groups=groups, total_records=total, half=half, args=args
             )
+            results.append(replace(result, quiet_wait_s=quiet))
     setup = {
         "topics": args.topics,
         "partitions_per_topic": args.partitions,
@@ -539,6 +552,7 @@ def table(results: Sequence[Result]) -> str:
             ("supervisor run (with its state-store sample), s", "supervisor_run_s"),
             ("failover translation of every group, s", "failover_translation_s"),
             ("... positions translated exactly", "failover_translation_exact"),
+            ("brokers at rest before the start after, s", "quiet_wait_s"),
         )
     ]
     return markdown_table(header, rows)

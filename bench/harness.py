@@ -510,6 +510,23 @@ def cpu_seconds(pid: int) -> float:
     return read_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
+def wait_until_quiet(
+    pids: Sequence[int], share: float = 0.15, window_s: float = 3.0, timeout_s: float = 120.0
+) -> float:
+    """Wait until `pids` (the brokers) together use less than `share` of a core over
+    `window_s`, at most `timeout_s`; the seconds waited. A fresh broker keeps working
+    for a while after a benchmark's setup (its JIT compiler, the group coordinator's
+    writes, log flushes): the system measured first would share the cores with that
+    and the one after it would not."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        before = sum(cpu_seconds(pid) for pid in pids)
+        time.sleep(window_s)
+        if (sum(cpu_seconds(pid) for pid in pids) - before) / window_s < share:
+            break
+    return round(time.monotonic() - started, 1)
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmHWM:"):
