@@ -511,7 +511,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def wait_until_quiet(
-    pids: Sequence[int], share: float = 0.15, window_s: float = 3.0, timeout_s: float = 120.0
+    pids: Sequence[int], share: float = 0.3, window_s: float = 3.0, timeout_s: float = 120.0
 ) -> float:
     """Wait until `pids` (the brokers) together use less than `share` of a core over
     `window_s`, at most `timeout_s`; the seconds waited. A fresh broker keeps working
