@@ -116,6 +116,7 @@ from replicator.localstack import ClusterSpec, LocalStack
 from replicator.localstack.mirrormaker import (
     JVM_SIGTERM_EXIT,
     MIRROR_MAKER_MAIN,
+    ONE_BROKER,
     MirrorMaker,
     java_command,
     mirror_maker_pids,
@@ -349,13 +350,7 @@ def mm2_properties(topics: Sequence[str], tasks: int, run_id: str) -> dict[str, 
         # Ours emits no checkpoints yet: MM2 does not either, for fairness.
         "emit.checkpoints.enabled": "false",
         "sync.topic.acls.enabled": "false",
-        "replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
+        **ONE_BROKER,
         **connect_state_properties(TARGET.name, run_id),
         # The records go through the Connect worker's producer, configured per target
         # cluster: `src->dst.producer.*` would reach only the offset-syncs producer.

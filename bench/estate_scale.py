@@ -59,7 +59,7 @@ from harness import (
 from replicator import allocator
 from replicator.config import load_config
 from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.mirrormaker import MirrorMaker, mirror_maker_pids
+from replicator.localstack.mirrormaker import ONE_BROKER, MirrorMaker, mirror_maker_pids
 from replicator.localstack.mirrormaker_translation import connect_state_properties
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.dr_status import dr_status
@@ -211,13 +211,7 @@ def mm2_properties(flow_target: str, groups_regex: str, interval: int) -> dict[s
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": str(interval),
         "sync.topic.acls.enabled": "false",
-        "replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
+        **ONE_BROKER,
         "status.topic.replication.factor": "1",
         **connect_state_properties(flow_target, run_id),
     }

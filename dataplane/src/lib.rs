@@ -19,6 +19,8 @@ mod group;
 #[cfg(feature = "python")]
 mod mover;
 #[cfg(feature = "python")]
+mod settings_check;
+#[cfg(feature = "python")]
 mod source;
 #[cfg(feature = "python")]
 mod target;
@@ -35,6 +37,7 @@ fn _dataplane(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "TransactionError",
         m.py().get_type::<mover::TransactionError>(),
     )?;
+    m.add_function(wrap_pyfunction!(settings_check::check_client, m)?)?;
     m.add("LIBRDKAFKA_VERSION", rdkafka::util::get_rdkafka_version().1)?;
     Ok(())
 }

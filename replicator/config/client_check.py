@@ -13,9 +13,11 @@ librdkafka built without Kerberos support fails the load, naming the key.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from collections.abc import Mapping
+from types import ModuleType
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -50,11 +52,49 @@ def _shown(name: str, config: Mapping[str, str], names: Mapping[str, str]) -> st
     return f"{name} (librdkafka's default)"
 
 
-def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str], what: str) -> None:
+def check_client(
+    kind: str,
+    config: Mapping[str, str],
+    names: Mapping[str, str],
+    what: str,
+    data_path: bool = False,
+) -> None:
     """Build the `kind` client of `config` once; ConfigError naming the keys (from `names`,
     librdkafka name -> key as written) if librdkafka refuses its settings. `what` says
-    which client it is (e.g. "the source consumer of flow A->B")."""
-    probe: dict[str, object] = {
+    which client it is (e.g. "the source consumer of flow A->B"). `data_path`: a client
+    the compiled data plane must build (a flow's source consumer or target producer
+    under `replicator.data.path = compiled`), checked by the data plane's own librdkafka
+    too (it links its own version); under `auto` a flow whose settings it refuses takes
+    the Python loop instead (`engine.data_path`)."""
+    probe = probe_settings(config)
+    try:
+        if kind == "consumer":
+            Consumer({"group.id": _PROBE_GROUP, **probe, "logger": _LOGGER}).close()
+        elif kind == "producer":
+            Producer({**probe, "logger": _LOGGER}).flush(0)
+        else:
+            AdminClient({**probe, "logger": _LOGGER})
+    except KafkaException as exc:
+        error = exc.args[0]
+        text = error.str() if hasattr(error, "str") else str(error)
+        raise _refused(
+            text.removeprefix(f"Failed to create {kind}: "), config, names, what
+        ) from exc
+    compiled = _compiled()
+    if not data_path or compiled is None or kind == "admin":
+        return
+    refusal = compiled_refusal(compiled, kind, config)
+    if refusal is not None:
+        where = (
+            f"{what}, through the compiled data plane (librdkafka {compiled.LIBRDKAFKA_VERSION})"
+        )
+        raise _refused(refusal, config, names, where, compiled_path=True)
+
+
+def probe_settings(config: Mapping[str, object]) -> dict[str, object]:
+    """The settings of `config` a client is built with to check them: without brokers,
+    and without the TLS settings and SASL settings that name files."""
+    return {
         key: value
         for key, value in config.items()
         if not (
@@ -63,26 +103,47 @@ def check_client(kind: str, config: Mapping[str, str], names: Mapping[str, str],
             or (key.startswith("sasl.") and key.endswith(_FILE_SUFFIXES))
         )
     }
-    probe["logger"] = _LOGGER
+
+
+def compiled_refusal(module: ModuleType, kind: str, config: Mapping[str, object]) -> str | None:
+    """What the compiled data plane's librdkafka (`module`, `replicator._dataplane`) says
+    building a `kind` client of `config`, or None when it builds."""
+    probe = {key: str(value) for key, value in probe_settings(config).items()}
+    if kind == "consumer":
+        probe.setdefault("group.id", _PROBE_GROUP)
     try:
-        if kind == "consumer":
-            Consumer({"group.id": _PROBE_GROUP, **probe}).close()
-        elif kind == "producer":
-            Producer(probe).flush(0)
-        else:
-            AdminClient(probe)
-    except KafkaException as exc:
-        error = exc.args[0]
-        text = error.str() if hasattr(error, "str") else str(error)
-        text = text.removeprefix(f"Failed to create {kind}: ")
-        found = _NAME.findall(text)
-        if "SASL mechanism" in text:  # librdkafka names no key there
-            mechanism = [n for n in ("sasl.mechanism", "sasl.mechanisms") if n in config]
-            found += mechanism or ["security.protocol"]
-            if not mechanism:
-                text += " (no sasl.mechanism is set: Kafka's default is GSSAPI)"
-        named = ", ".join(_shown(name, config, names) for name in dict.fromkeys(found))
-        raise ConfigError(
-            f"{named or 'the client settings'}: librdkafka refuses {what}: {text}; change "
-            "the keys you set"
-        ) from exc
+        module.check_client(kind, probe)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _compiled() -> ModuleType | None:
+    """The compiled data plane, when it is built."""
+    try:
+        return importlib.import_module("replicator._dataplane")
+    except ImportError:
+        return None
+
+
+def _refused(
+    text: str, config: Mapping[str, str], names: Mapping[str, str], what: str,
+    compiled_path: bool = False,
+) -> ConfigError:  # fmt: skip
+    """The load's refusal: the keys librdkafka's `text` names, as the user wrote them."""
+    found = _NAME.findall(text)
+    if "SASL mechanism" in text:  # librdkafka names no key there
+        mechanism = [n for n in ("sasl.mechanism", "sasl.mechanisms") if n in config]
+        found += mechanism or ["security.protocol"]
+        if not mechanism:
+            text += " (no sasl.mechanism is set: Kafka's default is GSSAPI)"
+    named = ", ".join(_shown(name, config, names) for name in dict.fromkeys(found))
+    fix = "change the keys you set"
+    if compiled_path:
+        fix += (
+            ", or set replicator.data.path = auto or python (the Python loop's librdkafka "
+            "takes them)"
+        )
+    return ConfigError(
+        f"{named or 'the client settings'}: librdkafka refuses {what}: {text}; {fix}"
+    )

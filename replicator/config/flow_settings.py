@@ -192,3 +192,10 @@ class FlowSettings:
     #: exact point is not proven: refuse to start, or copy the uncertain records again. Read by
     #: engine.takeover.
     takeover_uncertain: Literal["refuse", "at-least-once"] = "refuse"
+
+    #: `replicator.takeover.force`: Ours (not MM2's). Take partitions over from MirrorMaker 2 even
+    #: while it shows signs of life (fresh heartbeats of the flow on the target, the target growing
+    #: while nothing of ours writes to it), each time logged with what was seen. Unset, such
+    #: partitions wait until MM2 is gone. `replicator run --force-takeover` sets it for the run.
+    #: Read by engine.mm2_liveness.
+    takeover_force: bool = False

@@ -645,6 +645,19 @@ TABLE: tuple[Setting, ...] = (
         "start, or copy the uncertain records again.",
     ),
     _ours(
+        "replicator.takeover.force",
+        "boolean",
+        "false",
+        boolean,
+        "takeover_force",
+        "engine.mm2_liveness",
+        "Take partitions over from MirrorMaker 2 even while it shows signs of life (fresh "
+        "heartbeats of the flow on the target, the target growing while nothing of ours "
+        "writes to it), each time "
+        "logged with what was seen. Unset, such partitions wait until MM2 is gone. "
+        "`replicator run --force-takeover` sets it for the run.",
+    ),
+    _ours(
         "status.topic.replication.factor",
         "int",
         None,

@@ -155,7 +155,7 @@ class _Loader:
         self.aliases = cluster_aliases(props["clusters"])
         self.reported: set[tuple[int, str]] = set()
         #: The client configurations built once already (`client_check`).
-        self.checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        self.checked: set[tuple[str, tuple[tuple[str, str], ...], bool]] = set()
         self.top: dict[str, _Found] = {}
         self.flow_settings: dict[Flow, dict[str, _Found]] = defaultdict(dict)
         self.cluster_settings: dict[str, dict[str, _Found]] = defaultdict(dict)
@@ -485,14 +485,24 @@ class _Loader:
             config.setdefault("auto.offset.reset", "earliest")
             _check_group_protocol(config, names)
             check_consumer_timeouts(config, names)
-        probe = (kind, tuple(sorted({**config, **fixed}.items())))
+        compiled = self._compiled(flow, role, kind)
+        probe = (kind, tuple(sorted({**config, **fixed}.items())), compiled)
         if probe not in self.checked:
             self.checked.add(probe)
             what = f"the {kind} of cluster {alias}" + (
                 f" ({role} of flow {flow[0]}->{flow[1]})" if flow and role else ""
             )
-            check_client(kind, {**config, **fixed}, keys, what)
+            check_client(kind, {**config, **fixed}, keys, what, data_path=compiled)
         return config
+
+    def _compiled(self, flow: Flow | None, role: Role | None, kind: ClientKind) -> bool:
+        """Whether the compiled data plane must build this client: a flow's source
+        consumer or target producer under `replicator.data.path = compiled` (under
+        `auto` a flow its librdkafka refuses takes the Python loop: `engine.data_path`)."""
+        if flow is None or (role, kind) not in (("source", "consumer"), ("target", "producer")):
+            return False
+        path = self._setting(flow, "replicator.data.path")
+        return path is not None and path.value == "compiled"
 
     def _client_rules(
         self, config: dict[str, str], keys: Mapping[str, str], kind: str, role: Role | None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from replicator import metrics
+from replicator.config.client_check import compiled_refusal
 from replicator.config.model import FlowConfig
 from replicator.errors import ConfigError
 
@@ -59,6 +60,20 @@ def _module() -> tuple[ModuleType | None, str]:
         return None, f"replicator._dataplane is not built ({exc})"
 
 
+def _refused_settings(module: ModuleType, flow: FlowConfig) -> str | None:
+    """Why the compiled data plane's own librdkafka (older than confluent-kafka's, and
+    built without OAuth/OIDC) cannot build the flow's source consumer or target
+    producer, or None."""
+    clients = (("consumer", "source consumer", flow.source.consumer),
+               ("producer", "target producer", flow.target.producer))  # fmt: skip
+    for kind, name, settings in clients:
+        refusal = compiled_refusal(module, kind, settings)
+        if refusal is not None:
+            version = module.LIBRDKAFKA_VERSION
+            return f"its librdkafka {version} refuses the {name}'s settings: {refusal}"
+    return None
+
+
 def _callbacks(flow: FlowConfig) -> list[str]:
     """The data path's client settings that are Python callables, as `consumer.X` and
     `producer.X` (the compiled clients take librdkafka's strings only)."""
@@ -93,15 +108,23 @@ def choose(flow: FlowConfig, *, own_producer: bool = False) -> DataPath:
         why = why or None
     if why is None:
         assert module is not None
+        why = _refused_settings(module, flow)
+    if why is None:
+        assert module is not None
         detail = f"librdkafka {module.LIBRDKAFKA_VERSION}"
         if flow.exactly_once:
             detail += ", exactly-once: a transactional Mover per partition"
         return DataPath(COMPILED, detail, module)
     if wanted == COMPILED:
+        fix = (
+            "Build the data plane (`make setup` with cargo on PATH; REPLICATOR_REQUIRE_RUST=1 "
+            "makes a missing toolchain an error) or"
+            if module is None
+            else "Change those settings or"
+        )
         raise ConfigError(
-            f"flow {flow.name}: {_KEY} = compiled, but {why}. Build the data plane "
-            f"(`make setup` with cargo on PATH; REPLICATOR_REQUIRE_RUST=1 makes a missing "
-            f"toolchain an error) or set {_KEY} = auto to let such a flow take the Python loop"
+            f"flow {flow.name}: {_KEY} = compiled, but {why}. {fix} set {_KEY} = auto to let "
+            "such a flow take the Python loop"
         )
     return DataPath(PYTHON, why)
 

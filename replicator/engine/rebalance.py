@@ -22,6 +22,7 @@ from replicator import metrics
 from replicator.backoff import Backoff
 from replicator.config.model import FlowConfig
 from replicator.engine.kafka_errors import reason
+from replicator.engine.mm2_liveness import MirrorMakerRunning
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
@@ -83,6 +84,8 @@ class Rebalance:
         self._source_commits = source_commits
         self._reporter = reporter
         self._backoff = Backoff(_RESUME_FIRST_S, _RESUME_MAX_S)
+        #: The waiting partitions wait for MirrorMaker 2 to be gone (`mm2_liveness`).
+        self._mm2_seen = False
         #: Since when some partitions wait for their target leaders to settle, and when
         #: they are read again (`_settled`).
         self._settling_since: float | None = None
@@ -192,6 +195,12 @@ class Rebalance:
                     resumed.append(tracker)
         except ConfigError:
             raise
+        except MirrorMakerRunning as exc:  # they wait, asked again with backoff
+            metrics.ERRORS.labels(self.flow.name, "takeover").inc()
+            if self._backoff.failed(now):
+                log.error("%s; %d partitions wait", exc, len(self._partitions.waiting()))
+            self._mm2_seen = True
+            return resumed
         except (KafkaException, ReplicatorError) as exc:
             if self._backoff.failed(now):
                 log.warning(
@@ -203,13 +212,24 @@ class Rebalance:
             return resumed
         finally:
             self._resume_points.forget_prefetched()
+        self._note_resumed()
+        return resumed
+
+    def _note_resumed(self) -> None:
+        """Say once what the partitions waited for, when an attempt got through."""
         away = self._backoff.succeeded(time.monotonic())
-        if away is not None:
+        if away is not None and self._mm2_seen:
+            log.info(
+                "flow %s: MirrorMaker 2 shows no sign of life after %.0f s; partitions are "
+                "taken over from it",
+                self.flow.name, away,
+            )  # fmt: skip
+        elif away is not None:
             log.info(
                 "flow %s: %r answers again after %.0f s; partitions resume from its tail",
                 self.flow.name, self.flow.target.alias, away,
             )  # fmt: skip
-        return resumed
+        self._mm2_seen = False
 
     def _settled(
         self, trackers: list[PartitionTracker], read: set[tuple[str, int]], now: float

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import TopicPartition
 
 from replicator.config.model import FlowConfig
+from replicator.engine.mm2_liveness import TakeoverGate
 from replicator.engine.resets import PendingResets
 from replicator.engine.tail import (
     NOT_NEAR_END,
@@ -65,6 +66,8 @@ class ResumePoints:
         self._source_admin = admin_for(flow.source)
         self._resets_reader = range_reader(flow.target.consumer, "resets", flow.target.alias)
         self._takeover: TakeoverPlanner | None = None
+        #: MM2 must be gone before a partition is taken over from it.
+        self._gate = TakeoverGate(flow)
         #: (source topic, partition) -> its target tail and source (low, high), read
         #: for many partitions at once by `prefetch`, taken by the next `point`.
         self._prefetched: dict[tuple[str, int], tuple[TailPosition, tuple[int, int]]] = {}
@@ -153,6 +156,8 @@ class ResumePoints:
             point = self._takeover.point_after(topic, partition, remote, last)
         if point is None:
             return None if last is not None else self._after_own_sync(tail, topic, partition)
+        # MM2 must be gone (MirrorMakerRunning: the partitions wait and are asked again).
+        self._gate.check(self._takeover.end_moved(remote, partition, tail.target_end))
         log.info("taking over from MirrorMaker 2: %s", point.describe())
         return decide(self.flow, point)
 

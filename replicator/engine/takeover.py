@@ -201,6 +201,18 @@ class TakeoverPlanner:
             tried=tried,
         )
 
+    def end_moved(self, remote: str, partition: int, end: int) -> str | None:
+        """How `remote[partition]`'s end moved past `end` (read before its takeover was
+        planned), or None: the partition holds no replica of ours and nothing of ours
+        writes to it yet, so a moving end is another writer (MM2 still copying)."""
+        now = self._target.bounds(remote, partition)[1]
+        if now <= end:
+            return None
+        return (
+            f"{remote}[{partition}] on {self.flow.target.alias!r} grew from {end} to {now} "
+            "records while its takeover was planned, and nothing of ours writes to it yet"
+        )
+
     def point_after(
         self, topic: str, partition: int, remote: str, last: Replica
     ) -> TakeoverPoint | None:

@@ -19,7 +19,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from replicator.acls.plan import AclRule, replicator_rules
 from replicator.acls.principal import principal_of
@@ -27,6 +26,7 @@ from replicator.config.model import ClusterConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.init.report import InitReport
 from replicator.kafka.clients import admin_for
+from replicator.kafka.coordinator import SETTLING, NotSettled, until_settled
 from replicator.kafka.errors import error_code, error_text
 
 STEP = "permissions"
@@ -37,23 +37,12 @@ _PROBE = "init-probe"
 _REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED})
 #: A group coordinator that is loading or moving (a cluster that just started creates
 #: __consumer_offsets first) answers with these, or not in time, for a while.
-_SETTLING = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError._TIMED_OUT,
-    }
-)
+_SETTLING = SETTLING | {KafkaError._TIMED_OUT}
 _GROUP_TIMEOUT_S = 10.0
 _SETTLE_S = 90.0
 
 #: What a described resource allows: its operations, or None when the broker did not say.
 Allowed = frozenset[AclOperation] | None
-
-
-class _NotSettled(Exception):
-    """A group coordinator still loading or moving: asking again will do."""
 
 
 def check_permissions(
@@ -167,15 +156,9 @@ def _describe_topics(cluster: ClusterConfig, names: set[str]) -> dict[str, Allow
 def _describe_groups(cluster: ClusterConfig, names: set[str]) -> dict[str, Allowed]:
     if not names:
         return {}
-    retrying = Retrying(
-        retry=retry_if_exception_type(_NotSettled),
-        wait=wait_exponential(multiplier=0.2, max=2.0),
-        stop=stop_after_delay(_SETTLE_S),
-        reraise=True,
-    )
     try:
-        return retrying(_describe_groups_once, cluster, sorted(names))
-    except _NotSettled as exc:
+        return until_settled(_SETTLE_S, _describe_groups_once, cluster, sorted(names))
+    except NotSettled as exc:
         raise ReplicatorError(
             f"cluster {cluster.alias!r}: its group coordinator did not answer for "
             f"{_SETTLE_S:.0f} s ({exc}): is the cluster still starting? Run `replicator init` "
@@ -193,10 +176,10 @@ def _describe_groups_once(cluster: ClusterConfig, names: list[str]) -> dict[str,
         try:
             answers[name] = _answer(future, _GROUP_TIMEOUT_S + 5)
         except FutureTimeout:
-            raise _NotSettled(f"no answer about group {name}") from None
+            raise NotSettled(f"no answer about group {name}") from None
         except KafkaException as exc:
             if error_code(exc) in _SETTLING:
-                raise _NotSettled(error_text(exc)) from exc
+                raise NotSettled(error_text(exc)) from exc
             raise
     return answers
 

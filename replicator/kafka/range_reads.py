@@ -97,6 +97,21 @@ class RangeReader:
         metadata = self._consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics.get(topic)
         return metadata is not None and metadata.error is None and partition in metadata.partitions
 
+    def offset_at(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first offset of `topic[partition]` whose record's time is `timestamp_ms` or
+        later, None when no record is that young."""
+        found = self._consumer.offsets_for_times(
+            [TopicPartition(topic, partition, timestamp_ms)], timeout=READ_TIMEOUT_S
+        )[0]
+        return None if found.offset < 0 else found.offset
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partitions of `topic` (none: it does not exist)."""
+        metadata = self._consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return []
+        return sorted(metadata.partitions)
+
     def messages(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
         """The records at offsets [start, end) the consumer delivers (with
         `isolation.level=read_committed`: committed records, no markers). Stops at

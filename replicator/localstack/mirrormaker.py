@@ -33,6 +33,20 @@ log = logging.getLogger(__name__)
 MIRROR_MAKER_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 #: The line MM2 logs once every herder (one per replication flow) has been started.
 STARTED_LINE = "Kafka MirrorMaker started"
+#: MM2's topics on clusters of one broker: every replication factor MM2 (and the
+#: replicator, reading the same file) would ask of them, 1.
+ONE_BROKER = {
+    key: "1"
+    for key in (
+        "replication.factor",
+        "heartbeats.topic.replication.factor",
+        "checkpoints.topic.replication.factor",
+        "offset-syncs.topic.replication.factor",
+        "offset.storage.replication.factor",
+        "config.storage.replication.factor",
+        "status.storage.replication.factor",
+    )
+}
 #: A JVM that ran its shutdown hooks after SIGTERM exits with 128 + 15.
 JVM_SIGTERM_EXIT = 143
 #: How much of a JVM's log an error message quotes.

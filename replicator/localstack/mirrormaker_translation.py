@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.engine.formats import Checkpoint
 from replicator.localstack.errors import StackError
 from replicator.localstack.jvm import artifact_classpath, find_java
-from replicator.localstack.mirrormaker import LOG_TAIL_LINES, POLL_S, MirrorMaker
+from replicator.localstack.mirrormaker import LOG_TAIL_LINES, ONE_BROKER, POLL_S, MirrorMaker
 
 log = logging.getLogger(__name__)
 
@@ -142,13 +142,7 @@ def checkpoint_flow_properties(
         "sync.topic.acls.enabled": "false",
         "refresh.topics.interval.seconds": "1",
         "refresh.groups.interval.seconds": "1",
-        "replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
+        **ONE_BROKER,
         "offset.storage.partitions": "1",
         "status.storage.partitions": "1",
         **connect_state_properties(target_alias, run_id),

@@ -17,7 +17,6 @@ from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from replicator.acls.plan import OWN_PREFIX, VERIFIER_GROUP_PREFIX
 from replicator.acls.principal import principal_of
@@ -25,22 +24,12 @@ from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
+from replicator.kafka.coordinator import SETTLING, NotSettled, until_settled
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
 _REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED})
 _ABSENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
-#: A group coordinator that is loading or moving (a cluster that just started, a
-#: broker restart) answers with these for a while: waited out, up to `_SETTLE_STOP`.
-_SETTLING = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-    }
-)
-_SETTLE_WAIT = wait_exponential(multiplier=0.2, max=2.0)
-_SETTLE_STOP = stop_after_delay(_TIMEOUT_S)
 #: The groups checked, with what they need (the real ones carry random ids): the
 #: connector's consumers, and the plan's one-off readers, which only assign.
 _GROUPS = (
@@ -97,20 +86,10 @@ def _topics(
     ]
 
 
-class _NotSettled(ReplicatorError):
-    """The group coordinator is still loading or moving; asking again will do."""
-
-
 def _group(cluster: ClusterConfig) -> list[str]:
     """What the principal lacks on the consumer groups of the job and of the plan,
     once their coordinator answers (a cluster that just started loads it first)."""
-    retrying = Retrying(
-        retry=retry_if_exception_type(_NotSettled),
-        wait=_SETTLE_WAIT,
-        stop=_SETTLE_STOP,
-        reraise=True,
-    )
-    return retrying(_group_once, cluster)
+    return until_settled(_TIMEOUT_S, _group_once, cluster)
 
 
 def _group_once(cluster: ClusterConfig) -> list[str]:
@@ -144,8 +123,8 @@ def _lacks(
         code = error_code(exc)
         if absent_ok and code in _ABSENT:
             return []
-        if code in _SETTLING:
-            raise _NotSettled(
+        if code in SETTLING:
+            raise NotSettled(
                 f"cluster {cluster.alias!r}: the group coordinator for {resource} has not "
                 f"settled ({error_text(exc)}): the cluster is still starting or moving it; "
                 "run the verification again in a minute"

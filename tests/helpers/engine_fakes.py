@@ -439,3 +439,7 @@ class FakeDataplane:
 
     def __init__(self) -> None:
         FakeMover.made = []
+
+    @staticmethod
+    def check_client(kind: str, settings: dict[str, str]) -> None:
+        """Builds every client (the real one's refusals: test_config_clients.py)."""

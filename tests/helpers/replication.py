@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER, decode_offset
+from replicator.engine.status import PartitionStatus, read_status
 from replicator.engine.task import ReplicationTask
 
 from helpers.kafka import create_topic, unique_topic
@@ -356,3 +357,15 @@ def recreate_topic(bootstrap: str, topic: str) -> None:
         return True
 
     wait_until(created, 30, f"{topic} recreated")
+
+
+def partition_status(flow: FlowConfig, topic: str, partition: int) -> PartitionStatus | None:
+    """The newest status the flow's workers published for `topic[partition]`."""
+    found = None
+    for record in read_status(flow.target, flow.name):
+        if isinstance(record, PartitionStatus) and (record.topic, record.partition) == (
+            topic,
+            partition,
+        ):
+            found = record
+    return found

@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,60 +33,20 @@ from confluent_kafka import Consumer, TopicPartition
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.mm2_state import MirrorMakerState, mm2_offset_key
-from replicator.localstack.mirrormaker import MirrorMaker
 from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 
 from helpers.kafka import create_topic, read_partition, unique_topic
+from helpers.mirror_maker import MM2_START_S, mirror_maker, mm2_properties
 from helpers.replication import PacedProduction, end_offsets, preload, running, wait_until
 
-#: MM2's JVM starts in 15 s on an idle machine; under `make test`'s load it took over 120 s.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-MM2_START_S = 300
 
 PARTITIONS = 2
 RECORDS = 4_000
 RATE = 300  # records/s: MM2 is stopped (or killed) while the producer still writes
 MORE = 400  # records written while MM2 has the flow back
 SEED = 20  # records per partition MM2 copies before the producer starts
-
-
-def _properties(primary: str, dr: str, topic: str, group: str) -> tuple[dict[str, str], str, str]:
-    """An mm2.properties both MM2 and the replicator run on; aliases of their own, so
-    MM2's Connect topics (`mm2-offsets.<alias>.internal`, ...) are this test's."""
-    source, target = f"src{uuid.uuid4().hex[:8]}", f"dst{uuid.uuid4().hex[:8]}"
-    flow = f"{source}->{target}"
-    return (
-        {
-            "clusters": f"{source}, {target}",
-            f"{source}.bootstrap.servers": primary,
-            f"{target}.bootstrap.servers": dr,
-            f"{flow}.enabled": "true",
-            f"{flow}.topics": re.escape(topic),
-            f"{flow}.groups": re.escape(group),
-            f"{target}->{source}.enabled": "false",
-            "emit.heartbeats.enabled": "false",
-            "heartbeats.replication.enabled": "false",
-            "emit.checkpoints.interval.seconds": "1",
-            "sync.group.offsets.enabled": "true",
-            "sync.group.offsets.interval.seconds": "1",
-            "sync.topic.acls.enabled": "false",
-            "refresh.topics.interval.seconds": "1",
-            "refresh.groups.interval.seconds": "1",
-            # Connect commits MM2's offsets every second (60 s by default): a kill -9
-            # then finds records written past the committed offset, not none committed.
-            f"{target}.offset.flush.interval.ms": "1000",  # the worker's: its target's keys
-            "replication.factor": "1",
-            "heartbeats.topic.replication.factor": "1",
-            "checkpoints.topic.replication.factor": "1",
-            "offset-syncs.topic.replication.factor": "1",
-            "offset.storage.replication.factor": "1",
-            "config.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1",
-        },
-        source,
-        target,
-    )
 
 
 def _keys(bootstrap: str, topic: str, partition: int) -> list[bytes | None]:
@@ -140,13 +97,6 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
     committer.close()
 
 
-@contextmanager
-def _mirror_maker(properties: dict[str, str], workdir: Path) -> Iterator[MirrorMaker]:
-    with MirrorMaker(properties, workdir) as mirror_maker:
-        mirror_maker.wait_started(MM2_START_S)
-        yield mirror_maker
-
-
 def _mid_stream(dr: str, remote: str, production: PacedProduction, at_least: int) -> None:
     """Until MM2 copied `at_least` records of each partition, while the producer writes."""
 
@@ -167,11 +117,11 @@ def _takeover(primary: str, dr: str, tmp_path: Path, *, kill: bool) -> dict[str,
     replicator takes over until everything is on the target. Returns the scene."""
     topic, group = unique_topic("mm2take"), unique_topic("mm2take-group")
     create_topic(primary, topic, partitions=PARTITIONS)
-    properties, source, target = _properties(primary, dr, topic, group)
+    properties, source, target = mm2_properties(primary, dr, topic, group)
     remote = f"{source}.{topic}"
     flow = _flow(properties, source, target)
     checkpoints_topic = f"{source}.checkpoints.internal"
-    with _mirror_maker(properties, tmp_path / "mm2") as mirror_maker:
+    with mirror_maker(properties, tmp_path / "mm2") as node:
         # MM2 copies a first few records, and checkpoints a group that processed half
         # of them (and syncs it to the target group), before the producer starts.
         preload(primary, topic, 2 * SEED, PARTITIONS)
@@ -186,8 +136,8 @@ def _takeover(primary: str, dr: str, tmp_path: Path, *, kill: bool) -> dict[str,
         with PacedProduction(primary, topic, RECORDS, PARTITIONS, RATE) as production:
             _mid_stream(dr, remote, production, SEED + 400)
             if kill:
-                os.kill(mirror_maker.pids()[0], signal.SIGKILL)
-            mirror_maker.stop()
+                os.kill(node.pids()[0], signal.SIGKILL)
+            node.stop()
             mm2_checkpoints = read_checkpoints(flow.target, checkpoints_topic)
             mm2_synced = {
                 (c.topic, c.partition): c.offset for c in GroupAdmin(flow.target).committed(group)
@@ -291,7 +241,7 @@ def test_takeover_after_a_clean_stop_and_back_to_mirror_maker(
     assert isinstance(properties, dict)
     with PacedProduction(primary, topic, MORE, PARTITIONS, RATE):
         pass
-    with _mirror_maker(properties, tmp_path / "mm2-again"):
+    with mirror_maker(properties, tmp_path / "mm2-again"):
         _wait_copied(primary, dr, topic, remote, 90)
         time.sleep(3)  # a re-copy of what we wrote would land now
     _assert_exactly_once(primary, dr, topic, remote)

@@ -19,13 +19,12 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.engine.mm2_state import connect_offsets_topic, mm2_offset_key
-from replicator.engine.status import PartitionStatus, read_status
+from replicator.engine.status import PartitionStatus
 
 from helpers.kafka import create_topic, read_partition, unique_topic
-from helpers.replication import end_offsets, flow_config, running, wait_until
+from helpers.replication import end_offsets, flow_config, partition_status, running, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -40,17 +39,6 @@ def _produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes, 
     for partition, key, value, timestamp in records:
         producer.produce(topic, value, key, partition, timestamp=timestamp)
     assert producer.flush(30) == 0, f"records to {topic} not delivered in 30 s"
-
-
-def _status(flow: FlowConfig, topic: str, partition: int) -> PartitionStatus | None:
-    found = None
-    for record in read_status(flow.target, flow.name):
-        if isinstance(record, PartitionStatus) and (record.topic, record.partition) == (
-            topic,
-            partition,
-        ):
-            found = record
-    return found
 
 
 def _scene(primary: str, dr: str) -> tuple[str, str, str]:
@@ -99,7 +87,7 @@ def test_an_unproven_partition_stops_and_the_others_continue(primary: str, dr: s
         stopped: list[PartitionStatus | None] = [None]
 
         def stopped_now() -> bool:
-            stopped[0] = _status(flow, topic, 1)
+            stopped[0] = partition_status(flow, topic, 1)
             return stopped[0] is not None and stopped[0].state == "stopped"
 
         wait_until(stopped_now, 60, f"partition 1 stopped, last status {stopped[0]}")

@@ -8,6 +8,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.config import load_config
 from replicator.config.clients import admin_settings, is_client_key, is_connection_key, translate
+from replicator.engine.data_path import choose
 from replicator.errors import ConfigError
 
 PLAIN_JAAS = (
@@ -433,3 +434,34 @@ def test_sasl_without_a_mechanism_is_kerberos_and_refused_naming_the_protocol(tm
     )
     with pytest.raises(ConfigError, match=r"A\.security\.protocol=SASL_SSL.*default is GSSAPI"):
         load_config(path)
+
+
+def test_the_compiled_data_planes_own_librdkafka_checks_its_clients(tmp_path):
+    """The compiled data plane links its own librdkafka (2.12.1, built without OAuth/OIDC),
+    older than confluent-kafka's: a setting only the newer one knows loaded, and every
+    worker on the compiled path then failed to build its source consumer. Under `auto`
+    such a flow takes the Python loop, saying why; `compiled` refuses it at load."""
+    dataplane = pytest.importorskip("replicator._dataplane")
+    path = tmp_path / "mm2.properties"
+    text = (
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true\nA.consumer.sasl.oauthbearer.sub.claim.name = client_id\n"
+    )
+    path.write_text(text)
+    flow = load_config(path).flow("A->B")  # auto: loads
+    choice = choose(flow)
+    assert not choice.compiled
+    assert f"its librdkafka {dataplane.LIBRDKAFKA_VERSION} refuses the source consumer" in (
+        choice.detail
+    )
+    assert "sasl.oauthbearer.sub.claim.name" in choice.detail
+    path.write_text(text + "A->B.replicator.data.path = compiled\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    message = str(refused.value)
+    assert "A.consumer.sasl.oauthbearer.sub.claim.name=client_id" in message
+    assert f"compiled data plane (librdkafka {dataplane.LIBRDKAFKA_VERSION})" in message
+    assert "replicator.data.path = auto or python" in message
+    plain = text.replace("A.consumer.sasl.oauthbearer.sub.claim.name = client_id\n", "")
+    path.write_text(plain)
+    assert choose(load_config(path).flow("A->B")).compiled
