@@ -405,21 +405,25 @@ class ReplicationTask:
 
     def _ensure_internal_topics(self) -> None:
         """MM2's offset-syncs topic (on the cluster offset-syncs.topic.location names) and
-        heartbeats topic (on the source)."""
+        heartbeats topic (on the source), each when the flow writes it (as MM2 creates
+        them: a flow with `emit.offset-syncs.enabled = false` needs no offset-syncs
+        topic, nor a replication factor for it)."""
         flow = self.flow
-        ensure_compacted_topic(
-            flow.offset_syncs_cluster,
-            flow.policy.offset_syncs_topic(flow.target.alias),
-            flow.offset_syncs_topic_replication_factor,
-            "offset-syncs.topic.replication.factor",
-            history=True,
-        )
-        ensure_compacted_topic(
-            flow.source,
-            flow.policy.heartbeats_topic(),
-            flow.heartbeats_topic_replication_factor,
-            "heartbeats.topic.replication.factor",
-        )
+        if flow.emit_offset_syncs_enabled:
+            ensure_compacted_topic(
+                flow.offset_syncs_cluster,
+                flow.policy.offset_syncs_topic(flow.target.alias),
+                flow.offset_syncs_topic_replication_factor,
+                "offset-syncs.topic.replication.factor",
+                history=True,
+            )
+        if flow.emit_heartbeats_enabled:
+            ensure_compacted_topic(
+                flow.source,
+                flow.policy.heartbeats_topic(),
+                flow.heartbeats_topic_replication_factor,
+                "heartbeats.topic.replication.factor",
+            )
 
     def _subscribe(self) -> None:
         rebalance, fetch = self._rebalance, self._fetch
