@@ -18,7 +18,7 @@ from replicator.acls.plan import (
 )
 from replicator.cli.app import command, exit_statuses, group, usage_error
 from replicator.cli.options import ConfigOption, JsonOption, OutputOption
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.config import load_config
 from replicator.config.model import ReplicatorConfig
 from replicator.errors import ConfigError
@@ -98,8 +98,12 @@ def _rules(  # noqa: PLR0917 - the options of the command line, in its order
     return rules
 
 
-def format_rules(rules: list[AclRule]) -> list[str]:
-    """One line per cluster, principal and resource: the operations, and why."""
+#: The columns of `_rule_rows`.
+_RULE_COLUMNS = ("CLUSTER", "PRINCIPAL", "RESOURCE", "NAME", "OPERATIONS", "WHY")
+
+
+def _rule_rows(rules: list[AclRule]) -> list[tuple[str, ...]]:
+    """One row per cluster, principal and resource: the operations, and why."""
     grouped: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
     for rule in rules:
         key = (rule.cluster, rule.principal, rule.resource_type, rule.name, rule.pattern_type)
@@ -107,14 +111,20 @@ def format_rules(rules: list[AclRule]) -> list[str]:
         operations.append(rule.operation)
         if rule.why not in whys:
             whys.append(rule.why)
-    lines = []
+    rows = []
     for (cluster, principal, resource_type, name, pattern_type), (ops, whys) in grouped.items():
         kind = "prefixed" if pattern_type == "PREFIXED" else "literal"
-        lines.append(
-            f"{cluster:<10} {principal:<18} {resource_type:<16} {f'{name} ({kind})':<36} "
-            f"{','.join(sorted(ops)):<52} # {'; '.join(whys)}"
+        rows.append(
+            (
+                cluster,
+                principal,
+                resource_type,
+                f"{name} ({kind})",
+                ", ".join(sorted(ops)),
+                "; ".join(whys),
+            )
         )
-    return lines
+    return rows
 
 
 @command(ACLS, "plan", help_="print the ACLs (nothing is changed)", epilog=_EXITS)
@@ -133,7 +143,7 @@ def _plan(
     emit(
         [asdict(rule) for rule in rules],
         chosen(output, json_),
-        lambda: print("\n".join(format_rules(rules))),
+        lambda: print_table(_RULE_COLUMNS, _rule_rows(rules)),
     )
     return 0
 
@@ -171,6 +181,5 @@ def _apply(
 
 
 def _print_applied(created: list[AclRule], planned: int) -> None:
-    for line in format_rules(created):
-        print(f"created {line}")
+    print_table(_RULE_COLUMNS, _rule_rows(created), title="created")
     print(f"{len(created)} ACLs created, {planned - len(created)} already present")

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from rich.table import Column
 
 from replicator.cli.app import ROOT, command, exit_statuses, group
 from replicator.cli.options import ConfigOption, JsonOption, OutputOption, StateUrlOption
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.statestore import Application, ClientState, RunRecord, StateStore, where
@@ -70,16 +71,29 @@ def _list(
 def _print_list(store: StateStore, listing: list[tuple[Application, list[ClientState]]]) -> None:
     if not listing:
         print(f"no applications registered in {store}")
+        return
+    print_table(
+        ("APPLICATION", "ACTIVE ON", "EPOCH", "STATE"),
+        [
+            (app.name, app.active_cluster, str(app.epoch), "FENCED" if app.fenced else "running")
+            for app, _ in listing
+        ],
+    )
     now = datetime.now(UTC)
-    for app, clients in listing:
-        fenced = "FENCED" if app.fenced else "running"
-        print(f"{app.name:<24} active on {app.active_cluster:<12} epoch {app.epoch:<5} {fenced}")
-        for client in clients:
-            seen = (now - client.last_seen).total_seconds()
-            print(
-                f"  {client.role:<10} {client.client_id:<36} on {client.cluster:<12} "
-                f"{client.state} at epoch {client.epoch}, seen {seen:.1f}s ago"
-            )
+    reported = [
+        (
+            app.name,
+            client.role,
+            client.client_id,
+            client.cluster,
+            f"{client.state} at epoch {client.epoch}",
+            f"{(now - client.last_seen).total_seconds():.1f}s ago",
+        )
+        for app, clients in listing
+        for client in clients
+    ]
+    columns = ("APPLICATION", "ROLE", "CLIENT", "CLUSTER", "STATE", "SEEN")
+    print_table(columns, reported, title="clients")
 
 
 @command(
@@ -131,10 +145,20 @@ def _history(
 def _print_runs(runs: list[RunRecord], kind: str | None) -> None:
     if not runs:
         print("no runs recorded" + (f" of kind {kind!r}" if kind else ""))
-    for run in runs:
-        rpo = "-" if run.rpo_records is None else f"{run.rpo_records} records"
-        rto = "-" if run.rto_seconds is None else f"{run.rto_seconds:.1f}s"
-        print(
-            f"{run.started_at:%Y-%m-%d %H:%M:%SZ}  {run.run_id:<44} {run.flow or '-':<16} "
-            f"{run.mode or '-':<10} {run.outcome or 'running':<10} RPO {rpo}, RTO {rto}"
+        return
+    rows = [
+        (
+            f"{run.started_at:%Y-%m-%d %H:%M:%SZ}",
+            run.run_id,
+            run.flow or "-",
+            run.mode or "-",
+            run.outcome or "running",
+            "-" if run.rpo_records is None else f"{run.rpo_records} records",
+            "-" if run.rto_seconds is None else f"{run.rto_seconds:.1f}s",
         )
+        for run in runs
+    ]
+    # A run's id is what `replicator abort` and `replicator report` take: it stays on one
+    # line, to be copied whole; the other columns wrap first.
+    run_id = Column("RUN", no_wrap=True)
+    print_table(("STARTED", run_id, "FLOW", "MODE", "OUTCOME", "RPO", "RTO"), rows)

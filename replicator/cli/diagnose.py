@@ -8,9 +8,9 @@ import typer
 
 from replicator.cli.app import ROOT, command, exit_statuses
 from replicator.cli.options import ConfigOption, JsonOption, OutputOption
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.config import load_config
-from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
+from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, Diagnosis, diagnose
 
 
 @command(
@@ -46,5 +46,13 @@ def _diagnose(
     json_: JsonOption = False,
 ) -> int:
     diagnosis = diagnose(load_config(config).flow(flow), topic, lag_threshold)
-    emit(diagnosis.as_dict(), chosen(output, json_), lambda: print(diagnosis.render()))
+    emit(diagnosis.as_dict(), chosen(output, json_), lambda: _print(diagnosis))
     return 0 if diagnosis.verdict == "replicated" else 1
+
+
+def _print(diagnosis: Diagnosis) -> None:
+    print(diagnosis.headline())  # one line, however long: it is grepped for
+    print_table(
+        ("STATUS", "CHECK", "DETAIL", "FIX"),
+        [(f.status.upper(), f.check, f.detail, f.fix or "") for f in diagnosis.by_severity()],
+    )

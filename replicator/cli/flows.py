@@ -9,19 +9,17 @@ through the state store (`replicator.procedures.pause`)."""
 from __future__ import annotations
 
 import getpass
-import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from replicator.cli.app import command, exit_statuses, group
 from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption, TimeoutOption
-from replicator.cli.output import Output, emit, plain
+from replicator.cli.output import Output, console, emit, plain, print_table
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.config.model import FlowConfig, NameFilter, shell_safe
@@ -29,8 +27,6 @@ from replicator.operations.dr_status import FlowStatus, flow_status, probe_clust
 from replicator.procedures.pause import pause_flow, resume_flow
 from replicator.statestore import StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING
-
-_PIPE_WIDTH = 160
 
 #: The one flow a command acts on.
 FlowArgument = Annotated[
@@ -143,15 +139,6 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
-def _console() -> Console:
-    """stdout; off a terminal (a pipe, a file) 160 columns unless $COLUMNS says, so
-    that a row is one line for grep."""
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = _PIPE_WIDTH
-    return console
-
-
 @command(
     FLOWS,
     "list",
@@ -183,36 +170,33 @@ def _list(
 
 
 def _print_list(read: _Read) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("FLOW", "SOURCE", "TARGET", "TOPICS", "STATE", "WORKERS", "LAG", "CHECKPOINT"):
-        # The topics may be long (MM2's default excludes): they wrap, but never shrink
-        # away (rich gives a column no room at all when the others fill the width).
-        table.add_column(
-            column, no_wrap=column != "TOPICS", min_width=24 if column == "TOPICS" else None
-        )
+    rows = []
     for flow, status in read.flows:
         lag = "-" if status.total_lag is None else str(status.total_lag)
         checkpoint = _age(status.checkpoint.age_seconds) if status.checkpoint else "-"
         workers = f"{status.live_workers}/{flow.tasks_max}"
         if status.dead_workers:
             workers += f" ({status.dead_workers} dead)"
-        table.add_row(
-            flow.name,
-            flow.source.alias,
-            flow.target.alias,
-            _topics_text(flow.topics),
-            status.desired_state,
-            workers,
-            lag,
-            checkpoint,
+        rows.append(
+            (
+                flow.name,
+                flow.source.alias,
+                flow.target.alias,
+                _topics_text(flow.topics),
+                status.desired_state,
+                workers,
+                lag,
+                checkpoint,
+            )
         )
-    console = _console()
-    console.print(table)
+    columns = ("FLOW", "SOURCE", "TARGET", "TOPICS", "STATE", "WORKERS", "LAG", "CHECKPOINT")
+    print_table(columns, rows)
+    out = console()
     for _, status in read.flows:
         if status.error:
-            console.print(f"{status.name}: {status.error}", markup=False)
+            out.print(f"{status.name}: {status.error}")
     if read.store_error:
-        console.print(f"state store: {read.store_error}", markup=False)
+        out.print(f"state store: {read.store_error}")
 
 
 @command(
@@ -245,11 +229,11 @@ def _describe_command(
 
 
 def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -> None:
-    console = _console()
+    out = console()
     lag = "-" if status.total_lag is None else str(status.total_lag)
     about = Table.grid(padding=(0, 2))
     about.add_column(style="bold")
-    about.add_column()
+    about.add_column(overflow="fold")
     for name, value in (
         ("flow", flow.name),
         ("source", f"{flow.source.alias} ({flow.source.bootstrap_servers})"),
@@ -263,46 +247,47 @@ def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -
         ("total lag", lag),
     ):
         about.add_row(name, value)
-    console.print(about)
+    out.print(about)
     if status.workers:
-        workers = Table(title="workers", box=None, header_style="bold", title_justify="left")
-        for column in ("WORKER", "STATE", "HOST", "PID", "PARTITIONS", "LIVE", "UPDATED"):
-            workers.add_column(column)
-        for w in status.workers:
-            workers.add_row(
-                w.worker, w.state, w.host, str(w.pid), str(w.partitions),
-                "yes" if w.live else "NO", f"{w.updated_at:%Y-%m-%d %H:%M:%SZ}",
-            )  # fmt: skip
-        console.print(workers)
+        print_table(
+            ("WORKER", "STATE", "HOST", "PID", "PARTITIONS", "LIVE", "UPDATED"),
+            [
+                (
+                    w.worker, w.state, w.host, str(w.pid), str(w.partitions),
+                    "yes" if w.live else "NO", f"{w.updated_at:%Y-%m-%d %H:%M:%SZ}",
+                )
+                for w in status.workers
+            ],
+            title="workers",
+        )  # fmt: skip
     if status.partitions:
-        partitions = Table(title="partitions", box=None, header_style="bold", title_justify="left")
-        for column in ("PARTITION", "STATE", "NEXT", "LAG", "REPLICATED", "LOST", "NOTE"):
-            partitions.add_column(column)
-        for p in status.partitions:
-            note = p.error or p.skipped or ("stale: its worker is silent" if p.stale else "")
-            partitions.add_row(
-                f"{p.topic}[{p.partition}]", p.state, _text(p.next_offset), _text(p.lag),
-                str(p.replicated), str(p.lost), note,
-            )  # fmt: skip
-        console.print(partitions)
+        print_table(
+            ("PARTITION", "STATE", "NEXT", "LAG", "REPLICATED", "LOST", "NOTE"),
+            [
+                (
+                    f"{p.topic}[{p.partition}]", p.state, _text(p.next_offset), _text(p.lag),
+                    str(p.replicated), str(p.lost),
+                    p.error or p.skipped or ("stale: its worker is silent" if p.stale else ""),
+                )
+                for p in status.partitions
+            ],
+            title="partitions",
+        )  # fmt: skip
     if status.checkpoint is not None:
         c = status.checkpoint
         groups = ", ".join(c.groups) or "none"
-        console.print(
+        out.print(
             f"checkpoints: {c.checkpoints} in {c.topic}, last {_age(c.age_seconds)}; "
-            f"groups {groups}",
-            markup=False,
+            f"groups {groups}"
         )
     if status.acl_sync is not None and status.acl_sync.enabled:
         a = status.acl_sync
         synced = "never synced" if a.synced is None else f"{a.synced} ACLs, {_age(a.age_seconds)}"
-        console.print(
-            f"ACL sync: {synced}" + (f"; error: {a.error}" if a.error else ""), markup=False
-        )
+        out.print(f"ACL sync: {synced}" + (f"; error: {a.error}" if a.error else ""))
     for b in status.background:
-        console.print(f"threads of {b.runner}: {b.state}: {b.summary}", markup=False)
+        out.print(f"threads of {b.runner}: {b.state}: {b.summary}")
     for finding in findings:
-        console.print(f"FINDING: {finding}", markup=False)
+        out.print(f"FINDING: {finding}")
 
 
 def _text(value: int | None) -> str:

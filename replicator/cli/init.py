@@ -18,7 +18,7 @@ from replicator.cli.options import (
     OutputOption,
     StateUrlOption,
 )
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.init import initialize
@@ -59,6 +59,8 @@ def _init(
 
 
 def _print(report: InitReport) -> None:
-    for finding in report.findings:
-        print(finding.line())
+    print_table(
+        ("STEP", "OUTCOME", "CLUSTER", "FINDING"),
+        [(f.step, f.outcome, f.cluster or "-", f.text) for f in report.findings],
+    )
     print(report.summary())

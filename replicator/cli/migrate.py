@@ -19,6 +19,7 @@ from replicator.cli.output import Output, emit
 from replicator.cli.progress import tracked
 from replicator.config import load_config
 from replicator.engine.migration import HandBack, PlanLine, hand_back, takeover_plan
+from replicator.engine.mm2_liveness import MirrorMakerWatch
 from replicator.errors import ReplicatorError
 from replicator.operations.runner import select_flows
 
@@ -76,11 +77,13 @@ def _migrate(
                 "MirrorMaker 2 first)"
             )
         lines: list[PlanLine] = []
+        running: dict[str, list[str]] = {}
         for selected in tracked(flows, "reading MirrorMaker 2's offsets", "flows", output):
             lines += takeover_plan(selected, offsets_topic)
+            running[selected.name] = MirrorMakerWatch(selected).evidence()
         refused = sum(line.start is None for line in lines)
-        data = [_plan_line(line) for line in lines]
-        emit(data, output, lambda: _print_plan(lines, refused))
+        data = [{**_plan_line(line), "mm2_running": running[line.flow]} for line in lines]
+        emit(data, output, lambda: _print_plan(lines, refused, running))
         return 1 if refused else 0
     results: list[HandBack] = []
     for selected in tracked(flows, "handing back to MirrorMaker 2", "flows", output):
@@ -114,11 +117,19 @@ def _handed(result: HandBack, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def _print_plan(lines: list[PlanLine], refused: int) -> None:
+def _print_plan(lines: list[PlanLine], refused: int, running: dict[str, list[str]]) -> None:
     for line in lines:
         print(line.describe())
     if refused:
         print(f"{refused} partitions would refuse to start (see REFUSED above)")
+    for flow, evidence in running.items():
+        if evidence:
+            print(
+                f"{flow}: MirrorMaker 2 still runs ({'; '.join(evidence)}): `replicator run` "
+                "takes no partition over until it is gone (stop every node)"
+            )
+        else:
+            print(f"{flow}: MirrorMaker 2 writes no heartbeat of this flow on its target")
 
 
 def _print_hand_back(results: list[HandBack], dry_run: bool) -> None:

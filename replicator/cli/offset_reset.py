@@ -19,7 +19,7 @@ from replicator.cli.options import (
     StateUrlOption,
     flag,
 )
-from replicator.cli.output import Output, emit
+from replicator.cli.output import Output, emit, print_table
 from replicator.cli.progress import steps_of
 from replicator.cli.state import state_url
 from replicator.config import load_config
@@ -138,11 +138,13 @@ def print_reset_report(report: ProcedureReport) -> int:
     """Each step, each partition's move (from -> to, records copied again or
     skipped), then the outcome; the exit code."""
     print(f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}")
+    rows = []
     for step in report.steps:
         details = {k: v for k, v in step.report.items() if k != "partitions"}
-        print(f"  {step.name:<12} {step.status:<8} {json.dumps(details, sort_keys=True)}")
-        for partition in step.report.get("partitions", []):
-            print(f"      {partition['effect']}")
+        effects = [partition["effect"] for partition in step.report.get("partitions", [])]
+        lines = [json.dumps(details, sort_keys=True), *effects]
+        rows.append((step.name, step.status, "\n".join(lines)))
+    print_table(("STEP", "STATUS", "REPORT"), rows)
     print(report.outcome)
     if report.error:
         print(f"error: {report.error}")

@@ -9,7 +9,7 @@ import typer
 
 from replicator.cli.app import ROOT, command
 from replicator.cli.options import ConfigOption, FlowsOption, JsonOption, OutputOption, flag
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.progress import tracked
 from replicator.config import load_config
 from replicator.offsets.checkpoints import Checkpointer, CheckpointReport, ReverseCheckpointer
@@ -43,13 +43,19 @@ def _translate(
 
 
 def _print_translations(rows: list[dict]) -> None:
-    for row in rows:
-        verdict = "exact" if row["unreplicated_before"] == 0 else "RECORDS BEFORE IT NOT REPLICATED"
-        print(
-            f"{row['flow']:<16} {row['topic']}[{row['partition']}]@{row['source_offset']} -> "
-            f"{row['remote_topic']}[{row['partition']}]@{row['target_offset']}  "
-            f"missing={row['missing']} {verdict}"
-        )
+    print_table(
+        ("FLOW", "SOURCE", "TARGET", "MISSING", "VERDICT"),
+        [
+            (
+                row["flow"],
+                f"{row['topic']}[{row['partition']}]@{row['source_offset']}",
+                f"{row['remote_topic']}[{row['partition']}]@{row['target_offset']}",
+                "unknown" if row["missing"] is None else str(row["missing"]),
+                "exact" if row["unreplicated_before"] == 0 else "RECORDS BEFORE IT NOT REPLICATED",
+            )
+            for row in rows
+        ],
+    )
 
 
 @command(

@@ -1,9 +1,10 @@
 """The options several commands share, declared once so that they mean the same
 everywhere: `--config` (default `$REPLICATOR_CONFIG`), `--flow`, `--state-url`,
-`-o/--output` and its alias `--json`, `--dry-run`, `--id`, `--timeout`."""
+`-o/--output` (and `--json`, deprecated), `--dry-run`, `--id`, `--timeout`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,8 +49,27 @@ OutputOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _deprecated_json(value: bool) -> bool:
+    """`--json` came before `-o json`: scripts that pass it keep working, and stderr (never
+    the JSON on stdout) says what replaces it."""
+    if value:
+        print("replicator: warning: --json is deprecated: use -o json", file=sys.stderr)
+    return value
+
+
+#: Hidden from the help: `-o json` is the one way to ask for JSON that it lists.
 JsonOption = Annotated[
-    bool, typer.Option("--json", metavar="", help="the same as -o json", show_default=False)
+    bool,
+    typer.Option(
+        "--json",
+        metavar="",
+        help="the same as -o json (deprecated)",
+        show_default=False,
+        hidden=True,
+        callback=_deprecated_json,
+    ),
 ]
 DryRunOption = Annotated[
     bool,

@@ -22,7 +22,7 @@ from replicator.cli.options import (
     TimeoutOption,
     flag,
 )
-from replicator.cli.output import Output, emit
+from replicator.cli.output import Output, emit, print_table
 from replicator.cli.progress import steps_of
 from replicator.cli.state import state_url
 from replicator.config import load_config
@@ -238,10 +238,9 @@ def _run(procedure: Procedure, procedure_id: str | None, output: Output) -> int:
 def print_report(report: ProcedureReport) -> int:
     """Each step's status and report, then the outcome with RPO, RTO, the procedure's
     duration and the applications' downtime; the exit code."""
-    title = f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}"
-    print(title)
-    for step in report.steps:
-        print(f"  {step.name:<16} {step.status:<8} {json.dumps(step.report, sort_keys=True)}")
+    print(f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}")
+    rows = [(s.name, s.status, json.dumps(s.report, sort_keys=True)) for s in report.steps]
+    print_table(("STEP", "STATUS", "REPORT"), rows)
     rto = "-" if report.rto_seconds is None else f"{report.rto_seconds:.1f}s"
     rpo = "-" if report.rpo_records is None else str(report.rpo_records)
     duration, down = _seconds(report.duration_seconds), _seconds(report.downtime_seconds)

@@ -23,6 +23,7 @@ from typing import Any
 from replicator.allocator import ENV as ALLOCATOR_ENV
 from replicator.cli import command_line, main
 from replicator.cli.app import CONFIG_ENV, PANELS
+from replicator.cli.output import PIPE_WIDTH
 from replicator.logs import ENV as LOG_FORMAT_ENV
 from replicator.statestore import STATE_URL_ENV, STATE_URL_FILE_ENV
 
@@ -44,12 +45,15 @@ differs from what they say.
   stderr says which, and how to fix it), `2` a usage error (an unknown option, a missing
   or invalid value, options that exclude each other). Each command's help says what `1`
   means for it.
-- **Output**: the commands that read or report take `-o table|json|yaml` (`--json` is the
-  same as `-o json` where it was there before). JSON and YAML hold the same data; times
-  are ISO 8601. Progress bars with rate, elapsed time and ETA (flows for verify, migrate
-  and checkpoints; steps, and the one running, for failover, failback, drill and offsets
-  reset) are drawn on stderr only when it is a terminal and the output is a table: never
-  in JSON, YAML, pipes or logs. `replicator import strimzi` keeps `-o` as `--output FILE`.
+- **Output**: the commands that read or report take `-o table|json|yaml` (`--json`, where
+  it was there before, still works as `-o json` but is deprecated: stderr says so, and
+  the help no longer lists it). JSON and YAML hold the same data; times are ISO 8601.
+  Tables fit the terminal's width, a long name wrapping inside its column; off a
+  terminal (a pipe, a file) they are {PIPE_WIDTH} columns wide, or `$COLUMNS`. Progress
+  bars with rate, elapsed time and ETA (flows for verify, migrate and checkpoints; steps,
+  and the one running, for failover, failback, drill and offsets reset) are drawn on
+  stderr only when it is a terminal and the output is a table: never in JSON, YAML,
+  pipes or logs. `replicator import strimzi` keeps `-o` as `--output FILE`.
 - **Environment**:
   - `{CONFIG_ENV}`: the default of `--config`.
   - `{STATE_URL_ENV}`: the default of `--state-url` (a SQLAlchemy URL, e.g.

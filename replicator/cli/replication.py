@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import Annotated
 
 from replicator import allocator
 from replicator.cli.app import ROOT, command, exit_statuses, own_process
@@ -13,8 +15,9 @@ from replicator.cli.options import (
     JsonOption,
     OutputOption,
     StateUrlOption,
+    flag,
 )
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.engine.collector import pace_for_replication
@@ -31,6 +34,8 @@ from replicator.operations.runner import run_flows, select_flows
 from replicator.operations.thread_status import RunnerThreads, read_thread_status
 from replicator.statestore import StateStore
 
+log = logging.getLogger(__name__)
+
 
 @command(
     ROOT,
@@ -44,10 +49,29 @@ from replicator.statestore import StateStore
         zero="stopped on request",
     ),
 )
-def _run(config: ConfigOption, flow: FlowsOption = None, state_url_: StateUrlOption = None) -> int:
+def _run(
+    config: ConfigOption,
+    flow: FlowsOption = None,
+    state_url_: StateUrlOption = None,
+    force_takeover: Annotated[
+        bool,
+        flag(
+            "--force-takeover",
+            "take partitions over from MirrorMaker 2 even while it shows signs of life "
+            "(replicator.takeover.force; logged)",
+        ),
+    ] = False,
+) -> int:
     if own_process():  # before any client starts a thread; see replicator.allocator
         allocator.reexecute_with_preferred()
     flows = select_flows(load_config(config), flow)
+    if force_takeover:
+        flows = [replace(f, takeover_force=True) for f in flows]
+        log.warning(
+            "--force-takeover: partitions are taken over from MirrorMaker 2 even while it "
+            "shows signs of life (%s)",
+            ", ".join(f.name for f in flows),
+        )
     # A wrong password or certificate stops here, in one line, instead of workers
     # retrying for ever; a cluster that is away does not (the workers wait for it).
     check_access({c.alias: c for f in flows for c in (f.source, f.target)}.values())
@@ -98,12 +122,19 @@ def _status(
 
 
 def _print_all(rows: list[StatusRecord], runners: list[RunnerThreads]) -> None:
-    _print_status(rows)
+    table = _status_rows(rows)
     for r in runners:  # `replicator run`'s background threads (checkpoints, ...)
-        print(f"{r.flow:<16} {'threads of ' + r.runner:<48} {r.state:<12} {r.summary()}")
+        table.append((r.flow, f"threads of {r.runner}", r.state, r.summary()))
+    print_table(("FLOW", "WHAT", "STATE", "DETAILS"), table)
 
 
 def _print_status(rows: list[StatusRecord]) -> None:
+    _print_all(rows, [])
+
+
+def _status_rows(rows: list[StatusRecord]) -> list[tuple[str, str, str, str]]:
+    """Each flow's workers, then its partitions."""
+    table = []
     for row in sorted(rows, key=lambda r: (r.flow, isinstance(r, PartitionStatus), _where(r))):
         if isinstance(row, PartitionStatus):
             kind = f"partition {row.where}"
@@ -116,8 +147,10 @@ def _print_status(rows: list[StatusRecord]) -> None:
             kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
             if row.data_path:
                 figures += f" {row.data_path}"
-        error = f"  ERROR: {row.error}" if row.error else ""
-        print(f"{row.flow:<16} {kind:<48} {row.state:<12} {figures}{error}")
+        if row.error:
+            figures += f"\nERROR: {row.error}"
+        table.append((row.flow, kind, row.state, figures))
+    return table
 
 
 def _where(row: StatusRecord) -> str:
@@ -158,9 +191,16 @@ def _topics(
 
 
 def _print_topics(decisions: dict) -> None:
-    for name, listed in decisions.items():
-        print(f"flow {name}:")
-        for decision in listed:
-            mark = "->" if decision.replicate else "  "
-            target = decision.remote_topic if decision.replicate else decision.reason
-            print(f"  {mark} {decision.source_topic:<40} {target}")
+    print_table(
+        ("FLOW", "TOPIC", "REMOTE TOPIC", "WHY NOT"),
+        [
+            (
+                name,
+                d.source_topic,
+                d.remote_topic if d.replicate else "-",
+                "" if d.replicate else d.reason,
+            )
+            for name, listed in decisions.items()
+            for d in listed
+        ],
+    )

@@ -13,7 +13,7 @@ import typer
 
 from replicator.cli.app import EXIT_FAILED, command, exit_statuses, group, usage_error
 from replicator.cli.options import JsonOption, OutputOption, StateUrlOption, flag
-from replicator.cli.output import Output, chosen, emit
+from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
@@ -89,9 +89,13 @@ def _stack(
 
 
 def _print_table(stack: LocalStack) -> None:
-    for status in stack.status():
-        topics = ", ".join(status.topics) if status.topics else "-"
-        print(f"{status.name:<10} {status.bootstrap:<18} {status.state:<12} topics: {topics}")
+    print_table(
+        ("CLUSTER", "BOOTSTRAP", "STATE", "TOPICS"),
+        [
+            (s.name, s.bootstrap, s.state, ", ".join(s.topics) if s.topics else "-")
+            for s in stack.status()
+        ],
+    )
 
 
 @command(
@@ -223,9 +227,12 @@ def _run(
 
 def _print_where_to_look(system: EmbeddedSystem, replicate: Path | None, rate: int) -> None:
     stack = system.stack
-    print("\nLocal Kafka clusters:")
-    for spec in stack.clusters:
-        print(f"  {spec.name:<10} bootstrap.servers={spec.bootstrap}")
+    print()
+    print_table(
+        ("CLUSTER", "CLIENTS CONNECT WITH"),
+        [(spec.name, f"bootstrap.servers={spec.bootstrap}") for spec in stack.clusters],
+        title="Local Kafka clusters:",
+    )
     print(f"  data and logs under {stack.data_dir}")
     if system.demo is not None:
         print(f"Demo traffic: {rate} records/s into {', '.join(system.demo.topics)}")

@@ -10,7 +10,7 @@ import typer
 
 from replicator.cli.app import ROOT, command, exit_statuses, usage_error
 from replicator.cli.options import ConfigOption, FlowsOption, OutputOption, StateUrlOption
-from replicator.cli.output import Output, emit
+from replicator.cli.output import Output, emit, print_table
 from replicator.cli.progress import tracked
 from replicator.cli.state import state_url
 from replicator.config import load_config
@@ -127,14 +127,18 @@ def _print(verified: list[tuple[str, Verification]]) -> None:
                 print(f"  {where} no longer holds what was verified")
             for partition, why in verified["reverified"].items():
                 print(f"  {partition} verified whole again: {why}")
-        for suite_name, suite in result.summary["suites"].items():
-            print(
-                f"  {suite_name:<8} {'ok' if suite['success'] else 'FAILED'} ({suite['rows']} rows)"
-            )
-            for failure in suite["failed"]:
-                rows = failure["rows"]
-                print(f"    {failure['expectation']} {failure['column'] or ''}: {len(rows)} rows")
-                for row in rows[:_SHOWN]:
-                    print(f"      {row}")
+        suites = result.summary["suites"].items()
+        print_table(("SUITE", "RESULT", "ROWS", "FAILED"), [_suite_row(*s) for s in suites])
         print(f"  tables and plan: {result.directory}")
         print(f"  Data Docs: {result.summary['data_docs']}")
+
+
+def _suite_row(name: str, suite: dict) -> tuple[str, str, str, str]:
+    """The suite's outcome, and what it failed: each expectation, with its failing rows
+    (the first `_SHOWN`)."""
+    failed = []
+    for failure in suite["failed"]:
+        rows = failure["rows"]
+        failed.append(f"{failure['expectation']} {failure['column'] or ''}: {len(rows)} rows")
+        failed += [f"  {row}" for row in rows[:_SHOWN]]
+    return name, "ok" if suite["success"] else "FAILED", str(suite["rows"]), "\n".join(failed)

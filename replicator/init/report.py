@@ -1,4 +1,4 @@
-"""What `replicator init` found, step by step: one line each, and whether it all holds."""
+"""What `replicator init` found, step by step, and whether it all holds."""
 
 from __future__ import annotations
 
@@ -27,10 +27,6 @@ class Finding:
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is none of {OUTCOMES}")
-
-    def line(self) -> str:
-        where = f"[{self.cluster}] " if self.cluster else ""
-        return f"{self.step:<11} {self.outcome:<9} {where}{self.text}"
 
 
 @dataclass

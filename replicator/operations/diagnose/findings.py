@@ -56,10 +56,18 @@ class Diagnosis:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def headline(self) -> str:
+        return f"flow {self.flow}: {self.topic} -> {self.remote_topic}: {self.verdict}"
+
+    def by_severity(self) -> list[Finding]:
+        """The findings, problems first, so the cause is on top."""
+        return sorted(self.findings, key=lambda f: _SEVERITY.index(f.status))
+
     def render(self) -> str:
-        """One line per finding, problems first, so the cause is on top."""
-        lines = [f"flow {self.flow}: {self.topic} -> {self.remote_topic}: {self.verdict}"]
-        for finding in sorted(self.findings, key=lambda f: _SEVERITY.index(f.status)):
+        """The headline and one line per finding, for a log (`replicator diagnose` prints
+        the findings as a table)."""
+        lines = [self.headline()]
+        for finding in self.by_severity():
             fix = f"  Fix: {finding.fix}" if finding.fix else ""
             lines.append(f"  {finding.status.upper():<8} {finding.check:<18} {finding.detail}{fix}")
         return "\n".join(lines)

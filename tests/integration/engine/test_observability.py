@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -30,8 +31,13 @@ def _scrape(port: int) -> str:
 
 
 def _cli(*args: str) -> str:
+    """The command's stdout; a table's rows one a line (no cell wraps at 1000 columns)."""
     result = subprocess.run(
-        [sys.executable, "-m", "replicator", *args], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "replicator", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "1000"},
     )
     return result.stdout
 
@@ -70,5 +76,6 @@ def test_metrics_status_and_topics(tmp_path: Path, primary: str, dr: str) -> Non
     assert f"partition {flow.topic}[0]" in _cli("status", "--config", str(flow.config))
 
     topics = _cli("topics", "--config", str(flow.config))
-    assert f"-> {flow.topic}" in topics and flow.remote in topics
+    rows = [line.split() for line in topics.splitlines()]
+    assert ["primary->dr", flow.topic, flow.remote] in [row[:3] for row in rows]
     assert "__consumer_offsets" in topics and "internal topic" in topics

@@ -129,8 +129,13 @@ def test_init_dry_run_then_run_then_again(
 
 
 def test_init_names_a_cluster_that_does_not_answer(
-    tmp_path: Path, primary: str, dr: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # a finding's row on one line, however long
     dead = f"127.0.0.1:{free_port_pair()}"
     config, home, away = _config(tmp_path, primary, dr)
     config.write_text(
@@ -144,8 +149,8 @@ def test_init_names_a_cluster_that_does_not_answer(
 
     out = capsys.readouterr().out
     assert code == 1
-    [line] = [line for line in out.splitlines() if line.startswith("clusters    failed")]
-    assert f"[{away}] {dead} does not answer" in line
+    [line] = [line for line in out.splitlines() if line.split()[:3] == ["clusters", "failed", away]]
+    assert f"{dead} does not answer" in line
     assert f"check {away}.bootstrap.servers" in line
     assert out.rstrip().splitlines()[-1].startswith("NOT ready")
 

@@ -176,10 +176,14 @@ def test_replicator_run_copies_and_checkpoints_with_the_stacks_config_as_is(
 
 
 def test_exactly_once_on_the_secured_stack_survives_kill_9(
-    secured_pair: SecuredPair, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    secured_pair: SecuredPair,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Transactions need one more ACL (WRITE on the transactional ids), which
     `replicator acls apply` adds for a configuration with exactly.once."""
+    monkeypatch.setenv("COLUMNS", "1000")  # the table's rows one a line, no name wrapped
     pair = secured_pair
     config = _config_with(pair, tmp_path, "exactly.once = true")
     admin_config = pair.write_admin_config(tmp_path / "admin.properties")

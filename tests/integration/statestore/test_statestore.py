@@ -614,7 +614,10 @@ def test_cli_register_where_list(
     )
 
 
-def test_cli_history(url: str, store: StateStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_history(
+    url: str, store: StateStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # one run a line, no cell wrapped
     assert main(["history", "--state-url", url]) == 0
     assert "no runs recorded" in capsys.readouterr().out
     drill = store.start_run("drill", "primary->dr", "full", {})
@@ -622,10 +625,11 @@ def test_cli_history(url: str, store: StateStore, capsys: pytest.CaptureFixture[
     failover = store.start_run("failover", "primary->dr", "unplanned", {})
 
     assert main(["history", "--state-url", url]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split() == ["STARTED", "RUN", "FLOW", "MODE", "OUTCOME", "RPO", "RTO"]
     assert [line.split()[2] for line in lines] == [failover, drill]
     assert "succeeded" in lines[1]
-    assert "RTO 41.0s" in lines[1]
+    assert lines[1].split()[-1] == "41.0s"  # RTO
     assert "running" in lines[0]
 
     assert main(["history", "--state-url", url, "--kind", "drill", "--limit", "1", "--json"]) == 0

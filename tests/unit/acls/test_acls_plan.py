@@ -126,11 +126,14 @@ def test_an_mtls_principal_is_the_certificates_cn(tmp_path: Path) -> None:
     assert principal_of(config.clusters["dr"]) == "User:mirror-tls"
 
 
-def test_plan_command_prints_one_line_per_resource(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_command_prints_one_line_per_resource(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # wide enough that no cell wraps
     config = ROOT / "include" / "config" / "local.properties"
     assert main(["acls", "plan", "--config", str(config)]) == 0
     lines = capsys.readouterr().out.splitlines()
     demo = [line for line in lines if line.startswith("primary") and " demo. (prefixed)" in line]
-    assert len(demo) == 1 and "DESCRIBE,DESCRIBE_CONFIGS,READ" in demo[0]
+    assert len(demo) == 1 and "DESCRIBE, DESCRIBE_CONFIGS, READ" in demo[0]
     assert main(["acls", "plan", "--config", str(config), "--role", "producer"]) == 1
     assert "--role producer needs --principal" in capsys.readouterr().err

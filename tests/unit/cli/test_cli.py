@@ -64,6 +64,7 @@ def test_help_exits_0_and_names_the_exit_statuses(capsys: pytest.CaptureFixture[
         assert exited.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "Exit status: 0 the verdict is 'replicated'; 1 the verdict is 'not replicated'" in out
+    assert "--output -o" in out and "--json" not in out  # deprecated: hidden, still taken
 
 
 def test_a_failure_exits_1_with_one_line(
@@ -93,7 +94,9 @@ def test_json_yaml_and_the_json_alias_hold_the_same_data(
     assert main([*plan, "-o", "json"]) == 0
     as_json = json.loads(capsys.readouterr().out)
     assert main([*plan, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == as_json
+    out, err = capsys.readouterr()
+    assert json.loads(out) == as_json  # stdout as before: what scripts parse
+    assert err == "replicator: warning: --json is deprecated: use -o json\n"
     assert main([*plan, "--output", "yaml"]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == as_json
     assert {"cluster", "principal", "operation", "why"} <= set(as_json[0])
