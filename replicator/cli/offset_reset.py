@@ -138,13 +138,14 @@ def print_reset_report(report: ProcedureReport) -> int:
     """Each step, each partition's move (from -> to, records copied again or
     skipped), then the outcome; the exit code."""
     print(f"{report.kind} {report.procedure_id}{' (dry run)' if report.dry_run else ''}")
-    rows = []
+    rows, effects = [], []
     for step in report.steps:
         details = {k: v for k, v in step.report.items() if k != "partitions"}
-        effects = [partition["effect"] for partition in step.report.get("partitions", [])]
-        lines = [json.dumps(details, sort_keys=True), *effects]
-        rows.append((step.name, step.status, "\n".join(lines)))
+        effects += [partition["effect"] for partition in step.report.get("partitions", [])]
+        rows.append((step.name, step.status, json.dumps(details, sort_keys=True)))
     print_table(("STEP", "STATUS", "REPORT"), rows)
+    for effect in effects:  # whole lines: each names a partition and its move
+        print(f"  {effect}")
     print(report.outcome)
     if report.error:
         print(f"error: {report.error}")

@@ -352,17 +352,16 @@ class KubernetesLauncher(Launcher):
         deployment = self._find(name)
         if deployment is not None:
             return deployment
-        with self._api(f"read Deployment {name}", "get"):
-            try:
-                self._apps.read_namespaced_deployment(
-                    name, self.namespace, _request_timeout=_REQUEST_TIMEOUT_S
-                )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                exists = False
-            else:
-                exists = True
+        # Listed by name, not read: the launcher's Role may get only its own release's
+        # Deployment, and list any (a list by name cannot be narrowed by the Role).
+        with self._api(f"look up Deployment {name}", "list"):
+            exists = bool(
+                self._apps.list_namespaced_deployment(
+                    self.namespace,
+                    field_selector=f"metadata.name={name}",
+                    _request_timeout=_REQUEST_TIMEOUT_S,
+                ).items
+            )
         if exists:
             raise ReplicatorError(
                 f"Deployment {self.namespace}/{name} is not a replicator worker: the launcher's "

@@ -67,8 +67,15 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
 
 
 def test_flows_list_and_describe(
-    tmp_path: Path, primary: str, dr: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # Each row on one line, to be read for its content (the layout at 100 columns, names
+    # folded within their column: tests/unit/cli/test_tables_fit.py).
+    monkeypatch.setenv("COLUMNS", "1000")
     topic = unique_topic("flowscli")
     create_topic(primary, topic, partitions=2)
     preload(primary, topic, 200, 2)

@@ -23,10 +23,12 @@ dependency, and the tests need raw status codes and headers, not a typed client.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -217,6 +219,17 @@ def _scale(kube: Kube, namespace: str, replicas: int) -> int:
     ).status_code
 
 
+def _restart(client: Any, deployment: str) -> Any:
+    """A patch of the pod template's annotations, as `kubectl rollout restart` does."""
+    annotations = {"kubectl.kubernetes.io/restartedAt": "now"}
+    return client.request(
+        "PATCH",
+        deployment,
+        json={"spec": {"template": {"metadata": {"annotations": annotations}}}},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+
+
 def test_launcher_scales_and_restarts_in_its_namespace_only(
     server: ApiServer, defaults: list[dict], custom: list[dict]
 ) -> None:
@@ -229,17 +242,7 @@ def test_launcher_scales_and_restarts_in_its_namespace_only(
     assert launcher.request("GET", deployment + "/scale").json()["spec"].get("replicas", 0) == 0
     assert _scale(launcher, CUSTOM_NS, 4) == 200  # start, scaled
     assert admin.request("GET", deployment).json()["spec"]["replicas"] == 4
-    restart = {
-        "spec": {
-            "template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}
-        }
-    }
-    response = launcher.request(
-        "PATCH",
-        deployment,
-        json=restart,
-        headers={"Content-Type": "application/strategic-merge-patch+json"},
-    )
+    response = _restart(launcher, deployment)
     assert response.status_code == 200, response.text
     listed = launcher.request("GET", launcher.path("apps/v1", "Deployment", CUSTOM_NS))
     assert [d["metadata"]["name"] for d in listed.json()["items"]] == ["dr-replicator"]
@@ -254,6 +257,20 @@ def test_launcher_scales_and_restarts_in_its_namespace_only(
     )
     assert created.status_code == 403, created.text
     assert _scale(launcher, DEFAULTS_NS, 0) == 403
+    # Another Deployment of the namespace: listed, but its pod template (any image, any
+    # ServiceAccount, any Secret of the namespace) is not the launcher's to patch.
+    other = admin.create(
+        {**admin.request("GET", deployment).json(), "metadata": {"name": "other-app"}}, CUSTOM_NS
+    )
+    assert other.status_code == 201, other.text
+    other_path = launcher.path("apps/v1", "Deployment", CUSTOM_NS, "other-app")
+    patched = _restart(launcher, other_path)
+    assert patched.status_code == 403, patched.text
+    assert launcher.request("GET", other_path).status_code == 403
+    assert launcher.request("PATCH", other_path + "/scale", json={"spec": {"replicas": 0}},
+                            headers={"Content-Type": "application/merge-patch+json"}
+                            ).status_code == 403  # fmt: skip
+    admin.request("DELETE", admin.path("apps/v1", "Deployment", CUSTOM_NS, "other-app"))
     elsewhere = launcher.path("apps/v1", "Deployment", DEFAULTS_NS, "dr-replicator")
     assert launcher.request("GET", elsewhere).status_code == 403
     assert admin.request("GET", elsewhere).json()["spec"]["replicas"] == 2
@@ -292,7 +309,17 @@ def test_engine_service_account_is_refused_everything(
             "stateStore: set either url",
         ),
         ({"launcher": {"enabled": True}}, "launcher.serviceAccount.name"),
-        ({"probes": {"readiness": {"mode": "tcp"}}}, "probes.readiness.mode"),
+        # values.schema.json refuses it first, naming it.
+        ({"probes": {"readiness": {"mode": "tcp"}}}, "/probes/readiness/mode"),
+        # values.schema.json: wrong types and unknown keys, which rendered quietly before
+        # (`replicas: 0`, port 0, a typo's ServiceMonitor left out).
+        ({"replicas": "two"}, "at '/replicas': got string, want integer"),
+        ({"metrics": {"port": "abc"}}, "at '/metrics/port': got string, want integer"),
+        ({"servicemonitor": {"enabled": True}}, "additional properties 'servicemonitor'"),
+        (
+            {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Never"}},
+            "/podDisruptionBudget/unhealthyPodEvictionPolicy",
+        ),
     ],
 )
 def test_render_refuses(tmp_path: Path, values: dict, message: str) -> None:
@@ -312,6 +339,22 @@ def test_service_monitor_when_asked(tmp_path: Path) -> None:
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["selector"]["matchLabels"] == kinds["Service"][0]["spec"]["selector"]
+
+
+def test_grafana_dashboard_when_asked(tmp_path: Path) -> None:
+    """The shipped dashboard as a ConfigMap Grafana's sidecar loads (its label), the
+    same JSON as deploy/monitoring's."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"grafanaDashboard": {"enabled": True}}))
+    kinds = _by_kind(render(CHART, "dr", "monitoring", tmp_path / "helm", path))
+    [dashboard] = [
+        c for c in kinds["ConfigMap"] if c["metadata"]["name"] == "dr-replicator-dashboard"
+    ]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = ROOT / "deploy" / "monitoring" / "replicator-dashboard.json"
+    assert json.loads(dashboard["data"]["replicator-dashboard.json"]) == json.loads(
+        shipped.read_text(encoding="utf-8")
+    )
 
 
 def test_prometheus_rule_with_bounds_from_values(tmp_path: Path) -> None:
