@@ -180,6 +180,8 @@ class TopicSync:
     def _create(self, topics: list[NewTopic]) -> None:
         if not topics:
             return
+        if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
+            self._coordinators_first()
         for batch in _batches(topics):
             self._create_batch(batch)
         self._wait_until_served([t.topic for t in topics])
@@ -204,6 +206,27 @@ class TopicSync:
                     f"cannot create remote topic {name} on {self.flow.target.alias!r}: "
                     f"{error.str()}"
                 ) from exc
+
+    def _coordinators_first(self) -> None:
+        """Before creating thousands of partitions, have the target locate a group
+        coordinator: on a cluster that has none yet it creates its offsets topic now,
+        ahead of them. Created after them, it waited behind them (a broker applies
+        created partitions in order): at 5,000 partitions the checkpoint round after
+        the copy found the target's coordinators not loaded and synced no group. The
+        answer itself is not needed (the checkpoint loop asks again and reports what
+        fails), only its place in the queue: waited for `COORDINATORS_WAIT_S` at most."""
+        group = self.flow.engine_group  # any name: the answer is not read
+        future = self.target_admin.describe_consumer_groups(
+            [group], request_timeout=COORDINATORS_WAIT_S
+        )[group]
+        try:
+            future.result(timeout=COORDINATORS_WAIT_S)
+        except (KafkaException, TimeoutError) as exc:  # only its place in the queue matters
+            log.info(
+                "flow %s: the target %r has no group coordinator ready yet (%s); creating "
+                "the remote topics after asking for one",
+                self.flow.name, self.flow.target.alias, error_text(exc),
+            )  # fmt: skip
 
     def _wait_until_served(self, topics: list[str]) -> None:
         """A created topic is not described or produced to until every partition
@@ -307,6 +330,11 @@ class TopicSync:
             for topic, entries in self._describe(self.target_admin, remotes).items()
         }
 
+
+#: Creating this many partitions at once first has the target locate a group
+#: coordinator (`TopicSync._coordinators_first`), and waits this long at most for it.
+COORDINATORS_FIRST_PARTITIONS = 1_000
+COORDINATORS_WAIT_S = 1.0
 
 #: How much longer `_wait_until_served` waits for each topic created at once.
 SERVED_S_PER_TOPIC = 0.05

@@ -214,6 +214,28 @@ class BatchTranslator:
             forgot |= self._check_high(where, topic, self._bounds[where])
         return forgot
 
+    def not_started(self, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of the source `partitions` whose bounds `check_targets` read this round, those
+        the flow has not copied a record to yet while the source holds some: their
+        target partition is not served yet (being created) or has never held a record
+        (end 0). A position there is held whatever it is, so a round leaves them out
+        and reads nothing of them: at 5,000 partitions being created, reading every
+        group's positions on them (and each source partition's first record) took a
+        round 10 s of a machine the target needed to create them. A target emptied by
+        retention (end above 0) is not among them: its positions are exact."""
+        alias, policy = self.flow.source.alias, self.flow.policy
+        candidates = [
+            (topic, partition)
+            for topic, partition in partitions
+            if (bounds := self._bounds.get((policy.format_remote_topic(alias, topic), partition)))
+            is None
+            or bounds[1] == 0
+        ]
+        if not candidates:
+            return set()
+        source = partition_bounds(self.flow.source, candidates, self._source_admin)
+        return {p for p in candidates if (b := source.get(p)) is not None and b[1] > b[0]}
+
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
         self.answered = Counter()

@@ -136,7 +136,9 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             )
             return
         took = time.monotonic() - started
-        if report.held:
+        # Positions held, or partitions the copy has not reached while it has reached
+        # others: the copy is under way, so the next round comes soon.
+        if report.held or 0 < report.not_started < report.partitions:
             self._held_round[flow.name] = took
         metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
@@ -145,7 +147,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         log.info(
             "flow %s: checkpoints of %d groups on %d partitions in %.1f s: %d written, "
             "%d unchanged, %d held "
-            "(records before them not replicated yet), %d left for the next round (the "
+            "(records before them not replicated yet), %d partitions not copied to yet "
+            "(nothing read), %d left for the next round (the "
             "group moved on); positions answered from memory %d, by a read %d, by "
             "bisection %d; groups synced: %s; active groups left alone: %s",
             flow.name,
@@ -155,6 +158,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             len(report.emitted),
             report.unchanged,
             len(report.held),
+            report.not_started,
             report.moved_on,
             answered["cache"],
             answered["read"],

@@ -104,6 +104,9 @@ class CheckpointReport:
     groups_done: int = 0
     #: Partitions the round checkpointed (this process's share of the flow's).
     partitions: int = 0
+    #: Of those, partitions left out because nothing is copied to them yet
+    #: (`BatchTranslator.not_started`): their positions wait for the copy.
+    not_started: int = 0
     #: How the round's positions were translated (`BatchTranslator.answered`).
     translations: Counter[str] = field(default_factory=Counter)
 
@@ -396,6 +399,12 @@ class Checkpointer(_Checkpointing):
             return report
         if self._batch.check_targets(partitions):  # a target partition went back
             self._settled.clear()
+        waiting = self._batch.not_started(partitions)
+        if waiting:
+            report.not_started = len(waiting)
+            partitions = [p for p in partitions if p not in waiting]
+            if not partitions:
+                return report
         if self._group_sync is not None:
             try:
                 self._group_sync.prepare(wanted)

@@ -437,3 +437,38 @@ def test_a_held_position_asked_again_in_the_round_is_not_read_again(
     translator.begin_round()  # the next round (or the round's last look) reads again
     translator.translate([("orders", 0, 50)])
     assert reads == ["target", "source", "target", "source"]
+
+
+def test_partitions_not_copied_to_yet_are_left_out_of_the_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of remote partitions being created: a round reads no group position
+    on those the copy has not reached (not served yet, or never written while the
+    source holds records), and keeps those a position there may be exact on: an
+    empty source partition, a target emptied by retention (end above 0)."""
+    target = {
+        ("primary.orders", 0): (0, 40),  # copied to
+        ("primary.orders", 1): (0, 0),  # created, nothing copied; the source has records
+        ("primary.orders", 2): (0, 0),  # created; its source partition is empty
+        ("primary.orders", 3): (70, 70),  # emptied by retention
+        # primary.orders[4] not served yet
+    }
+    source = {("orders", p): (0, 100) for p in range(5)} | {("orders", 2): (0, 0)}
+    asked: list[list[tuple[str, int]]] = []
+
+    def bounds(cluster: object, partitions: list, _admin: object) -> dict:
+        if cluster is flow_config.target:
+            return {p: target[p] for p in partitions if p in target}
+        asked.append(sorted(partitions))
+        return {p: source[p] for p in partitions}
+
+    flow_config = flow()
+    monkeypatch.setattr(batch_translation, "admin_for", lambda _cluster: None)
+    monkeypatch.setattr(batch_translation, "partition_bounds", bounds)
+    monkeypatch.setattr(batch_translation, "OffsetSyncStore", lambda _flow: _NoPairs())
+    translator = batch_translation.BatchTranslator(flow_config, None, None)  # type: ignore[arg-type]
+    partitions = [("orders", p) for p in range(5)]
+    translator.begin_round()
+    translator.check_targets(partitions)
+    assert translator.not_started(partitions) == {("orders", 1), ("orders", 4)}
+    assert asked == [[("orders", 1), ("orders", 2), ("orders", 4)]]  # the candidates only

@@ -26,6 +26,9 @@ class _Checkpointer:
         self.warmed = 0
         self.ready = False
         self.held: list[object] = []
+        #: Of `partitions` (the round's), those the copy has not reached yet.
+        self.not_started = 0
+        self.partitions = 10
         #: `positions_max_age_s` of each round.
         self.ages: list[float] = []
 
@@ -40,6 +43,7 @@ class _Checkpointer:
         self.ages.append(positions_max_age_s)
         report = CheckpointReport("primary->dr")
         report.held = list(self.held)
+        report.partitions, report.not_started = self.partitions, self.not_started
         return report
 
     def close(self) -> None:
@@ -109,3 +113,22 @@ def test_a_round_that_held_positions_is_followed_by_the_next_within_seconds(
     assert checkpointer.ages == [0.0, 0.0, 60.0]
     # Every round says it ended, written or not (a round at rest writes nothing).
     assert len(loop._rounds.published) == 3
+
+
+def test_a_round_the_copy_has_reached_in_part_is_followed_by_the_next_within_seconds(
+    loop: CheckpointLoop,
+) -> None:
+    """Remote partitions being created: while the copy has reached none of them, the
+    rounds keep their interval (they read nothing of them, and the target is busy);
+    once it reached some, the next round comes soon for the rest."""
+    flow = loop._flows[0]
+    checkpointer = loop._checkpointer(flow)
+    checkpointer.not_started = 10  # all of them
+    loop.round(flow)
+    assert loop.next_round_in(flow) == 60.0
+    checkpointer.not_started = 4
+    loop.round(flow)
+    assert loop.next_round_in(flow) == HELD_RECHECK_S
+    checkpointer.not_started = 0
+    loop.round(flow)
+    assert loop.next_round_in(flow) == 60.0
