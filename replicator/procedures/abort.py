@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from replicator.errors import ReplicatorError
 from replicator.procedures.flows import start_flow
+from replicator.procedures.renewal import Hold
 from replicator.procedures.steps import (
     ENDED_OUTCOMES,
     FENCE_STEP,
@@ -53,7 +54,7 @@ from replicator.procedures.steps import (
     saved_steps,
     seconds_between,
 )
-from replicator.statestore import LeaseHeld, RunRecord, StateStore
+from replicator.statestore import LeaseHeld, RunRecord, StateStore, fencing
 from replicator.statestore.flow_states import STOPPED
 
 log = logging.getLogger(__name__)
@@ -94,20 +95,24 @@ def abort(
             "ran; `replicator history` lists the runs and their procedure ids"
         )
     owner = f"abort of {procedure_id}"
-    _hold_runs(store, procedure_id, owner)
+    hold = _hold_runs(store, procedure_id, owner)
     try:
-        return _abort(store, procedure_id, outcome, reason)
+        # Its undoing is made under the run's lease too: an abort cut off past it
+        # changes nothing behind a step or abort that took the run since.
+        with fencing.guarded(hold.guards()):
+            return _abort(store, procedure_id, outcome, reason)
     finally:
         store.release_leases(owner)
 
 
-def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> None:
+def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> Hold:
     """Take the lease a running step holds on the run (and, for a half of a full
     drill, on the drill), so no step runs while the abort does; refuse, naming the
-    step, while one runs."""
+    step, while one runs. Taking it gives it a new fencing token: a step paused past
+    its lease that comes back changes nothing (`replicator.statestore.fencing`)."""
     resources = [running_lease(run) for run in _lease_owners(procedure_id)]
     try:
-        store.acquire_leases(resources, owner, RUNNING_LEASE_TTL_S)
+        return Hold.take(store, resources, owner, RUNNING_LEASE_TTL_S)
     except LeaseHeld as exc:
         holder = exc.holder
         raise ReplicatorError(

@@ -324,7 +324,11 @@ class Failback(Procedure):
 
     def _commit_offsets(self) -> StepReport:
         moves = self._planned_moves()
-        return {"groups": commit_moves(GroupAdmin(self.origin), self.origin.alias, moves)}
+        return {
+            "groups": commit_moves(
+                GroupAdmin(self.origin), self.origin.alias, moves, self.store.check_guards
+            )
+        }
 
     def _preview_commit_offsets(self) -> StepReport:
         return {"would_commit": by_group(self._planned_moves())}

@@ -338,7 +338,11 @@ class Failover(Procedure):
 
     def _commit_offsets(self) -> StepReport:
         moves = self._planned_positions()
-        return {"groups": commit_moves(GroupAdmin(self.target), self.target.alias, moves)}
+        return {
+            "groups": commit_moves(
+                GroupAdmin(self.target), self.target.alias, moves, self.store.check_guards
+            )
+        }
 
     def _preview_commit_offsets(self) -> StepReport:
         return {"would_commit": by_group(self._planned_positions())}

@@ -90,11 +90,17 @@ def plan_moves(to: GroupAdmin, group: str, positions: list[Position]) -> list[Gr
     return moves
 
 
-def commit_moves(to: GroupAdmin, alias: str, moves: list[GroupMove]) -> MovesByGroup:
+def commit_moves(
+    to: GroupAdmin, alias: str, moves: list[GroupMove], still_held: Callable[[str], None]
+) -> MovesByGroup:
     """Commit the forward moves, group by group; a group with active members on `to`
-    cannot be set (its consumers would overwrite it) and stops the step."""
+    cannot be set (its consumers would overwrite it) and stops the step.
+    `still_held(what)` raises unless the step still holds its leases (the store's
+    `check_guards`): a Kafka commit cannot join the store's transaction, so each
+    group's is preceded by that check (and is idempotent: the same positions)."""
     grouped = by_group(moves)
     for group in grouped:
+        still_held(f"moving group {group!r} on {alias!r}")
         if not to.is_idle(group):
             raise ReplicatorError(
                 f"group {group} has active members on {alias!r}, so its offsets cannot be "

@@ -25,7 +25,8 @@ from typing import Any
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.procedures.flows import await_stopped
-from replicator.statestore import StateStore
+from replicator.procedures.renewal import Hold
+from replicator.statestore import StateStore, fencing
 from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED
 from replicator.statestore.records import FlowState
 
@@ -96,8 +97,9 @@ def _holding(store: StateStore, flow: str, by: str) -> Iterator[FlowState | None
     (a failover stopping the flow) and an operator never interleave: LeaseHeld names
     the holder. Yields the flow's state, read under the lease."""
     owner = f"{by} ({socket.gethostname()} pid {os.getpid()}, {uuid.uuid4().hex[:8]})"
-    store.acquire_leases([f"flow {flow}"], owner, _LEASE_TTL_S)
+    hold = Hold.take(store, [f"flow {flow}"], owner, _LEASE_TTL_S)
     try:
-        yield store.flow_state(flow)
+        with fencing.guarded(hold.guards()):  # the change is made only under the lease
+            yield store.flow_state(flow)
     finally:
         store.release_leases(owner)

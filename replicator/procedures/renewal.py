@@ -20,12 +20,13 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from replicator.errors import ReplicatorError
-from replicator.statestore import LeaseHeld, StateStore, StateStoreError
+from replicator.statestore import LeaseTaken, StateStore, StateStoreError, fencing
+from replicator.statestore.fencing import Guard
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,28 @@ class LeaseLost(ReplicatorError):
 
 @dataclass(frozen=True)
 class Hold:
-    """Leases on `resources`, held by `owner`, each renewal for `ttl_s` seconds."""
+    """Leases on `resources`, held by `owner` with the fencing tokens they were taken
+    with (`replicator.statestore.fencing`), each renewal for `ttl_s` seconds."""
 
     resources: tuple[str, ...]
     owner: str
     ttl_s: float
+    tokens: tuple[int, ...]
+
+    @classmethod
+    def take(cls, store: StateStore, resources: Iterable[str], owner: str, ttl_s: float) -> Hold:
+        """Take (or renew) the leases on `resources` for `owner`: LeaseHeld when
+        another owner holds one."""
+        leases = store.acquire_leases(resources, owner, ttl_s)
+        return cls(
+            tuple(lease.resource for lease in leases),
+            owner,
+            ttl_s,
+            tuple(lease.token for lease in leases),
+        )
+
+    def guards(self) -> list[Guard]:
+        return [Guard(r, self.owner, t) for r, t in zip(self.resources, self.tokens, strict=True)]
 
 
 class LeaseRenewer:
@@ -102,10 +120,10 @@ class LeaseRenewer:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
+            try:  # only while still ours: never taken back behind whoever took it
                 for hold in self.holds:
-                    self.store.acquire_leases(hold.resources, hold.owner, hold.ttl_s)
-            except LeaseHeld as exc:  # someone else holds it now: lost for good
+                    self.store.renew_leases(hold.guards(), hold.ttl_s)
+            except LeaseTaken as exc:  # someone else holds it now: lost for good
                 self._lose(str(exc), exc)
                 return
             except StateStoreError as exc:  # the store did not answer: try again
@@ -131,12 +149,14 @@ _RUNNING: contextvars.ContextVar[tuple[LeaseRenewer, ...]] = contextvars.Context
 @contextmanager
 def renewing(renewer: LeaseRenewer) -> Iterator[LeaseRenewer]:
     """Run the body with `renewer` renewing (stopped on the way out, however the body
-    ends), and known to `ensure_held` in this thread (nested steps: a full drill's
-    halves run inside its steps, so every enclosing step's leases are checked)."""
+    ends), known to `ensure_held` in this thread (nested steps: a full drill's halves
+    run inside its steps, so every enclosing step's leases are checked), and with the
+    store's writes in this thread conditional on its leases' fencing tokens."""
     renewer.start()
     token = _RUNNING.set((*_RUNNING.get(), renewer))
     try:
-        yield renewer
+        with fencing.guarded(g for hold in renewer.holds for g in hold.guards()):
+            yield renewer
     finally:
         _RUNNING.reset(token)
         renewer.stop()

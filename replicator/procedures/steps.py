@@ -430,7 +430,7 @@ class Procedure(ABC):
         ttl = min(RUNNING_LEASE_TTL_S, self.lease_ttl_s)
         resource = running_lease(self.procedure_id)
         try:
-            self.store.acquire_leases([resource], owner, ttl)
+            return Hold.take(self.store, [resource], owner, ttl)
         except LeaseHeld as exc:
             raise StepRunning(
                 f"{self.kind} {self.procedure_id}: step {step.name!r} does not run now, "
@@ -439,7 +439,6 @@ class Procedure(ABC):
                 "elsewhere, or it is being aborted. Wait for that to end, then run the step "
                 "again with the same id"
             ) from exc
-        return Hold((resource,), owner, ttl)
 
     def _attempt(
         self, step: Step, action: Callable[[], StepReport], running: Hold | None = None
@@ -449,8 +448,7 @@ class Procedure(ABC):
                 return action()
             # Take the leases, or renew them; the renewer keeps them while the step runs.
             owner = self.lease_owner or self.procedure_id
-            leases = Hold(tuple(self.leases()), owner, self.lease_ttl_s)
-            self.store.acquire_leases(leases.resources, owner, leases.ttl_s)
+            leases = Hold.take(self.store, self.leases(), owner, self.lease_ttl_s)
             self.store.save_step(self.procedure_id, started_entry(step.name), "done", {})
             what = f"{self.kind} {self.procedure_id}, step {step.name!r},"
             with renewing(LeaseRenewer(self.store, [running, leases], what)) as renewer:

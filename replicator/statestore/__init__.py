@@ -17,6 +17,7 @@ from replicator.statestore.discovery import Route, UnknownClusterError, where
 from replicator.statestore.errors import (
     FenceNotAcknowledged,
     LeaseHeld,
+    LeaseTaken,
     NotFoundError,
     StateStoreError,
     StoreUnavailable,
@@ -50,6 +51,7 @@ __all__ = [
     "FlowState",
     "Lease",
     "LeaseHeld",
+    "LeaseTaken",
     "LedgerCheck",
     "LedgerEntry",
     "NotFoundError",

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select, update
 
-from replicator.statestore import clock, database, schema
+from replicator.statestore import clock, database, fencing, schema
 from replicator.statestore.database import Database
 from replicator.statestore.errors import FenceNotAcknowledged, NotFoundError, StateStoreError
 from replicator.statestore.records import Application, ClientState, ClientStatus
@@ -85,6 +85,7 @@ class ApplicationStore(Database):
         retried procedure waits for the same acknowledgements.
         """
         with self._write() as conn:
+            fencing.check(conn, f"fencing application {name!r}")
             app = self._application(conn, name, for_update=True)
             if app.fenced:
                 return app.epoch
@@ -94,6 +95,7 @@ class ApplicationStore(Database):
     def switch(self, name: str, cluster: str) -> Application:
         """Make `cluster` the active cluster of `name` and lift any fence."""
         with self._write() as conn:
+            fencing.check(conn, f"switching application {name!r} to {cluster!r}")
             app = self._application(conn, name, for_update=True)
             if app.active_cluster != cluster or app.fenced:
                 self._set_application(
@@ -104,6 +106,7 @@ class ApplicationStore(Database):
     def unfence(self, name: str) -> Application:
         """Let the clients of `name` run again on the cluster they were fenced on."""
         with self._write() as conn:
+            fencing.check(conn, f"unfencing application {name!r}")
             app = self._application(conn, name, for_update=True)
             if app.fenced:
                 self._set_application(conn, name, fenced=False, epoch=app.epoch + 1)

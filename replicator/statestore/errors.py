@@ -33,6 +33,12 @@ class LeaseHeld(StateStoreError):
         self.holder = holder
 
 
+class LeaseTaken(StateStoreError):
+    """A write or renewal made under a lease that is no longer the writer's: another
+    owner took it (a larger fencing token), it was released, or it lapsed. Nothing
+    was written."""
+
+
 class FenceNotAcknowledged(StateStoreError):
     """Clients still running after a fence's deadline; `pending` lists them."""
 

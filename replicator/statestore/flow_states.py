@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from replicator.statestore import database, schema
+from replicator.statestore import database, fencing, schema
 from replicator.statestore.database import Database, json_field
 from replicator.statestore.records import FlowState
 
@@ -42,6 +42,7 @@ class FlowStateStore(Database):
         self, flow: str, state: str, detail: Mapping[str, Any] | None = None
     ) -> FlowState:
         with self._write() as conn:
+            fencing.check(conn, f"setting flow {flow!r} {state}")
             values = {"state": state, "detail": json_field(f"detail of flow {flow!r}", detail)}
             self._upsert(
                 conn, schema.flows, {"flow": flow}, {**values, "updated_at": database.now()}

@@ -18,9 +18,10 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, select, update
 
-from replicator.statestore import clock, schema
+from replicator.statestore import clock, fencing, schema
 from replicator.statestore.database import Database
 from replicator.statestore.errors import LeaseHeld
+from replicator.statestore.fencing import Guard
 from replicator.statestore.records import Lease
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class LeaseStore(Database):
                         "owner": owner,
                         "acquired_at": now,
                         "expires_at": expires,
+                        "token": _next_token(conn, resource),
                     }
                     if self._insert_new(conn, schema.leases, new):
                         continue
@@ -66,6 +68,7 @@ class LeaseStore(Database):
                         f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC",
                         owner,
                     )
+                renewed = held.owner == owner and held.expires_at > now
                 conn.execute(
                     update(schema.leases)
                     .where(schema.leases.c.resource == resource)
@@ -73,9 +76,33 @@ class LeaseStore(Database):
                         owner=owner,
                         acquired_at=held.acquired_at if held.owner == owner else now,
                         expires_at=expires,
+                        token=held.token if renewed else _next_token(conn, resource),
                     )
                 )
             return [lease for r in wanted if (lease := self._lease(conn, r)) is not None]
+
+    def renew_leases(self, guards: Iterable[Guard], ttl_s: float) -> None:
+        """Extend the leases `guards` name by `ttl_s` seconds, each only while it is still
+        the guard's (owner and fencing token, unlapsed): LeaseTaken otherwise, and
+        nothing is renewed. Unlike `acquire_leases`, never takes a lease anew: a step
+        whose lease was released or taken must not get it back behind the taker."""
+        wanted = list(guards)
+        with self._write() as conn:
+            fencing.check(conn, "renewing the leases", wanted)
+            expires = clock.server_time(conn) + timedelta(seconds=ttl_s)
+            for guard in wanted:
+                conn.execute(
+                    update(schema.leases)
+                    .where(schema.leases.c.resource == guard.resource)
+                    .values(expires_at=expires)
+                )
+
+    def check_guards(self, what: str) -> None:
+        """LeaseTaken unless the running step's leases are still its own (`fencing`):
+        before a write the store cannot make conditional itself (a Kafka commit)."""
+        if fencing.current():
+            with self._write() as conn:
+                fencing.check(conn, what)
 
     def release_leases(self, owner: str) -> int:
         """Release every lease `owner` holds; returns how many it held."""
@@ -96,6 +123,25 @@ class LeaseStore(Database):
         query = select(schema.leases).where(schema.leases.c.resource == resource).with_for_update()
         row = conn.execute(query).first()
         return None if row is None else Lease(**row._mapping)
+
+
+def _next_token(conn: Connection, resource: str) -> int:
+    """The next fencing token of `resource`: one more than any given before, kept in
+    `dr_lease_tokens` past the lease's release. The caller holds the lease row (or
+    is inserting it), so no other transaction takes a token of `resource` meanwhile."""
+    tokens = schema.lease_tokens
+    last = conn.execute(
+        select(tokens.c.token).where(tokens.c.resource == resource).with_for_update()
+    ).scalar()
+    if last is None:
+        if Database._insert_new(conn, tokens, {"resource": resource, "token": 1}):
+            return 1
+        # Inserted by a concurrent first taking (its lease insert then fails): after it.
+        last = conn.execute(
+            select(tokens.c.token).where(tokens.c.resource == resource).with_for_update()
+        ).scalar_one()
+    conn.execute(update(tokens).where(tokens.c.resource == resource).values(token=last + 1))
+    return int(last) + 1
 
 
 def _lease_held(held: Lease, wanted_by: str, now: datetime) -> LeaseHeld:

@@ -88,6 +88,9 @@ class Lease:
     owner: str
     acquired_at: datetime
     expires_at: datetime
+    #: Grows each time the lease is taken (not when renewed): the fencing token that
+    #: the owner's writes are conditional on (`replicator.statestore.fencing`).
+    token: int = 0
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,17 @@ leases = Table(
     Column("owner", String(_NAME), nullable=False),
     Column("acquired_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
+    # The fencing token of this taking of the lease (`replicator.statestore.fencing`).
+    Column("token", BigInteger, nullable=False, server_default="0"),
+)
+
+# One row per resource ever leased: the last fencing token given for it. Kept when
+# the lease is released, so a token never repeats.
+lease_tokens = Table(
+    "dr_lease_tokens",
+    metadata,
+    Column("resource", String(_NAME), primary_key=True),
+    Column("token", BigInteger, nullable=False),
 )
 
 # One row per incident key (source/scope/kind): the open incident, or the last one
