@@ -13,6 +13,7 @@ BROWSER_STAMP := .cache/browser/.installed
 POSTGRES_STAMP := .cache/postgres/.installed
 JEMALLOC_STAMP := .cache/jemalloc/.installed
 PROMETHEUS_STAMP := .cache/prometheus/.installed
+RUST_LINT_STAMP := .cache/rust/.lint-tools
 DATA_DOCS_ASSETS := .cache/vendor/data-docs
 MVN := mvn -B -q -Dstyle.color=never -s include/jvm/settings.xml
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
@@ -55,7 +56,7 @@ help:
 	@echo "make run    - set up, then run the whole system: clusters, replicator, demo, Airflow (Ctrl-C stops)"
 	@echo "make test   - set up, then run every test (unit and integration, real brokers)"
 	@echo "make setup  - idempotent: .venv from requirements.lock, Kafka/Spark jars from Maven Central"
-	@echo "make lint   - ruff check and ruff format --check"
+	@echo "make lint   - ruff check and ruff format --check; cargo fmt --check and clippy on dataplane/"
 	@echo "make format - ruff format and ruff check --fix"
 	@echo "make lock   - re-resolve requirements.in into requirements.lock"
 	@echo "make clean  - stop local clusters, delete .venv, .cache and .data"
@@ -64,7 +65,7 @@ help:
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/kafka.jsa $(JVM_DIR)/spark-kafka/.resolved \
 	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(JEMALLOC_STAMP) $(DATA_DOCS_ASSETS)/.installed \
-	$(K8S_STAMPS)
+	$(K8S_STAMPS) $(RUST_LINT_STAMP)
 
 # Bytecode is compiled at install (uv writes none by default): with PYTHONDONTWRITEBYTECODE
 # set, as here, every process would otherwise compile all it imports (Airflow, pyspark, GX)
@@ -79,6 +80,20 @@ $(VENV)/.installed: requirements.lock pyproject.toml setup.py \
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --no-deps -e .
 	touch $@
+
+# rustfmt and clippy for `make lint`, on the toolchain of the cargo on PATH (the one
+# setup.py builds the data plane with): rustup adds them where it manages that toolchain
+# (its minimal profile has neither). The stamp records their versions, so a second run
+# does nothing; with no cargo on PATH there is no crate to check and no stamp is written.
+$(RUST_LINT_STAMP):
+	@if ! command -v cargo >/dev/null; then echo "cargo is not on PATH: no Rust lint tools to set up"; exit 0; fi; \
+	if ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then \
+		command -v rustup >/dev/null || { echo "cargo fmt or cargo clippy is missing and rustup is not here to add them: install rustfmt and clippy for $$(cargo --version)" >&2; exit 1; }; \
+		(cd dataplane && rustup component add rustfmt clippy) || exit 1; \
+	fi; \
+	mkdir -p $(dir $@); \
+	(cd dataplane && cargo fmt --version && cargo clippy --version) | tee $@.tmp; \
+	test -s $@.tmp && mv $@.tmp $@
 
 $(JVM_DIR)/kafka/.resolved: include/jvm/kafka/pom.xml include/jvm/settings.xml
 	rm -rf $(JVM_DIR)/kafka $(JVM_DIR)/kafka.jsa
@@ -220,9 +235,18 @@ test: setup lint
 	solo=$$?; \
 	test $$parallel -eq 0 && test $$solo -eq 0
 
-lint: $(VENV)/.installed
+# The data plane's crate is checked with the cargo on PATH that setup.py builds it with,
+# into the same target directory (~/.cache/replicator/cargo-target, CARGO_TARGET_DIR
+# overrides: librdkafka is not compiled twice); with no cargo on PATH the crate is not
+# built either (setup.py installs without it), so its lint is skipped, saying so.
+lint: $(VENV)/.installed $(RUST_LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@command -v cargo >/dev/null || echo "cargo is not on PATH: the data plane's Rust lint is skipped"
+	if command -v cargo >/dev/null; then cd dataplane && cargo fmt --check; fi
+	if command -v cargo >/dev/null; then cd dataplane && \
+		CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/replicator/cargo-target} \
+		cargo clippy --release --all-targets -- -D warnings; fi
 
 format: $(VENV)/.installed
 	$(BIN)/ruff format .

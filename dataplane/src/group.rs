@@ -5,14 +5,18 @@
 //! crate makes a group's metadata only from one of its own consumers, and the group
 //! these offsets go to lives on the target cluster, where no consumer of ours is a
 //! member (docs/dataplane.md, "Exactly-once": why). All `unsafe` of transactions is
-//! in this module.
+//! in this module. `TxnError`: how a transactional call failed, with librdkafka's
+//! verdict on what can be done about it.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::time::Duration;
 
 use rdkafka::bindings as rd;
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::TopicPartitionList;
+
+use crate::error::Error;
 
 /// A transactional call that failed, with what librdkafka says can be done about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,11 +33,12 @@ pub struct TxnError {
 }
 
 impl TxnError {
-    /// A failure of the mover's own (not a librdkafka error object).
-    pub fn plain(message: String) -> Self {
+    /// A failure of the mover's own in a transactional call (not a librdkafka error
+    /// object): code `_STATE`, no flags.
+    pub fn state(error: &Error) -> Self {
         TxnError {
             code: "_STATE".into(),
-            message,
+            message: error.to_string(),
             fatal: false,
             retriable: false,
             abortable: false,
@@ -74,19 +79,27 @@ impl TxnError {
 }
 
 /// Turn an `rd_kafka_error_t` into a TxnError (and free it); null is success.
-fn take(error: *mut rd::rd_kafka_error_t) -> Result<(), TxnError> {
+///
+/// `error` is null or an error object librdkafka returned to us (ours to destroy,
+/// `@remark` of each call that returns one); it is destroyed here.
+fn take(error: *mut rd::rd_kafka_error_t) -> Result<(), Error> {
     if error.is_null() {
         return Ok(());
     }
-    let text = |ptr: *const std::ffi::c_char| {
+    let text = |ptr: *const c_char| {
         if ptr.is_null() {
             String::new()
         } else {
+            // SAFETY: a non-null string of `rd_kafka_error_name`/`_string`, NUL-terminated
+            // and alive as long as the error object (rdkafka.h), which is destroyed only
+            // after the text is copied out below.
             unsafe { CStr::from_ptr(ptr) }
                 .to_string_lossy()
                 .into_owned()
         }
     };
+    // SAFETY: `error` is a live, non-null error object we own (see above); these
+    // accessors only read it.
     let out = unsafe {
         TxnError {
             code: text(rd::rd_kafka_error_name(error)),
@@ -96,32 +109,38 @@ fn take(error: *mut rd::rd_kafka_error_t) -> Result<(), TxnError> {
             abortable: rd::rd_kafka_error_txn_requires_abort(error) != 0,
         }
     };
+    // SAFETY: we own the error object (returned to us by librdkafka) and destroy it
+    // once; nothing read from it is used after this (the texts were copied).
     unsafe { rd::rd_kafka_error_destroy(error) };
-    Err(out)
+    Err(out.into())
 }
 
 /// Send `offsets` to the producer's open transaction as the offsets of `group` (a
-/// group on the producer's cluster), to be committed with it.
-///
-/// `producer` must be a live transactional producer handle (the rdkafka crate's
-/// `Client::native_ptr` of the mover's producer).
-pub fn send_offsets(
-    producer: *mut rd::rd_kafka_t,
+/// group on the producer's cluster), to be committed with it. `producer` is the
+/// mover's transactional producer's client.
+pub fn send_offsets<C: ClientContext>(
+    producer: &Client<C>,
     offsets: &TopicPartitionList,
     group: &str,
     timeout: Duration,
-) -> Result<(), TxnError> {
-    let group = CString::new(group)
-        .map_err(|_| TxnError::plain(format!("offsets group {group:?} contains a NUL byte")))?;
+) -> Result<(), Error> {
+    let group = CString::new(group).map_err(|_| Error::NulInOffsetsGroup(group.to_string()))?;
+    // SAFETY: `group` is a NUL-terminated C string that outlives the call (librdkafka
+    // copies the group id into the new object).
     let metadata = unsafe { rd::rd_kafka_consumer_group_metadata_new(group.as_ptr()) };
     if metadata.is_null() {
-        return Err(TxnError::plain(
-            "librdkafka could not make the group's metadata".into(),
-        ));
+        return Err(Error::NoGroupMetadata);
     }
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    let error =
-        unsafe { rd::rd_kafka_send_offsets_to_transaction(producer, offsets.ptr(), metadata, ms) };
+    // SAFETY: the producer handle is alive while `producer` is borrowed (the rdkafka
+    // crate's Client destroys it only on drop); `offsets` is a live list borrowed for
+    // the call and `metadata` was just made and is non-null. librdkafka only reads the
+    // list and the metadata (both `const` in rdkafka.h) and keeps neither.
+    let error = unsafe {
+        rd::rd_kafka_send_offsets_to_transaction(producer.native_ptr(), offsets.ptr(), metadata, ms)
+    };
+    // SAFETY: `metadata` came from `rd_kafka_consumer_group_metadata_new`, which makes
+    // it ours to free (rdkafka.h), and it is freed once, after its last use above.
     unsafe { rd::rd_kafka_consumer_group_metadata_destroy(metadata) };
     take(error)
 }

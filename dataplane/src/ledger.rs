@@ -10,6 +10,8 @@
 
 use std::collections::VecDeque;
 
+use crate::error::LedgerError;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     InFlight,
@@ -134,16 +136,19 @@ impl Ledger {
     }
 
     /// The mover handed the record at `source` to the producer. Offsets only grow.
-    pub fn sent(&mut self, source: i64) -> Result<(), String> {
+    pub fn sent(&mut self, source: i64) -> Result<(), LedgerError> {
         if let Some(&(last, _)) = self.pending.back() {
             if source <= last {
-                return Err(format!("offset {source} sent after {last}"));
+                return Err(LedgerError::SentAfter {
+                    offset: source,
+                    last,
+                });
             }
         } else if source <= self.delivered_through {
-            return Err(format!(
-                "offset {source} sent after {} was delivered",
-                self.delivered_through
-            ));
+            return Err(LedgerError::SentAfterDelivered {
+                offset: source,
+                delivered_through: self.delivered_through,
+            });
         }
         self.pending.push_back((source, State::InFlight));
         Ok(())
@@ -157,7 +162,7 @@ impl Ledger {
         target: i64,
         bytes: u64,
         timestamp_ms: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), LedgerError> {
         self.set(source, State::Delivered(target))?;
         self.records += 1;
         self.bytes += bytes;
@@ -169,7 +174,7 @@ impl Ledger {
     }
 
     /// Python decided the record at `source` is not replicated (a loop).
-    pub fn skipped(&mut self, source: i64) -> Result<(), String> {
+    pub fn skipped(&mut self, source: i64) -> Result<(), LedgerError> {
         if self.pending.is_empty() && source > self.delivered_through {
             // Nothing in flight: the skip moves the position on at once.
             self.delivered_through = source;
@@ -182,7 +187,7 @@ impl Ledger {
     }
 
     /// The target refused the record at `source`: the ledger stops before it.
-    pub fn failed(&mut self, source: i64) -> Result<(), String> {
+    pub fn failed(&mut self, source: i64) -> Result<(), LedgerError> {
         self.set(source, State::Failed)
     }
 
@@ -209,18 +214,18 @@ impl Ledger {
         }
     }
 
-    fn set(&mut self, source: i64, state: State) -> Result<(), String> {
+    fn set(&mut self, source: i64, state: State) -> Result<(), LedgerError> {
         // Acks of one partition come in order, so this is nearly always the front.
         let index = match self.pending.front() {
             Some(&(first, _)) if first == source => 0,
             _ => self
                 .pending
                 .binary_search_by_key(&source, |&(offset, _)| offset)
-                .map_err(|_| format!("offset {source} was not in flight"))?,
+                .map_err(|_| LedgerError::NotInFlight(source))?,
         };
         let entry = &mut self.pending[index];
         if entry.1 != State::InFlight && state != State::Skipped {
-            return Err(format!("offset {source} settled twice"));
+            return Err(LedgerError::SettledTwice(source));
         }
         entry.1 = state;
         Ok(())
@@ -261,7 +266,7 @@ impl Sent {
     pub fn new(slot: usize, offset: i64) -> Option<Sent> {
         let fits =
             slot < 1 << (usize::BITS - OFFSET_BITS) && (0..1 << OFFSET_BITS).contains(&offset);
-        fits.then(|| Sent(slot << OFFSET_BITS | offset as usize))
+        fits.then_some(Sent(slot << OFFSET_BITS | offset as usize))
     }
 
     pub fn slot(self) -> usize {

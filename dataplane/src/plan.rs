@@ -117,8 +117,10 @@ pub fn redact(message: &str, secrets: &[&str]) -> String {
             let right = rest[at + secret.len()..].chars().next();
             let first = secret.chars().next().unwrap_or(' ');
             let last = secret.chars().next_back().unwrap_or(' ');
-            let whole = !(is_word(first) && left.is_some_and(is_word))
-                && !(is_word(last) && right.is_some_and(is_word));
+            // Whole: joined to no word character on either side.
+            let joined_left = is_word(first) && left.is_some_and(is_word);
+            let joined_right = is_word(last) && right.is_some_and(is_word);
+            let whole = !(joined_left || joined_right);
             let (head, _) = rest.split_at(at);
             kept.push_str(head);
             if whole {

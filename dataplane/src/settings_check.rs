@@ -6,13 +6,13 @@
 
 use std::collections::HashMap;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::BaseProducer;
 
+use crate::error::Error;
 use crate::plan;
 
 /// Build a `kind` client ("consumer" or "producer") of `settings` with this module's
@@ -27,15 +27,11 @@ pub fn check_client(kind: &str, settings: HashMap<String, String>) -> PyResult<(
     let made: Result<(), KafkaError> = match kind {
         "consumer" => config.create::<BaseConsumer>().map(drop),
         "producer" => config.create::<BaseProducer>().map(drop),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "check_client: kind {other:?} is neither consumer nor producer"
-            )))
-        }
+        other => return Err(Error::ClientKind(other.to_string()).into()),
     };
     made.map_err(|error| {
         let secrets = plan::secret_values(settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        PyValueError::new_err(plan::redact(&refusal(error), &secrets))
+        Error::ClientRefused(plan::redact(&refusal(error), &secrets)).into()
     })
 }
 

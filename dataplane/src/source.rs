@@ -2,7 +2,7 @@
 //! a client made by the rdkafka crate, assigned partitions by hand, polled with
 //! `rd_kafka_consumer_poll` so that an error message still names its topic,
 //! partition and offset (the crate's BaseConsumer drops them). All `unsafe` of the
-//! consumer is in this module, behind `Source` and `Record`.
+//! consumer is in this module, behind `Source`, and in `record`, behind `Record`.
 //!
 //! Records are taken from librdkafka's consumer queue in batches
 //! (`rd_kafka_consume_batch_queue`: one queue lock and one clock read for up to
@@ -15,7 +15,6 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::{self, NonNull};
-use std::slice;
 use std::time::Duration;
 
 use rdkafka::bindings as rd;
@@ -26,71 +25,58 @@ use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client_errors::checked_code;
-use crate::target::Headers;
+use crate::error::Error;
+use crate::record::{Record, Taken};
 
 /// The name and description of a librdkafka error code.
 pub fn describe(code: RDKafkaRespErr) -> String {
+    // SAFETY: `rd_kafka_err2name` returns a NUL-terminated name for any code (a static
+    // one, or for a code it does not know a thread-local buffer), copied here before
+    // this thread calls librdkafka again.
     let name = unsafe { CStr::from_ptr(rd::rd_kafka_err2name(code)) }.to_string_lossy();
     format!("{name}: {}", RDKafkaErrorCode::from(code))
 }
 
 /// A rd_kafka_error_t turned into a message (and freed).
-fn take_error(error: *mut rd::rd_kafka_error_t) -> Result<(), String> {
+///
+/// `error` is null or an error object librdkafka returned to us (ours to destroy,
+/// `@remark` of each call that returns one); it is destroyed here.
+fn take_error(error: *mut rd::rd_kafka_error_t) -> Result<(), Error> {
     if error.is_null() {
         return Ok(());
     }
+    // SAFETY: `error` is a live, non-null error object; its string is NUL-terminated
+    // and lives as long as the object (rdkafka.h), and is copied before it is freed.
     let text = unsafe { CStr::from_ptr(rd::rd_kafka_error_string(error)) }
         .to_string_lossy()
         .into_owned();
+    // SAFETY: we own the error object and free it once, after its last use.
     unsafe { rd::rd_kafka_error_destroy(error) };
-    Err(text)
+    Err(Error::Librdkafka(text))
 }
 
-fn check(code: RDKafkaRespErr) -> Result<(), String> {
+fn check(code: RDKafkaRespErr) -> Result<(), Error> {
     if code == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
         Ok(())
     } else {
-        Err(describe(code))
+        Err(Error::Code(code))
     }
 }
 
 /// The most records one `rd_kafka_consume_batch_queue` call takes.
 const BATCH: usize = 512;
 
-/// A message taken from librdkafka, destroyed when dropped.
-struct Taken(NonNull<rd::rd_kafka_message_t>);
-
-// librdkafka's messages may be destroyed from any thread.
-unsafe impl Send for Taken {}
-
-impl Taken {
-    fn new(ptr: *mut rd::rd_kafka_message_t) -> Option<Taken> {
-        NonNull::new(ptr).map(Taken)
-    }
-
-    fn is_of(&self, topic: &str, partition: i32) -> bool {
-        let msg = unsafe { self.0.as_ref() };
-        msg.partition == partition && !msg.rkt.is_null() && {
-            let name = unsafe { CStr::from_ptr(rd::rd_kafka_topic_name(msg.rkt)) };
-            name.to_bytes() == topic.as_bytes()
-        }
-    }
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        unsafe { rd::rd_kafka_message_destroy(self.0.as_ptr()) };
-    }
-}
-
 /// The consumer's queue handle (`rd_kafka_queue_get_consumer`), released when dropped.
 struct Queue(NonNull<rd::rd_kafka_queue_t>);
 
-// A queue handle may be used and destroyed from any thread.
+// SAFETY: librdkafka's queues are locked internally: a queue handle may be used and
+// destroyed from any thread; `Queue` gives no shared access across threads (not Sync).
 unsafe impl Send for Queue {}
 
 impl Drop for Queue {
     fn drop(&mut self) {
+        // SAFETY: the reference `rd_kafka_queue_get_consumer` gave us, released once,
+        // and before the client's handle is destroyed (`Source`'s field order).
         unsafe { rd::rd_kafka_queue_destroy(self.0.as_ptr()) };
     }
 }
@@ -105,23 +91,29 @@ pub struct Source<C: ClientContext> {
 }
 
 impl<C: ClientContext> Source<C> {
-    pub fn new(config: &ClientConfig, context: C) -> Result<Self, String> {
-        let native = config.create_native_config().map_err(|e| e.to_string())?;
+    pub fn new(config: &ClientConfig, context: C) -> Result<Self, Error> {
+        let native = config.create_native_config()?;
         // The crate reads logs and errors as events of its own poll, which this
         // consumer does not use: served by `rd_kafka_consumer_poll` instead, they went
         // to librdkafka's defaults, which print to stderr ("%3|...|ERROR|...") past
         // the context. These hand them to the context (the opaque the crate sets).
+        // SAFETY: `native` is a live configuration we own, not yet given to a client;
+        // setting callbacks only writes it. The callbacks are instantiated for `C`,
+        // the context type of the client this configuration makes (see `log_cb`).
         unsafe {
             rd::rd_kafka_conf_set_log_cb(native.ptr(), Some(log_cb::<C>));
             rd::rd_kafka_conf_set_error_cb(native.ptr(), Some(error_cb::<C>));
         }
-        let client = Client::new(config, native, RDKafkaType::RD_KAFKA_CONSUMER, context)
-            .map_err(|e| e.to_string())?;
+        let client = Client::new(config, native, RDKafkaType::RD_KAFKA_CONSUMER, context)?;
         // Errors, logs and everything else come through the consumer's queue.
+        // SAFETY: a live consumer handle (`client` owns it); nothing calls
+        // `rd_kafka_poll` on it after this (the rdkafka crate's bare Client does not).
         check(unsafe { rd::rd_kafka_poll_set_consumer(client.native_ptr()) })?;
+        // SAFETY: a live consumer handle; the reference it returns (null without a
+        // group) is owned by `Queue`, which releases it.
         let queue = NonNull::new(unsafe { rd::rd_kafka_queue_get_consumer(client.native_ptr()) })
             .map(Queue)
-            .ok_or("the consumer has no queue of its own (it needs a group.id)")?;
+            .ok_or(Error::NoConsumerQueue)?;
         Ok(Source {
             fetched: RefCell::new(VecDeque::with_capacity(BATCH)),
             queue,
@@ -142,13 +134,13 @@ impl<C: ClientContext> Source<C> {
         }
     }
 
-    fn list(partitions: &[(&str, i32, Option<i64>)]) -> Result<TopicPartitionList, String> {
+    fn list(partitions: &[(&str, i32, Option<i64>)]) -> Result<TopicPartitionList, Error> {
         let mut tpl = TopicPartitionList::new();
         for &(topic, partition, offset) in partitions {
             match offset {
-                Some(offset) => tpl
-                    .add_partition_offset(topic, partition, Offset::from_raw(offset))
-                    .map_err(|e| e.to_string())?,
+                Some(offset) => {
+                    tpl.add_partition_offset(topic, partition, Offset::from_raw(offset))?
+                }
                 None => {
                     tpl.add_partition(topic, partition);
                 }
@@ -159,15 +151,20 @@ impl<C: ClientContext> Source<C> {
 
     /// Add partitions to the assignment, each to be read from its offset (a logical
     /// offset too: -2 beginning, -1 end).
-    pub fn assign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
+    pub fn assign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), Error> {
         let tpl = Self::list(partitions)?;
         self.drop_fetched(Some(partitions));
+        // SAFETY: a live consumer handle (`self.client`) and a live list borrowed for
+        // the call, which librdkafka only reads (`const`); the error object it may
+        // return is ours, freed by `take_error`.
         take_error(unsafe { rd::rd_kafka_incremental_assign(self.client.native_ptr(), tpl.ptr()) })
     }
 
-    pub fn unassign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), String> {
+    pub fn unassign(&self, partitions: &[(&str, i32, Option<i64>)]) -> Result<(), Error> {
         let tpl = Self::list(partitions)?;
         self.drop_fetched(Some(partitions));
+        // SAFETY: a live consumer handle and a live list borrowed for the call, which
+        // librdkafka only reads; the error object it may return is freed by `take_error`.
         take_error(unsafe {
             rd::rd_kafka_incremental_unassign(self.client.native_ptr(), tpl.ptr())
         })
@@ -175,14 +172,18 @@ impl<C: ClientContext> Source<C> {
 
     /// Stop reading the partition; the current batch's records of it are dropped
     /// (read again after the seek that goes with `resume`).
-    pub fn pause(&self, topic: &str, partition: i32) -> Result<(), String> {
+    pub fn pause(&self, topic: &str, partition: i32) -> Result<(), Error> {
         let tpl = Self::list(&[(topic, partition, None)])?;
         self.drop_fetched(Some(&[(topic, partition, None)]));
+        // SAFETY: a live consumer handle and a list we own for the call (librdkafka
+        // writes each partition's error into it and keeps no pointer to it).
         check(unsafe { rd::rd_kafka_pause_partitions(self.client.native_ptr(), tpl.ptr()) })
     }
 
-    pub fn resume(&self, topic: &str, partition: i32) -> Result<(), String> {
+    pub fn resume(&self, topic: &str, partition: i32) -> Result<(), Error> {
         let tpl = Self::list(&[(topic, partition, None)])?;
+        // SAFETY: a live consumer handle and a list we own for the call (librdkafka
+        // writes each partition's error into it and keeps no pointer to it).
         check(unsafe { rd::rd_kafka_resume_partitions(self.client.native_ptr(), tpl.ptr()) })
     }
 
@@ -193,18 +194,19 @@ impl<C: ClientContext> Source<C> {
         partition: i32,
         offset: i64,
         timeout: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let tpl = Self::list(&[(topic, partition, Some(offset))])?;
         self.drop_fetched(Some(&[(topic, partition, None)]));
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: a live consumer handle and a list we own for the call (librdkafka
+        // writes each partition's error into it); the error object it may return is
+        // ours, freed by `take_error`.
         take_error(unsafe {
             rd::rd_kafka_seek_partitions(self.client.native_ptr(), tpl.ptr(), ms)
         })?;
         // A partition that could not be sought carries its own error.
         for element in tpl.elements() {
-            if let Err(e) = element.error() {
-                return Err(e.to_string());
-            }
+            element.error()?;
         }
         Ok(())
     }
@@ -213,20 +215,21 @@ impl<C: ClientContext> Source<C> {
     /// the first record of the current batch not handed out yet, else librdkafka's
     /// position, which moves past the control records (transaction markers) and
     /// aborted records it never hands out. None where it has none (not fetched yet).
-    pub fn positions(&self, partitions: &[(&str, i32)]) -> Result<Vec<Option<i64>>, String> {
+    pub fn positions(&self, partitions: &[(&str, i32)]) -> Result<Vec<Option<i64>>, Error> {
         let wanted: Vec<_> = partitions.iter().map(|&(t, p)| (t, p, None)).collect();
         let tpl = Self::list(&wanted)?;
+        // SAFETY: a live consumer handle and a list we own for the call (librdkafka
+        // writes each partition's offset or error into it and keeps no pointer to it).
         check(unsafe { rd::rd_kafka_position(self.client.native_ptr(), tpl.ptr()) })?;
         // The first record of each partition still in the local batch: the position
         // stands before it. One pass over the batch, not one per partition.
         let mut first_fetched: HashMap<(&[u8], i32), i64> = HashMap::new();
         let fetched = self.fetched.borrow();
         for taken in fetched.iter() {
-            let msg = unsafe { taken.0.as_ref() };
-            if msg.rkt.is_null() {
+            let Some(name) = taken.topic_name() else {
                 continue;
-            }
-            let name = unsafe { CStr::from_ptr(rd::rd_kafka_topic_name(msg.rkt)) };
+            };
+            let msg = taken.message();
             first_fetched
                 .entry((name.to_bytes(), msg.partition))
                 .or_insert(msg.offset);
@@ -253,6 +256,8 @@ impl<C: ClientContext> Source<C> {
     pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
         let topic = CString::new(topic).ok()?;
         let (mut low, mut high) = (-1_i64, -1_i64);
+        // SAFETY: a live consumer handle, a NUL-terminated topic name alive for the
+        // call, and `low` and `high` valid places for the answer.
         let code = unsafe {
             rd::rd_kafka_get_watermark_offsets(
                 self.client.native_ptr(),
@@ -273,6 +278,9 @@ impl<C: ClientContext> Source<C> {
             // whole batch (or its timeout), where a caller that waits wants the first
             // record as soon as it arrives.
             let mut batch = [ptr::null_mut(); BATCH];
+            // SAFETY: the consumer's queue (alive: `self.queue` holds a reference) and
+            // an array of `BATCH` writable pointers, of which librdkafka fills at most
+            // the `BATCH` it is told; each message it hands out is ours (`Taken`).
             let count = unsafe {
                 rd::rd_kafka_consume_batch_queue(
                     self.queue.0.as_ptr(),
@@ -291,17 +299,17 @@ impl<C: ClientContext> Source<C> {
             None if timeout.is_zero() => return None,
             None => {
                 let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+                // SAFETY: a live consumer handle; the message it hands out (or null)
+                // is ours (`Taken`).
                 Taken::new(unsafe { rd::rd_kafka_consumer_poll(self.client.native_ptr(), ms) })?
             }
         };
-        Some(Record {
-            taken,
-            _source: std::marker::PhantomData,
-        })
+        Some(Record::new(taken))
     }
 
-    pub fn close(&self) -> Result<(), String> {
+    pub fn close(&self) -> Result<(), Error> {
         self.drop_fetched(None);
+        // SAFETY: a live consumer handle (destroyed only when `self.client` drops).
         check(unsafe { rd::rd_kafka_consumer_close(self.client.native_ptr()) })
     }
 }
@@ -313,6 +321,8 @@ unsafe extern "C" fn log_cb<C: ClientContext>(
     fac: *const c_char,
     buf: *const c_char,
 ) {
+    // SAFETY: `rk` is the live handle librdkafka calls us with; `rd_kafka_opaque`
+    // only reads its configuration's opaque.
     let context = unsafe { rd::rd_kafka_opaque(rk) } as *const C;
     if context.is_null() || fac.is_null() || buf.is_null() {
         return;
@@ -327,8 +337,14 @@ unsafe extern "C" fn log_cb<C: ClientContext>(
         6 => RDKafkaLogLevel::Info,
         _ => RDKafkaLogLevel::Debug,
     };
+    // SAFETY: non-null, NUL-terminated strings librdkafka keeps alive for the call.
     let fac = unsafe { CStr::from_ptr(fac) }.to_string_lossy();
+    // SAFETY: non-null, NUL-terminated, alive for the call, as `fac`.
     let buf = unsafe { CStr::from_ptr(buf) }.to_string_lossy();
+    // SAFETY: the opaque is the rdkafka crate's `Arc::as_ptr` of the client's context,
+    // of type `C` (this callback is set only on `Source<C>`'s configuration); the
+    // client keeps that Arc and destroys the handle (whose callbacks these are)
+    // before it, and contexts are only ever shared (`&`, Sync).
     unsafe { &*context }.log(level, fac.trim(), buf.trim());
 }
 
@@ -346,11 +362,14 @@ unsafe extern "C" fn error_cb<C: ClientContext>(
     let reason = if reason.is_null() {
         String::new()
     } else {
+        // SAFETY: a non-null, NUL-terminated string librdkafka keeps alive for the call.
         unsafe { CStr::from_ptr(reason) }
             .to_string_lossy()
             .into_owned()
     };
     let (code, reason) = global_error(err, reason.trim());
+    // SAFETY: `opaque` is the one the crate set, the client's context `C`, alive while
+    // the handle whose callback this is lives (see `log_cb`), and only ever shared.
     unsafe { &*context }.error(KafkaError::Global(code), &reason);
 }
 
@@ -364,105 +383,4 @@ fn global_error(err: c_int, reason: &str) -> (RDKafkaErrorCode, String) {
         |e| RDKafkaRespErr::try_from(e).ok().map(RDKafkaErrorCode::from),
         RDKafkaErrorCode::Unknown,
     )
-}
-
-/// One message from the consumer's queue: a record, or an error about a
-/// partition (then `error` is Some). Destroyed when dropped.
-pub struct Record<'a> {
-    taken: Taken,
-    _source: std::marker::PhantomData<&'a ()>,
-}
-
-/// How a record's timestamp was set (Kafka's types: 0 none, 1 create, 2 log append).
-pub type TimestampType = i32;
-
-impl Record<'_> {
-    fn msg(&self) -> &rd::rd_kafka_message_t {
-        unsafe { self.taken.0.as_ref() }
-    }
-
-    fn ptr(&self) -> *mut rd::rd_kafka_message_t {
-        self.taken.0.as_ptr()
-    }
-
-    /// Which topic the record is of, as a word that stays the same for every record
-    /// of the topic while it is assigned (librdkafka's topic handle): for telling
-    /// apart records quickly, not for keeping.
-    pub fn topic_id(&self) -> usize {
-        self.msg().rkt as usize
-    }
-
-    /// The error this message carries, with librdkafka's description.
-    pub fn error(&self) -> Option<(RDKafkaRespErr, String)> {
-        let msg = self.msg();
-        if msg.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return None;
-        }
-        let detail = unsafe { rd::rd_kafka_message_errstr(self.ptr()) };
-        let detail = if detail.is_null() {
-            String::new()
-        } else {
-            unsafe { CStr::from_ptr(detail) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        Some((msg.err, detail))
-    }
-
-    /// The topic's name; "" for an error that names no topic.
-    pub fn topic(&self) -> &str {
-        let rkt = self.msg().rkt;
-        if rkt.is_null() {
-            return "";
-        }
-        let name: *const c_char = unsafe { rd::rd_kafka_topic_name(rkt) };
-        unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("")
-    }
-
-    pub fn partition(&self) -> i32 {
-        self.msg().partition
-    }
-
-    pub fn offset(&self) -> i64 {
-        self.msg().offset
-    }
-
-    fn bytes<'s>(data: *mut c_void, len: usize) -> Option<&'s [u8]> {
-        if data.is_null() {
-            None
-        } else if len == 0 {
-            Some(&[])
-        } else {
-            Some(unsafe { slice::from_raw_parts(data as *const u8, len) })
-        }
-    }
-
-    /// The key: None for a null key, empty for an empty one.
-    pub fn key(&self) -> Option<&[u8]> {
-        Self::bytes(self.msg().key, self.msg().key_len)
-    }
-
-    /// The value: None for a null value (a tombstone), empty for an empty one.
-    pub fn value(&self) -> Option<&[u8]> {
-        Self::bytes(self.msg().payload, self.msg().len)
-    }
-
-    pub fn timestamp(&self) -> (TimestampType, i64) {
-        let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-        let value = unsafe { rd::rd_kafka_message_timestamp(self.ptr(), &mut kind) };
-        (kind as TimestampType, value)
-    }
-
-    /// The record's own headers, taken from it (None when it has none): to send on
-    /// with the record, where a copy would allocate each header again. `headers`
-    /// answers nothing after this.
-    pub fn take_headers(&self) -> Option<Headers> {
-        let mut headers: *mut rd::rd_kafka_headers_t = ptr::null_mut();
-        let err = unsafe { rd::rd_kafka_message_detach_headers(self.ptr(), &mut headers) };
-        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return None; // _NOENT: no headers
-        }
-        // Detached, they are ours (librdkafka no longer frees them with the message).
-        NonNull::new(headers).map(|headers| unsafe { Headers::adopt(headers) })
-    }
 }

@@ -7,6 +7,8 @@
 //! that took a record reads again from its `first`, so the next transaction moves
 //! what the aborted one had taken.
 
+use crate::error::Error;
+
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Reach {
     first: Option<i64>,
@@ -25,9 +27,9 @@ impl Txn {
     }
 
     /// Open the next transaction (nothing taken yet).
-    pub fn begin(&mut self) -> Result<(), String> {
+    pub fn begin(&mut self) -> Result<(), Error> {
         if self.open {
-            return Err("a transaction is already open: commit or abort it first".into());
+            return Err(Error::TransactionAlreadyOpen);
         }
         self.open = true;
         self.reach.clear();
