@@ -69,6 +69,9 @@ write_secret airflow_db_password "$airflow_db_password"
 write_secret state_url "postgresql+psycopg://replicator:$state_db_password@postgres:5432/replicator"
 write_secret airflow_db_url "postgresql+psycopg://airflow:$airflow_db_password@postgres:5432/airflow"
 write_secret airflow_admin_password "$(secret 12)"
+# The second person: under the two-person rule the stack turns on, the user who
+# triggers a failover may not approve it (docs/failover-approval.md).
+write_secret airflow_approver_password "$(secret 12)"
 write_secret airflow_jwt_secret "$(secret 32)"
 write_secret airflow_secret_key "$(secret 32)"
 # A Fernet key: 32 random bytes, URL-safe base64.
@@ -118,5 +121,6 @@ POSTGRES_PORT=${POSTGRES_PORT:-35432}
 SPARK_UI_PORT=${SPARK_UI_PORT:-38090}
 ENV
 mv "$out.tmp" "$out"
-echo "make-env: wrote $out and $secrets_dir/ (Airflow user admin; its password:" \
-	"sudo cat $secrets_dir/airflow_admin_password)"
+echo "make-env: wrote $out and $secrets_dir/ (Airflow users admin and approver; their" \
+	"passwords: sudo cat $secrets_dir/airflow_admin_password" \
+	"$secrets_dir/airflow_approver_password)"

@@ -41,6 +41,7 @@ from replicator.procedures import (
     abort,
     answer,
     approval_needed,
+    phases_line,
     plan,
     reject,
     report,
@@ -180,6 +181,7 @@ def summary(outcome: ProcedureReport) -> dict[str, Any]:
         "rto_seconds": outcome.rto_seconds,
         "duration_seconds": outcome.duration_seconds,
         "downtime_seconds": outcome.downtime_seconds,
+        "phases": outcome.phases,
         "steps": {step.name: step.report for step in outcome.steps},
     }
 
@@ -195,6 +197,8 @@ def _log_figures(operator: BaseOperator, outcome: ProcedureReport) -> None:
         outcome.duration_seconds,
         outcome.downtime_seconds,
     )
+    if outcome.phases:
+        operator.log.info("cutover phases, s after the fence: %s", phases_line(outcome.phases))
 
 
 class _ProcedureOperator(BaseOperator):

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from replicator.operations import Overview, RunSummary
+from replicator.procedures import describe_phases
 from replicator.statestore import RunRecord
 from replicator_airflow import run_reports, status_charts
 from replicator_airflow.status_view import page_view
@@ -55,6 +56,7 @@ def render_run(run: RunRecord) -> str:
         title=f"{run.kind} {run.run_id}",
         run=run,
         figures=figures,
+        phases=describe_phases(run.details.get("phases") or {}),
         data_docs=bool(summary.data_docs),
         max_rows=_MAX_ROWS,
     )

@@ -29,6 +29,7 @@ from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.procedures import Drill, Failback, Failover, FullDrill, Procedure, ProcedureReport
 from replicator.procedures.abort import AbortReport, abort
+from replicator.procedures.phases import phases_line
 from replicator.statestore import StateStore
 
 
@@ -245,6 +246,8 @@ def print_report(report: ProcedureReport) -> int:
     rpo = "-" if report.rpo_records is None else str(report.rpo_records)
     duration, down = _seconds(report.duration_seconds), _seconds(report.downtime_seconds)
     print(f"{report.outcome}: RPO {rpo} records, RTO {rto}, duration {duration}, downtime {down}")
+    if report.phases:
+        print(f"cutover phases (s after the fence): {phases_line(report.phases)}")
     if report.error:
         print(f"error: {report.error}")
     return 0 if report.ok else 1

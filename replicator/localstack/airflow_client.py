@@ -62,6 +62,7 @@ class AirflowClient:
     ) -> None:
         """`timeout_s`: per request; a compose stack on a loaded host answers slower."""
         self.url = url.rstrip("/")
+        self.username = username
         self._credentials = {"username": username, "password": password}
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
         self._token: str | None = None

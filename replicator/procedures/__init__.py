@@ -30,6 +30,8 @@ from replicator.procedures.orchestration import (
     run_all,
     run_steps,
 )
+from replicator.procedures.phases import describe as describe_phases
+from replicator.procedures.phases import phases_line
 from replicator.procedures.steps import (
     Procedure,
     ProcedureReport,
@@ -62,7 +64,9 @@ __all__ = [
     "approval_needed",
     "dag_tasks",
     "decide",
+    "describe_phases",
     "live_workers",
+    "phases_line",
     "plan",
     "reject",
     "report",

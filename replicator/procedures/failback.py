@@ -333,6 +333,9 @@ class Failback(Procedure):
     def _preview_commit_offsets(self) -> StepReport:
         return {"would_commit": by_group(self._planned_moves())}
 
+    def switches_to(self) -> str | None:
+        return self.origin.alias
+
     def _switch(self) -> StepReport:
         return applications.switch(self.store, self.applications, self.origin.alias)
 

@@ -355,6 +355,9 @@ class Failover(Procedure):
     def _preview_grant_write(self) -> StepReport:
         return write_grants.preview_grant(self.config, self.flow, self.applications)
 
+    def switches_to(self) -> str | None:
+        return self.target.alias
+
     def _switch(self) -> StepReport:
         return applications.switch(self.store, self.applications, self.target.alias)
 

@@ -61,6 +61,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, cast
 
 from replicator.errors import ReplicatorError
+from replicator.procedures import phases
 from replicator.procedures.renewal import Hold, LeaseRenewer, renewing
 from replicator.statestore import DEFAULT_LEASE_TTL_S, LeaseHeld, RunRecord, StateStore
 from replicator.statestore.runs import FINAL_OUTCOMES, RunEnded
@@ -235,6 +236,8 @@ class ProcedureReport:
     rto_seconds: float | None = None
     duration_seconds: float | None = None
     downtime_seconds: float | None = None
+    #: The cutover's phases, seconds after the fence (`replicator.procedures.phases`).
+    phases: dict[str, float | None] = field(default_factory=dict)
     error: str | None = None
 
     @property
@@ -413,6 +416,11 @@ class Procedure(ABC):
             self.store.release_leases(running.owner)
         return StepOutcome(step.name, "done", result)
 
+    def switches_to(self) -> str | None:
+        """The cluster the procedure moves its applications to (None: it moves none);
+        its run records the cutover's phases (`replicator.procedures.phases`)."""
+        return None
+
     def leases(self) -> list[str]:
         """What the procedure holds while it runs, so no other procedure changes it
         meanwhile: its flow and each application it moves."""
@@ -488,6 +496,15 @@ class Procedure(ABC):
             "downtime_seconds": self.downtime(),
             **extra,
         }
+        to_cluster = self.switches_to()
+        if to_cluster is not None:
+            details["phases"] = phases.cutover_phases(
+                self.store,
+                step_times(self.store, self.procedure_id),
+                started,
+                self.applications,
+                to_cluster,
+            )
         try:
             self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
         except RunEnded as exc:  # its record (what an abort undid) is kept as it is
@@ -531,4 +548,5 @@ class Procedure(ABC):
             if run is not None:
                 report.duration_seconds = run.duration_seconds
                 report.downtime_seconds = run.downtime_seconds
+                report.phases = dict(run.details.get("phases") or {})
         return report

@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from replicator import __version__
 from replicator.errors import ReplicatorError
+from replicator.procedures.phases import describe as describe_phases
 from replicator.procedures.steps import StepTime, decision_of, history_run, step_times
 from replicator.statestore import NotFoundError, RunRecord, StateStore
 
@@ -177,6 +178,7 @@ def _environment() -> Environment:
     env.filters["time"] = _time
     env.filters["figure"] = _figure
     env.filters["brief"] = _brief
+    env.filters["phases"] = lambda details: describe_phases(details.get("phases") or {})
     return env
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select, update
+from sqlalchemy import Connection, Row, and_, case, delete, func, select, update
 
 from replicator.statestore import clock, database, fencing, schema
 from replicator.statestore.database import Database
@@ -130,21 +130,32 @@ class ApplicationStore(Database):
                 f"client {client_id!r} of {application!r} reported state {state!r}; "
                 f"a client state is one of {', '.join(_CLIENT_STATES)}"
             )
+        clients = schema.clients
+        key = {"application": application, "client_id": client_id}
+        # The server's clock, not this process's: see the module docstring.
+        values: dict[str, Any] = {
+            "role": role,
+            "cluster": cluster,
+            "epoch": epoch,
+            "state": state,
+            "last_seen": clock.server_now(),
+        }
+        same = and_(
+            clients.c.cluster == cluster, clients.c.epoch == epoch, clients.c.state == state
+        )
+        # Kept while the client reports the same cluster, epoch and state (SET sees the
+        # row as it was).
+        since = case(
+            (same, func.coalesce(clients.c.since, clock.server_now())), else_=clock.server_now()
+        )
         with self._write() as conn:
             self._application(conn, application)
-            self._upsert(
-                conn,
-                schema.clients,
-                {"application": application, "client_id": client_id},
-                {
-                    "role": role,
-                    "cluster": cluster,
-                    "epoch": epoch,
-                    "state": state,
-                    # The server's clock, not this process's: see the module docstring.
-                    "last_seen": clock.server_now(),
-                },
-            )
+            match = [clients.c.application == application, clients.c.client_id == client_id]
+            if conn.execute(update(clients).where(*match).values(**values, since=since)).rowcount:
+                return
+            first = {**key, **values, "since": clock.server_now()}
+            if not self._insert_new(conn, clients, first):  # inserted concurrently
+                conn.execute(update(clients).where(*match).values(**values, since=since))
 
     def remove_client(self, application: str, client_id: str) -> None:
         """Forget a client that stopped cleanly, so no procedure waits for it."""

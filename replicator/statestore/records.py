@@ -39,6 +39,8 @@ class ClientState:
     epoch: int
     state: str
     last_seen: datetime
+    #: When it first reported this cluster, epoch and state (None: before it was kept).
+    since: datetime | None = None
 
 
 @dataclass(frozen=True)

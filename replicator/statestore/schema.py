@@ -71,6 +71,9 @@ clients = Table(
     Column("epoch", Integer, nullable=False),
     Column("state", String(16), nullable=False),
     Column("last_seen", UTCDateTime, nullable=False),
+    # When it first reported this cluster, epoch and state: a cutover's "first client
+    # resumed" phase (`replicator.procedures.phases`).
+    Column("since", UTCDateTime),
 )
 
 flows = Table(

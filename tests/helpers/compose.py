@@ -110,12 +110,13 @@ class ComposeProject:
     def inspect(self, container: str) -> dict[str, object]:
         return json.loads(run("docker", "inspect", container))[0]
 
-    def airflow(self) -> AirflowClient:
+    def airflow(self, user: str = "admin") -> AirflowClient:
+        """A REST client as `user`: `admin`, or `approver` (the stack's second person)."""
         url = f"http://127.0.0.1:{self.env['AIRFLOW_PORT']}"
         # One API server process serves the UI, the REST API and every task's execution
         # API calls: on a host loaded tens of processes deep it answers in minutes.
-        password = self.secret("airflow_admin_password")
-        return AirflowClient(url, "admin", password, timeout_s=300)
+        password = self.secret(f"airflow_{user}_password")
+        return AirflowClient(url, user, password, timeout_s=300)
 
 
 def bridge_gateway() -> str:
@@ -201,37 +202,59 @@ def compose_project(
             project.compose("down", "-v", "--remove-orphans", timeout=300)
 
 
-def run_dag(api: AirflowClient, dag_id: str, conf: dict[str, object], approve: bool = False) -> str:
+def run_dag(
+    api: AirflowClient,
+    dag_id: str,
+    conf: dict[str, object],
+    approver: AirflowClient | None = None,
+) -> str:
     """Trigger `dag_id` and wait for its run; fail with the failed tasks' logs.
-    `approve`: the run asks a person (its `approval` task), and the test's user (the
-    stack's admin) answers Approve through the REST API, as on the Required Actions page."""
+    `approver`: the run asks a person (its `approval` task), and that client's user (not
+    the triggerer: the stack's two-person rule) answers Approve through the REST API,
+    as on the Required Actions page."""
     run_id = api.trigger(dag_id, conf)
-    if approve:
+    if approver is not None:
         try:
-            answer = api.answer(dag_id, run_id, "approval", "Approve", timeout=4 * TIMEOUT_S)
+            answer = approver.answer(dag_id, run_id, "approval", "Approve", timeout=4 * TIMEOUT_S)
         except StackError as error:
             pytest.fail(f"{error}\n{api.failure_report(dag_id, run_id)}", pytrace=False)
-        assert answer["responded_by"]["name"] == "admin", answer
+        assert answer["responded_by"]["name"] == approver.username, answer
     if api.wait_for_run(dag_id, run_id, timeout=4 * TIMEOUT_S) != "success":
         pytest.fail(api.failure_report(dag_id, run_id), pytrace=False)
     return run_id
 
 
-def fail_over_and_back(api: AirflowClient, consumed: Path, figures: Figures) -> None:
+def fail_over_and_back(
+    api: AirflowClient, approver: AirflowClient, consumed: Path, figures: Figures
+) -> None:
     """The `failover` (planned, the reverse flow started) and `failback` DAGs of the
-    `demo` application on flow primary->dr, each approved by the admin: each reports an
-    RPO of 0 records, and the application's consumer (its ledger `consumed`) goes on
-    processing on the cluster it was moved to."""
+    `demo` application on flow primary->dr, triggered by `api`'s user and approved by
+    `approver`'s: each reports an RPO of 0 records, and the application's consumer (its
+    ledger `consumed`) goes on processing on the cluster it was moved to."""
     for dag_id, params, now_active in (
         ("failover", {"mode": "planned", "reverse": True}, "dr"),
         ("failback", {"mode": "replicate"}, "primary"),
     ):
         started = time.monotonic()
         conf = {"flow": "primary->dr", "applications": ["demo"], "timeout_s": TIMEOUT_S}
-        run_id = run_dag(api, dag_id, {**conf, **params}, approve=True)
+        run_id = run_dag(api, dag_id, {**conf, **params}, approver=approver)
         figures.timed(f"{dag_id} DAG", started)
         assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
         wait_processed(consumed, now_active, 50, TIMEOUT_S)
+
+
+def own_approval_refused(api: AirflowClient) -> None:
+    """A failover of `demo` triggered and approved by the same user (`api`'s): under
+    the stack's two-person rule the approval is refused, the run ends without its
+    cutover, and nothing moves."""
+    conf = {"flow": "primary->dr", "applications": ["demo"], "mode": "planned"}
+    run_id = api.trigger("failover", {**conf, "timeout_s": TIMEOUT_S})
+    answer = api.answer("failover", run_id, "approval", "Approve", timeout=4 * TIMEOUT_S)
+    assert answer["responded_by"]["name"] == api.username, answer
+    assert api.wait_for_run("failover", run_id, timeout=4 * TIMEOUT_S) == "success"
+    states = {t["task_id"]: t["state"] for t in api.task_instances("failover", run_id)}
+    skipped = {task: states[task] for task in ("cutover", "start_reverse", "report")}
+    assert set(skipped.values()) == {"skipped"}, (states, api.failure_report("failover", run_id))
 
 
 def passwords_shown(project: ComposeProject, secrets: dict[str, str]) -> list[str]:

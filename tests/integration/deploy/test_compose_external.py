@@ -147,9 +147,9 @@ def test_the_stack_runs_failover_and_failback_on_clusters_it_did_not_start(
     processes.start()
     try:
         wait_processed(app.consumed_ledger, "primary", 50, TIMEOUT_S)
-        with project.airflow() as api:
+        with project.airflow() as api, project.airflow("approver") as approver:
             assert api.import_errors() == []
-            fail_over_and_back(api, app.consumed_ledger, figures)
+            fail_over_and_back(api, approver, app.consumed_ledger, figures)
     finally:
         ledgers = processes.stop()
     assert ledgers.ok, ledgers.summary()

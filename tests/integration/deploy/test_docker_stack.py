@@ -5,9 +5,11 @@ own on ports of its own. On that stack:
 
 - no container shows a password in `docker inspect` (they are Docker secrets);
 - the demo application's ledgers prove the demo traffic was replicated exactly;
-- the `failover` and `failback` DAGs, triggered through Airflow's REST API and approved
-  there by the admin (the stack has no approval policy: every such run asks), move the
-  demo application to `dr` and back with nothing lost and nothing processed twice;
+- the two-person rule is on: a failover the admin triggers and approves is refused
+  (its cutover skipped, nothing moved);
+- the `failover` and `failback` DAGs, triggered through Airflow's REST API by the admin
+  and approved there by the stack's second user (`approver`), move the demo application
+  to `dr` and back with nothing lost and nothing processed twice;
 - `verify_replication` runs its Spark job on the standalone cluster (the master lists
   the finished application) and writes Data Docs on the shared volume;
 - a replicator container killed with `docker kill` comes back (the supervisor DAG
@@ -41,6 +43,7 @@ from helpers.compose import (
     compose_project,
     docker_engine,
     fail_over_and_back,
+    own_approval_refused,
     passwords_shown,
     run,
     run_dag,
@@ -109,7 +112,7 @@ def test_the_whole_system_in_docker_compose(
     secrets.pop("state_url"), secrets.pop("airflow_db_url")  # URLs: their passwords are checked
     assert passwords_shown(project, secrets) == []
 
-    with project.airflow() as api:
+    with project.airflow() as api, project.airflow("approver") as approver:
         assert api.import_errors() == []
         # The plugin comes from the installed wheel's entry point, once.
         plugins = api.request("GET", "/api/v2/plugins")["plugins"]
@@ -120,9 +123,11 @@ def test_the_whole_system_in_docker_compose(
             f"{api.url}{asset}", headers={"Authorization": f"Bearer {api.token()}"}, timeout=300
         )
         assert served.status_code == 200 and b"jQuery" in served.content[:200], served
-        # Failover and failback, as an operator triggers them: the stack's connection
-        # has no approval policy, so each asks, and the admin approves it.
-        fail_over_and_back(api, consumed, figures)
+        # Failover and failback, as an operator triggers them: each asks, and under the
+        # stack's two-person rule the triggerer's own Approve is refused; another
+        # person's is taken.
+        own_approval_refused(api)
+        fail_over_and_back(api, approver, consumed, figures)
 
         # Verification on the Spark standalone cluster, Data Docs on the shared volume.
         started = time.monotonic()

@@ -242,8 +242,11 @@ def test_a_step_whose_lease_is_taken_stops_waiting_and_is_not_done(
             fence.join()
         assert isinstance(fence.error, StepFailed), fence.error
         error = str(fence.error)
-        assert "step 'fence', lost its lease: application" in error
-        assert "is leased to fo-other until" in error
+        assert (
+            "step 'fence', lost its lease: renewing the leases refused, nothing was written: "
+            f"the lease on 'application {app}' that fo-lost (fencing token 1) took is now held "
+            "by fo-other (fencing token 2)"
+        ) in error
         assert fence.seconds < 8, "the fence waited on after it lost its lease"
         saved = store.step("fo-lost", "fence")
         assert saved is not None and saved.state == "failed"

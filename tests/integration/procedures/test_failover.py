@@ -18,6 +18,7 @@ from replicator.engine.status import PartitionStatus, WorkerStatus, read_status
 from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
+from replicator.procedures.phases import PHASES
 from replicator.procedures.positions import wait_drained
 from replicator.statestore import StateStore, check_ledgers, read_ledger
 
@@ -83,6 +84,13 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             [run] = store.runs("failover")
             assert (run.outcome, run.rpo_records) == ("succeeded", 0)
             assert run.rto_seconds == failover.rto_seconds
+            # Every phase of the cutover, in order, the last the clients' resumption.
+            phases = failover.phases
+            assert list(phases) == list(PHASES) and run.details["phases"] == phases
+            moments = [phases[p] for p in PHASES]
+            assert all(m is not None for m in moments), phases
+            assert moments == sorted(moments), phases
+            assert phases["switch_written"] == pytest.approx(run.downtime_seconds, abs=0.01)
 
             wait_processed(consumed, "dr", 100, _TIMEOUT_S)
             failback = Failback(config, "primary->dr", [app], store, timeout_s=_TIMEOUT_S).run()
