@@ -6,7 +6,10 @@ approval policy allows for planned failovers and failbacks) through
 Airflow's REST API, as an operator would, `--runs` times, and prints per run each
 task's start-up gap (from the end of the task before it: Airflow's scheduling)
 and duration, then the procedure's figures from the state store's history (what
-the DR status page and the `report` task show). The medians go to
+the DR status page and the `report` task show), with each phase of the cutover
+(`replicator.procedures.phases`: seconds after the fence). The medians, the worst
+downtime and the verdict on the goal (downtime under 3 s at the median and under 4 s
+at worst, each procedure; exit status 3 when missed) go to
 `bench/results/dr_downtime-<UTC time>.json`.
 
     make run                                         # in another terminal
@@ -33,6 +36,8 @@ PROCEDURES = {
     "failback": {"applications": ["demo"], "skip_approval": True},
 }
 _RUN_TIMEOUT_S = 300.0
+#: The goal (issue 46): the applications' downtime, median and worst, per procedure.
+GOAL_MEDIAN_S, GOAL_WORST_S = 3.0, 4.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,15 +63,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures[kind].append(_figures(store, kind, run_id))
                 print("  " + ", ".join(f"{k} {v:g}" for k, v in figures[kind][-1].items()))
     medians = {
-        kind: {key: statistics.median(f[key] for f in runs) for key in runs[0]}
+        kind: {
+            key: statistics.median(values)
+            for key in runs[0]
+            if (values := [f[key] for f in runs if key in f])
+        }
         for kind, runs in figures.items()
     }
+    worst = {kind: max(f["downtime_s"] for f in runs) for kind, runs in figures.items()}
+    goal = {
+        kind: medians[kind]["downtime_s"] < GOAL_MEDIAN_S and worst[kind] < GOAL_WORST_S
+        for kind in figures
+    }
     print("\nmedians:", json.dumps(medians, indent=1))
+    for kind in figures:
+        print(
+            f"{kind}: downtime median {medians[kind]['downtime_s']:.2f} s, worst "
+            f"{worst[kind]:.2f} s: goal (< {GOAL_MEDIAN_S:g} s, < {GOAL_WORST_S:g} s) "
+            f"{'met' if goal[kind] else 'MISSED'}"
+        )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"dr_downtime-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps({"runs": figures, "medians": medians}, indent=1) + "\n")
+    result = {"runs": figures, "medians": medians, "worst_downtime_s": worst, "goal_met": goal}
+    out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"written: {out}")
-    return 0
+    return 0 if all(goal.values()) else 3
 
 
 def _print_tasks(tasks: list[dict[str, Any]]) -> None:
@@ -90,11 +111,13 @@ def _figures(store: StateStore, kind: str, run_id: str) -> dict[str, float]:
     [record] = [
         r for r in store.runs(kind, limit=20) if r.params.get("procedure_id") == procedure_id
     ]
+    phases = record.details.get("phases") or {}
     return {
         "procedure_s": record.duration_seconds or 0.0,
         "downtime_s": record.downtime_seconds or 0.0,
         "rto_s": record.rto_seconds or 0.0,
         "rpo_records": float(record.rpo_records or 0),
+        **{f"{name}_s": seconds for name, seconds in phases.items() if seconds is not None},
     }
 
 

@@ -48,8 +48,10 @@ from replicator.statestore.ledger import LedgerWriter
 
 log = logging.getLogger("demo")
 
-#: How often a client reads its route and reports itself.
-REPORT_EVERY_S = 0.5
+#: How often a client reads its route and reports itself: a fence or a switch is seen
+#: within this long (both are in a cutover's downtime: `clients_fenced`,
+#: `first_client_resumed`).
+REPORT_EVERY_S = 0.25
 #: How long a client works on a route it could not confirm; the rest of the route
 #: lease is for stopping (flush, commit, close) before the lease ends.
 TRUST_S = ROUTE_LEASE_S / 2

@@ -10,7 +10,7 @@ procedure sets it to "stopped" (`StateStore.set_flow_state`) and its tasks
 stop exactly as on SIGTERM (flush, then publish "stopped" status), so the
 target tail holds everything replicated; set back to "running" (or with no
 row at all) they start again and resume from that tail. The store is read about
-once a second by a thread of its own (`DesiredStates`), never by the supervising
+every quarter second by a thread of its own (`DesiredStates`), never by the supervising
 loop nor on the hot path: a store that is away or failing (down, damaged, refusing
 the store's user) leaves every flow as it was, is said once and once more when it
 is back, and never ends `replicator run`.
@@ -60,8 +60,11 @@ log = logging.getLogger(__name__)
 _STOP_TIMEOUT_S = 60.0
 _PR_SET_PDEATHSIG = 1
 _SUPERVISE_EVERY_S = 0.5
-#: How often the desired state of the flows is read from the state store.
-_DESIRED_EVERY_S = 1.0
+#: How often the desired state of the flows is read from the state store (one small
+#: query for every flow of the process): a procedure's stop of a flow is part of the
+#: applications' downtime in a cutover (the `flow_stopped` phase), so it is seen within
+#: a quarter of a second, and the supervising loop acts on it at once (`changed`).
+_DESIRED_EVERY_S = 0.25
 #: A worker that failed by itself is started again after this long at first, then
 #: twice as long each time, up to the maximum.
 _RESTART_FIRST_S = 5.0
@@ -162,7 +165,7 @@ def _serve_metrics(flows: list[FlowConfig]) -> MetricsTree | None:
 
 
 class DesiredStates(BackgroundLoop):
-    """What the state store wants of each flow, read about once a second by a thread
+    """What the state store wants of each flow, read every quarter second by a thread
     of its own; `running()` answers from the last read and never waits for the store.
 
     A store that cannot be read leaves every flow as it was: an outage of the
@@ -184,6 +187,9 @@ class DesiredStates(BackgroundLoop):
         super().__init__(stop or threading.Event())
         self._store = store
         self._running = dict.fromkeys(flows, True)
+        #: Set when a flow is wanted running or stopped where it was not: the
+        #: supervising loop wakes at once instead of at its next look.
+        self.changed = threading.Event()
 
     @property
     def tick_s(self) -> float:  # the module constant, read at each wait (tests shorten it)
@@ -199,8 +205,9 @@ class DesiredStates(BackgroundLoop):
 
     def tick(self) -> None:
         read, said = {}, {}
+        states = {s.flow: s for s in self._store.flow_states()}  # StateStoreError: the rule
         for flow in self._running:
-            state = self._store.flow_state(flow)  # StateStoreError: the loop's rule
+            state = states.get(flow)
             read[flow] = runs(state)
             said[flow] = "running" if state is None else state.state
         for flow, running in read.items():
@@ -211,9 +218,12 @@ class DesiredStates(BackgroundLoop):
                     said[flow],
                     "starting it" if running else "stopping it (flushing first)",
                 )
+        moved = read != self._running
         self._running = read
         for flow, running in read.items():
             metrics.FLOW_DESIRED_RUNNING.labels(flow).set(int(running))
+        if moved:
+            self.changed.set()
 
 
 class _Worker(ABC):
@@ -397,7 +407,8 @@ def _supervise(
                 worker.stop()
         for loop in loops:
             loop.revive()
-        stop.wait(_SUPERVISE_EVERY_S)
+        if desired.changed.wait(_SUPERVISE_EVERY_S):  # a flow stopped or started: act now
+            desired.changed.clear()
     _stop_all([worker for worker in workers if worker is not None])
 
 

@@ -18,7 +18,9 @@ from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
 from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED
 
-_POLL_S = 0.5
+#: How often a stop looks at the flow's workers: the wait is part of a cutover's
+#: downtime (`flow_stopped`), each look one read of the status topic.
+_POLL_S = 0.2
 
 
 def stop_flow(

@@ -18,11 +18,15 @@ reports (`ClientState.since`), which move on with the next cutover, hence kept t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from replicator.statestore import StateStore
+from replicator.statestore import ROUTE_LEASE_S, StateStore
+
+#: How often `cutover_phases` looks for the first client resumed while it waits.
+_RESUME_POLL_S = 0.1
 
 #: Each phase, and what it means (the report and the status page say it).
 PHASES: dict[str, str] = {
@@ -61,9 +65,20 @@ def cutover_phases(
     started: datetime,
     applications: Iterable[str],
     to_cluster: str,
+    *,
+    wait_s: float = 0.0,
 ) -> dict[str, float | None]:
     """Seconds after the fence was issued (or after `started`, the run's start, when
-    the run has no fence) of each phase in `PHASES`; None where it has not happened."""
+    the run has no fence) of each phase in `PHASES`; None where it has not happened.
+    `wait_s`: when no client has resumed on `to_cluster` yet but some were seen within
+    their route lease, wait up to this long for the first (a run that ends right after
+    its switch ends before its clients look at the store again)."""
+    names = list(applications)
+    resumed = _first_resumed(store, names, to_cluster)
+    deadline = time.monotonic() + wait_s
+    while resumed is None and time.monotonic() < deadline and _clients_live(store, names):
+        time.sleep(_RESUME_POLL_S)
+        resumed = _first_resumed(store, names, to_cluster)
     by_name = {step.name: step for step in steps}
     fence = by_name.get("fence")
     zero = fence.last_started_at if fence is not None and fence.last_started_at else started
@@ -72,11 +87,16 @@ def cutover_phases(
         ended = next((by_name[n] for n in names if n in by_name), None)
         done = ended is not None and ended.state == "done"
         moments[phase] = ended.ended_at if done and ended is not None else None
-    moments["first_client_resumed"] = _first_resumed(store, applications, to_cluster)
+    moments["first_client_resumed"] = resumed
     return {
         phase: None if (at := moments.get(phase)) is None else round((at - zero).total_seconds(), 3)
         for phase in PHASES
     }
+
+
+def _clients_live(store: StateStore, applications: list[str]) -> bool:
+    """Whether any client of the applications reported within its route lease."""
+    return any(store.clients(name, seen_within_s=ROUTE_LEASE_S) for name in applications)
 
 
 def _first_resumed(

@@ -83,6 +83,10 @@ ENDED_OUTCOMES = FINAL_OUTCOMES
 #: while the step runs): an abort of a run whose orchestrator died mid-step waits
 #: at most this long.
 RUNNING_LEASE_TTL_S = 60.0
+#: How long a run that switched its applications waits at its end for their first
+#: client to resume on the other side, for the cutover's last phase (at most a route
+#: lease: a client that looked at the store before the switch looks again by then).
+RESUME_WAIT_S = 6.0
 Outcome = Literal["succeeded", "failed", "planned", "incomplete", "rejected", "aborted"]
 
 
@@ -504,6 +508,7 @@ class Procedure(ABC):
                 started,
                 self.applications,
                 to_cluster,
+                wait_s=RESUME_WAIT_S,
             )
         try:
             self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)

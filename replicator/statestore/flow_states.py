@@ -1,7 +1,7 @@
 """The flow-states table group: the desired state of each flow.
 
 A procedure writes it (`StateStore.set_flow_state`) and `replicator run` reads it
-about once a second: "stopped" (a procedure, or the standby direction) and "paused"
+every quarter second: "stopped" (a procedure, or the standby direction) and "paused"
 (an operator: `replicator flows pause`) stop the flow's tasks (they flush first);
 anything else, or no row at all, runs them (`runs`). The names live here, next to the store both
 sides read, so the engine's runner and the procedures agree on them without

@@ -223,3 +223,25 @@ def test_a_thread_that_died_anyway_is_shown_dead_then_started_again(
         loop.join(5)
     assert "background thread dying ended (see the error above); starting it again" in caplog.text
     assert not loop.revive(), "a thread stopped with the run is not started again"
+
+
+def test_a_flow_stopped_or_started_in_the_store_wakes_the_supervising_loop(
+    tmp_path: Path,
+) -> None:
+    """A cutover waits for its flow to stop (its `flow_stopped` phase): the read that
+    sees the stop says so (`changed`), so the supervising loop acts at once; a read
+    that changes nothing does not."""
+    store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
+    desired = DesiredStates(store, [FLOW])
+    desired.tick()
+    assert not desired.changed.is_set()
+    store.set_flow_state(FLOW, STOPPED)
+    desired.tick()
+    assert desired.changed.is_set() and desired.running() == {FLOW: False}
+    desired.changed.clear()
+    desired.tick()
+    assert not desired.changed.is_set()
+    store.set_flow_state(FLOW, "running")
+    desired.tick()
+    assert desired.changed.is_set() and desired.running() == {FLOW: True}
+    store.close()

@@ -63,7 +63,7 @@ def test_a_worker_stopped_with_its_flow_is_not_called_killed_nor_restarted(
     monkeypatch.setattr(runner, "_SUPERVISE_EVERY_S", 0.01)
     flow = SimpleNamespace(name="primary->dr")
     wanted = {"primary->dr": True}
-    desired = SimpleNamespace(running=lambda: dict(wanted))
+    desired = SimpleNamespace(running=lambda: dict(wanted), changed=threading.Event())
     started: list[_FakeWorker] = []
 
     def start(flow: Any, index: int) -> _FakeWorker:
@@ -106,7 +106,7 @@ def test_a_worker_refused_by_a_cluster_is_not_restarted_until_its_flow_is_restar
         return started[-1]
 
     stop = threading.Event()
-    desired = SimpleNamespace(running=running)
+    desired = SimpleNamespace(running=running, changed=threading.Event())
     loop = threading.Thread(target=runner._supervise, args=([(flow, 0)], start, stop, desired))
     with caplog.at_level(logging.INFO, logger=runner.__name__):
         loop.start()
