@@ -96,6 +96,7 @@ class Failover(Procedure):
         self.reverse_enabled = any(f.name == self.reverse_flow for f in config.flows)
         self.max_lag = max_lag
         self.timeout_s = timeout_s
+        self._checkpointer: Checkpointer | None = None
         self.source, self.target = self.flow.source, self.flow.target
 
     # -- Procedure -----------------------------------------------------------------
@@ -237,9 +238,27 @@ class Failover(Procedure):
         behind = current_progress(self.flow)
         return {"would_wait_for_records": sum(p.behind for p in behind), "partitions": len(behind)}
 
+    def _translator(self) -> Checkpointer:
+        """The checkpointer the `checkpoint` step translated the groups with, kept for
+        `commit_offsets` in the same process (a cutover runs both in one task): what it
+        learnt answers the same positions from memory, and its clients are not made
+        twice. The step that uses it last closes it; a run resumed at `commit_offsets`
+        makes its own."""
+        if self._checkpointer is None:
+            self._checkpointer = Checkpointer(self.flow)
+        return self._checkpointer
+
+    def _close_translator(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer, checkpointer = None, self._checkpointer
+            checkpointer.close()
+
     def _checkpoint(self) -> StepReport:
-        with Checkpointer(self.flow) as checkpointer:
-            report = checkpointer.emit(self.applications)
+        try:
+            report = self._translator().emit(self.applications)
+        except BaseException:
+            self._close_translator()
+            raise
         if report.held and self.failover_mode == "planned":
             held = ", ".join(
                 f"group {h.group} {h.translation.topic}[{h.translation.partition}]@"
@@ -315,8 +334,10 @@ class Failover(Procedure):
                         )
                     )
             return positions
-        with Checkpointer(self.flow) as checkpointer:
-            translated = checkpointer.translate_groups(list(self.applications))
+        try:
+            translated = self._translator().translate_groups(list(self.applications))
+        finally:
+            self._close_translator()
         inexact = [
             (group, p.translation)
             for group, found in translated.items()
