@@ -237,7 +237,7 @@ class _CheckpointWriter:
         self._producer.flush(_FLUSH_TIMEOUT_S)
 
 
-class _Checkpointing:
+class Checkpointing:
     """What forward and reverse checkpointing share: the index of the flow's records
     on its target, and a writer for one checkpoints topic."""
 
@@ -258,6 +258,11 @@ class _Checkpointing:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def open_writer(self) -> None:
+        """Open the checkpoint writer now (it reads the stored checkpoints and starts a
+        producer), rather than at the first write."""
+        self._open_writer()
 
     def _open_writer(self) -> _CheckpointWriter:
         if self._writer is None:
@@ -282,7 +287,7 @@ class _Checkpointing:
         self._open_writer().settle(report)
 
 
-class Checkpointer(_Checkpointing):
+class Checkpointer(Checkpointing):
     """Translates a flow's source consumer groups and checkpoints them on the target;
     with `sync.group.offsets.enabled`, also commits them to idle target groups.
 
@@ -632,7 +637,7 @@ class Checkpointer(_Checkpointing):
         return GroupPosition(group, translation, committed.metadata)
 
 
-class ReverseCheckpointer(_Checkpointing):
+class ReverseCheckpointer(Checkpointing):
     """While the target side is active, translates the positions its groups reached
     on the flow's remote topics back to the source topics, into
     `<target>.checkpoints.internal` on the source: failback then resumes them

@@ -27,15 +27,17 @@ topics (`T`) and their groups read those and the copies of A's topics
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.offsets.checkpoints import Checkpointer, ReverseCheckpointer
+from replicator.offsets.checkpoints import Checkpointer, GroupPosition, ReverseCheckpointer
 from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications, write_grants
 from replicator.procedures.approval import ApprovalGate, guarded
+from replicator.procedures.cutover_checkpointers import CutoverCheckpointers
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     CopyCheck,
@@ -100,6 +102,11 @@ class Failback(Procedure):
         self.applications = list(dict.fromkeys(applications))
         self.choice: Reconcile = reconcile
         self.timeout_s = timeout_s
+        #: Made while the applications stop (`_fence`), used by `checkpoint` and
+        #: `commit_offsets` (`replicator.procedures.cutover_checkpointers`).
+        self._checkpointers = CutoverCheckpointers(
+            lambda: (Checkpointer(self.reverse), ReverseCheckpointer(self.flow))
+        )
 
     # -- Procedure -----------------------------------------------------------------
 
@@ -240,6 +247,7 @@ class Failback(Procedure):
     # -- drain the DR side ------------------------------------------------------------
 
     def _fence(self) -> StepReport:
+        self._checkpointers.warm()  # ready by the checkpoint step
         return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
@@ -275,23 +283,45 @@ class Failback(Procedure):
     def _checkpoint(self) -> StepReport:
         """MM2-format checkpoints on the origin for both kinds of position, so tools
         built on `RemoteClusterUtils` see the failback positions too."""
-        with Checkpointer(self.reverse) as forward, ReverseCheckpointer(self.flow) as back:
-            emitted = len(forward.emit(self.applications).emitted)
-            emitted += len(back.emit(self.applications).emitted)
+        try:
+            forward, back = self._checkpointers.get()
+            # Both at once: each waits mostly for its producer's first acknowledgement
+            # (a new producer's id, then the write), and the wait is part of the downtime.
+            with ThreadPoolExecutor(2, thread_name_prefix="failback-checkpoints") as pool:
+                reports = [
+                    pool.submit(forward.emit, self.applications),
+                    pool.submit(back.emit, self.applications),
+                ]
+                emitted = sum(len(report.result().emitted) for report in reports)
+        except BaseException:
+            self._checkpointers.close()
+            raise
         return {"emitted": emitted}
 
     def _planned_moves(self) -> list[GroupMove]:
         admin = GroupAdmin(self.origin)
-        return [
-            move
-            for group in self.applications
-            for move in plan_moves(admin, group, self._translated(group))
-        ]
+        try:
+            forward, back = self._checkpointers.get()
+            # Every group's own positions together (one read per partition, however
+            # many groups share it), as the failover translates them.
+            translated = forward.translate_groups(list(self.applications))
+            return [
+                move
+                for group in self.applications
+                for move in plan_moves(
+                    admin, group, self._translated(group, translated.get(group, []), back)
+                )
+            ]
+        finally:
+            self._checkpointers.close()
 
-    def _translated(self, group: str) -> list[Position]:
-        """`group`'s positions on the DR side and where they are on the origin."""
-        with Checkpointer(self.reverse) as checkpointer:
-            own = [p.translation for p in checkpointer.translate_group(group)]
+    def _translated(
+        self, group: str, found: list[GroupPosition], back: ReverseCheckpointer
+    ) -> list[Position]:
+        """`group`'s positions on the DR side and where they are on the origin: its
+        own positions on the reverse flow's topics (`found`, translated), and those on
+        the copies of the origin's topics, translated back (`back`)."""
+        own = [p.translation for p in found]
         inexact = [t for t in own if not t.exact]
         if inexact and not self.dry_run:
             listed = ", ".join(f"{t.topic}[{t.partition}]@{t.source_offset}" for t in inexact)
@@ -303,13 +333,12 @@ class Failback(Procedure):
         positions = [Position.of(t) for t in own]
         skip = self._skipped_ranges()
         policy = self.flow.policy
-        with ReverseCheckpointer(self.flow) as back:
-            for c in back.translate_group(group):
-                remote = policy.format_remote_topic(self.origin.alias, c.topic)
-                # A group at the first record DR never received skips what "report" left.
-                first, end = skip.get((c.topic, c.partition), (-1, -1))
-                to_offset = end if c.downstream == first else c.downstream
-                positions.append(Position(remote, c.partition, c.upstream, c.topic, to_offset))
+        for c in back.translate_group(group):
+            remote = policy.format_remote_topic(self.origin.alias, c.topic)
+            # A group at the first record DR never received skips what "report" left.
+            first, end = skip.get((c.topic, c.partition), (-1, -1))
+            to_offset = end if c.downstream == first else c.downstream
+            positions.append(Position(remote, c.partition, c.upstream, c.topic, to_offset))
         return positions
 
     def _skipped_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:

@@ -33,6 +33,7 @@ from replicator.offsets.groups import GroupAdmin
 from replicator.offsets.translation import TargetIndex
 from replicator.procedures import applications, write_grants
 from replicator.procedures.approval import ApprovalGate, guarded
+from replicator.procedures.cutover_checkpointers import CutoverCheckpointers
 from replicator.procedures.flows import preview_stop_flow, start_flow, stop_flow
 from replicator.procedures.group_moves import (
     CopyCheck,
@@ -96,7 +97,9 @@ class Failover(Procedure):
         self.reverse_enabled = any(f.name == self.reverse_flow for f in config.flows)
         self.max_lag = max_lag
         self.timeout_s = timeout_s
-        self._checkpointer: Checkpointer | None = None
+        #: Made while the applications stop (`_fence`), used by `checkpoint` and
+        #: `commit_offsets` (`replicator.procedures.cutover_checkpointers`).
+        self._checkpointers = CutoverCheckpointers(lambda: (Checkpointer(self.flow),))
         self.source, self.target = self.flow.source, self.flow.target
 
     # -- Procedure -----------------------------------------------------------------
@@ -219,6 +222,7 @@ class Failover(Procedure):
     # -- planned steps -------------------------------------------------------------------
 
     def _fence(self) -> StepReport:
+        self._checkpointers.warm()  # ready by the checkpoint step
         return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
@@ -238,26 +242,12 @@ class Failover(Procedure):
         behind = current_progress(self.flow)
         return {"would_wait_for_records": sum(p.behind for p in behind), "partitions": len(behind)}
 
-    def _translator(self) -> Checkpointer:
-        """The checkpointer the `checkpoint` step translated the groups with, kept for
-        `commit_offsets` in the same process (a cutover runs both in one task): what it
-        learnt answers the same positions from memory, and its clients are not made
-        twice. The step that uses it last closes it; a run resumed at `commit_offsets`
-        makes its own."""
-        if self._checkpointer is None:
-            self._checkpointer = Checkpointer(self.flow)
-        return self._checkpointer
-
-    def _close_translator(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer, checkpointer = None, self._checkpointer
-            checkpointer.close()
-
     def _checkpoint(self) -> StepReport:
         try:
-            report = self._translator().emit(self.applications)
+            [checkpointer] = self._checkpointers.get()
+            report = checkpointer.emit(self.applications)
         except BaseException:
-            self._close_translator()
+            self._checkpointers.close()
             raise
         if report.held and self.failover_mode == "planned":
             held = ", ".join(
@@ -335,9 +325,10 @@ class Failover(Procedure):
                     )
             return positions
         try:
-            translated = self._translator().translate_groups(list(self.applications))
+            [checkpointer] = self._checkpointers.get()
+            translated = checkpointer.translate_groups(list(self.applications))
         finally:
-            self._close_translator()
+            self._checkpointers.close()
         inexact = [
             (group, p.translation)
             for group, found in translated.items()
