@@ -1,17 +1,17 @@
-"""The checkpointers a cutover's steps share, made ready while the applications stop.
+"""The checkpointers a cutover's steps use, made ready while the applications stop.
 
-A planned failover and a failback write their applications' checkpoints and then
-commit their groups' positions on the other side (`checkpoint`, `commit_offsets`),
-both inside the applications' downtime. Made at the `checkpoint` step, each
-checkpointer spent most of its time getting ready: clients to both clusters, and a
-checkpoint writer whose new idempotent producer waits for its producer id and the
-topic's metadata before its first write is acknowledged (0.5 to 0.6 s a writer on
-`make run`). So the `fence` step starts making them in a thread of their own
-(`warm`), and by the time the clients are fenced, replication drained and the flow
-stopped they are ready; `get` takes them (making them now if nothing warmed them: a
-run resumed at a later step, in another process), and the last step that uses them
-closes them. Nothing here writes to the state store or to a group: warming changes
-nothing a procedure decides on.
+A planned failover and a failback translate their applications' groups and commit
+their positions on the other side (`commit_offsets`), inside the applications'
+downtime, and write MM2-format checkpoints of them after the switch (`checkpoint`).
+Made at the step, a checkpointer spent most of its time getting ready: clients to
+both clusters, and a checkpoint writer whose new idempotent producer waits for its
+producer id and the topic's metadata before its first write is acknowledged (0.5 to
+0.6 s a writer on `make run`). So the `fence` step starts making them in a thread of
+their own (`warm`), and by the time the clients are fenced, replication drained and
+the flow stopped they are ready; `get` takes them (making them now if nothing warmed
+them: a run resumed at a later step, in another process), and `close` ends them (a
+later step that needs them again makes new ones). Nothing here writes to the state
+store or to a group: warming changes nothing a procedure decides on.
 """
 
 from __future__ import annotations

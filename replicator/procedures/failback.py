@@ -102,8 +102,8 @@ class Failback(Procedure):
         self.applications = list(dict.fromkeys(applications))
         self.choice: Reconcile = reconcile
         self.timeout_s = timeout_s
-        #: Made while the applications stop (`_fence`), used by `checkpoint` and
-        #: `commit_offsets` (`replicator.procedures.cutover_checkpointers`).
+        #: Made while the applications stop (`_fence`), used by `commit_offsets` and
+        #: made again by `checkpoint` (`replicator.procedures.cutover_checkpointers`).
         self._checkpointers = CutoverCheckpointers(
             lambda: (Checkpointer(self.reverse), ReverseCheckpointer(self.flow))
         )
@@ -122,7 +122,6 @@ class Failback(Procedure):
             Step("start_reverse", self._start_reverse, self._preview_start_reverse),
             Step("drain_reverse", self._drain_reverse, self._preview_drain_reverse),
             Step("stop_reverse", self._stop_reverse, self._preview_stop_reverse),
-            Step("checkpoint", self._checkpoint, self._preview_commit_offsets),
             Step("commit_offsets", self._commit_offsets, self._preview_commit_offsets),
             Step("switch", self._switch, self._preview_switch),
             *(
@@ -130,6 +129,9 @@ class Failback(Procedure):
                 if self.revoke_write
                 else []
             ),
+            # After the switch: the applications resume from the groups' committed
+            # positions, not from checkpoints, so writing them is no part of the downtime.
+            Step("checkpoint", self._checkpoint, self._preview_commit_offsets),
             Step("resume_forward", self._resume_forward, self._preview_resume_forward),
             Step("verify", self._verify),
         ]
@@ -247,7 +249,7 @@ class Failback(Procedure):
     # -- drain the DR side ------------------------------------------------------------
 
     def _fence(self) -> StepReport:
-        self._checkpointers.warm()  # ready by the checkpoint step
+        self._checkpointers.warm()  # ready by the commit_offsets step
         return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
@@ -293,9 +295,8 @@ class Failback(Procedure):
                     pool.submit(back.emit, self.applications),
                 ]
                 emitted = sum(len(report.result().emitted) for report in reports)
-        except BaseException:
+        finally:
             self._checkpointers.close()
-            raise
         return {"emitted": emitted}
 
     def _planned_moves(self) -> list[GroupMove]:

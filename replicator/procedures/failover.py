@@ -97,8 +97,8 @@ class Failover(Procedure):
         self.reverse_enabled = any(f.name == self.reverse_flow for f in config.flows)
         self.max_lag = max_lag
         self.timeout_s = timeout_s
-        #: Made while the applications stop (`_fence`), used by `checkpoint` and
-        #: `commit_offsets` (`replicator.procedures.cutover_checkpointers`).
+        #: Made while the applications stop (`_fence`), used by `commit_offsets` and
+        #: made again by `checkpoint` (`replicator.procedures.cutover_checkpointers`).
         self._checkpointers = CutoverCheckpointers(lambda: (Checkpointer(self.flow),))
         self.source, self.target = self.flow.source, self.flow.target
 
@@ -111,7 +111,6 @@ class Failover(Procedure):
                 Step("fence", self._fence, self._preview_fence),
                 Step("drain", self._drain, self._preview_drain),
                 Step("stop_flow", self._stop_flow, self._preview_stop_flow),
-                Step("checkpoint", self._checkpoint, self._preview_checkpoint),
             ]
         else:
             # What was not replicated is read before the flow stops: a stopping task
@@ -127,6 +126,10 @@ class Failover(Procedure):
             *(grant if self.grant_write else []),
             Step("switch", self._switch, self._preview_switch),
         ]
+        if self.failover_mode == "planned":
+            # After the switch: the applications resume from the groups' committed
+            # positions, not from checkpoints, so writing them is no part of the downtime.
+            last.append(Step("checkpoint", self._checkpoint, self._preview_checkpoint))
         if self.reverse_flow:
             last.append(Step("start_reverse", self._start_reverse, self._preview_start_reverse))
         return guarded(self, [*first, *last, Step("verify", self._verify)])
@@ -222,7 +225,7 @@ class Failover(Procedure):
     # -- planned steps -------------------------------------------------------------------
 
     def _fence(self) -> StepReport:
-        self._checkpointers.warm()  # ready by the checkpoint step
+        self._checkpointers.warm()  # ready by the commit_offsets step
         return applications.fence(self.store, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
@@ -246,9 +249,8 @@ class Failover(Procedure):
         try:
             [checkpointer] = self._checkpointers.get()
             report = checkpointer.emit(self.applications)
-        except BaseException:
+        finally:
             self._checkpointers.close()
-            raise
         if report.held and self.failover_mode == "planned":
             held = ", ".join(
                 f"group {h.group} {h.translation.topic}[{h.translation.partition}]@"

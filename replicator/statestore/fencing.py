@@ -69,21 +69,21 @@ def check(conn: Connection, what: str, guards: Iterable[Guard] | None = None) ->
         return
     now = clock.server_time(conn)
     leases = schema.leases
+    lost: list[tuple[int, Guard, str]] = []  # (rank: taken, released, lapsed), guard, why
     for guard in wanted:
         query = select(leases).where(leases.c.resource == guard.resource).with_for_update()
         row = conn.execute(query).first()
-        held = f"{guard.owner} (fencing token {guard.token})"
         if row is None:
-            why = "was released (an abort, or the run ended)"
+            lost.append((1, guard, "was released (an abort, or the run ended)"))
         elif (row.owner, row.token) != (guard.owner, guard.token):
-            why = f"is now held by {row.owner} (fencing token {row.token})"
+            lost.append((0, guard, f"is now held by {row.owner} (fencing token {row.token})"))
         elif row.expires_at <= now:
-            why = f"lapsed at {row.expires_at:%Y-%m-%d %H:%M:%S} UTC"
-        else:
-            continue
+            lost.append((2, guard, f"lapsed at {row.expires_at:%Y-%m-%d %H:%M:%S} UTC"))
+    if lost:  # the one that says most: a lease someone else holds now
+        _, guard, why = min(lost, key=lambda found: found[0])
         raise LeaseTaken(
             f"{what} refused, nothing was written: the lease on {guard.resource!r} that "
-            f"{held} took {why}. The step was paused or cut off past its lease, and "
-            "another procedure (or an abort) may have acted since; check `replicator "
-            "history` before running anything again"
+            f"{guard.owner} (fencing token {guard.token}) took {why}. The step was paused "
+            "or cut off past its lease, and another procedure (or an abort) may have acted "
+            "since; check `replicator history` before running anything again"
         )

@@ -25,7 +25,7 @@ from replicator.statestore.applications import ApplicationStore
 #: The failover's leases last this long unless renewed; its waits are bounded below it.
 LEASE_TTL_S = 12.0
 TIMEOUT_S = 10.0
-STEPS = ("preflight", "fence", "drain", "stop_flow", "checkpoint", "commit_offsets", "switch")
+STEPS = ("preflight", "fence", "drain", "stop_flow", "commit_offsets", "switch")
 
 
 def main(config: str, state_url: str, flow: str, app: str, procedure_id: str, marker: str) -> int:

@@ -70,8 +70,8 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
 
             assert failover.ok, failover.error
             assert [s.name for s in failover.steps] == [
-                "preflight", "fence", "drain", "stop_flow", "checkpoint",
-                "commit_offsets", "switch", "start_reverse", "verify",
+                "preflight", "fence", "drain", "stop_flow", "commit_offsets",
+                "switch", "checkpoint", "start_reverse", "verify",
             ]  # fmt: skip
             assert failover.rpo_records == 0
             assert failover.rto_seconds is not None and failover.rto_seconds > 0
@@ -176,12 +176,12 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
         procedure._commit_offsets = crash_once  # type: ignore[method-assign]
         failed = procedure.run("fo-resume")
         assert failed.outcome == "failed" and "commit_offsets" in (failed.error or "")
-        assert [s.status for s in failed.steps] == ["skipped"] * 4 + ["done", "failed"]
+        assert [s.status for s in failed.steps] == ["skipped"] * 4 + ["failed"]
         assert store.runs("failover")[0].outcome == "failed"
 
         resumed = failover().run("fo-resume")  # a new process: only the store remembers
         assert resumed.ok, resumed.error
-        assert [s.status for s in resumed.steps] == ["skipped"] * 5 + ["done"] * 3
+        assert [s.status for s in resumed.steps] == ["skipped"] * 4 + ["done"] * 4
         again = failover().run("fo-resume")
         assert [s.status for s in again.steps] == ["skipped"] * 8
         assert store.application(app).epoch == 2, "fenced once, switched once"
