@@ -508,7 +508,9 @@ class Procedure(ABC):
                 started,
                 self.applications,
                 to_cluster,
-                wait_s=RESUME_WAIT_S,
+                # Only a run that switched has clients to resume on the other side: a
+                # failed one ends at once.
+                wait_s=RESUME_WAIT_S if self.done(SWITCH_STEP) else 0.0,
             )
         try:
             self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)

@@ -32,9 +32,9 @@ class _CountingStore(StateStore):
 
     reads = 0
 
-    def flow_state(self, flow: str):  # type: ignore[no-untyped-def]
+    def flow_states(self):  # type: ignore[no-untyped-def]
         type(self).reads += 1
-        return super().flow_state(flow)
+        return super().flow_states()
 
 
 def test_a_target_refusing_writes_stops_the_flow_once_with_one_line(
