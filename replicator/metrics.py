@@ -100,9 +100,10 @@ CHECKPOINT_TIMESTAMP = Gauge(
 CHECKPOINT_TRANSLATIONS = Counter(
     "replicator_checkpoint_translations",
     "Group positions translated by checkpoint rounds and failovers, by how they were "
-    "answered: cache (unchanged since an earlier round), read (a short read forward "
-    "from a known offset pair, batched over partitions) or bisect (the fallback: no "
-    "pair near, MirrorMaker 2's copies, a target partition not created yet).",
+    "answered: cache (unchanged since an earlier round), written (from where this "
+    "process's writers put the records), read (a short read forward from a known "
+    "offset pair, batched over partitions), bisect (the fallback: no pair near, "
+    "MirrorMaker 2's copies) or absent (held: the target partition is not created yet).",
     ("flow", "how"),
 )
 CHECKPOINT_OVERRUNS = Counter(

@@ -44,6 +44,9 @@ pub type Standing = (i64, i64, usize);
 pub struct Report {
     pub delivered_through: i64,
     pub target_offset: i64,
+    /// The source offset of the record at `target_offset` (-1: none yet): the newest
+    /// pair, which `delivered_through` is not when skipped records follow it.
+    pub source_offset: i64,
     pub in_flight: usize,
     pub records: u64,
     pub bytes: u64,
@@ -59,6 +62,7 @@ impl Report {
         Report {
             delivered_through: -1,
             target_offset: -1,
+            source_offset: -1,
             in_flight: 0,
             records: 0,
             bytes: 0,
@@ -72,6 +76,7 @@ impl Report {
     pub fn absorb(&mut self, newer: Report) {
         self.delivered_through = newer.delivered_through;
         self.target_offset = newer.target_offset;
+        self.source_offset = newer.source_offset;
         self.in_flight = newer.in_flight;
         if newer.timestamp_ms >= 0 {
             self.timestamp_ms = newer.timestamp_ms;
@@ -89,6 +94,7 @@ impl Report {
         if newer.delivered_through >= 0 {
             self.delivered_through = newer.delivered_through;
             self.target_offset = newer.target_offset;
+            self.source_offset = newer.source_offset;
         }
         if newer.timestamp_ms >= 0 {
             self.timestamp_ms = newer.timestamp_ms;
@@ -116,6 +122,7 @@ impl Report {
         Report {
             delivered_through: self.delivered_through,
             target_offset: self.target_offset,
+            source_offset: self.source_offset,
             in_flight: self.in_flight,
             records: std::mem::take(&mut self.records),
             bytes: std::mem::take(&mut self.bytes),
@@ -206,6 +213,7 @@ impl Ledger {
         Report {
             delivered_through: self.delivered_through,
             target_offset: self.target_offset,
+            source_offset: self.last_pair.map_or(-1, |(source, _)| source),
             in_flight: self.pending.len(),
             records: std::mem::take(&mut self.records),
             bytes: std::mem::take(&mut self.bytes),
@@ -237,8 +245,12 @@ impl Ledger {
                 State::InFlight | State::Failed => break,
                 State::Skipped => {}
                 State::Delivered(target) => {
+                    // Plain: the record right after the last on both sides. A gap
+                    // on both sides of the same size (a transaction marker on each)
+                    // is a shift too: what lies between two pairs is then every
+                    // record, one after the other (`replicator.engine.written_runs`).
                     let plain = matches!(self.last_pair,
-                        Some((s, t)) if source - s == target - t);
+                        Some((s, t)) if source == s + 1 && target == t + 1);
                     if !plain {
                         self.shifts.push((source, target));
                     }
@@ -334,6 +346,16 @@ mod tests {
     }
 
     #[test]
+    fn equal_gaps_on_both_sides_are_a_shift() {
+        let mut l = Ledger::new();
+        l.sent(0).unwrap();
+        l.sent(2).unwrap(); // 1 was a marker on the source, and 1 is one on the target
+        l.delivered(0, 0, 0, -1).unwrap();
+        l.delivered(2, 2, 0, -1).unwrap();
+        assert_eq!(l.report().shifts, vec![(0, 0), (2, 2)]);
+    }
+
+    #[test]
     fn a_skip_counts_as_settled_but_not_as_delivered() {
         let mut l = Ledger::new();
         l.sent(5).unwrap();
@@ -342,8 +364,11 @@ mod tests {
         assert_eq!(l.delivered_through, -1);
         l.delivered(5, 50, 0, -1).unwrap();
         assert_eq!((l.delivered_through, l.target_offset), (6, 50));
+        let r = l.report();
+        assert_eq!(r.source_offset, 5, "the pair is 5 -> 50, not 6 -> 50");
+        assert_eq!(r.shifts, vec![(5, 50)]);
         l.delivered(7, 51, 0, -1).unwrap();
-        assert_eq!(l.report().shifts, vec![(5, 50), (7, 51)]);
+        assert_eq!(l.report().shifts, vec![(7, 51)]);
         // Nothing in flight: a skip moves the position at once.
         l.skipped(8).unwrap();
         assert_eq!(l.delivered_through, 8);

@@ -291,14 +291,15 @@ impl Mover {
 
     /// Per partition, what was delivered since the last call: {(topic, partition):
     /// (delivered_through, target_offset, in_flight, records, bytes, shifts,
-    /// timestamp_ms)}, the readings of a partition assigned again added up. Only the
+    /// timestamp_ms, source_offset)}, the readings of a partition assigned again added up. Only the
     /// partitions with news are told (records delivered, shifts, or where it stands
     /// moved: delivered_through, target_offset, in_flight); every one the first time:
     /// at rest a call costs nothing per partition on the caller's side.
     /// delivered_through is the highest source offset every record up to which is
     /// acked by the target (or skipped), -1 for none; target_offset that of the newest
-    /// acked record; shifts the (source, target) pairs where the mapping stopped being
-    /// a plain shift.
+    /// acked record and source_offset its source offset (-1 for none); shifts the
+    /// (source, target) pairs where the mapping stopped being a plain shift (one record
+    /// after the other on both sides).
     fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let told = self.with(py, |inner| Ok(inner.progress()))?;
         let rows = told.into_iter().map(|(key, r)| {
@@ -310,6 +311,7 @@ impl Mover {
                 r.bytes,
                 r.shifts,
                 r.timestamp_ms,
+                r.source_offset,
             );
             (key, row)
         });

@@ -513,7 +513,7 @@ class MoverWriter:
         partitions with news; the others stand where their last report left them."""
         acked_any = False
         for key, report in progress.items():
-            through, target, in_flight, records, size, shifts, stamp = report
+            through, target, in_flight, records, size, shifts, stamp, newest = report
             tracker = self._partitions.get(key)
             if key not in self._assigned:
                 self._in_flight.pop(key, None)
@@ -533,22 +533,28 @@ class MoverWriter:
             tracker.acked_next = through + 1
             tracker.next_offset = max(tracker.next_offset, through + 1)
             if records:
-                self._acknowledge(tracker, [*shifts, (through, target)])
+                self._acknowledge(tracker, shifts, (newest, target))
         if acked_any or not any(self._in_flight.values()):
             self._waiting_since = None
         elif self._waiting_since is None:
             self._waiting_since = time.monotonic()
 
-    def _acknowledge(self, tracker: PartitionTracker, pairs: list[tuple[int, int]]) -> None:
-        """Tell the offset syncs the acknowledged (source, target) pairs in order: each
-        shift (where the mapping stopped being a plain shift), then the newest pair, as
-        runs from the previous pair (so the syncs publish the shifts)."""
+    def _acknowledge(
+        self, tracker: PartitionTracker, shifts: list[tuple[int, int]], newest: tuple[int, int]
+    ) -> None:
+        """Tell the offset syncs the acknowledged (source, target) pairs in order. Each
+        shift (where the records stopped following one another on both sides) is a
+        run of its own record (the records before it end the previous run somewhere
+        the report does not say); the newest pair ends a run from the pair before
+        it, every record between following one another (so the syncs publish the
+        shifts, and the written runs know each run's records)."""
         key = tracker.key
         last_source, _ = self._pairs.get(key, (-1, -1))
-        for source, target in pairs:
+        told = [(source, target, True) for source, target in shifts]
+        for source, target, shift in [*told, (*newest, False)]:
             if source <= last_source:
                 continue
-            first = last_source + 1 if last_source >= 0 else source
+            first = source if shift or last_source < 0 else last_source + 1
             self._syncs.acknowledged(
                 key,
                 first_source=first,

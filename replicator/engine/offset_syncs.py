@@ -12,6 +12,10 @@ In exactly-once mode a pair may only point at a committed record: it is held unt
 its transaction commits and dropped if it does not, and the timer publishes the newest
 committed pair, never one of an open transaction (were it rolled back, the sync would
 point at an aborted record and translation would come out low).
+
+The writer also tells every acknowledged run to the flow's `WrittenRuns` (this
+process's memory of where each record went, which the checkpoint rounds translate
+from), under the same rule: in exactly-once mode only once its transaction commits.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Protocol
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.formats import OWN_SYNC_HEADER, OffsetSync
+from replicator.engine.written_runs import WrittenRuns
 from replicator.kafka.clients import Producer
 
 Key = tuple[str, int]  # (source topic, partition)
@@ -81,8 +86,12 @@ class OffsetSyncWriter:
         transactional: bool,
         enabled: bool = True,
         partition_labels: bool = False,
+        runs: WrittenRuns | None = None,
     ) -> None:
         self._producer = producer
+        #: Where the acknowledged runs are remembered (a new memory: the flow's is
+        #: `written_runs(flow)`, shared with its checkpoint rounds).
+        self.runs = runs if runs is not None else WrittenRuns()
         self.partition_labels = partition_labels  # metrics.partition.labels
         self.topic = topic
         self.flow = flow
@@ -95,16 +104,19 @@ class OffsetSyncWriter:
     def track(self, key: Key) -> None:
         """A partition newly assigned: nothing acknowledged or synced yet."""
         self._partitions[key] = _Partition()
+        self.runs.track(key)
 
     def forget(self, key: Key) -> None:
         """The partition is no longer ours: its next owner syncs it."""
         self._partitions.pop(key, None)
+        self.runs.release(key)
 
     def restart(self, key: Key) -> None:
         """The partition resumes from the target tail: what the next run continues
         is not known, so its first delivery publishes a sync."""
         state = self._partitions[key]
         state.last_source = state.last_target = -1
+        self.runs.restart(key)
 
     def acknowledged(
         self,
@@ -126,6 +138,9 @@ class OffsetSyncWriter:
         )
         target_contiguous = target_offset - count == state.last_target
         state.acked_timestamp_ms = timestamp_ms
+        self.runs.acknowledged(
+            key, first_source, last_source, count, target_offset, committed=not self.transactional
+        )
         if (
             not source_contiguous
             or not target_contiguous
@@ -149,6 +164,7 @@ class OffsetSyncWriter:
             self._emit(key, state, source, target)
         state.uncommitted.clear()
         state.settled_source, state.settled_target = state.last_source, state.last_target
+        self.runs.committed(key)
 
     def rolled_back(self, key: Key) -> None:
         """The partition's records in flight (its open transaction) will not be
@@ -156,6 +172,7 @@ class OffsetSyncWriter:
         state = self._partitions.get(key)
         if state is not None:
             state.uncommitted.clear()
+        self.runs.rolled_back(key)
 
     def emit_due(self, force: bool) -> None:
         """On a timer (and, forced, before partitions are given up: flushed), sync the

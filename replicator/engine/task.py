@@ -57,6 +57,7 @@ from replicator.engine.source_commits import SourceCommits
 from replicator.engine.source_consumer import source_consumer_config
 from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.target_writer import TargetWriter, run_end
+from replicator.engine.written_runs import written_runs
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer
 from replicator.kafka.errors import is_fatal, kafka_error
@@ -325,6 +326,7 @@ class ReplicationTask:
             transactional=flow.exactly_once,
             enabled=flow.emit_offset_syncs_enabled,
             partition_labels=flow.metrics_partition_labels,
+            runs=written_runs(flow),
         )
         self._heartbeats = HeartbeatWriter(
             self._source_producer, flow.policy.heartbeats_topic(), flow.source.alias,

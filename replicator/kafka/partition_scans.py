@@ -168,7 +168,8 @@ def partition_bounds(
     cluster: ClusterConfig, partitions: list[Key], admin: AdminClient | None = None
 ) -> dict[Key, tuple[int, int]]:
     """(log start, high watermark) of each partition that exists, two requests per
-    broker; a partition that does not exist (or has no leader yet) is left out. (One
+    broker, sent together; a partition that does not exist (or has no leader yet) is
+    left out. (One
     such partition would fail the whole request: librdkafka's "No leaders found", so
     the cluster's metadata is asked first.) A caller that asks often passes its own
     `admin` of `cluster`: a new client each time costs the cluster a connection and a
@@ -191,12 +192,15 @@ def partition_bounds(
         and meta.partitions[p].leader >= 0
     ]
     found: dict[Key, list[int | None]] = {}
-    for spec, slot in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
-        if not partitions:
-            break
-        futures = admin.list_offsets(
+    if not partitions:
+        return {}
+    asked = [
+        admin.list_offsets(
             {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=READ_TIMEOUT_S
         )
+        for spec in (OffsetSpec.earliest(), OffsetSpec.latest())
+    ]
+    for slot, futures in enumerate(asked):
         for tp, future in futures.items():
             try:
                 offset = future.result(timeout=READ_TIMEOUT_S).offset

@@ -10,7 +10,11 @@ together:
 1. Positions translated before and not moved are answered from memory (a found
    record does not move, unless the target partition was recreated or truncated:
    its high watermark going back clears what was known of it).
-2. The rest start from the nearest known pair at or before them (`OffsetSyncStore`:
+2. Positions inside what this process's writers wrote, one record after the other,
+   are answered from that (`replicator.engine.written_runs`): the record's replica
+   is where its run puts it, no read; the position right after the copy's end is
+   where the next replica lands, and one past it is settled as in 4.
+3. The rest start from the nearest known pair at or before them (`OffsetSyncStore`:
    the flow's offset syncs and what earlier rounds found), or from the partition's
    start when that is close: every partition is read forward from there at once, one
    consumer for all (`scan_partitions`: each fetch carries all of a broker's
@@ -18,15 +22,15 @@ together:
    read must be the pair's own record (else the pair is stale, the partition falls
    back); the answer is the first replica whose source offset is `>= c`, exactly as
    the bisection defines it.
-3. A position past everything replicated is exact only when the source holds no
+4. A position past everything replicated is exact only when the source holds no
    committed record between the last replica and it (transaction markers only): one
    record read per partition on the source, all partitions at once.
-4. A target partition that does not exist yet holds its positions back (nothing is
-   replicated; `absent`); an empty one is settled like 3.
-5. What memory and pairs cannot answer (no pair near, a stale pair, MirrorMaker 2's
+5. A target partition that does not exist yet holds its positions back (nothing is
+   replicated; `absent`); an empty one is settled like 4.
+6. What memory and pairs cannot answer (no pair near, a stale pair, MirrorMaker 2's
    copies before our first replica) goes to the bisection, one position at a time.
    How often each way answered is counted (`replicator_checkpoint_translations_total
-   {how="cache|read|bisect|absent"}`).
+   {how="cache|written|read|bisect|absent"}`).
 
 The translations here carry no record counts (`missing` is None): checkpoints and
 group moves need only where a position is and whether it is exact; the drill and
@@ -36,6 +40,7 @@ group moves need only where a position is and whether it is exact; the drill and
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -45,6 +50,7 @@ from confluent_kafka import Message
 from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.tail import Replica, replica_of
+from replicator.engine.written_runs import WrittenRuns, written_runs
 from replicator.kafka.clients import admin_for
 from replicator.kafka.partition_scans import Scan, partition_bounds, scan_partitions
 from replicator.offsets.replica_reads import first_records
@@ -61,6 +67,8 @@ NEAR_START_OFFSETS = 10_000
 #: Exact translations kept per partition (the newest).
 _CACHED_PER_PARTITION = 256
 _TIMEOUT_S = 30.0
+#: How long a source partition seen holding records counts as such (`not_started`).
+_SOURCE_HOLDS_S = 30.0
 
 Position = tuple[str, int, int]  # (source topic, partition, committed source offset)
 Where = tuple[str, int]  # (remote topic, partition)
@@ -166,6 +174,8 @@ class BatchTranslator:
         self._index = index
         self._source_reader = source_reader
         self.syncs = OffsetSyncStore(flow)
+        #: Where this process's writers put the flow's records (shared with them).
+        self.written: WrittenRuns = written_runs(flow)
         #: Offsets of both clusters are read every round: with clients made once.
         self._target_admin = admin_for(flow.target)
         self._source_admin = admin_for(flow.source)
@@ -176,6 +186,10 @@ class BatchTranslator:
         #: Source partitions' first committed record at or after an offset, found this
         #: round (`_check_source`): (that offset, the record's offset).
         self._source_firsts: dict[tuple[str, int], tuple[int, int]] = {}
+        #: Source partitions seen holding records whose copy had not started then
+        #: (`not_started`).
+        self._source_holds: set[tuple[str, int]] = set()
+        self._source_holds_since = time.monotonic()
         #: Every answer of this round, held ones too: a round's later chunks of groups
         #: that ask a position again get the same answer without a read (the round
         #: reads each target partition's bounds once; a held position is looked at
@@ -231,10 +245,22 @@ class BatchTranslator:
             is None
             or bounds[1] == 0
         ]
-        if not candidates:
-            return set()
-        source = partition_bounds(self.flow.source, candidates, self._source_admin)
-        return {p for p in candidates if (b := source.get(p)) is not None and b[1] > b[0]}
+        # A source partition seen holding records is not read again while its copy
+        # has not started (for `_SOURCE_HOLDS_S` at most: retention may empty it): at
+        # 5,000 partitions being created, reading every source partition's bounds each
+        # round took a third of the round.
+        if time.monotonic() - self._source_holds_since > _SOURCE_HOLDS_S:
+            self._source_holds.clear()
+            self._source_holds_since = time.monotonic()
+        unknown = [p for p in candidates if p not in self._source_holds]
+        if unknown:
+            source = partition_bounds(self.flow.source, unknown, self._source_admin)
+            self._source_holds.update(
+                p for p in unknown if (b := source.get(p)) is not None and b[1] > b[0]
+            )
+        waiting = {p for p in candidates if p in self._source_holds}
+        self._source_holds.intersection_update(waiting)  # started since: forgotten
+        return waiting
 
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
@@ -266,6 +292,9 @@ class BatchTranslator:
             low, high = bounds[where]
             if low == high:  # empty: exact where the source has nothing before them
                 beyond.extend(_Beyond(entry, o, high, None, 0) for o in todo)
+                continue
+            todo = self._from_written(entry, todo, high, results, beyond)
+            if not todo:
                 continue
             start = self._start(entry, todo[0], bounds[where])
             while start is None and todo:  # no pair near: bisected, one at a time
@@ -344,6 +373,29 @@ class BatchTranslator:
                 self.answered["cache"] += 1
         return todo
 
+    def _from_written(
+        self,
+        entry: _Wanted,
+        todo: list[int],
+        high: int,
+        results: dict[Position, Translation],
+        beyond: list[_Beyond],
+    ) -> list[int]:
+        """Answer what this process's writers know (`WrittenRuns`); positions past the
+        copy go to `beyond`, for the source to settle. The offsets still to find."""
+        answers = self.written.answers((entry.topic, entry.partition), todo, high)
+        rest = []
+        for offset, answer in zip(todo, answers, strict=True):
+            if answer is None:
+                rest.append(offset)
+            elif answer.exact:
+                until = answer.replicated_until
+                self._answer(entry, offset, answer.target_offset, until, results, how="written")
+            else:
+                until = answer.replicated_until
+                beyond.append(_Beyond(entry, offset, answer.target_offset, until, until))
+        return rest
+
     def _start(
         self, entry: _Wanted, offset: int, bounds: tuple[int, int]
     ) -> tuple[int, int] | int | None:
@@ -402,10 +454,12 @@ class BatchTranslator:
         target_offset: int,
         replicated_until: int | None,
         results: dict[Position, Translation],
+        *,
+        how: str = "read",
     ) -> None:
         translation = _translation(entry, offset, target_offset, replicated_until, exact=True)
         results[entry.topic, entry.partition, offset] = translation
-        self.answered["read"] += 1
+        self.answered[how] += 1
         known = self._cache.setdefault((entry.remote, entry.partition), {})
         known[offset] = translation
         if len(known) > _CACHED_PER_PARTITION:

@@ -149,8 +149,9 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             "%d unchanged, %d held "
             "(records before them not replicated yet), %d partitions not copied to yet "
             "(nothing read), %d left for the next round (the "
-            "group moved on); positions answered from memory %d, by a read %d, by "
-            "bisection %d; groups synced: %s; active groups left alone: %s",
+            "group moved on); positions answered from earlier rounds %d, from what this "
+            "process wrote %d, by a read %d, by bisection %d; groups synced: %s; active "
+            "groups left alone: %s",
             flow.name,
             report.groups_done,
             report.partitions,
@@ -161,6 +162,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             report.not_started,
             report.moved_on,
             answered["cache"],
+            answered["written"],
             answered["read"],
             answered["bisect"],
             _first(report.synced_groups) or "none",

@@ -219,8 +219,9 @@ def test_awkward_records_are_moved_byte_for_byte(primary: str, dr: str) -> None:
         ]  # fmt: skip
         assert [(r.key, r.value, r.headers, r.timestamp_type, r.timestamp) for r in got] == want
         assert [r.offset for r in got] == list(range(len(want)))
-        through, target_offset, in_flight, records, size, shifts, _ = progress[(source, p)]
+        through, target_offset, in_flight, records, size, shifts, _, newest = progress[(source, p)]
         assert (through, target_offset, in_flight) == (expected[p][-1].offset, len(want) - 1, 0)
+        assert newest == through  # the last record read was written, none skipped
         assert records == len(want)
         assert size == sum(len(r.key or b"") + len(r.value or b"") for r in expected[p])
         # Where the mapping stopped being a plain shift: the first record, and after
@@ -284,7 +285,9 @@ def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None
         mover.release(source, 0, None)  # a loop: skipped
         move_until(mover, 1)
         assert mover.flush(30) == 0
-        through, target_offset, in_flight, records, _, shifts, stamp = mover.progress()[(source, 0)]
+        through, target_offset, in_flight, records, _, shifts, stamp, newest = mover.progress()[
+            (source, 0)
+        ]
     finally:
         mover.close()
     got = read_all(dr, target, 0)
@@ -294,7 +297,7 @@ def test_records_with_our_headers_are_handed_back(primary: str, dr: str) -> None
         (b"c", provenance(source, 2)),
         (b"e", provenance(source, 4)),
     ]
-    assert (through, target_offset, in_flight, records) == (4, 3, 0, 4)
+    assert (through, target_offset, in_flight, records, newest) == (4, 3, 0, 4, 4)
     assert shifts == [(0, 0), (4, 3)]
     assert stamp == base + 4, "the last acked record's own timestamp (its age)"
 

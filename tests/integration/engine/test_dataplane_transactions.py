@@ -165,7 +165,7 @@ def test_committed_transactions_are_visible_with_their_offsets(primary: str, dr:
         assert [(r.key, r.headers) for r in got] == [
             (b"%d-%d" % (p, i), provenance(source, i)) for i in range(10)
         ]
-        through, target_offset, in_flight, records, _, shifts, _ = progress[(source, p)]
+        through, target_offset, in_flight, records, _, shifts, _, _ = progress[(source, p)]
         assert (through, in_flight, records) == (9, 0, 10)
         assert target_offset == read_all(dr, target, p)[-1].offset
         assert shifts[0] == (0, 0)
@@ -205,7 +205,9 @@ def test_an_abort_leaves_nothing_visible_and_the_records_move_again(primary: str
                 assert mover.progress()[(source, 0)][:4] == (-1, -1, 0, 0)
                 assert visible_now(dr, target, 0, 1.0) == []
         assert mover.commit_transaction(30) == {(source, 0): 5}
-        through, target_offset, in_flight, records, _, shifts, _ = mover.progress()[(source, 0)]
+        through, target_offset, in_flight, records, _, shifts, _, newest = mover.progress()[
+            (source, 0)
+        ]
     finally:
         mover.close()
     got = read_all(dr, target, 0)
@@ -213,7 +215,7 @@ def test_an_abort_leaves_nothing_visible_and_the_records_move_again(primary: str
     assert got[2].headers == (("from", b"python"),)
     # Target offsets 0-4 hold the aborted records, 5 the abort marker.
     assert [r.offset for r in got] == [6, 7, 8, 9, 10]
-    assert (through, target_offset, in_flight, records) == (4, 10, 0, 5)
+    assert (through, target_offset, in_flight, records, newest) == (4, 10, 0, 5, 4)
     assert shifts == [(0, 6)]
     assert [tp.offset for tp in committed(dr, group, target, 1)] == [5]
 

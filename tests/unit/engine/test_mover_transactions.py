@@ -132,7 +132,7 @@ def test_a_round_moves_inside_a_transaction_and_feeds_what_committed(p: _Path) -
     made = p.replicating(next_offset=10)
     mover = _mover()
     mover.moved = 10
-    mover.reports = {KEY: (19, 108, 0, 10, 1_000, [(10, 100)], 1_700_000_000_000)}
+    mover.reports = {KEY: (19, 108, 0, 10, 1_000, [(10, 100)], 1_700_000_000_000, 19)}
     assert p.writer.move(0.1) == 10
     assert _names(mover)[-2:] == ["begin_transaction", "commit_transaction"]
     assert (made.acked_next, made.next_offset, made.counters.replicated) == (20, 20, 10)
@@ -236,7 +236,7 @@ def test_a_consume_error_is_handled_after_the_commit(p: _Path) -> None:
         "consuming orders partition 0 at offset 5: _AUTO_OFFSET_RESET: Local: No offset stored"
     )
     # What it produced before the error.
-    mover.reports = {KEY: (4, 4, 0, 5, 50, [], 1_700_000_000_000)}
+    mover.reports = {KEY: (4, 4, 0, 5, 50, [], 1_700_000_000_000, 4)}
     p.writer.move(0.1)
     assert mover.named("commit_transaction") == 1
     assert p.out_of_range == [("orders", 0, 5)] and made.next_offset == 5

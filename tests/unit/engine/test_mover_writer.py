@@ -246,7 +246,7 @@ def test_a_rewind_waits_for_what_was_in_flight_before_the_tail_is_read(p: _Path)
 
 def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path) -> None:
     made = p.replicating(next_offset=10)
-    p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)], 1_700_000_000_000)}
+    p.mover.reports = {KEY: (19, 108, 5, 10, 1_000, [(10, 100), (15, 104)], 1_700_000_000_000, 19)}
     p.writer.serve()
     assert (made.acked_next, made.next_offset) == (20, 20)
     assert (made.counters.replicated, made.counters.replicated_bytes) == (10, 1_000)
@@ -255,12 +255,29 @@ def test_progress_feeds_the_partition_and_the_offset_syncs_shifts_first(p: _Path
         (r["first_source"], r["last_source"], r["count"], r["target_offset"])
         for r in p.syncs.acknowledged_runs
     ]
-    assert runs == [(10, 10, 1, 100), (11, 15, 5, 104), (16, 19, 4, 108)]
+    # Each shift a run of its own record (where the run before it ends is not told),
+    # the newest pair the end of the run from the last shift.
+    assert runs == [(10, 10, 1, 100), (15, 15, 1, 104), (16, 19, 4, 108)]
     assert p.writer.in_flight() == {KEY}
-    p.mover.reports = {KEY: (19, 108, 0, 0, 0, [], 1_700_000_000_000)}
+    p.mover.reports = {KEY: (19, 108, 0, 0, 0, [], 1_700_000_000_000, 19)}
     p.writer.serve()
     assert p.writer.in_flight() == set()
     assert len(p.syncs.acknowledged_runs) == 3  # nothing new
+
+
+def test_the_newest_pair_is_the_newest_record_written_not_a_skipped_one_after_it(
+    p: _Path,
+) -> None:
+    # 10..18 written at 100..108, then 19 skipped (a loop record): delivered through 19,
+    # but the pair is 18 -> 108 (19 -> 108 would point a translation at record 18).
+    p.replicating(next_offset=10)
+    p.mover.reports = {KEY: (19, 108, 0, 9, 900, [(10, 100)], 1_700_000_000_000, 18)}
+    p.writer.serve()
+    runs = [
+        (r["first_source"], r["last_source"], r["count"], r["target_offset"])
+        for r in p.syncs.acknowledged_runs
+    ]
+    assert runs == [(10, 10, 1, 100), (11, 18, 8, 108)]
 
 
 def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
