@@ -22,17 +22,23 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 SPARK_PROVIDED := scala-library,lz4-java,snappy-java,slf4j-api,spark-tags_2.13,scala-parallel-collections_2.13,jsr305
 
 # The Kubernetes control plane (etcd, kube-apiserver) and helm for the Helm chart's tests
-# (tests/helpers/kube.py, tests/integration/deploy/test_helm_chart.py), built with `go build`
-# from the pinned module tools/k8s/ into .cache/k8s/bin/. Each stamp holds the binary's
-# version and depends on the module's files, so a second `make setup` does nothing and a
-# change to go.mod or go.sum rebuilds. Go's build cache (~/.cache/go-build) outlives the
-# clone: the first kube-apiserver build takes minutes, a later clone only links.
+# (tests/helpers/kube.py, tests/integration/deploy/test_helm_chart.py), and the single
+# node that runs the chart's Pods (kube-controller-manager, kube-scheduler, kubelet, the
+# sandbox's pause binary: tests/helpers/kube_node.py, test_kube_node.py), built with
+# `go build` from the pinned module tools/k8s/ into .cache/k8s/bin/. Each stamp holds the
+# binary's version and depends on the module's files, so a second `make setup` does
+# nothing and a change to go.mod or go.sum rebuilds. Go's build cache (~/.cache/go-build)
+# outlives the clone: the first kube-apiserver build takes minutes, a later clone only links.
 # `go` from PATH (any Go >= 1.21 fetches the toolchain go.mod asks for); with none on
 # PATH, the pinned toolchain is fetched from the Go module proxy (golang.org/toolchain).
 K8S_DIR := .cache/k8s
 K8S_BIN := $(K8S_DIR)/bin
 K8S_MODULE := tools/k8s/go.mod tools/k8s/go.sum tools/k8s/tools.go
-K8S_STAMPS := $(K8S_DIR)/.etcd $(K8S_DIR)/.kube-apiserver $(K8S_DIR)/.helm
+# The node's components (tests/helpers/kube_node.py): the same module's controller manager,
+# scheduler and kubelet.
+K8S_NODE_BINARIES := kube-controller-manager kube-scheduler kubelet
+K8S_STAMPS := $(K8S_DIR)/.etcd $(K8S_DIR)/.kube-apiserver $(K8S_DIR)/.helm \
+	$(K8S_NODE_BINARIES:%=$(K8S_DIR)/.%) $(K8S_DIR)/.pause $(K8S_DIR)/.node-runtime
 K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes v||p' tools/k8s/go.mod)
 HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v3 v||p' tools/k8s/go.mod)
 GO_TOOLCHAIN := go1.26.8
@@ -41,7 +47,7 @@ K8S_GO_BUILD := cd tools/k8s && $(GO) build -trimpath -buildvcs=false
 # The version the binaries report (`kube-apiserver --version`, GET /version, `helm version`)
 # and the Kubernetes version `helm template` and `helm lint` assume, as their own builds set.
 K8S_VERSION_PKG := k8s.io/component-base/version
-KUBE_APISERVER_LDFLAGS := -s -w -X $(K8S_VERSION_PKG).gitVersion=v$(K8S_VERSION) \
+K8S_LDFLAGS := -s -w -X $(K8S_VERSION_PKG).gitVersion=v$(K8S_VERSION) \
 	-X $(K8S_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
 	-X $(K8S_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
 	-X $(K8S_VERSION_PKG).gitTreeState=clean
@@ -203,9 +209,41 @@ $(K8S_DIR)/.etcd: $(K8S_MODULE) | $(GO)
 	test -s $@.tmp && mv $@.tmp $@
 
 $(K8S_DIR)/.kube-apiserver: $(K8S_MODULE) | $(GO)
-	$(K8S_GO_BUILD) -ldflags '$(KUBE_APISERVER_LDFLAGS)' -o $(abspath $(K8S_BIN))/kube-apiserver \
+	$(K8S_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o $(abspath $(K8S_BIN))/kube-apiserver \
 		k8s.io/kubernetes/cmd/kube-apiserver
 	$(K8S_BIN)/kube-apiserver --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# kube-controller-manager, kube-scheduler and kubelet: the same module, the same version
+# stamped in, so the node reports v$(K8S_VERSION) like the API server.
+$(K8S_NODE_BINARIES:%=$(K8S_DIR)/.%): $(K8S_DIR)/.%: $(K8S_MODULE) | $(GO)
+	$(K8S_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o $(abspath $(K8S_BIN))/$* k8s.io/kubernetes/cmd/$*
+	$(K8S_BIN)/$* --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# The pod sandbox's "pause" process (tools/k8s/pause/): a static binary that sleeps until
+# it is told to stop; tests/helpers/oci_image.py packs it into the node's sandbox image
+# (no registry of images answers here).
+$(K8S_DIR)/.pause: $(K8S_MODULE) tools/k8s/pause/main.go | $(GO)
+	cd tools/k8s && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' \
+		-o $(abspath $(K8S_BIN))/pause ./pause
+	$(K8S_BIN)/pause --version | tee $@.tmp
+	test -s $@.tmp && mv $@.tmp $@
+
+# The node's container runtime from Debian: containerd (1.6), runc and the CNI plugins
+# (bridge, host-local, loopback in /usr/lib/cni). tests/helpers/kube_node.py starts a
+# containerd of its own; no service is enabled or started. Same pattern as the browser:
+# the stamp records the versions.
+$(K8S_DIR)/.node-runtime:
+	@if ! { test -x /usr/bin/containerd && command -v runc >/dev/null && test -x /usr/lib/cni/bridge; }; then \
+		packages="containerd runc containernetworking-plugins"; \
+		apt="env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		if [ "$$(id -u)" != 0 ]; then apt="sudo $$apt"; fi; \
+		$$apt install -y -q --no-install-recommends $$packages \
+			|| { $$apt update -q && $$apt install -y -q --no-install-recommends $$packages; }; \
+	fi
+	@mkdir -p $(dir $@)
+	dpkg-query -W -f '$${Package} $${Version}\n' containerd runc containernetworking-plugins | tee $@.tmp
 	test -s $@.tmp && mv $@.tmp $@
 
 $(K8S_DIR)/.helm: $(K8S_MODULE) | $(GO)

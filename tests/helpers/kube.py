@@ -164,6 +164,9 @@ class Kube:
 class ApiServer:
     kube: Kube
     helm_home: Path
+    #: The key that signs service account tokens (the controller manager's token
+    #: controller signs with it too: tests/helpers/kube_node.py).
+    service_account_key: Path
 
 
 def _serving_cert(folder: Path) -> tuple[Path, Path]:
@@ -320,4 +323,4 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
             )
         )
         _wait_ready(kube, {"etcd": (etcd, etcd_log), "kube-apiserver": (apiserver, apiserver_log)})
-        yield ApiServer(kube, folder / "helm")
+        yield ApiServer(kube, folder / "helm", sa_key)
