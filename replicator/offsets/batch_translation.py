@@ -262,6 +262,18 @@ class BatchTranslator:
         self._source_holds.intersection_update(waiting)  # started since: forgotten
         return waiting
 
+    def reached(self, waiting: Iterable[tuple[str, int]]) -> tuple[list[tuple[str, int]], bool]:
+        """Of the source partitions `not_started` found `waiting` earlier this round,
+        those the copy has reached since (their target bounds read again), and whether
+        a target partition went back meanwhile (as `check_targets`)."""
+        alias, policy = self.flow.source.alias, self.flow.policy
+        waiting = list(waiting)
+        for topic, partition in waiting:
+            self._bounds.pop((policy.format_remote_topic(alias, topic), partition), None)
+        went_back = self.check_targets(waiting)
+        still = self.not_started(waiting)
+        return [p for p in waiting if p not in still], went_back
+
     def translate(self, positions: Iterable[Position]) -> dict[Position, Translation]:
         """The exact translation of each position (see the module docstring)."""
         self.answered = Counter()

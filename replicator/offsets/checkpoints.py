@@ -423,6 +423,8 @@ class Checkpointer(Checkpointing):
             self._emit_chunk(
                 wanted[at : at + per_chunk], partitions, report, max_age_s=positions_max_age_s
             )
+        if waiting:
+            self._emit_reached(wanted, waiting, report, chunk)
         # Positions held because their records were still being copied when the round
         # began: the round took a while, so many are there now. One more look at those
         # groups (their other positions come from memory) rather than a round later.
@@ -435,14 +437,43 @@ class Checkpointer(Checkpointing):
         self._settle(report)
         return report
 
+    def _emit_reached(
+        self,
+        groups: list[str],
+        waiting: set[tuple[str, int]],
+        report: CheckpointReport,
+        chunk: int | None,
+    ) -> None:
+        """The partitions the copy had not reached when the round began and has
+        reached since, for every group, in this round: a round at thousands of
+        partitions lasts long enough for the copy to reach its last partitions (at
+        5,000 partitions and 50 groups the next round came 4 s later and took 12 s)."""
+        reached, went_back = self._batch.reached(waiting)
+        if went_back:
+            self._settled.clear()
+        if not reached:
+            return
+        report.not_started -= len(reached)
+        per_chunk = max(
+            1 if chunk else CHUNK_GROUPS_AT_LEAST,
+            (chunk or CHUNK_POSITIONS) // len(reached),
+        )
+        for at in range(0, len(groups), per_chunk):
+            self._emit_chunk(groups[at : at + per_chunk], reached, report, part=True)
+
     def _emit_chunk(
         self,
         groups: list[str],
         partitions: list[tuple[str, int]],
         report: CheckpointReport,
+        *,
         again: bool = False,
         max_age_s: float = 0.0,
+        part: bool = False,
     ) -> None:
+        """Translate and write the checkpoints of `groups` on `partitions`. `again`:
+        a second look in the same round (the groups are counted once); `part`: a part
+        of the round's partitions only (what is settled stays the round's own)."""
         committed = self._committed(groups, partitions, max_age_s)
         # The same partitions are asked in the same order every round, so a group that
         # committed nothing new answers an equal list (compared as tuples, in C).
@@ -457,7 +488,7 @@ class Checkpointer(Checkpointing):
         for group in fresh:
             if group in unsettled:
                 self._settled.pop(group, None)
-            else:
+            elif not part:
                 self._settled[group] = committed[group]
         if self._group_sync is not None:
             self._sync_groups(
@@ -466,7 +497,7 @@ class Checkpointer(Checkpointing):
         done = time.monotonic()
         for group in groups:
             self._done_at[group] = done
-        if not again:
+        if not again and not part:
             report.groups_done += len(groups)
         report.translations.update(self._batch.answered)
 

@@ -472,3 +472,15 @@ def test_partitions_not_copied_to_yet_are_left_out_of_the_round(
     translator.check_targets(partitions)
     assert translator.not_started(partitions) == {("orders", 1), ("orders", 4)}
     assert asked == [[("orders", 1), ("orders", 2), ("orders", 4)]]  # the candidates only
+
+    # The next round: a source partition seen holding records is not read again (at
+    # 5,000 partitions being created that read was a third of every round); the
+    # empty one is (it may have records now).
+    translator.begin_round()
+    translator.check_targets(partitions)
+    assert translator.not_started(partitions) == {("orders", 1), ("orders", 4)}
+    assert asked[1:] == [[("orders", 2)]]
+
+    # Later in the round the copy reached orders[4]: `reached` reads its target again.
+    target[("primary.orders", 4)] = (0, 12)
+    assert translator.reached({("orders", 1), ("orders", 4)}) == ([("orders", 4)], False)
