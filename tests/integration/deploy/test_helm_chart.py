@@ -16,7 +16,8 @@
   prometheus_client as `replicator run` serves them: ready only when every worker loop
   runs and every cluster answers.
 
-No Pod runs: the API server here has no scheduler and no kubelet (tests/helpers/kube.py).
+No Pod runs here (the API server alone: tests/helpers/kube.py); the chart's Pods run
+on the single node of tests/integration/deploy/test_kube_node.py.
 httpx with the admin token and impersonation headers is the client: it is already a
 dependency, and the tests need raw status codes and headers, not a typed client.
 """
@@ -143,6 +144,7 @@ def test_defaults_are_created_and_least_privileged(server: ApiServer, defaults: 
     assert sorted(kinds) == [
         "ConfigMap",
         "Deployment",
+        "Job",  # `replicator init`, a hook (tests/integration/deploy/test_helm_init_job.py)
         "PodDisruptionBudget",
         "Role",
         "RoleBinding",
@@ -176,7 +178,7 @@ def test_defaults_are_created_and_least_privileged(server: ApiServer, defaults: 
     assert pdb["spec"]["maxUnavailable"] == 1
 
     # The mounted configuration is the engine's: the chart added the metrics port.
-    (config_map,) = kinds["ConfigMap"]
+    [config_map] = [c for c in kinds["ConfigMap"] if c["metadata"]["name"] == "dr-replicator"]
     config = server.helm_home.parent / "defaults.properties"
     config.write_text(config_map["data"]["mm2.properties"])
     (flow,) = load_config(config).flows
@@ -405,6 +407,9 @@ for worker, running in (("w1", {w1}), ("w2", {w2})):
         metrics.WORKER_RUNNING.labels("a->b", worker).set(running)
 if {reachable} is not None:
     metrics.CLUSTER_REACHABLE.labels("b", "b:9092").set({reachable})
+for flow, desired in (("a->b", {desired}), ("b->a", {desired})):
+    if desired is not None:
+        metrics.FLOW_DESIRED_RUNNING.labels(flow).set(desired)
 start_http_server(int(sys.argv[1]), addr="127.0.0.1")
 print("serving", flush=True)
 time.sleep(60)
@@ -412,21 +417,31 @@ time.sleep(60)
 
 
 @pytest.mark.parametrize(
-    ("w1", "w2", "reachable", "problem"),
+    ("w1", "w2", "reachable", "desired", "problem"),
     [
-        (1, 1, 1, None),
-        (None, None, 1, "no worker loop reported"),
-        (1, 0, 1, 'not running: replicator_worker_running{flow="a->b",worker="w2"}'),
-        (1, 1, 0, "unreachable: replicator_cluster_reachable{"),
+        (1, 1, 1, 1, None),
+        (None, None, 1, None, "no worker loop reported"),
+        (None, None, 1, 1, "no worker loop reported"),  # wanted, not started (yet)
+        (None, None, 1, 0, None),  # every flow stopped on purpose: standing by
+        (None, None, 0, 0, "unreachable: replicator_cluster_reachable{"),
+        (1, 0, 1, 1, 'not running: replicator_worker_running{flow="a->b",worker="w2"}'),
+        (1, 1, 0, 1, "unreachable: replicator_cluster_reachable{"),
     ],
 )
 def test_readiness_probe_means_replicating(
-    w1: int | None, w2: int | None, reachable: int | None, problem: str | None
+    w1: int | None,
+    w2: int | None,
+    reachable: int | None,
+    desired: int | None,
+    problem: str | None,
 ) -> None:
     """The chart's readiness probe (`replicator.probe`, also the image's Docker
-    healthcheck of a worker) against the engine's real metric families."""
+    healthcheck of a worker) against the engine's real metric families: ready when
+    every worker loop runs and every cluster answers, or when the state store stops
+    every flow of the process on purpose (standing by: the standby direction's pods
+    must be ready, or their Deployment's rolling update never ends)."""
     (port,) = free_port_pairs(1)
-    code = _METRICS_SERVER.format(w1=w1, w2=w2, reachable=reachable)
+    code = _METRICS_SERVER.format(w1=w1, w2=w2, reachable=reachable, desired=desired)
     server = subprocess.Popen(
         [sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True
     )
