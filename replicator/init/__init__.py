@@ -3,7 +3,10 @@ first `replicator run`, on the user's own clusters, and say what it found.
 
 One pass, in order, each part in its own module:
 
-1. `clusters`: every cluster answers, with the configuration's own clients.
+1. `clusters`: every cluster answers, with the configuration's own clients. One that
+   does not answer at all (an outage) is `unreachable`: the steps below skip it and do
+   the rest, and the report is partial (`replicator init` exits 3, or 0 with
+   `--allow-unreachable`); one that refuses the client (authentication, TLS) failed.
 2. `topics`: the replicator's internal topics exist (created if missing).
 3. `permissions`: the least-privilege ACL plan (`replicator acls plan`) checked
    against what each cluster's authorizer says the principal may do: reported rule by

@@ -1,7 +1,8 @@
 """`replicator init` on clusters it did not start (the test clusters, under aliases of
 this test's own so its internal topics are new): a dry run changes nothing and says
 what it would do, the run does it, a second run finds everything in place, and a
-cluster that does not answer is named with the fix. Its permission check on a cluster
+cluster that does not answer is named with the fix while the rest is done (partial:
+exit status 3, 0 with --allow-unreachable). Its permission check on a cluster
 with an authorizer: tests/integration/security/test_init_permissions.py."""
 
 from __future__ import annotations
@@ -128,13 +129,18 @@ def test_init_dry_run_then_run_then_again(
     assert f"flow {away}->{home} is running; left as it is" in _lines(again, "ok")
 
 
-def test_init_names_a_cluster_that_does_not_answer(
+def test_init_names_a_cluster_that_does_not_answer_and_does_the_rest(
     tmp_path: Path,
     primary: str,
     dr: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """During an outage of one cluster, init does everything it can on the other and on
+    the state store, names the cluster that did not answer with the fix, and exits 3
+    (partial); with --allow-unreachable, 0 (what docker-compose.yml and the Helm
+    chart's init Job run, so the workers start)."""
     monkeypatch.setenv("COLUMNS", "1000")  # a finding's row on one line, however long
     dead = f"127.0.0.1:{free_port_pair()}"
     config, home, away = _config(tmp_path, primary, dr)
@@ -144,15 +150,39 @@ def test_init_names_a_cluster_that_does_not_answer(
         )
     )
     state = f"sqlite:///{tmp_path / 'state.db'}"
+    args = ["--config", str(config), "--state-url", state, "--home", home]
 
-    code = main(["init", "--config", str(config), "--state-url", state, "--home", home])
+    code = main(["init", *args])
 
-    out = capsys.readouterr().out
-    assert code == 1
-    [line] = [line for line in out.splitlines() if line.split()[:3] == ["clusters", "failed", away]]
+    printed = capsys.readouterr()
+    out = printed.out
+    assert code == 3, out + printed.err
+    [line] = [
+        line for line in out.splitlines() if line.split()[:3] == ["clusters", "unreachable", away]
+    ]
     assert f"{dead} does not answer" in line
+    assert f"If {away} is down, nothing to fix" in line
     assert f"check {away}.bootstrap.servers" in line
-    assert out.rstrip().splitlines()[-1].startswith("NOT ready")
+    # What could be done was done: the internal topics on the cluster that answered,
+    # its permissions, the state store.
+    done = [line for line in out.splitlines() if line.split()[1:2] == ["done"]]
+    assert any(f"created mm2-offset-syncs.{away}.internal" in line for line in done), out
+    assert any(f"created {away}.checkpoints.internal" in line for line in done), out
+    assert any(f"application orders registered as active on {home}" in line for line in done)
+    assert not any(line.split()[1:2] == ["failed"] for line in out.splitlines()), out
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("PARTIAL: ") and f"did not answer: {away}" in last, last
+    # Logged too (stderr), whatever the output format: a start-up step's log shows it.
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(w.startswith(f"cluster {away}: {dead} does not answer") for w in warnings)
+    assert "init is PARTIAL (exit status 3): did not answer: " + away in warnings, warnings
+
+    code, again = _init(capsys, *args, "--allow-unreachable")
+
+    assert code == 0, again
+    assert (again["ready"], again["verdict"], again["unreachable"]) == (False, "partial", [away])
+    assert not _lines(again, "done")  # the first run did it all: safe to run again
+    assert f"application orders is active on {home}; left as it is" in _lines(again, "ok")
 
 
 def test_init_refuses_applications_without_a_home(

@@ -1,7 +1,8 @@
 """`replicator init` on secured clusters (SASL_SSL, StandardAuthorizer, no ACL means no
 access): the least-privilege plan is checked against what the authorizer answers for
 the configuration's own principal. With every ACL of the plan it is ready; without
-one it names that ACL, the principal and the cluster, and exits 1."""
+one it names that ACL, the principal and the cluster, and exits 1; a principal the
+clusters refuse (authentication) fails init too, unlike a cluster that does not answer."""
 
 from __future__ import annotations
 
@@ -75,3 +76,27 @@ def test_init_checks_the_plan_against_the_authorizer(
     # The password reaches neither the report nor anything printed.
     for password in pair.passwords().values():
         assert password.decode() not in json.dumps(report)
+
+
+def test_init_fails_when_a_cluster_refuses_the_client(
+    secured_pair: SecuredPair, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A principal the clusters do not know (a wrong user name or password) is a real
+    problem, not an outage: each cluster `failed`, naming the authentication error and
+    the settings to check, and the command exits 1 even with --allow-unreachable (the
+    workers of docker-compose.yml and the Helm chart do not start)."""
+    user = f"init-auth-{uuid.uuid4().hex[:6]}"
+    config = _config(secured_pair, tmp_path, user)
+    config.write_text(config.read_text().replace(f'username="{user}"', 'username="nobody"'))
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+
+    code = main(["init", "--config", str(config), "--state-url", state, "--json",
+                 "--allow-unreachable"])  # fmt: skip
+
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["verdict"] == "not ready" and not report["unreachable"], report
+    failed = {f["cluster"]: f["text"] for f in report["findings"] if f["outcome"] == "failed"}
+    assert set(failed) == {"primary", "dr"}, report
+    for alias, text in failed.items():
+        assert "refuses the client: _AUTHENTICATION: " in text, text
+        assert f"check {alias}.security.protocol" in text, text
