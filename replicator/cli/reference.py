@@ -1,12 +1,14 @@
-"""docs/cli.md, the command-line reference: every command's `--help`, as the command
-prints it, one section per command.
+"""docs/cli.md and its group pages, the command-line reference: every command's
+`--help`, as the command prints it, one section per command, one page per help panel of
+`replicator --help` (docs/cli-set-up.md, docs/cli-replication.md, ...), and docs/cli.md
+the index: the groups and their commands, the conventions and `replicator --help`.
 
-    python -m replicator.cli.reference --write docs/cli.md   # regenerate it
-    python -m replicator.cli.reference --check docs/cli.md   # exit 1 if it is stale
+    python -m replicator.cli.reference --write docs/cli.md   # regenerate them all
+    python -m replicator.cli.reference --check docs/cli.md   # exit 1 if one is stale
 
-The help is rendered at a fixed width without colours, so the page is the same on
-every machine; tests/unit/cli/test_reference.py fails when the page and the
-commands' help differ.
+The group pages are written beside docs/cli.md. The help is rendered at a fixed width
+without colours, so the pages are the same on every machine;
+tests/unit/cli/test_reference.py fails when a page and the commands' help differ.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import io
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,14 +34,21 @@ from replicator.statestore import STATE_URL_ENV, STATE_URL_FILE_ENV
 WIDTH = 100
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
-_HEAD = f"""\
+#: The index page; the group pages are named after their panel (`page_of`).
+INDEX = "cli.md"
+
+_HEAD = """\
 # Command-line reference
 
 Every command of `replicator`, with its options and exit statuses, as `replicator
-COMMAND --help` prints them. This page is generated from the commands themselves
-(`python -m replicator.cli.reference --write docs/cli.md`); a unit test fails when it
-differs from what they say.
+COMMAND --help` prints them, on one page per group of `replicator --help`; this page
+lists the groups and their commands, then the conventions they share. These pages are
+generated from the commands themselves (`python -m replicator.cli.reference --write
+docs/cli.md` writes this page and the group pages); a unit test fails when one differs
+from what they say.
+"""
 
+_CONVENTIONS = f"""\
 ## Conventions
 
 - **Exit status**: `0` done (or all is well), `1` a finding or a failure (the line on
@@ -72,8 +82,8 @@ differs from what they say.
     `MALLOC_CONF` is set: then it is used as given), and logs `memory allocator: ...` at
     start. librdkafka allocates and frees several blocks per record on different threads;
     on glibc's malloc that is about a third of the compiled data path's CPU
-    (docs/dataplane.md, "Performance"). `make setup` and both images install
-    `libjemalloc2`.
+    ([Data plane tuning](dataplane-tuning.md#performance-where-it-stands)). `make setup`
+    and both images install `libjemalloc2`.
 - **Global options** `-v/--verbose` and `--log-format` go before or after the command.
 - **Shell completion**: `replicator --install-completion` installs it for the current
   shell (bash, zsh, fish, PowerShell); `replicator --show-completion` prints the script.
@@ -122,13 +132,85 @@ def help_text(path: list[str]) -> str:
     return "\n".join(lines).strip("\n") + "\n"
 
 
-def reference() -> str:
-    """The whole page."""
-    sections = [_HEAD]
+def page_of(panel: str) -> str:
+    """The file name of a help panel's page: `Set-up` -> `cli-set-up.md`."""
+    return "cli-" + re.sub(r"[^a-z0-9]+", "-", panel.lower()).strip("-") + ".md"
+
+
+def _panel(path: list[str]) -> str:
+    """The help panel of a command: its top-level command's."""
+    command = command_line()
+    return getattr(command.commands[path[0]], "rich_help_panel", None) or "Commands"
+
+
+def _title(path: list[str]) -> str:
+    return " ".join(["replicator", *path])
+
+
+def _anchor(path: list[str]) -> str:
+    """The anchor mkdocs gives a command's heading (`## \\`replicator flows list\\``)."""
+    return "-".join(["replicator", *path])
+
+
+def _section(path: list[str]) -> str:
+    return f"## `{_title(path)}`\n\n```text\n{help_text(path)}```\n"
+
+
+def _summary(path: list[str]) -> str:
+    """The command's line in `replicator --help` (or its group's)."""
+    command: Any = command_line()
+    for name in path:
+        command = command.commands[name]
+    return " ".join(command.get_short_help_str(limit=1000).split())
+
+
+def _groups() -> dict[str, list[list[str]]]:
+    """The commands of each help panel, in the order `replicator --help` lists them."""
+    groups: dict[str, list[list[str]]] = {}
     for path in command_paths():
-        title = " ".join(["replicator", *path])
-        sections.append(f"## `{title}`\n\n```text\n{help_text(path)}```\n")
-    return "\n".join(sections)
+        if path:
+            groups.setdefault(_panel(path), []).append(path)
+    return groups
+
+
+def _index(groups: dict[str, list[list[str]]]) -> str:
+    lines = [_HEAD, "## The commands, by group\n"]
+    for panel, paths in groups.items():
+        page = page_of(panel)
+        lines.append(f"### [{panel}]({page})\n")
+        for path in paths:
+            indent = "    " * (len(path) - 1)
+            link = f"[`{_title(path)}`]({page}#{_anchor(path)})"
+            lines.append(f"{indent}- {link}: {_summary(path)}")
+        lines.append("")
+    return "\n".join([*lines, _CONVENTIONS, _section([])])
+
+
+def _group_page(panel: str, paths: list[list[str]]) -> str:
+    intro = (
+        f"The commands of the **{panel}** group of `replicator --help`, each with its "
+        "options and exit statuses as `replicator COMMAND --help` prints them. Exit "
+        "statuses, output formats, the environment and the global options they share: "
+        "[Command-line reference](cli.md#conventions). Generated like the rest of the "
+        "reference (`python -m replicator.cli.reference --write docs/cli.md`)."
+    )
+    head = f"# Command line: {panel}\n\n{textwrap.fill(intro, width=88)}\n"
+    return "\n".join([head, *(_section(path) for path in paths)])
+
+
+def pages() -> dict[str, str]:
+    """Every page of the reference, by file name: the index (`INDEX`) and one page per
+    help panel."""
+    groups = _groups()
+    written = {INDEX: _index(groups)}
+    for panel, paths in groups.items():
+        written[page_of(panel)] = _group_page(panel, paths)
+    return written
+
+
+def reference() -> str:
+    """The index page, docs/cli.md."""
+    return pages()[INDEX]
 
 
 def _usage() -> int:
@@ -139,15 +221,25 @@ def _usage() -> int:
 def run(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("--write", "--check"):
         return _usage()
-    page, path = reference(), Path(argv[1])
+    index = Path(argv[1])
+    written = {
+        (index if name == INDEX else index.with_name(name)): text for name, text in pages().items()
+    }
     if argv[0] == "--write":
-        path.write_text(page, encoding="utf-8")
-        print(f"written: {path}")
+        for path, text in written.items():
+            path.write_text(text, encoding="utf-8")
+            print(f"written: {path}")
         return 0
-    if path.read_text(encoding="utf-8") != page:
-        print(f"{path} is stale: run python -m replicator.cli.reference --write {path}")
+    stale = [
+        path
+        for path, text in written.items()
+        if not path.exists() or path.read_text(encoding="utf-8") != text
+    ]
+    for path in stale:
+        print(f"{path} is stale: run python -m replicator.cli.reference --write {index}")
+    if stale:
         return 1
-    print(f"{path} matches the commands' help")
+    print(f"{', '.join(map(str, written))} match the commands' help")
     return 0
 
 

@@ -4,9 +4,10 @@ build `make docs` serves), served over HTTP and opened in headless Chromium.
 - Every page of the navigation opens (no request of the site answered 404) and shows
   its title; the site makes no request outside its own host, so it reads the same on
   an estate without internet access.
-- The command-line reference, as the browser renders it, is what `replicator ...
-  --help` prints: for every command, the rendered block equals the command's help at
-  the page's width, and the installed `replicator` executable prints the same text.
+- The command-line reference (docs/cli.md and its group pages), as the browser renders
+  it, is what `replicator ... --help` prints: for every command, the rendered block
+  equals the command's help at the page's width, and the installed `replicator`
+  executable prints the same text.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from replicator.cli.reference import WIDTH, command_paths, help_text
+from replicator.cli.reference import WIDTH, command_paths, help_text, pages
 
 from helpers.browser import chromium, outside, requests_made
 
@@ -114,26 +115,15 @@ def test_every_page_of_the_navigation_opens(site: _Site, browser: WebDriver) -> 
 def test_the_cli_reference_shows_what_the_commands_help_says(
     site: _Site, browser: WebDriver
 ) -> None:
-    browser.get(f"{site.url}/cli/")
-    rendered = browser.execute_script(
-        """
-        const blocks = {};
-        for (const h2 of document.querySelectorAll('article h2')) {
-          let next = h2.nextElementSibling;
-          while (next && next.tagName !== 'H2' && !next.querySelector('pre')
-                 && next.tagName !== 'PRE') {
-            next = next.nextElementSibling;
-          }
-          if (!next || next.tagName === 'H2') continue;
-          const code = next && (next.querySelector('pre code') || next.querySelector('pre'));
-          if (code) blocks[h2.textContent.replace(/¶$/, '').trim()] = code.textContent;
-        }
-        return blocks;
-        """
-    )
+    rendered: dict[str, str] = {}
+    for name in pages():  # the index, then one page per group of `replicator --help`
+        browser.get(f"{site.url}/{name.removesuffix('.md')}/")
+        blocks = browser.execute_script(_HELP_BLOCKS)
+        assert not set(blocks) & set(rendered), f"{name}: a command on two pages"
+        rendered.update(blocks)
     paths = list(command_paths())
     titles = [" ".join(["replicator", *path]) for path in paths]
-    assert sorted(rendered) == sorted(titles), "the page's sections are not the commands"
+    assert sorted(rendered) == sorted(titles), "the pages' sections are not the commands"
     for path, title in zip(paths, titles, strict=True):
         assert _lines(rendered[title]) == _lines(help_text(path)), f"{title} --help differs"
     # The executable on PATH, as an operator types it, prints what the page shows.
@@ -145,6 +135,24 @@ def test_the_cli_reference_shows_what_the_commands_help_says(
         ).stdout
         title = " ".join(["replicator", *path[:-1]])
         assert _lines(_ANSI.sub("", printed)) == _lines(rendered[title]), title
+
+
+#: A page's command sections as the browser shows them: each h2's title, and the text of
+#: the first code block after it (before the next h2).
+_HELP_BLOCKS = """
+const blocks = {};
+for (const h2 of document.querySelectorAll('article h2')) {
+  let next = h2.nextElementSibling;
+  while (next && next.tagName !== 'H2' && !next.querySelector('pre')
+         && next.tagName !== 'PRE') {
+    next = next.nextElementSibling;
+  }
+  if (!next || next.tagName === 'H2') continue;
+  const code = next && (next.querySelector('pre code') || next.querySelector('pre'));
+  if (code) blocks[h2.textContent.replace(/¶$/, '').trim()] = code.textContent;
+}
+return blocks;
+"""
 
 
 def _lines(text: str) -> list[str]:
