@@ -53,6 +53,7 @@ from replicator.operations import (
 )
 from replicator.statestore import StateStore
 from replicator_airflow.hooks import ReplicatorHook
+from replicator_airflow.procedure_ids import procedure_id
 
 log = logging.getLogger(__name__)
 
@@ -282,9 +283,6 @@ class ApprovalNotifier(BaseNotifier):
     def notify(self, context: Context) -> None:
         task = context["task"]
         deadline = getattr(task, "hitl_summary_extra", {}).get("timeout_datetime")
-        # Imported here: `operators` imports this module (for `approval_answered`).
-        from replicator_airflow.operators import procedure_id  # noqa: PLC0415
-
         finding = approval_finding(
             procedure_id(context),
             str(getattr(task, "subject", task.task_id)),

@@ -51,10 +51,7 @@ from replicator.procedures import (
 from replicator.statestore import StateStore
 from replicator_airflow.hooks import ReplicatorHook, ReplicatorSettings
 from replicator_airflow.notifiers import approval_answered
-
-
-def procedure_id(context: Context) -> str:
-    return f"{context['dag'].dag_id}/{context['run_id']}"
+from replicator_airflow.procedure_ids import procedure_id
 
 
 def settings(context: Context, conn_id: str) -> ReplicatorSettings:
