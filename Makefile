@@ -62,7 +62,7 @@ help:
 	@echo "make run    - set up, then run the whole system: clusters, replicator, demo, Airflow (Ctrl-C stops)"
 	@echo "make test   - set up, then run every test (unit and integration, real brokers)"
 	@echo "make setup  - idempotent: .venv from requirements.lock, Kafka/Spark jars from Maven Central"
-	@echo "make lint   - ruff check and ruff format --check; cargo fmt --check and clippy on dataplane/"
+	@echo "make lint   - ruff, mypy, helm lint --strict, promtool check/test rules; cargo fmt --check and clippy"
 	@echo "make format - ruff format and ruff check --fix"
 	@echo "make lock   - re-resolve requirements.in into requirements.lock"
 	@echo "make clean  - stop local clusters, delete .venv, .cache and .data"
@@ -273,13 +273,31 @@ test: setup lint
 	solo=$$?; \
 	test $$parallel -eq 0 && test $$solo -eq 0
 
+# Every language (docs/development.md, "What make lint runs"): Python (ruff, and mypy on
+# replicator/ as pyproject.toml's [tool.mypy] configures it, its cache in .data/mypy-cache),
+# the Helm chart (helm lint --strict, helm's homes under .data/helm so nothing of the
+# user's is read), the alert rules of deploy/monitoring/ (promtool check rules on each rule
+# file, promtool test rules on each *.test.yml), then the data plane's Rust.
 # The data plane's crate is checked with the cargo on PATH that setup.py builds it with,
 # into the same target directory (~/.cache/replicator/cargo-target, CARGO_TARGET_DIR
 # overrides: librdkafka is not compiled twice); with no cargo on PATH the crate is not
 # built either (setup.py installs without it), so its lint is skipped, saying so.
-lint: $(VENV)/.installed $(RUST_LINT_STAMP)
+HELM_CHART := deploy/helm/replicator
+RULE_FILES := $(filter-out %.test.yml,$(wildcard deploy/monitoring/*.yml))
+RULE_TESTS := $(wildcard deploy/monitoring/*.test.yml)
+HELM_LINT_HOMES := HELM_CACHE_HOME=$(abspath .data/helm/cache) \
+	HELM_CONFIG_HOME=$(abspath .data/helm/config) HELM_DATA_HOME=$(abspath .data/helm/data)
+
+lint: $(VENV)/.installed $(RUST_LINT_STAMP) $(K8S_DIR)/.helm $(PROMETHEUS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@test -x $(BIN)/mypy || { echo "mypy is not in $(VENV): it is pinned in requirements.lock; rm $(VENV)/.installed and run make setup" >&2; exit 1; }
+	$(BIN)/mypy
+	@test -x $(K8S_BIN)/helm || { echo "helm is not built ($(K8S_BIN)/helm): rm $(K8S_DIR)/.helm and run make setup" >&2; exit 1; }
+	$(HELM_LINT_HOMES) $(K8S_BIN)/helm lint --strict --quiet $(HELM_CHART)
+	@command -v promtool >/dev/null || { echo "promtool is not on PATH: it comes with Debian's prometheus package (rm $(PROMETHEUS_STAMP) and run make setup)" >&2; exit 1; }
+	promtool check rules $(RULE_FILES)
+	promtool test rules $(RULE_TESTS)
 	@command -v cargo >/dev/null || echo "cargo is not on PATH: the data plane's Rust lint is skipped"
 	if command -v cargo >/dev/null; then cd dataplane && cargo fmt --check; fi
 	if command -v cargo >/dev/null; then cd dataplane && \

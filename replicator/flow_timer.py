@@ -291,5 +291,5 @@ class FlowTimer(BackgroundLoop, Generic[F]):
                 continue
             if time.monotonic() < self._due[flow.name]:
                 continue
-            if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):
+            if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):  # type: ignore[misc]
                 self._due[flow.name] = time.monotonic() + self.next_round_in(flow)

@@ -12,6 +12,7 @@ completion and usage errors (status 2) leave by SystemExit, as they did.
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import typer
 
@@ -41,9 +42,9 @@ __all__ = ["ROOT", "command_line", "main"]
 
 
 @functools.cache
-def command_line() -> typer.main.TyperGroup:  # type: ignore[name-defined]
+def command_line() -> typer.main.TyperGroup:
     """The whole command tree, built once (for `main` and the reference page)."""
-    return typer.main.get_command(ROOT)
+    return cast(typer.main.TyperGroup, typer.main.get_command(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:

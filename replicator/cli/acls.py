@@ -111,7 +111,7 @@ def _rule_rows(rules: list[AclRule]) -> list[tuple[str, ...]]:
         operations.append(rule.operation)
         if rule.why not in whys:
             whys.append(rule.why)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for (cluster, principal, resource_type, name, pattern_type), (ops, whys) in grouped.items():
         kind = "prefixed" if pattern_type == "PREFIXED" else "literal"
         rows.append(

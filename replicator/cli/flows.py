@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,7 +53,7 @@ FLOWS = group("flows", "the configuration's flows: state, workers, lag, checkpoi
 class _Read:
     """The flows' status and the state store's answer (or why it gave none)."""
 
-    def __init__(self, flows: list[FlowConfig], url: str, *, count: bool = True) -> None:
+    def __init__(self, flows: Sequence[FlowConfig], url: str, *, count: bool = True) -> None:
         self.store_error: str | None = None
         desired: dict[str, str] = {}
         store = StateStore(url)
@@ -158,7 +159,7 @@ def _list(
     # The list shows each flow's newest checkpoint, not how many: `describe` counts them
     # (it reads the whole checkpoints topic, millions of records at an estate's size).
     read = _Read(load_config(config).flows, state_url(state_url_), count=False)
-    data = {
+    data: dict[str, Any] = {
         "flows": [_describe(flow, status) for flow, status in read.flows],
         "store_error": read.store_error,
     }

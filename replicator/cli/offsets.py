@@ -88,7 +88,7 @@ def _checkpoints(
     ):
         with kind(selected) as checkpointer:
             reports.append(checkpointer.emit(group))
-    emit(reports, output, lambda: [_print_report(r) for r in reports])
+    emit(reports, output, lambda: [_print_report(r) for r in reports])  # type: ignore[func-returns-value]
     return 0
 
 

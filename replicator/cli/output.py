@@ -60,7 +60,7 @@ def plain(value: Any) -> Any:  # noqa: PLR0911 - one return per kind of value
     return value
 
 
-def emit(data: Any, output: Output, table: Callable[[], None]) -> None:
+def emit(data: Any, output: Output, table: Callable[[], object]) -> None:
     """Print `data` as JSON or YAML, or call `table` to print it for a person."""
     if output is Output.json:
         json.dump(plain(data), sys.stdout, indent=2)

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -85,7 +85,9 @@ SecurityOption = Annotated[
 def _stack(
     clusters: list[ClusterSpec] | None, data_dir: Path, heap: str, security: str | None
 ) -> LocalStack:
-    return LocalStack(clusters or DEFAULT_CLUSTERS, data_dir=data_dir, heap=heap, security=security)
+    # `security` comes parsed by _security_mode (SecurityOption).
+    mode = cast("SecurityMode | None", security)
+    return LocalStack(clusters or DEFAULT_CLUSTERS, data_dir=data_dir, heap=heap, security=mode)
 
 
 def _print_table(stack: LocalStack) -> None:

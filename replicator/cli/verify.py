@@ -111,21 +111,21 @@ def _verify(
 def _print(verified: list[tuple[str, Verification]]) -> None:
     for name, result in verified:
         print(f"{name}: {'passed' if result.success else 'FAILED'} ({result.run_id})")
-        verified = result.summary.get("verified")
-        if verified is not None:
-            kind = "incremental" if verified["incremental"] else "full"
+        summary = result.summary.get("verified")
+        if summary is not None:
+            kind = "incremental" if summary["incremental"] else "full"
             print(
-                f"  {kind}: {verified['records_now']:,} records verified now, "
-                f"{verified['records_before']:,} by earlier runs"
+                f"  {kind}: {summary['records_now']:,} records verified now, "
+                f"{summary['records_before']:,} by earlier runs"
             )
-            if verified.get("sampled_ranges"):
+            if summary.get("sampled_ranges"):
                 print(
-                    f"  re-read {verified['sampled_ranges']} ranges verified before "
-                    f"({verified['sampled_records']:,} records)"
+                    f"  re-read {summary['sampled_ranges']} ranges verified before "
+                    f"({summary['sampled_records']:,} records)"
                 )
-            for where in verified.get("sampled_differing", []):
+            for where in summary.get("sampled_differing", []):
                 print(f"  {where} no longer holds what was verified")
-            for partition, why in verified["reverified"].items():
+            for partition, why in summary["reverified"].items():
                 print(f"  {partition} verified whole again: {why}")
         suites = result.summary["suites"].items()
         print_table(("SUITE", "RESULT", "ROWS", "FAILED"), [_suite_row(*s) for s in suites])

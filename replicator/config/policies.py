@@ -175,7 +175,8 @@ def load_policy(
     policy.internal_separator_enabled = internal_separator
     if settings is not None and callable(getattr(policy, "configure", None)):
         try:
-            policy.configure(dict(settings))  # as MM2 calls configure(Map) on a policy
+            # As MM2 calls configure(Map) on a policy (found callable above).
+            policy.configure(dict(settings))  # type: ignore[attr-defined]
         except Exception as exc:  # a port failing: name it, keep the cause
             raise ConfigError(
                 f"replication.policy.class = {class_name}: configure failed: "

@@ -245,7 +245,7 @@ def resolve_references(
         )
 
     return {
-        key: _REFERENCE.sub(lambda match, key=key: resolve(key, match), value)
+        key: _REFERENCE.sub(lambda match, key=key: resolve(key, match), value)  # type: ignore[misc]
         for key, value in props.items()
     }
 

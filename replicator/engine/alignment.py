@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
@@ -35,12 +36,12 @@ class Content:
     def of(cls, message: Message) -> Content:
         kind, timestamp = message.timestamp()
         return cls(
-            offset=message.offset(),
+            offset=cast(int, message.offset()),
             key=message.key(),
             value=message.value(),
             timestamp=timestamp,
             create_time=kind == TIMESTAMP_CREATE_TIME,
-            headers=tuple(message.headers() or ()),
+            headers=tuple(cast("Iterable[tuple[str, bytes | None]]", message.headers() or ())),
         )
 
     def copied_as(self, copy: Content) -> bool:

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -167,7 +167,7 @@ class Deliveries:
         # The run's replicas take `count` offsets at least, up to its last one's
         # (records of others and transaction markers may take more): fewer means
         # some did not land, and the report must not acknowledge past them.
-        key, target_offset = tracker.key, message.offset()
+        key, target_offset = tracker.key, cast(int, message.offset())
         expected = self._target_next.get(key)
         if expected is not None and target_offset + 1 - expected < run.count:
             self._on_gap(run, expected, target_offset)

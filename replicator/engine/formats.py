@@ -41,13 +41,16 @@ class _Reader:
         return chunk
 
     def int16(self) -> int:
-        return _INT16.unpack(self.take(2))[0]
+        value: int = _INT16.unpack(self.take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _INT32.unpack(self.take(4))[0]
+        value: int = _INT32.unpack(self.take(4))[0]
+        return value
 
     def int64(self) -> int:
-        return _INT64.unpack(self.take(8))[0]
+        value: int = _INT64.unpack(self.take(8))[0]
+        return value
 
     def string(self) -> str:
         length = self.int16()

@@ -37,7 +37,8 @@ encode_offset = _OFFSET.pack
 def decode_offset(value: bytes | None) -> int | None:
     if value is None or len(value) != _OFFSET.size:
         return None
-    return _OFFSET.unpack(value)[0]
+    decoded: int = _OFFSET.unpack(value)[0]
+    return decoded
 
 
 def replica_source_offset(headers: Headers | None, source_alias: bytes) -> int | None:

@@ -9,6 +9,7 @@ by whoever needs the current state.
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -115,9 +116,9 @@ def read_compacted(
                 if message.error() is not None or message.key() is None:
                     continue
                 if message.value() is None:
-                    latest.pop(message.key(), None)
+                    latest.pop(cast(bytes, message.key()), None)
                 else:
-                    latest[message.key()] = message.value()
+                    latest[cast(bytes, message.key())] = cast(bytes, message.value())
     finally:
         if reader is None:
             consumer.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -263,7 +264,15 @@ def _read_topic(base: dict[str, str], alias: str, topic: str) -> list[_Record] |
                     raise ReplicatorError(f"reading {topic} on {alias!r}: {error.str()}")
                 if message.key() is not None:
                     records.append(
-                        (message.partition(), message.key(), message.value(), message.headers())
+                        cast(
+                            "_Record",
+                            (
+                                message.partition(),
+                                message.key(),
+                                message.value(),
+                                message.headers(),
+                            ),
+                        )
                     )
             positions = consumer.position([TopicPartition(topic, p) for p in ends])
             done = {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError
 
@@ -219,7 +219,7 @@ class TransactionalMoverWriter(MoverWriter):
             )  # fmt: skip
             self._settle_outcome(tracker, settled)
             return 0
-        mover = self.movers.get(key)
+        mover = cast(Any, self.movers.get(key))  # begun above: it has a Mover
         try:
             moved, handed = mover.move_records(MOVE_BATCH, wait)
         except self._module.MoverError as exc:
@@ -230,7 +230,7 @@ class TransactionalMoverWriter(MoverWriter):
             self.movers.took(key)
         for record in handed:
             self._settle(record)
-        return moved
+        return cast(int, moved)
 
     def _commit(self, errors: dict[Key, Exception]) -> None:
         """Commit every transaction that took records, and settle how each ended."""
@@ -259,7 +259,7 @@ class TransactionalMoverWriter(MoverWriter):
             ):
                 # After the commit: the position the failure policies see is final. (A
                 # transaction that did not commit resumes from the tail, checked there.)
-                self._on_mover_error(error)
+                self._on_mover_error(cast(Exception, error))
             elif error is not None:
                 self._delivery_failed(tracker, error, settled)
                 continue

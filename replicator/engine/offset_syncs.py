@@ -37,7 +37,12 @@ class SourceProducer(Protocol):
     """The producer to the source cluster (a `confluent_kafka.Producer`)."""
 
     def produce(
-        self, topic: str, *, key: bytes, value: bytes, headers: list[tuple[str, bytes]]
+        self,
+        topic: str,
+        *,
+        key: bytes,
+        value: bytes,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None: ...
     def poll(self, timeout: float) -> int: ...
     def flush(self, timeout: float) -> int: ...

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from confluent_kafka import TopicPartition
 
@@ -42,8 +42,9 @@ class Watermarks(Protocol):
     """What gives partitions' lag: a consumer's cached watermarks."""
 
     def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float | None = ..., cached: bool = ...
+        self, partition: TopicPartition, timeout: float = ..., cached: bool = ...
     ) -> tuple[int, int] | None: ...
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
 
 
 @dataclass
@@ -92,7 +93,9 @@ class TaskReporter:
         """Source offsets after what the partition has handled: its high watermark
         less where it stands (`_read_through`)."""
         tp = TopicPartition(tracker.topic, tracker.partition)
-        _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+        # Bound by read_lag_with before any lag is asked; unpacked as it comes.
+        consumer = cast(Watermarks, self._consumer)
+        _, high = cast("tuple[int, int | None]", consumer.get_watermark_offsets(tp, cached=True))
         if high is None or high < 0 or tracker.next_offset < 0:
             return None
         return max(0, high - self._read_through(tracker, tp))
@@ -107,7 +110,7 @@ class TaskReporter:
         the last status, counted that marker as a lost record."""
         if tracker.resuming or tracker.stopped or tracker.size.held:
             return tracker.next_offset
-        (position,) = self._consumer.position([tp])
+        (position,) = cast(Watermarks, self._consumer).position([tp])
         return max(tracker.next_offset, position.offset)
 
     def skipped(self, tracker: PartitionTracker, offset: int, reason: str, count: int = 1) -> None:
@@ -136,8 +139,8 @@ class TaskReporter:
 
     def partition(self, tracker: PartitionTracker, lag: int | None) -> None:
         """Publish one partition's status now (a policy fired: operators see it at once)."""
-        self._status.publish(self._partition_status(tracker, lag))
-        self._producer.poll(0)
+        cast(StatusWriter, self._status).publish(self._partition_status(tracker, lag))
+        cast(Producer, self._producer).poll(0)
 
     def revoked(self, tracker: PartitionTracker) -> None:
         """The partition was taken from this worker: its last status says so (unless
@@ -147,7 +150,7 @@ class TaskReporter:
         status = self._partition_status(tracker, lag=None)
         if not tracker.stopped:
             status.state = "revoked"
-        self._status.publish(status)
+        cast(StatusWriter, self._status).publish(status)
         # What it replicated since the last per-second publish is counted now: its
         # tracker is forgotten next (a partition revoked within a second of its
         # assignment would otherwise have copied records no counter shows).
@@ -204,9 +207,11 @@ class TaskReporter:
         stopped or failed, with the `error` that failed it)."""
         count = 0
         for tracker in trackers:
-            self._status.publish(self._partition_status(tracker, self.lag(tracker)))
+            cast(StatusWriter, self._status).publish(
+                self._partition_status(tracker, self.lag(tracker))
+            )
             count += 1
-        self._status.publish(
+        cast(StatusWriter, self._status).publish(
             WorkerStatus(
                 flow=self.flow,
                 worker=self.worker_id,
@@ -220,4 +225,4 @@ class TaskReporter:
                 data_path=self.data_path,
             )
         )
-        self._producer.poll(0)
+        cast(Producer, self._producer).poll(0)

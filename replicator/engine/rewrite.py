@@ -44,6 +44,8 @@ the rest.
 
 from __future__ import annotations
 
+from typing import cast
+
 from replicator.config.policies import ReplicationPolicy
 from replicator.engine.headers import (
     OFFSET_HEADER,
@@ -131,7 +133,8 @@ class RecordRewrite:
     ) -> tuple[str | None, bytes | None]:
         """What the record's provenance (`mine`: our header names it carries) makes
         of it: (why it is a loop, or None; the origin its replica names)."""
-        source, origin = mine[SOURCE_HEADER], mine.get(ORIGIN_HEADER)
+        # headers() calls this only when the source header has a value.
+        source, origin = cast("bytes", mine[SOURCE_HEADER]), mine.get(ORIGIN_HEADER)
         copied_from = mine.get(TOPIC_HEADER)
         ours = self._copied_here(topic, source, copied_from)
         if ours is False:
@@ -192,8 +195,8 @@ class RecordRewrite:
         policy = self._policy
         alias = source.decode(errors="replace")
         if copied_from is not None:
-            upstream = copied_from.decode(errors="replace")
-            return policy.format_remote_topic(alias, upstream) == topic
+            copied = copied_from.decode(errors="replace")
+            return policy.format_remote_topic(alias, copied) == topic
         upstream = policy.upstream_topic(topic)
         if upstream is None or upstream == topic:
             # The name is the source's (Identity), or names no cluster: nothing tells.

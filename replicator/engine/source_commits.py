@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Iterable
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -117,7 +118,7 @@ class SourceCommits:
             return
         if error is not None and error.code() == KafkaError._NO_OFFSET:
             return  # nothing to commit: not a failure
-        self._failed(error or failed[0].error, failed or partitions)
+        self._failed(cast(KafkaError, error or failed[0].error), failed or partitions)
 
     def _failed(self, error: KafkaError, partitions: list[TopicPartition] | None = None) -> None:
         metrics.SOURCE_COMMITS.labels(self.flow, "failed").inc()

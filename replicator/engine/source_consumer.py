@@ -28,7 +28,7 @@ def group_membership(consumer: Mapping[str, str]) -> tuple[dict[str, object], di
     """
     if consumer.get("group.protocol", "classic") == "consumer":
         return {"group.remote.assignor": "range"}, {}
-    defaults = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000}
+    defaults: dict[str, object] = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000}
     return defaults, {"partition.assignment.strategy": "cooperative-sticky"}
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import Message
 
 from replicator.config.model import ClusterConfig
-from replicator.engine.headers import replica_source_offset
+from replicator.engine.headers import Headers, replica_source_offset
 from replicator.kafka.partition_scans import Scan, scan_partitions
 from replicator.kafka.range_reads import RangeReader
 
@@ -36,8 +37,8 @@ class Replica:
 def replica_of(message: Message, source_alias: bytes) -> Replica | None:
     """`message` as a replica of the flow from `source_alias`, or None (a record
     written by others or by another flow)."""
-    source = replica_source_offset(message.headers(), source_alias)
-    return None if source is None else Replica(message.offset(), source)
+    source = replica_source_offset(cast("Headers | None", message.headers()), source_alias)
+    return None if source is None else Replica(cast(int, message.offset()), source)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class _LastReplica(Scan):
         return self._start
 
     def record(self, message: Message) -> int | None:
-        if message.offset() >= self._end:
+        if cast(int, message.offset()) >= self._end:
             self.done = True
             return None
         replica = replica_of(message, self._alias)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -283,11 +284,12 @@ class TopicSync:
                 configs = {
                     name: entry.value
                     for name, entry in entries.items()
-                    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                    # confluent-kafka's stubs say ConfigSource; the value is its int.
+                    if cast(int, entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
                     and entry.value is not None
                     and not self._excluded(name)
                 }
-                source_limit = int(entries[MAX_MESSAGE_BYTES].value)
+                source_limit = int(cast(str, entries[MAX_MESSAGE_BYTES].value))
                 configs[MAX_MESSAGE_BYTES] = str(source_limit + HEADER_HEADROOM_BYTES)
             desired[topic] = configs
         return desired
@@ -301,7 +303,7 @@ class TopicSync:
         current = {
             name: entry.value
             for name, entry in self._describe(self.target_admin, [remote])[remote].items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            if cast(int, entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         }
         changes = [
             ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
@@ -326,7 +328,7 @@ class TopicSync:
         if not remotes:
             return {}
         return {
-            topic: int(entries[MAX_MESSAGE_BYTES].value)
+            topic: int(cast(str, entries[MAX_MESSAGE_BYTES].value))
             for topic, entries in self._describe(self.target_admin, remotes).items()
         }
 

@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka
 from confluent_kafka import KafkaError
@@ -225,7 +225,7 @@ class AdminClient(confluent_admin.AdminClient):
     """
 
     def __init__(self, config: Mapping[str, object], *, cluster: str | None = None) -> None:
-        super().__init__(routed(config, cluster))
+        super().__init__(cast("dict[str, str | int | float | bool]", routed(config, cluster)))
 
 
 def admin_for(cluster: ClusterConfig, settings: Mapping[str, object] | None = None) -> AdminClient:

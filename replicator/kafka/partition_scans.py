@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -113,7 +114,7 @@ def _route(
     finished = []
     jumped = set()  # their other records in this batch come again from the new offset
     for message in messages:
-        key = (message.topic(), message.partition())
+        key = cast(Key, (message.topic(), message.partition()))
         scan = pending.get(key)
         if scan is None or key in jumped:
             continue  # ended earlier in this batch, or before
@@ -126,7 +127,7 @@ def _route(
                 )
             scan.end()
             scan.done = True
-        elif message.offset() >= floor[key]:
+        elif cast(int, message.offset()) >= floor[key]:
             jump = scan.record(message)
             if jump is not None and not scan.done:
                 floor[key] = jump  # reassigned, not sought: see Partitions.restart_fetch

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Self, TypeVar, cast
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
@@ -82,7 +82,7 @@ class RangeReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def __enter__(self) -> RangeReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -145,7 +145,7 @@ class RangeReader:
                     raise ReplicatorError(
                         f"reading {where} on {self.name} from offset {start}: {error.str()}"
                     )
-                if message.offset() >= end:
+                if cast(int, message.offset()) >= end:
                     return
                 yield message
             deadline = time.monotonic() + READ_TIMEOUT_S

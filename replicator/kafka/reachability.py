@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -46,6 +46,9 @@ from confluent_kafka.admin import AdminClient
 from replicator import metrics
 from replicator.config.clients import admin_settings
 from replicator.kafka.errors import error_text
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +141,7 @@ class Reachability:
     def _reachable(self) -> _Series:
         return metrics.CLUSTER_REACHABLE.labels(*self._labels())
 
-    def _outages_series(self) -> _Series:
+    def _outages_series(self) -> Counter:
         return metrics.CLUSTER_OUTAGES.labels(*self._labels())
 
     def _drop_series(self) -> None:
@@ -279,7 +282,7 @@ def metadata_probe(settings: Mapping[str, object]) -> Probe:
     }
 
     def probe() -> str | None:
-        admin = AdminClient(config)
+        admin = AdminClient(cast("dict[str, str | int | float | bool]", config))
         try:
             admin.list_topics(timeout=PROBE_TIMEOUT_S)
         except KafkaException as exc:

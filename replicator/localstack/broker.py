@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import cast
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
@@ -181,7 +182,7 @@ class LocalBroker:
 
     def metadata(self, timeout: float = 5.0) -> ClusterMetadata:
         """One metadata request; raises StackError if the broker does not answer."""
-        admin = AdminClient(self.client_settings)
+        admin = AdminClient(cast("dict[str, str | int | float | bool]", self.client_settings))
         try:
             return admin.list_topics(timeout=timeout)
         except Exception as exc:

@@ -80,6 +80,7 @@ def _wait_served(admin: AdminClient, topics: list[str], timeout_s: float = 30.0)
 
 def _demo_record(topic: str, sequence: int) -> tuple[bytes | None, bytes]:
     customer = random.randrange(1000)  # noqa: S311 - demo data, not security
+    body: dict[str, object]
     if topic == "demo.orders":
         body = {"order": sequence, "customer": customer, "amount": round(random.random() * 500, 2)}  # noqa: S311
         return f"customer-{customer}".encode(), json.dumps(body).encode()
@@ -142,7 +143,11 @@ class DemoTraffic:
         log.error("demo record to %s not delivered: %s", message.topic(), error.str())
 
     def _produce(
-        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, str | bytes | None]],
     ) -> None:
         # While a cluster is down the local queue fills up; wait for room rather
         # than drop the record, so the demo resumes by itself when it returns.
@@ -164,7 +169,10 @@ class DemoTraffic:
             for _ in range(per_tick):
                 topic = topics[sequence % len(topics)]
                 key, value = _demo_record(topic, sequence)
-                headers = [("app", b"demo"), ("trace-id", uuid.uuid4().hex.encode())]
+                headers: list[tuple[str, str | bytes | None]] = [
+                    ("app", b"demo"),
+                    ("trace-id", uuid.uuid4().hex.encode()),
+                ]
                 self._produce(topic, key, value, headers)
                 sequence += 1
             self._producer.poll(0)

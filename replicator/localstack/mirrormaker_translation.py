@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -338,7 +339,9 @@ class _CheckpointReader:
         for message in self._consumer.consume(num_messages=10_000, timeout=POLL_S):
             if message.error() is not None:
                 raise StackError(f"reading {self.topic}: {message.error()}")
-            checkpoints.append(Checkpoint.decode(message.key(), message.value()))
+            checkpoints.append(
+                Checkpoint.decode(cast(bytes, message.key()), cast(bytes, message.value()))
+            )
         return checkpoints
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from confluent_kafka.admin import (
     AdminClient,
@@ -63,7 +63,7 @@ def parse_mode(text: str) -> SecurityMode:
         raise StackError(
             f"security mode {text!r} is not supported; use one of {', '.join(SECURITY_MODES)}"
         )
-    return cast(SecurityMode, mode)
+    return mode
 
 
 class StackSecurity:

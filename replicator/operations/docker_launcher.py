@@ -34,6 +34,7 @@ from docker.models.containers import Container
 from replicator.errors import ReplicatorError
 from replicator.operations.launchers import (
     _STOP_TIMEOUT_S,
+    Action,
     Launcher,
     LaunchResult,
     Worker,
@@ -109,7 +110,7 @@ class DockerLauncher(Launcher):
             if was_running:
                 container.stop(timeout=int(_STOP_TIMEOUT_S))
             container.start()
-        action = "restarted" if was_running or state["StartedAt"] else "started"
+        action: Action = "restarted" if was_running or state["StartedAt"] else "started"
         config = _config_of(container.attrs["Config"]["Cmd"])
         return LaunchResult(name, action, config, _where(container.attrs))
 

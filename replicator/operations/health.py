@@ -65,12 +65,11 @@ class Bounds:
         """The bounds named in `params` (a DAG run's), the defaults for the rest."""
         names = {f.name: f.type for f in fields(cls)}
         given = {name: params[name] for name in names if params.get(name) is not None}
-        return cls(
-            **{
-                name: int(value) if names[name] == "int" else float(value)
-                for name, value in given.items()
-            }
-        )
+        values: dict[str, Any] = {
+            name: int(value) if names[name] == "int" else float(value)
+            for name, value in given.items()
+        }
+        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from kubernetes.client.exceptions import ApiException
 from replicator.errors import ReplicatorError
 from replicator.operations.launchers import (
     _STOP_TIMEOUT_S,
+    Action,
     Launcher,
     LaunchResult,
     Worker,
@@ -257,7 +258,7 @@ class KubernetesLauncher(Launcher):
         self._patch(name, _restart_patch(self._now(), clear_stop=True), "restart")
         if wanted != current:
             self._scale(name, wanted)
-        action = "started" if current == 0 else "restarted"
+        action: Action = "started" if current == 0 else "restarted"
         log.info(
             "%s worker %s (Deployment %s/%s, %d replicas)",
             action,

@@ -38,6 +38,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from multiprocessing.sharedctypes import Synchronized
 from types import FrameType
+from typing import cast
 
 from replicator import logs, metrics
 from replicator.acls.loop import AclSyncLoop
@@ -191,8 +192,10 @@ class DesiredStates(BackgroundLoop):
         #: supervising loop wakes at once instead of at its next look.
         self.changed = threading.Event()
 
+    # The module constant, read at each wait (tests shorten it); the base's attribute
+    # is read here as a property.
     @property
-    def tick_s(self) -> float:  # the module constant, read at each wait (tests shorten it)
+    def tick_s(self) -> float:  # type: ignore[override]
         return _DESIRED_EVERY_S
 
     def start(self) -> None:
@@ -317,7 +320,8 @@ class _ProcessWorker(_Worker):
         #: The loopback port the worker serves its metrics on (0 until it says; -1: none).
         self._metrics_port = context.Value("i", 0 if tree is not None else -1)
         self._stopping = False
-        self._process = context.Process(
+        # Every concrete context (BaseContext's subclasses) has Process.
+        self._process = context.Process(  # type: ignore[attr-defined]
             target=_worker_main, args=(flow, index, level, self._metrics_port), name=self.name
         )
         self._process.start()
@@ -402,7 +406,7 @@ def _supervise(
             if worker is None and wanted[flow.name] and restarts[position].due(now):
                 workers[position] = start(flow, index)
                 started[position] = now
-                log.info("started %s", workers[position].name)
+                log.info("started %s", cast(_Worker, workers[position]).name)
             elif worker is not None and not wanted[flow.name]:
                 worker.stop()
         for loop in loops:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from confluent_kafka import KafkaException
 
@@ -33,7 +33,7 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.runner import select_flows
-from replicator.statestore import StateStore, StateStoreError
+from replicator.statestore import FlowState, StateStore, StateStoreError
 from replicator.statestore.flow_states import runs
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ def sync_round(
                 f"is stopped (a procedure owns a stopped flow): {exc}"
             ) from None
         if not runs(state):
-            results.append(FlowSync(flow.name, skipped=f"{state.state} in the DR state store"))
+            halted = cast(FlowState, state)  # runs() is True for no row
+            results.append(FlowSync(flow.name, skipped=f"{halted.state} in the DR state store"))
             continue
         try:
             results.append(sync_flow(flow, concerns))

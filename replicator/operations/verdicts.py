@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from replicator.config.model import FlowConfig, ReplicatorConfig, shell_safe
 from replicator.operations.dr_status import DrStatus, FlowStatus, dr_status
@@ -141,7 +141,7 @@ def supervisor_run(sample: FlowSample) -> SupervisorRun:
     """What the supervisor found for a flow in the run that took `sample`."""
     return SupervisorRun(
         sample.sampled_at,
-        [Problem(**problem) for problem in sample.problems],
+        [Problem(**cast("dict[str, Any]", problem)) for problem in sample.problems],
         Bounds.from_params(sample.bounds),
     )
 
@@ -190,7 +190,9 @@ def flow_verdict(
             f"`replicator flows resume {shell_safe(flow.name)}`"
         )
     problems.sort(key=lambda p: -_RANK[SEVERITY[p.check]])
-    verdict = max((SEVERITY[p.check] for p in problems), key=_RANK.__getitem__, default="healthy")
+    verdict: Verdict = max(
+        (SEVERITY[p.check] for p in problems), key=_RANK.__getitem__, default="healthy"
+    )
     return FlowVerdict(
         flow.name, verdict, problems, notes, None if supervisor is None else supervisor.at
     )

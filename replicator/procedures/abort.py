@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from replicator.errors import ReplicatorError
 from replicator.procedures.flows import start_flow
@@ -131,7 +131,7 @@ def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -
     _refuse_switched(store, run, procedure_id)
     # A second abort keeps the first verdict ("rejected" stays rejected) and its record.
     ended_before = run.outcome in ENDED_OUTCOMES
-    ending = run.outcome if ended_before else outcome
+    ending = cast(str, run.outcome) if ended_before else outcome
     fenced_at = fence_started_at(store, procedure_id)
     unfenced = _unfence(store, run, procedure_id) if fenced_at is not None else {}
     restarted = _restart_flows(store, procedure_id)

@@ -67,6 +67,9 @@ class Drill(Procedure):
     kind = "drill"
     recovery_step = "commit_shadow"
 
+    #: Always set here (Procedure's default is None).
+    timeout_s: float
+
     def __init__(
         self,
         config: ReplicatorConfig,

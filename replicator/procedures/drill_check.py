@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-from replicator.engine.headers import OURS, SOURCE_HEADER, replica_source_offset
+from replicator.engine.headers import OURS, SOURCE_HEADER, Headers, replica_source_offset
 from replicator.offsets.translation import PartitionReader
 
 Status = Literal["match", "at_end", "mismatch", "not_replicated"]
@@ -211,7 +211,7 @@ def _differences(wanted: Message, found: Message, source_alias: bytes) -> list[s
     """How the target record differs from the source record (empty: the same).
     Payloads are described by size only: the run history is no place for data."""
     differences = []
-    source_offset = replica_source_offset(found.headers(), source_alias)
+    source_offset = replica_source_offset(cast("Headers | None", found.headers()), source_alias)
     if source_offset is None:
         origin = dict(found.headers() or []).get(SOURCE_HEADER)
         differences.append(
@@ -245,7 +245,8 @@ def _differences(wanted: Message, found: Message, source_alias: bytes) -> list[s
 
 def _application_headers(message: Message) -> list[tuple[str, bytes | None]]:
     """The application's headers, without the replication headers."""
-    return [(n, v) for n, v in message.headers() or [] if n not in OURS]
+    headers = cast("Headers | None", message.headers())
+    return [(n, v) for n, v in headers or [] if n not in OURS]
 
 
 def _size(payload: bytes | None) -> str:

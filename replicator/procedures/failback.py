@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.errors import ConfigError, ReplicatorError
@@ -71,6 +71,9 @@ class Failback(Procedure):
     #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
     #: every step that changes something first checks the run's recorded answer.
     approval_gate: ApprovalGate | None = None
+
+    #: Always set here (Procedure's default is None).
+    timeout_s: float
 
     def __init__(
         self,
@@ -394,7 +397,9 @@ class Failback(Procedure):
 
     def _verify_moves(self) -> StepReport:
         step = self.report("commit_offsets")
-        moves = step.get("groups", step.get("would_commit", {}))
+        moves = cast(
+            "dict[str, list[dict[str, Any]]]", step.get("groups", step.get("would_commit", {}))
+        )
         reverse_policy = self.reverse.policy
         with (
             TargetIndex(self.origin, self.dr.alias) as copies_on_origin,

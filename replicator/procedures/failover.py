@@ -22,7 +22,7 @@ WRITE, so without it they are refused there.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from replicator.acls.grants import write_bindings
 from replicator.config.model import FlowConfig, ReplicatorConfig
@@ -65,6 +65,9 @@ class Failover(Procedure):
     #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
     #: every step that changes something first checks the run's recorded answer.
     approval_gate: ApprovalGate | None = None
+
+    #: Always set here (Procedure's default is None).
+    timeout_s: float
 
     def __init__(
         self,
@@ -395,7 +398,9 @@ class Failover(Procedure):
         one: the record there carries that source offset, or nothing was replicated
         after it (the position is the end)."""
         step = self.report("commit_offsets")
-        moves = step.get("groups", step.get("would_commit", {}))
+        moves = cast(
+            "dict[str, list[dict[str, Any]]]", step.get("groups", step.get("would_commit", {}))
+        )
         with TargetIndex(self.target, self.source.alias) as index:
             return verify_moves(
                 GroupAdmin(self.target),

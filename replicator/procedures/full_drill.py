@@ -36,6 +36,9 @@ class FullDrill(Procedure):
     #: under the drill's approval, so they carry no gate of their own).
     approval_gate: ApprovalGate | None = None
 
+    #: Always set here (Procedure's default is None).
+    timeout_s: float
+
     def __init__(
         self,
         config: ReplicatorConfig,
@@ -80,7 +83,7 @@ class FullDrill(Procedure):
         """The drill applications stop twice: from the failover's fence to its switch,
         and from the failback's; None until both halves switched."""
         halves = [self.reported(half) for half in ("failover", "failback")]
-        downtimes = [h.get("downtime_seconds") if h else None for h in halves]
+        downtimes: list[float | None] = [h.get("downtime_seconds") if h else None for h in halves]
         if None in downtimes:
             return None
         return round(sum(d for d in downtimes if d is not None), 3)

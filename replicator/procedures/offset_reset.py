@@ -36,6 +36,9 @@ class OffsetReset(Procedure):
     kind = "offset_reset"
     recovery_step = "start_flow"
 
+    #: Always set here (Procedure's default is None).
+    timeout_s: float
+
     def __init__(
         self,
         config: ReplicatorConfig,
@@ -119,7 +122,8 @@ class OffsetReset(Procedure):
         return {"would_request": True, **_summary(self._plan())}
 
     def _left_stopped(self) -> bool:
-        return self.report("check")["flow_state_before"] == STOPPED
+        stopped: bool = self.report("check")["flow_state_before"] == STOPPED
+        return stopped
 
     def _start_flow(self) -> StepReport:
         if self._left_stopped():

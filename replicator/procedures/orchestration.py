@@ -147,7 +147,7 @@ def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedu
             approval.change_of(request.kind, request.mode),
             request.skip_approval,
         )
-        procedure.approval_gate = gate  # type: ignore[attr-defined]
+        procedure.approval_gate = gate
     return procedure
 
 
@@ -171,7 +171,7 @@ def approval_needed(request: ProcedureRequest) -> bool:
 def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
     config = load_config(Path(request.config), connection=request.connection)
     state = store or StateStore(request.state_url)
-    common = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
+    common: dict[str, Any] = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
     if request.kind == "failover":
         mode = request.mode or "planned"
         return Failover(

@@ -41,12 +41,16 @@ PHASES: dict[str, str] = {
 
 
 class StepTime(Protocol):
-    """A step's times, as `steps.step_times` gives them."""
+    """A step's times, as `steps.step_times` gives them (read-only: a frozen dataclass)."""
 
-    name: str
-    state: str
-    last_started_at: datetime | None
-    ended_at: datetime | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def last_started_at(self) -> datetime | None: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
 
 
 #: The step whose end each phase is (a failback drains and stops its reverse flow).
@@ -83,8 +87,8 @@ def cutover_phases(
     fence = by_name.get("fence")
     zero = fence.last_started_at if fence is not None and fence.last_started_at else started
     moments: dict[str, datetime | None] = {"fence_issued": zero if fence is not None else None}
-    for phase, names in _ENDS.items():
-        ended = next((by_name[n] for n in names if n in by_name), None)
+    for phase, ends in _ENDS.items():
+        ended = next((by_name[n] for n in ends if n in by_name), None)
         done = ended is not None and ended.state == "done"
         moments[phase] = ended.ended_at if done and ended is not None else None
     moments["first_client_resumed"] = resumed

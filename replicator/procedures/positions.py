@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from replicator.config.model import FlowConfig
 from replicator.engine.status import PartitionStatus, read_status
@@ -123,8 +124,9 @@ def last_seen_progress(flow: FlowConfig, index: TargetIndex) -> list[PartitionPr
     for row, remote in rows:
         last = lasts[remote, row.partition]
         until = None if last is None else last.source_offset + 1
-        seen_end = row.next_offset + (row.lag or 0)
-        start = row.next_offset if until is None else until
+        next_offset = cast(int, row.next_offset)  # rows without one were left out above
+        seen_end = next_offset + (row.lag or 0)
+        start = next_offset if until is None else until
         result.append(
             PartitionProgress(
                 row.topic, row.partition, remote, seen_end, until, max(0, seen_end - start)

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -280,7 +280,7 @@ def _source_positions(
         bounds = {p: watermarks(consumer, topic, p, _TIMEOUT_S) for p in partitions}
         times: dict[int, int] = {}
         if to.kind == "timestamp":
-            asked = [TopicPartition(topic, p, to.value) for p in partitions]
+            asked = [TopicPartition(topic, p, cast(int, to.value)) for p in partitions]
             try:
                 found = consumer.offsets_for_times(asked, timeout=_TIMEOUT_S)
             except KafkaException as exc:

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
@@ -197,7 +197,7 @@ def plan_verification(
         age_s = 0.0 if oldest is None else max(0.0, now - oldest / 1000)
         margin = None
         if oldest is not None and retention.get(topic) is not None:
-            margin = retention[topic] / 1000 - age_s
+            margin = cast(int, retention[topic]) / 1000 - age_s
         standing += start.standing
         # Proved copied by earlier runs: never in flight, even if the target lost them.
         end = min(at.source_end, max(at.acknowledged, start.verified_end))

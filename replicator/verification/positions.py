@@ -15,6 +15,7 @@ the first record in flight of every lagging partition read together
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import KafkaException, Message, TopicCollection
 
@@ -121,7 +122,10 @@ def _last_replicas(
     """The last replica of the flow in each target partition of `bounds` (None when
     it holds none)."""
     tails = tail_replicas(flow.target, flow.source.alias, bounds)
-    last = {key: found for key, found in tails.items() if found is not NOT_NEAR_END}
+    last = cast(
+        "dict[Key, Replica | None]",
+        {key: found for key, found in tails.items() if found is not NOT_NEAR_END},
+    )
     further = [key for key in tails if key not in last]
     if further:
         with TargetIndex(flow.target, flow.source.alias) as index:
@@ -143,7 +147,7 @@ class _FirstRecord(Scan):
         return self._start
 
     def record(self, message: Message) -> int | None:
-        if message.offset() < self._end:
+        if cast(int, message.offset()) < self._end:
             self.timestamp_ms = message.timestamp()[1]
         self.done = True
         return None

@@ -266,8 +266,8 @@ def record_proved(
     for row in rows:
         by_partition.setdefault((row["topic"], row["partition"]), []).append(row)
     stored: dict[tuple[str, int], list[VerifiedRange]] = {}
-    for r in store.verified_ranges(plan.flow):
-        stored.setdefault((r.topic, r.partition), []).append(r)
+    for verified in store.verified_ranges(plan.flow):
+        stored.setdefault((verified.topic, verified.partition), []).append(verified)
     now = datetime.now(UTC)
     changed: dict[tuple[str, int], list[VerifiedRange]] = {}
     records_now = 0

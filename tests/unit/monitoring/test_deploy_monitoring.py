@@ -1,18 +1,13 @@
-"""deploy/monitoring/: the alert rules pass `promtool check rules` and their own
-`promtool test rules`, and every metric the rules and the Grafana dashboard query is
-one the engine exports (replicator.metrics' registry)."""
+"""deploy/monitoring/: every metric the alert rules and the Grafana dashboard query is
+one the engine exports (replicator.metrics' registry). `make lint` runs
+`promtool check rules` on the rules and `promtool test rules` on their tests."""
 
 from __future__ import annotations
-
-import shutil
-import subprocess
 
 import pytest
 
 from helpers.monitoring import (
-    MONITORING,
     PROMETHEUS_SERIES,
-    RULE_TESTS,
     RULES,
     dashboard_queries,
     exported_families,
@@ -23,38 +18,6 @@ from helpers.monitoring import (
 
 def exported_series() -> set[str]:
     return set(exported_families())
-
-
-def _promtool() -> str:
-    promtool = shutil.which("promtool")
-    assert promtool, (
-        "promtool is not installed: it comes with Debian's prometheus package, which "
-        "`make setup` installs (apt-get install prometheus)"
-    )
-    return promtool
-
-
-def test_alert_rules_are_valid() -> None:
-    result = subprocess.run(
-        [_promtool(), "check", "rules", str(RULES)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_alert_rules_pass_their_promtool_tests() -> None:
-    result = subprocess.run(
-        [_promtool(), "test", "rules", RULE_TESTS.name],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=MONITORING,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_every_supervisor_check_has_an_alert() -> None:

@@ -24,7 +24,7 @@ depends_on = None
 _NAME = 255
 
 
-def _tables() -> list[tuple[str, list[sa.SchemaItem]]]:
+def _tables() -> list[tuple[str, list[sa.schema.SchemaItem]]]:
     """Each table of the baseline with its columns and constraints, in creation order."""
     return [
         (
