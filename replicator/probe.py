@@ -6,6 +6,13 @@ and every cluster answers (`replicator_cluster_reachable` 1). "/metrics answers"
 is not enough: a worker whose loop died, or that cannot reach a cluster, still serves
 its metrics.
 
+A process whose every flow the DR state store stops on purpose (the standby direction,
+or a paused flow: `replicator_flow_desired_running` 0 for each, and no worker loop)
+does what it should and is healthy too: standing by. Were it not, a Deployment of the
+standby direction (the Helm chart's, `maxUnavailable: 0`) could never finish a rolling
+update: no new pod would ever be ready, so no old one would ever go, and the old
+configuration would still run when a failover starts the flow.
+
 Used by the image's Docker HEALTHCHECK (docker/healthcheck.py) and by the Helm chart's
 readiness probe (`python3 -m replicator.probe PORT`). Only the standard library: it
 runs every few seconds in every replicator container.
@@ -24,16 +31,22 @@ def replicating(port: int, host: str = "127.0.0.1") -> str | None:
     url = f"http://{host}:{port}/metrics"
     with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:
         text = response.read().decode()
-    workers, problems = 0, []
+    workers, wanted, stopped, problems = 0, 0, 0, []
     for line in text.splitlines():
         series, _, value = line.rpartition(" ")
         if series.startswith("replicator_worker_running{"):
             workers += 1
             if float(value) != 1.0:
                 problems.append(f"not running: {series}")
+        elif series.startswith("replicator_flow_desired_running{"):
+            if float(value) == 1.0:
+                wanted += 1
+            else:
+                stopped += 1
         elif series.startswith("replicator_cluster_reachable{") and float(value) != 1.0:
             problems.append(f"unreachable: {series}")
-    if not workers:
+    standing_by = stopped and not wanted  # every flow stopped on purpose: no loop is right
+    if not workers and not standing_by:
         problems.append(f"no worker loop reported at {url} yet")
     return "; ".join(problems) or None
 
