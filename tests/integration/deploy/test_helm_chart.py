@@ -322,6 +322,14 @@ def test_engine_service_account_is_refused_everything(
             {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Never"}},
             "/podDisruptionBudget/unhealthyPodEvictionPolicy",
         ),
+        # Names, as the pods' imagePullSecrets render them (objects rendered `map[...]`).
+        ({"imagePullSecrets": [{"name": "regcred"}]}, "/imagePullSecrets/0"),
+        # A policy that names no cluster would cut replication off.
+        ({"networkPolicy": {"enabled": True}}, "needs networkPolicy.egress.clusters"),
+        (
+            {"networkPolicy": {"egress": {"clusters": [{"cidr": "10.0.0.0/8"}]}}},
+            "missing property 'ports'",
+        ),
     ],
 )
 def test_render_refuses(tmp_path: Path, values: dict, message: str) -> None:
@@ -341,6 +349,58 @@ def test_service_monitor_when_asked(tmp_path: Path) -> None:
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["selector"]["matchLabels"] == kinds["Service"][0]["spec"]["selector"]
+
+
+def test_network_policy_when_asked(server: ApiServer, tmp_path: Path) -> None:
+    """The optional NetworkPolicy: the workers (not the init Job) may reach the clusters
+    named, DNS and the extra peers, and be reached on the metrics port only; the API
+    server accepts it with strict field validation."""
+    values = {
+        "imagePullSecrets": ["regcred"],
+        "networkPolicy": {
+            "enabled": True,
+            "egress": {
+                "clusters": [{"cidr": "10.0.12.0/24", "ports": [9093, 9094]}],
+                "extra": [
+                    {"to": [{"ipBlock": {"cidr": "10.0.30.5/32"}}], "ports": [{"port": 5432}]}
+                ],
+            },
+            "ingress": {
+                "metricsFrom": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}
+                ]
+            },
+        },
+    }
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    objects = render(CHART, "dr", "netpol", tmp_path / "helm", path)
+    kinds = _by_kind(objects)
+    (policy,) = kinds["NetworkPolicy"]
+    spec = policy["spec"]
+    assert (
+        spec["podSelector"]["matchLabels"]
+        == kinds["Deployment"][0]["spec"]["selector"]["matchLabels"]
+    )
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    assert spec["ingress"] == [
+        {
+            "ports": [{"port": 9404, "protocol": "TCP"}],
+            "from": values["networkPolicy"]["ingress"]["metricsFrom"],
+        }
+    ]
+    clusters, extra, dns = spec["egress"]
+    assert clusters == {
+        "to": [{"ipBlock": {"cidr": "10.0.12.0/24"}}],
+        "ports": [{"port": 9093, "protocol": "TCP"}, {"port": 9094, "protocol": "TCP"}],
+    }
+    assert extra == values["networkPolicy"]["egress"]["extra"][0]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    pod = kinds["Deployment"][0]["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    server.kube.create_namespace("netpol")
+    response = server.kube.create(policy, "netpol")
+    assert response.status_code == 201, response.text
 
 
 def test_grafana_dashboard_when_asked(tmp_path: Path) -> None:
