@@ -14,9 +14,11 @@ kube-apiserver built by `make setup`, RBAC on), as the chart's launcher ServiceA
   server (403), and the message names what is missing and never the token.
 
 There is no controller manager, scheduler or kubelet: no ReplicaSet or Pod is made and a
-Deployment's status stays empty, so `alive` is False until the test writes the status
+Deployment's status stays empty, so where a test needs a worker alive it writes the status
 the Deployment controller would (`availableReplicas`, through the status subresource, as
-the admin). `alive` is tested on that status; that pods really start is not.
+the admin). That `workers` selects the chart's Deployments and no other, and that `alive`,
+`scale`, `restart` and `restart_dead` act on real pods and read their readiness, is
+tested on a real node: tests/integration/deploy/test_kube_node.py.
 """
 
 from __future__ import annotations
@@ -201,27 +203,6 @@ def _restarted_at(deployment: dict) -> str | None:
 def _marks(deployment: dict) -> dict[str, str]:
     annotations = deployment["metadata"].get("annotations") or {}
     return {k: v for k, v in annotations.items() if k in (STOPPED_AT, STOPPED_REPLICAS)}
-
-
-def test_workers_are_the_charts_deployments_and_alive_reads_their_status(
-    release: Release,
-) -> None:
-    launcher = release.launcher()  # the namespace comes from the kubeconfig's context
-    assert launcher.namespace == release.namespace
-
-    (worker,) = launcher.workers()  # the chart's Deployment; not the postgres one
-
-    assert worker.name == WORKER
-    assert worker.config == CONFIG
-    assert worker.where == f"deployment {release.namespace}/{WORKER} (0/2 available)"
-    # No kubelet: the status is empty, nothing is available.
-    assert release.deployment().get("status", {}).get("availableReplicas") is None
-    assert launcher.alive(WORKER) is False
-    release.set_available(2)
-    assert launcher.alive(WORKER) is True
-    assert launcher.workers()[0].where.endswith("(2/2 available)")
-    assert launcher.alive("postgres") is False  # not selected: not a worker
-    assert launcher.alive("no-such-deployment") is False
 
 
 def test_start_scale_restart_stop_act_on_the_deployment(release: Release) -> None:
