@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from replicator.acls.principal import principal_of
 from replicator.config.model import FlowConfig, NameFilter, ReplicatorConfig
 from replicator.config.policies import ReplicationPolicy
-from replicator.engine.resets import RESETS_TOPIC
-from replicator.engine.status import STATUS_TOPIC
+from replicator.engine.internal_topics import RESETS_TOPIC, STATUS_TOPIC
 from replicator.errors import ConfigError
 
 __all__ = ["AclRule", "application_rules", "principal_of", "replicator_rules", "verifier_rules"]

@@ -18,8 +18,8 @@ from confluent_kafka import KafkaException
 
 from replicator.acls.sync import AclSyncReport, sync_acls
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import read_compacted
-from replicator.engine.status import STATUS_TOPIC, deliver_status, status_producer
+from replicator.engine.internal_topics import STATUS_TOPIC, read_compacted
+from replicator.engine.status import deliver_status, status_producer
 from replicator.errors import ReplicatorError
 from replicator.kafka.errors import error_text
 

@@ -1,20 +1,25 @@
 """The small compacted topics the replicator keeps its bookkeeping in.
 
-Offset syncs, heartbeats, checkpoints and status are each one compacted
+Offset syncs, heartbeats, checkpoints, status and offset resets are each one compacted
 partition: created once with the configured replication factor (-1: the
 broker's default.replication.factor), and read back whole (latest value per key)
 by whoever needs the current state.
+
+Which topics a flow writes, on which cluster, with which replication factor is
+declared once here (`flow_topics`): `replicator init` creates them all, and each
+writer creates its own at its first start (the worker its status, offset syncs and
+heartbeats; the checkpoint writer its checkpoints; a reset request the resets topic).
 """
 
 from __future__ import annotations
 
 import time
-from typing import cast
+from typing import Literal, NamedTuple, cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from replicator.config.model import ClusterConfig
+from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import kafka_error
@@ -22,6 +27,10 @@ from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import watermarks
 
 _TIMEOUT_S = 30.0
+#: Where the workers publish their state (on each flow's target cluster).
+STATUS_TOPIC = "replicator-status.internal"
+#: Where `replicator offsets reset` leaves its requests (on each flow's target cluster).
+RESETS_TOPIC = "replicator-resets.internal"
 #: `consume` waits for a full batch or this long; compaction leaves holes, so the
 #: batch is never full and 0.5 s here made every status read (a procedure's
 #: "is the flow stopped yet?") cost half a second.
@@ -125,3 +134,72 @@ def read_compacted(
         else:
             consumer.unassign()
     return latest
+
+
+class InternalTopic(NamedTuple):
+    """One compacted topic a flow writes, and who creates it at its first write."""
+
+    cluster: ClusterConfig
+    name: str
+    replication_factor: int
+    setting: str  # the configuration key of its replication factor
+    writer: Literal["worker", "checkpoints", "resets"]
+    #: Its readers use its older records (`ensure_compacted_topic`): offset syncs.
+    history: bool = False
+
+    def ensure(self) -> None:
+        """Create it unless it exists (`ensure_compacted_topic`)."""
+        ensure_compacted_topic(
+            self.cluster, self.name, self.replication_factor, self.setting, history=self.history
+        )
+
+
+def flow_topics(flow: FlowConfig) -> list[InternalTopic]:
+    """The compacted topics `flow` writes: its status and the offset-reset requests on
+    the target; its offset syncs (on the cluster `offset-syncs.topic.location` names)
+    and heartbeats (on the source) when it emits them, as MM2 creates them (a flow with
+    `emit.offset-syncs.enabled = false` needs no offset-syncs topic, nor a replication
+    factor for it); its checkpoints when it checkpoints or syncs groups."""
+    policy = flow.policy
+    status_rf = (flow.status_topic_replication_factor, "status.topic.replication.factor")
+    topics = [
+        InternalTopic(flow.target, STATUS_TOPIC, *status_rf, "worker"),
+        InternalTopic(flow.target, RESETS_TOPIC, *status_rf, "resets"),
+    ]
+    if flow.emit_offset_syncs_enabled:
+        topics.append(
+            InternalTopic(
+                flow.offset_syncs_cluster, policy.offset_syncs_topic(flow.target.alias),
+                flow.offset_syncs_topic_replication_factor,
+                "offset-syncs.topic.replication.factor", "worker", history=True,
+            )
+        )  # fmt: skip
+    if flow.emit_heartbeats_enabled:
+        topics.append(
+            InternalTopic(
+                flow.source, policy.heartbeats_topic(), flow.heartbeats_topic_replication_factor,
+                "heartbeats.topic.replication.factor", "worker",
+            )
+        )  # fmt: skip
+    if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+        topics.append(
+            InternalTopic(
+                flow.target, policy.checkpoints_topic(flow.source.alias),
+                flow.checkpoints_topic_replication_factor,
+                "checkpoints.topic.replication.factor", "checkpoints",
+            )
+        )  # fmt: skip
+    return topics
+
+
+def written_by(flow: FlowConfig, writer: str) -> list[InternalTopic]:
+    """The topics of `flow` that `writer` creates (`flow_topics`)."""
+    return [topic for topic in flow_topics(flow) if topic.writer == writer]
+
+
+def topic_of(flow: FlowConfig, name: str) -> InternalTopic:
+    """The declaration of the internal topic `name` of `flow` (`flow_topics`)."""
+    for topic in flow_topics(flow):
+        if topic.name == name:
+            return topic
+    raise ReplicatorError(f"flow {flow.name} writes no internal topic {name}")

@@ -24,13 +24,11 @@ from confluent_kafka import TopicPartition
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import read_compacted
+from replicator.engine.internal_topics import RESETS_TOPIC, read_compacted
 from replicator.engine.tail import TailPosition
 from replicator.kafka.clients import Consumer
 
 log = logging.getLogger(__name__)
-
-RESETS_TOPIC = "replicator-resets.internal"
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,15 @@ from dataclasses import asdict, dataclass, field, fields
 from confluent_kafka import KafkaError, Producer
 
 from replicator.config.model import ClusterConfig, FlowConfig
-from replicator.engine.internal_topics import MissingTopic, ensure_compacted_topic, read_compacted
+from replicator.engine.internal_topics import (
+    STATUS_TOPIC,
+    MissingTopic,
+    read_compacted,
+    topic_of,
+)
 from replicator.errors import ReplicatorError
 from replicator.kafka import clients
 
-STATUS_TOPIC = "replicator-status.internal"
 #: Workers publish their status every 10 s; one silent for longer than this is gone.
 STALE_AFTER_S = 30.0
 
@@ -115,12 +119,7 @@ def status_producer(flow: FlowConfig) -> clients.Producer:
     """A producer to the status topic on `flow`'s target, the topic created first if
     missing (compacted, `status.topic.replication.factor`): for the rounds that publish
     beside the engine (`deliver_status`)."""
-    ensure_compacted_topic(
-        flow.target,
-        STATUS_TOPIC,
-        flow.status_topic_replication_factor,
-        "status.topic.replication.factor",
-    )
+    topic_of(flow, STATUS_TOPIC).ensure()
     return clients.Producer(flow.target.producer, cluster=flow.target.alias)
 
 

@@ -43,7 +43,7 @@ from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine import data_path
 from replicator.engine.heartbeats import HeartbeatWriter
-from replicator.engine.internal_topics import ensure_compacted_topic
+from replicator.engine.internal_topics import written_by
 from replicator.engine.kafka_errors import AUTH_ERRORS, AccessDenied, missing_on_source
 from replicator.engine.mover_transactions import TransactionalMoverWriter
 from replicator.engine.mover_writer import MoverFetch, MoverWriter
@@ -55,7 +55,6 @@ from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
 from replicator.engine.source_commits import SourceCommits
 from replicator.engine.source_consumer import source_consumer_config
-from replicator.engine.status import STATUS_TOPIC
 from replicator.engine.target_writer import TargetWriter, run_end
 from replicator.engine.written_runs import written_runs
 from replicator.errors import ReplicatorError
@@ -307,13 +306,8 @@ class ReplicationTask:
     def _prepare(self) -> None:
         """Make the internal and remote topics, the clients, and the parts."""
         flow = self.flow
-        ensure_compacted_topic(
-            flow.target,
-            STATUS_TOPIC,
-            flow.status_topic_replication_factor,
-            "status.topic.replication.factor",
-        )
-        self._ensure_internal_topics()
+        for topic in written_by(flow, "worker"):  # status, offset syncs, heartbeats
+            topic.ensure()
         limits = self._topics.load()
         self._source_producer = Producer(
             {"linger.ms": 50, **flow.source.producer, "enable.idempotence": True}
@@ -404,28 +398,6 @@ class ReplicationTask:
             source_commits=self._source_commits,
             reporter=self._reporter,
         )
-
-    def _ensure_internal_topics(self) -> None:
-        """MM2's offset-syncs topic (on the cluster offset-syncs.topic.location names) and
-        heartbeats topic (on the source), each when the flow writes it (as MM2 creates
-        them: a flow with `emit.offset-syncs.enabled = false` needs no offset-syncs
-        topic, nor a replication factor for it)."""
-        flow = self.flow
-        if flow.emit_offset_syncs_enabled:
-            ensure_compacted_topic(
-                flow.offset_syncs_cluster,
-                flow.policy.offset_syncs_topic(flow.target.alias),
-                flow.offset_syncs_topic_replication_factor,
-                "offset-syncs.topic.replication.factor",
-                history=True,
-            )
-        if flow.emit_heartbeats_enabled:
-            ensure_compacted_topic(
-                flow.source,
-                flow.policy.heartbeats_topic(),
-                flow.heartbeats_topic_replication_factor,
-                "heartbeats.topic.replication.factor",
-            )
 
     def _subscribe(self) -> None:
         rebalance, fetch = self._rebalance, self._fetch

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import KafkaException
 
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import read_compacted
-from replicator.engine.status import STALE_AFTER_S, STATUS_TOPIC, deliver_status, status_producer
+from replicator.engine.internal_topics import STATUS_TOPIC, read_compacted
+from replicator.engine.status import STALE_AFTER_S, deliver_status, status_producer
 from replicator.errors import ReplicatorError
 from replicator.flow_timer import BackgroundLoop, ThreadHealth
 from replicator.kafka.clients import Producer

@@ -20,8 +20,8 @@ from typing import Literal, cast
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator.config.model import FlowConfig
-from replicator.engine.internal_topics import ensure_compacted_topic
-from replicator.engine.resets import RESETS_TOPIC, ResetRequest, utc_iso
+from replicator.engine.internal_topics import RESETS_TOPIC, topic_of
+from replicator.engine.resets import ResetRequest, utc_iso
 from replicator.engine.status import live_workers
 from replicator.engine.tail import Replica
 from replicator.engine.topic_sync import TopicSync
@@ -204,12 +204,7 @@ def request_reset(
             "first: `replicator offsets reset` stops and restarts it through the state store"
         )
     requests = plan_reset(flow, topic, to, partitions, requested_by)
-    ensure_compacted_topic(
-        flow.target,
-        RESETS_TOPIC,
-        flow.status_topic_replication_factor,
-        "status.topic.replication.factor",
-    )
+    topic_of(flow, RESETS_TOPIC).ensure()
     _write(flow, requests)
     for request in requests:
         log.info(

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from confluent_kafka import KafkaException
 
 from replicator.config.model import FlowConfig, shell_safe
-from replicator.engine.status import STATUS_TOPIC, PartitionStatus, WorkerStatus, read_status
+from replicator.engine.internal_topics import STATUS_TOPIC
+from replicator.engine.status import PartitionStatus, WorkerStatus, read_status
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer
