@@ -1025,6 +1025,124 @@ def test_the_launcher_scales_restarts_and_reads_liveness_from_pods(
     assert launcher.restart_dead(lambda worker: True) == []  # both alive: nothing to do
 
 
+INIT_OUTAGE, INIT_ELSEWHERE = "init-outage", "init-elsewhere"  # the init Job's releases
+
+
+def _init_values(estate: Estate, **init: object) -> Path:
+    """A release's values with the chart's init Job on (`init.*`), one worker and no
+    state store Secret (the Job and the worker use the image's own SQLite store, in
+    their scratch folder: the shared state store is left alone)."""
+    path = estate.values(state_store=False)
+    values = yaml.safe_load(path.read_text())
+    values["replicas"] = 1
+    values["init"] = {"enabled": True, **init}
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def _init_log(estate: Estate, release: str) -> str:
+    """The log of the init Job's pod (`job-name=<release>-replicator-init`)."""
+    job = f"{release}-replicator-init"
+    pods = estate.node.pods(NAMESPACE, f"job-name={job}")
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return estate.node.container_log(NAMESPACE, pods[0]["metadata"]["name"], "init")
+
+
+def test_the_init_job_names_an_outage_and_fails_the_install_on_a_real_error(
+    estate: Estate, figures: Figures
+) -> None:
+    """The chart's init Job (`init.enabled`: a pre-install hook running `replicator init
+    --allow-unreachable`) on the node, with the real clusters:
+
+    - `primary` does not answer (nothing listens at its address), `dr` does: the Job
+      succeeds, its log names primary as not answering and says PARTIAL, `helm install`
+      succeeds and the workers start (Running, unready: their source is down), and the
+      internal topics are on dr;
+    - `init.home` names no cluster of the configuration (a real error, no retry): the Job
+      fails, so does `helm install`, and the Deployment is never created.
+
+    Both releases, their hook Jobs and ConfigMaps and every pod of theirs are removed at
+    the end: the other scenarios' releases are not touched."""
+    estate.settled()
+    node = estate.node
+    kube = node.kube
+    selector = f"app.kubernetes.io/instance in ({INIT_OUTAGE}, {INIT_ELSEWHERE})"
+    started = time.monotonic()
+    try:
+        nowhere = f"{node.host_address}:{free_port_pair()}"  # nothing listens there
+        # Helm waits for the hook Job; `estate.install` fails on a non-zero exit.
+        estate.install(
+            "install", INIT_OUTAGE, estate.config("primary->dr", primary=nowhere),
+            _init_values(estate), "--timeout", "100s",
+        )  # fmt: skip
+        job = kube.request(
+            "GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{INIT_OUTAGE}-replicator-init"
+        )
+        assert job.status_code == 200, job.text
+        assert job.json()["status"].get("succeeded") == 1, job.json()["status"]
+        log = _init_log(estate, INIT_OUTAGE)
+        assert f"cluster primary: {nowhere} does not answer" in log, log
+        assert any(
+            line.startswith("PARTIAL") and "did not answer: primary" in line
+            for line in log.splitlines()
+        ), log
+        figures.timed("init Job (primary down) to helm install done", started)
+        deployment = estate.deployment(f"{INIT_OUTAGE}-replicator")
+        assert deployment["spec"]["replicas"] == 1
+        workers = f"app.kubernetes.io/instance={INIT_OUTAGE},app.kubernetes.io/component=engine"
+        wait_for(
+            lambda: (
+                len(pods := node.pods(NAMESPACE, workers)) == 1
+                and all(p["status"].get("phase") == "Running" for p in pods)
+            ),
+            POD_TIMEOUT_S,
+            f"the {INIT_OUTAGE} worker Running",
+            1,
+            explain=estate.diagnose,
+        )
+        topics = AdminClient({"bootstrap.servers": estate.dr}).list_topics(timeout=10).topics
+        for topic in ("replicator-status.internal", "replicator-resets.internal"):
+            assert topic in topics, sorted(topics)
+
+        moment = time.monotonic()
+        path = estate.folder / f"{INIT_ELSEWHERE}.properties"
+        path.write_text(estate.config("primary->dr"))
+        failed = helm(
+            "install", INIT_ELSEWHERE, str(CHART),
+            "--values", str(_init_values(estate, home="elsewhere", backoffLimit=0)),
+            "--set-file", f"config={path}", "--timeout", "100s",
+            "--namespace", NAMESPACE, "--kubeconfig", str(node.kubeconfig),
+            home=node.api.helm_home, check=False,
+        )  # fmt: skip
+        assert failed.returncode != 0, failed.stdout + failed.stderr
+        figures.timed("init Job (--home elsewhere) to helm install failed", moment)
+        missing = kube.request(
+            "GET", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{INIT_ELSEWHERE}-replicator"
+        )
+        assert missing.status_code == 404, missing.text
+        log = _init_log(estate, INIT_ELSEWHERE)
+        assert "--home 'elsewhere' is none of the configuration's clusters" in log, log
+    finally:
+        for release in (INIT_OUTAGE, INIT_ELSEWHERE):
+            estate.helm("uninstall", release, "--ignore-not-found")
+        # The hook's Job and ConfigMap are no part of the release: `kubectl delete
+        # job,configmap -l ...` (the Job's pods with it: background propagation).
+        for collection in ("apis/batch/v1", "api/v1"):
+            kind = "jobs" if collection.startswith("apis") else "configmaps"
+            response = kube.request(
+                "DELETE",
+                f"/{collection}/namespaces/{NAMESPACE}/{kind}",
+                params={
+                    "labelSelector": f"app.kubernetes.io/component=init,{selector}",
+                    "propagationPolicy": "Background",
+                },
+            )
+            assert response.status_code == 200, response.text
+        wait_for(lambda: not node.pods(NAMESPACE, selector), 60,
+                 "the init releases' pods gone", explain=estate.diagnose)  # fmt: skip
+    estate.settled()
+
+
 def test_helm_uninstall_removes_the_workers(
     estate: Estate, figures: Figures, capsys: pytest.CaptureFixture[str]
 ) -> None:
