@@ -175,6 +175,17 @@ def state_url(node: KubeNode) -> Iterator[str]:
         server.down(wipe=True)
 
 
+def _wait_replicated(estate: Estate, records: int) -> None:
+    """Until dr's remote topic holds `records` records."""
+    wait_for(
+        lambda: _records_on(estate.dr, REMOTE, PARTITIONS) == records,
+        REPLICATED_TIMEOUT_S,
+        f"{records} records on dr's {REMOTE}",
+        interval=1,
+        explain=estate.diagnose,
+    )
+
+
 def _records_on(bootstrap: str, topic: str, partitions: int) -> int:
     """How many records `topic` holds (its partitions' watermarks), 0 while it is absent."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kube-node-test-count"})
@@ -530,21 +541,9 @@ def test_helm_install_replicates_and_the_standby_stands_by(
             'replicator_flow_desired_running{flow="dr->primary"} 0.0'
         ]
 
-    wait_for(
-        lambda: _records_on(estate.dr, REMOTE, PARTITIONS) == 300,
-        REPLICATED_TIMEOUT_S,
-        f"300 records on dr's {REMOTE}",
-        interval=1,
-        explain=estate.diagnose,
-    )
+    _wait_replicated(estate, 300)
     produce_records(estate.primary, TOPIC, make_records(200))
-    wait_for(
-        lambda: _records_on(estate.dr, REMOTE, PARTITIONS) == 500,
-        REPLICATED_TIMEOUT_S,
-        f"500 records on dr's {REMOTE}",
-        interval=1,
-        explain=estate.diagnose,
-    )
+    _wait_replicated(estate, 500)
     assert _records_on(estate.primary, f"dr.{TOPIC}", PARTITIONS) == 0  # nothing back
 
 
