@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.kube import _process, _tail
+from helpers.kube import log_tail, managed_process
 from helpers.pod_network import CNI_BIN_DIR, PodNetwork
 
 CONTAINERD = Path("/usr/bin/containerd")
@@ -138,7 +138,7 @@ def _wait_answering(runtime: Containerd, process: subprocess.Popen) -> None:
         if process.poll() is not None:
             raise AssertionError(
                 f"containerd exited {process.returncode} while starting; its log "
-                f"({runtime.log}):\n{_tail(runtime.log)}"
+                f"({runtime.log}):\n{log_tail(runtime.log)}"
             )
         if runtime.socket.exists():
             try:
@@ -148,7 +148,7 @@ def _wait_answering(runtime: Containerd, process: subprocess.Popen) -> None:
                 pass
         time.sleep(0.2)
     raise AssertionError(
-        f"containerd did not answer in {START_TIMEOUT_S:.0f} s:\n{_tail(runtime.log)}"
+        f"containerd did not answer in {START_TIMEOUT_S:.0f} s:\n{log_tail(runtime.log)}"
     )
 
 
@@ -208,7 +208,7 @@ def containerd(folder: Path, network: PodNetwork, sandbox_image: str) -> Iterato
     runtime = Containerd(socket, folder / "containerd.log")
     fixed_before = {path for path in _FIXED_DIRS if path.exists()}
     try:
-        with _process([str(CONTAINERD), "--config", str(config)], runtime.log) as process:
+        with managed_process([str(CONTAINERD), "--config", str(config)], runtime.log) as process:
             _wait_answering(runtime, process)
             try:
                 yield runtime

@@ -223,7 +223,7 @@ def _service_account_keys(folder: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def _process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def managed_process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -237,7 +237,7 @@ def _process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             process.wait(timeout=20)
 
 
-def _tail(log: Path, lines: int = 30) -> str:
+def log_tail(log: Path, lines: int = 30) -> str:
     text = log.read_text(errors="replace") if log.exists() else "(no log)"
     return "\n".join(text.splitlines()[-lines:])
 
@@ -250,7 +250,7 @@ def _wait_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Path]])
             if process.poll() is not None:
                 raise AssertionError(
                     f"{name} exited {process.returncode} while starting; its log ({log}):\n"
-                    + _tail(log)
+                    + log_tail(log)
                 )
         try:
             response = kube.request("GET", "/readyz", timeout=5)
@@ -263,7 +263,7 @@ def _wait_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Path]])
     log = processes["kube-apiserver"][1]
     raise AssertionError(
         f"kube-apiserver not ready in {START_TIMEOUT_S:.0f} s ({last}); its log ({log}):\n"
-        + _tail(log)
+        + log_tail(log)
     )
 
 
@@ -283,7 +283,7 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
     with ExitStack() as stack:
         etcd_log, apiserver_log = folder / "etcd.log", folder / "kube-apiserver.log"
         etcd = stack.enter_context(
-            _process(
+            managed_process(
                 [
                     str(paths["etcd"]),
                     "--name=test",
@@ -300,7 +300,7 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
             )
         )
         apiserver = stack.enter_context(
-            _process(
+            managed_process(
                 [
                     str(paths["kube-apiserver"]),
                     f"--etcd-servers={etcd_url}",

@@ -45,7 +45,7 @@ import yaml
 
 from helpers.containerd import Containerd, containerd, unmount_under
 from helpers.kafka import free_port_pair
-from helpers.kube import BIN_DIR, ApiServer, Kube, _process, _tail, api_server
+from helpers.kube import BIN_DIR, ApiServer, Kube, api_server, log_tail, managed_process
 from helpers.kubelet_host import restored_host
 from helpers.oci_image import single_binary_image
 from helpers.pod_network import CNI_BIN_DIR, pod_network
@@ -321,7 +321,7 @@ def _wait_node_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Pa
             if process.poll() is not None:
                 raise AssertionError(
                     f"{name} exited {process.returncode} while the node started; its log "
-                    f"({log}):\n{_tail(log, 60)}"
+                    f"({log}):\n{log_tail(log, 60)}"
                 )
         response = kube.request("GET", f"/api/v1/nodes/{NODE_NAME}")
         if response.status_code == 200:
@@ -336,7 +336,7 @@ def _wait_node_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Pa
     log = processes["kubelet"][1]
     raise AssertionError(
         f"node {NODE_NAME} not Ready in {READY_TIMEOUT_S:.0f} s ({state}); the kubelet's log "
-        f"({log}):\n{_tail(log, 60)}"
+        f"({log}):\n{log_tail(log, 60)}"
     )
 
 
@@ -365,7 +365,7 @@ def kube_node(folder: Path) -> Iterator[KubeNode]:
 
         def start(name: str, *args: str) -> subprocess.Popen:
             log = logs / f"{name}.log"
-            process = stack.enter_context(_process([str(paths[name]), *args], log))
+            process = stack.enter_context(managed_process([str(paths[name]), *args], log))
             processes[name] = (process, log)
             return process
 
