@@ -76,6 +76,27 @@ class SecuredPair:
         path.write_text(text + "\n".join(lines) + "\n")
         return path
 
+    def operator_config(self, ca_file: str, password_folder: str, password_key: str) -> str:
+        """The replicator's clients.properties as an operator writes it for a container:
+        the CA certificate at `ca_file`, the password read by Kafka's
+        DirectoryConfigProvider from `<password_folder>/<password_key>` (a mounted
+        Secret's layout), no path of this machine left."""
+        security = self.stack.security
+        assert security is not None and security.mode == "sasl_ssl"
+        text = self.clients_file.read_text(encoding="utf-8")
+        text = text.replace(str(security.ca_file), ca_file).replace(
+            f"${{file:{security.password_file('replicator')}:password}}",
+            f"${{directory:{password_folder}:{password_key}}}",
+        )
+        text = text.replace(
+            "config.providers = file",
+            "config.providers = directory\nconfig.providers.directory.class = "
+            "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+        )
+        return "\n".join(
+            line for line in text.splitlines() if not line.startswith("config.providers.file.")
+        )
+
     def passwords(self) -> dict[str, bytes]:
         """The SCRAM password of every principal the stack or a test created (the
         secret-leak checks look for each)."""

@@ -76,18 +76,8 @@ def _operator_folder(clusters: SecuredPair, folder: Path) -> Path:
     secrets = folder / "secrets"
     secrets.mkdir()
     (secrets / "replicator-password").write_text(security.password("replicator"))
-    text = clusters.clients_file.read_text(encoding="utf-8")
-    text = text.replace(str(security.ca_file), "/etc/replicator/ca.pem").replace(
-        f"${{file:{security.password_file('replicator')}:password}}",
-        "${directory:/run/secrets/clusters:replicator-password}",
-    )
-    text = text.replace(
-        "config.providers = file",
-        "config.providers = directory\nconfig.providers.directory.class = "
-        "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
-    )
-    text = "\n".join(
-        line for line in text.splitlines() if not line.startswith("config.providers.file.")
+    text = clusters.operator_config(
+        "/etc/replicator/ca.pem", "/run/secrets/clusters", "replicator-password"
     )
     text += "\nmetrics.port = 9400\napplications.demo.producer.principals = User:demo\n"
     (folder / "mm2.properties").write_text(text, encoding="utf-8")
@@ -156,6 +146,8 @@ def test_the_stack_runs_failover_and_failback_on_clusters_it_did_not_start(
     assert {entry.cluster for entry in read_ledger(app.consumed_ledger)} == {"primary", "dr"}
     figures.values["ledgers"] = ledgers.summary()
 
+    _up_during_an_outage_of_primary(clusters, project, figures)
+
     # No container shows a password: the clusters' principals' or the stack's own.
     secrets = {f"cluster {user}": value.decode() for user, value in clusters.passwords().items()}
     secrets |= {path.name: path.read_text() for path in project.secrets_dir.iterdir()}
@@ -167,3 +159,31 @@ def test_the_stack_runs_failover_and_failback_on_clusters_it_did_not_start(
     assert project.leftovers() == []
     with capsys.disabled():
         figures.print()
+
+
+def _up_during_an_outage_of_primary(
+    clusters: SecuredPair, project: ComposeProject, figures: Figures
+) -> None:
+    """`docker compose up` while primary is down, when DR is needed: `replicator init`
+    names primary as not answering and ends PARTIAL with status 0 (`--allow-unreachable`),
+    so its `service_completed_successfully` gate lets the workers start; they run (no
+    restart) with their source down. Primary stays down: the test's last step."""
+    started = time.monotonic()
+    clusters.stack.down(["primary"])
+    project.compose("up", "-d", "--force-recreate", "replicator-init", "replicator")
+    init = project.containers("replicator-init")[0]
+    state = project.inspect(init)["State"]
+    log = run("docker", "logs", init)
+    assert state["ExitCode"] == 0, log[-3000:]
+    assert "cluster primary:" in log and "does not answer" in log, log[-3000:]
+    assert any(
+        line.startswith("PARTIAL") and "did not answer: primary" in line
+        for line in log.splitlines()
+    ), log[-3000:]
+    workers = project.containers("replicator")
+    assert len(workers) == 2, workers
+    time.sleep(5)  # a worker that exits on a source it cannot reach has done so by now
+    for worker in workers:
+        state = project.inspect(worker)["State"]
+        assert state["Running"] and project.inspect(worker)["RestartCount"] == 0, state
+    figures.timed("compose up with primary down to workers running", started)

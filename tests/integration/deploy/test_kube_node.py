@@ -51,6 +51,7 @@ from replicator.engine.headers import (
     decode_offset,
 )
 from replicator.localstack.postgres import LocalPostgres
+from replicator.localstack.security import admin_for
 from replicator.localstack.stack import LocalStack
 from replicator.operations.kubernetes_launcher import KubernetesLauncher
 
@@ -67,6 +68,7 @@ from helpers.kafka import (
 from helpers.kube import helm
 from helpers.kube_node import KubeNode, kube_node, wait_for
 from helpers.replication import end_offsets
+from helpers.secured import SecuredPair, only_topic
 from helpers.session import TEST_DATA_DIR
 
 # Alone, like the other tests that build and run the Docker images (`make test`'s second
@@ -296,7 +298,9 @@ class Estate:
         return response.json()
 
     def pods(self, release: str) -> list[dict]:
-        return self.node.pods(NAMESPACE, f"app.kubernetes.io/instance={release}")
+        """The release's workers (not its init Job's pod)."""
+        selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=engine"
+        return self.node.pods(NAMESPACE, selector)
 
     def template_hash(self, deployment: dict) -> str | None:
         """The pod-template-hash of the Deployment's current ReplicaSet (its revision)."""
@@ -1047,6 +1051,27 @@ def _init_log(estate: Estate, release: str) -> str:
     return estate.node.container_log(NAMESPACE, pods[0]["metadata"]["name"], "init")
 
 
+def _uninstall_with_hooks(estate: Estate, *releases: str) -> None:
+    """`helm uninstall` of `releases`, and their init hook's Job and ConfigMap, which are
+    no part of a release (`kubectl delete job,configmap -l ...`, the Job's pods with it:
+    background propagation); returns once no pod of theirs is left."""
+    for release in releases:
+        estate.helm("uninstall", release, "--ignore-not-found")
+    selector = f"app.kubernetes.io/instance in ({', '.join(releases)})"
+    for collection, kind in (("apis/batch/v1", "jobs"), ("api/v1", "configmaps")):
+        response = estate.node.kube.request(
+            "DELETE",
+            f"/{collection}/namespaces/{NAMESPACE}/{kind}",
+            params={
+                "labelSelector": f"app.kubernetes.io/component=init,{selector}",
+                "propagationPolicy": "Background",
+            },
+        )
+        assert response.status_code == 200, response.text
+    wait_for(lambda: not estate.node.pods(NAMESPACE, selector), 60,
+             f"the pods of {', '.join(releases)} gone", explain=estate.diagnose)  # fmt: skip
+
+
 def test_the_init_job_names_an_outage_and_fails_the_install_on_a_real_error(
     estate: Estate, figures: Figures
 ) -> None:
@@ -1065,7 +1090,6 @@ def test_the_init_job_names_an_outage_and_fails_the_install_on_a_real_error(
     estate.settled()
     node = estate.node
     kube = node.kube
-    selector = f"app.kubernetes.io/instance in ({INIT_OUTAGE}, {INIT_ELSEWHERE})"
     started = time.monotonic()
     try:
         nowhere = f"{node.host_address}:{free_port_pair()}"  # nothing listens there
@@ -1122,23 +1146,99 @@ def test_the_init_job_names_an_outage_and_fails_the_install_on_a_real_error(
         log = _init_log(estate, INIT_ELSEWHERE)
         assert "--home 'elsewhere' is none of the configuration's clusters" in log, log
     finally:
-        for release in (INIT_OUTAGE, INIT_ELSEWHERE):
-            estate.helm("uninstall", release, "--ignore-not-found")
-        # The hook's Job and ConfigMap are no part of the release: `kubectl delete
-        # job,configmap -l ...` (the Job's pods with it: background propagation).
-        for collection in ("apis/batch/v1", "api/v1"):
-            kind = "jobs" if collection.startswith("apis") else "configmaps"
-            response = kube.request(
-                "DELETE",
-                f"/{collection}/namespaces/{NAMESPACE}/{kind}",
-                params={
-                    "labelSelector": f"app.kubernetes.io/component=init,{selector}",
-                    "propagationPolicy": "Background",
-                },
-            )
-            assert response.status_code == 200, response.text
-        wait_for(lambda: not node.pods(NAMESPACE, selector), 60,
-                 "the init releases' pods gone", explain=estate.diagnose)  # fmt: skip
+        _uninstall_with_hooks(estate, INIT_OUTAGE, INIT_ELSEWHERE)
+    estate.settled()
+
+
+SECURED = "secured"  # the release on the SASL_SSL clusters
+#: A topic within the replicator principal's ACLs (the stack's clients.properties).
+SECURED_TOPIC = "demo.orders"
+CA_SECRET, USER_SECRET = "kafka-ca", "replicator-user"  # what the operator creates
+SECRETS_ROOT = "/etc/replicator/secrets"  # where the chart mounts `secrets`
+
+
+@pytest.fixture(scope="module")
+def secured_clusters(
+    node: KubeNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SecuredPair]:
+    """A SASL_SSL (SCRAM-SHA-512) `primary` and `dr` with the StandardAuthorizer on the
+    node's bridge address; the replicator's principal has only its planned ACLs."""
+    folder = tmp_path_factory.mktemp("node-secured")
+    with own_cluster_pair(folder, security="sasl_ssl", host=node.host_address) as stack:
+        yield SecuredPair(stack)
+
+
+def test_helm_install_on_sasl_ssl_clusters_with_their_secrets(
+    estate: Estate, secured_clusters: SecuredPair, figures: Figures
+) -> None:
+    """`helm install` of a release whose clusters are SASL_SSL, as docs/kubernetes.md's
+    "Secrets layout" says: the operator creates a Secret with the clusters' CA
+    certificate and one with the replicator principal's password, lists both in
+    `secrets`, and the configuration refers to the mounted files (the CA's path, the
+    password through `${directory:...}`). The chart's init Job runs `replicator init`
+    with them (the internal topics appear on dr), the two workers turn Ready through
+    the probe with no restart and copy every record produced before and after the
+    install, and no log of the Job or the workers shows the password."""
+    estate.settled()
+    pair, node = secured_clusters, estate.node
+    security = pair.stack.security
+    assert security is not None
+    password = security.password("replicator")
+    create_topic(pair.primary, SECURED_TOPIC, PARTITIONS, client=pair.admin("primary"))
+    produce_records(pair.primary, SECURED_TOPIC, make_records(300), pair.admin("primary"))
+    for name, data in (
+        (CA_SECRET, {"ca.crt": security.ca_file.read_text()}),
+        (USER_SECRET, {"password": password}),
+    ):
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}
+        response = node.kube.create({**secret, "stringData": data}, NAMESPACE)
+        assert response.status_code == 201, response.text
+    config = pair.operator_config(
+        f"{SECRETS_ROOT}/{CA_SECRET}/ca.crt", f"{SECRETS_ROOT}/{USER_SECRET}", "password"
+    )
+    config += f"\n{only_topic('primary->dr', SECURED_TOPIC)}\ndr->primary.enabled = false\n"
+    values = estate.values(state_store=False)  # each pod's own SQLite store
+    settings = yaml.safe_load(values.read_text())
+    settings |= {"secrets": [CA_SECRET, USER_SECRET], "init": {"enabled": True}}
+    values.write_text(yaml.safe_dump(settings))
+    deployment = f"{SECURED}-replicator"
+    started = time.monotonic()
+    try:
+        estate.install("install", SECURED, config, values, "--timeout", "150s")
+        wait_for(lambda: estate.rolled_out(deployment, REPLICAS), READY_TIMEOUT_S,
+                 f"the {SECURED} workers Ready", 1, explain=estate.diagnose)  # fmt: skip
+        figures.timed("helm install (SASL_SSL) to both workers Ready", started)
+        pods = estate.rolled_out(deployment, REPLICAS)
+        assert pods is not None
+        restarts = [s["restartCount"] for p in pods for s in p["status"]["containerStatuses"]]
+        assert restarts == [0] * REPLICAS, estate.diagnose()
+        mounts = {m["mountPath"] for m in pods[0]["spec"]["containers"][0]["volumeMounts"]}
+        assert {f"{SECRETS_ROOT}/{CA_SECRET}", f"{SECRETS_ROOT}/{USER_SECRET}"} <= mounts
+        topics = admin_for(pair.dr, pair.admin("dr")).list_topics(timeout=10).topics
+        assert "replicator-status.internal" in topics, sorted(topics)  # the init Job's
+
+        remote = f"primary.{SECURED_TOPIC}"
+
+        def copied(records: int) -> None:
+            wait_for(
+                lambda: sum(pair.end_offsets("dr", remote, PARTITIONS) or [0]) == records,
+                REPLICATED_TIMEOUT_S, f"{records} records on the secured dr's {remote}",
+                interval=1, explain=estate.diagnose,
+            )  # fmt: skip
+
+        copied(300)
+        produce_records(pair.primary, SECURED_TOPIC, make_records(200), pair.admin("primary"))
+        copied(500)
+        figures.timed("helm install (SASL_SSL) to 500 records copied", started)
+        logs = [_init_log(estate, SECURED)] + [
+            node.container_log(NAMESPACE, pod["metadata"]["name"], "replicator") for pod in pods
+        ]
+        assert all(log for log in logs), logs
+        assert not [log for log in logs if password in log]
+    finally:
+        _uninstall_with_hooks(estate, SECURED)
+        for name in (CA_SECRET, USER_SECRET):
+            node.kube.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}")
     estate.settled()
 
 
