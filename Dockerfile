@@ -66,6 +66,10 @@ COPY spark/replicator_spark spark/replicator_spark
 COPY expectations/replicator_expectations expectations/replicator_expectations
 RUN REPLICATOR_DATAPLANE_LIB=/tmp/lib_dataplane.so REPLICATOR_REQUIRE_RUST=1 \
       python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist .
+# The lab's wheel (lab/: the local stack), for the full image alone: the demo's Kafka
+# containers run `replicator stack serve`. The engine image does not get it.
+COPY lab lab
+RUN python3 -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps -w /dist-lab ./lab
 
 # --- The engine image (`make image` tags it $(ENGINE_IMAGE); `--target engine`): what a
 #     replicator worker needs and nothing else: Python, the project's core dependencies
@@ -158,8 +162,10 @@ RUN python3 -m venv /opt/venv \
  && pip uninstall -q -y uv \
  && rm pyproject.toml
 
-# The project: its wheel (not the checkout), checked against what is installed.
+# The project: its wheel (not the checkout), and the lab's (the demo's clusters), checked
+# against what is installed.
 COPY --from=wheel /dist /tmp/dist
+COPY --from=wheel /dist-lab /tmp/dist
 RUN pip install -q --no-cache-dir --disable-pip-version-check --no-deps /tmp/dist/*.whl \
  && pip check \
  && rm -rf /tmp/dist

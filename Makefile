@@ -79,12 +79,14 @@ setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/kafka.jsa $(JVM_
 # setup.py and the data plane's crate (dataplane/, built in place by setuptools-rust when
 # cargo is on PATH; cargo's target directory, ~/.cache/replicator/cargo-target, outlives the
 # clone).
-$(VENV)/.installed: requirements.lock pyproject.toml setup.py \
+$(VENV)/.installed: requirements.lock pyproject.toml setup.py lab/pyproject.toml \
 	$(wildcard dataplane/Cargo.toml dataplane/Cargo.lock dataplane/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --no-deps -e .
+	# The lab (the local stack, `replicator stack`): beside the product, not in its wheel.
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --no-deps -e lab
 	touch $@
 
 # rustfmt and clippy for `make lint`, on the toolchain of the cargo on PATH (the one
@@ -109,9 +111,9 @@ $(JVM_DIR)/kafka/.resolved: include/jvm/kafka/pom.xml include/jvm/settings.xml
 
 # The Kafka JVMs' class-data archive: a throwaway broker started once writes the classes
 # it loaded, and every local broker and storage tool maps them from it (about 40% less
-# CPU to start one; replicator/localstack/class_archive.py).
+# CPU to start one; lab/replicator_lab/class_archive.py).
 $(JVM_DIR)/kafka.jsa: $(JVM_DIR)/kafka/.resolved | $(VENV)/.installed
-	$(BIN)/python -m replicator.localstack.class_archive
+	$(BIN)/python -m replicator_lab.class_archive
 
 $(JVM_DIR)/spark-kafka/.resolved: include/jvm/spark-kafka/pom.xml include/jvm/settings.xml
 	rm -rf $(JVM_DIR)/spark-kafka

@@ -112,8 +112,8 @@ from harness import (
 )
 from thread_cpu import ThreadCpu, ThreadLoad, run_queue_seconds
 
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.mirrormaker import (
+from replicator_lab import ClusterSpec, LocalStack
+from replicator_lab.mirrormaker import (
     JVM_SIGTERM_EXIT,
     MIRROR_MAKER_MAIN,
     ONE_BROKER,
@@ -121,7 +121,7 @@ from replicator.localstack.mirrormaker import (
     java_command,
     mirror_maker_pids,
 )
-from replicator.localstack.mirrormaker_translation import connect_state_properties
+from replicator_lab.mirrormaker_translation import connect_state_properties
 
 SOURCE = ClusterSpec("src", 15092)
 TARGET = ClusterSpec("dst", 25092)

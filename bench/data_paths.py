@@ -47,7 +47,7 @@ from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER
 from replicator.engine.mover_writer import mover_source_config, mover_target_config
 from replicator.engine.size_limits import SizeLimits
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator_lab import ClusterSpec, LocalStack
 
 SOURCE = ClusterSpec("src", 37092)
 TARGET = ClusterSpec("dst", 47092)

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replicator.localstack.airflow import DEFAULT_HOME, DEFAULT_PORT, AirflowStandalone
 from replicator.statestore import StateStore
+from replicator_lab.airflow import DEFAULT_HOME, DEFAULT_PORT, AirflowStandalone
 
 RESULTS = Path(__file__).parent / "results"
 PROCEDURES = {

@@ -58,14 +58,14 @@ from harness import (
 
 from replicator import allocator
 from replicator.config import load_config
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.mirrormaker import ONE_BROKER, MirrorMaker, mirror_maker_pids
-from replicator.localstack.mirrormaker_translation import connect_state_properties
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.dr_status import dr_status
 from replicator.operations.health import Bounds
 from replicator.operations.supervision import check
 from replicator.statestore import StateStore
+from replicator_lab import ClusterSpec, LocalStack
+from replicator_lab.mirrormaker import ONE_BROKER, MirrorMaker, mirror_maker_pids
+from replicator_lab.mirrormaker_translation import connect_state_properties
 
 SOURCE = ClusterSpec("src", 16092)
 TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 36092)}

@@ -52,7 +52,7 @@ from thread_cpu import ThreadCpu
 
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator_lab import ClusterSpec, LocalStack
 
 SOURCE = ClusterSpec("src", 38092)
 TARGET = ClusterSpec("dst", 48092)

@@ -47,8 +47,8 @@ from replicator import allocator
 from replicator.config import FlowConfig, load_config
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.task import ReplicationTask
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.jvm import find_java
+from replicator_lab import ClusterSpec, LocalStack
+from replicator_lab.jvm import find_java
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 BROKER_HEAP = "1g"

@@ -36,7 +36,7 @@ from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, TOPIC_HEADER
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.size_limits import SizeHold
 from replicator.engine.task import ReplicationTask
-from replicator.localstack import ClusterSpec
+from replicator_lab import ClusterSpec
 
 PARTITIONS = 12
 RUN_LENGTH = 500  # records of one partition in a row, as a fetch response holds them

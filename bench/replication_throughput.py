@@ -49,7 +49,7 @@ from harness import (
     write_report,
 )
 
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator_lab import ClusterSpec, LocalStack
 
 SOURCE = ClusterSpec("src", 17092)
 TARGET = ClusterSpec("dst", 27092)

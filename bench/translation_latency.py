@@ -32,9 +32,9 @@ from harness import (
 
 from replicator.config import FlowConfig
 from replicator.kafka import range_reads
-from replicator.localstack import ClusterSpec
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.offsets.groups import GroupAdmin
+from replicator_lab import ClusterSpec
 
 SOURCE = ClusterSpec("src", 36092)
 TARGET = ClusterSpec("dst", 46092)

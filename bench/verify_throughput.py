@@ -53,10 +53,10 @@ from replicator.engine.headers import (
     encode_offset,
     replica_source_offset,
 )
-from replicator.localstack import ClusterSpec
 from replicator.statestore import StateStore
 from replicator.verification.plan import PartitionWindow, plan_verification
 from replicator.verification.run import verify
+from replicator_lab import ClusterSpec
 
 SOURCE = ClusterSpec("src", 37092)
 TARGET = ClusterSpec("dst", 47092)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.jvm import JVM_OPTIONS_ENV
 from replicator.statestore import StateStore
+from replicator_lab import ClusterSpec, LocalStack
+from replicator_lab.jvm import JVM_OPTIONS_ENV
 
 from helpers.kafka import free_port_pair
 from helpers.session import TEST_CLUSTERS, TEST_DATA_DIR

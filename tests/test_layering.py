@@ -3,7 +3,7 @@
 Every module of `replicator/` belongs to one layer of `LAYERS` and may import only
 modules of its own layer or of a lower one: foundation modules (`errors`, `backoff`,
 `metrics`) -> `config` -> `kafka` -> `statestore` -> `engine` -> `offsets` ->
-`operations`/`procedures`/`verification`/`localstack`/`acls` -> `cli` -> `__main__`. So the
+`operations`/`procedures`/`verification`/`acls` -> `cli` -> `__main__`. So the
 engine never imports the procedures or the operations tooling, and nothing but
 `python -m replicator` imports the CLI. Function-level imports count like the others:
 deferring an import hides a circle from Python at import time, not from a reader
@@ -50,7 +50,6 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.operations",
         "replicator.procedures",
         "replicator.verification",
-        "replicator.localstack",
         "replicator.acls",  # the ACLs the replicator needs; the secured local stack applies them
         "replicator.reports",  # documents of the history's runs; reads the procedures' records
         "replicator.init",  # `replicator init`: checks and prepares clusters and the store
@@ -238,7 +237,9 @@ def non_public_imports(folder: Path, package_dir: Path) -> list[str]:
 # -- the package as it is ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", ["replicator", "plugins/replicator_airflow"])
+@pytest.mark.parametrize(
+    "package", ["replicator", "plugins/replicator_airflow", "lab/replicator_lab"]
+)
 def test_no_import_circle(package: str) -> None:
     found = circles(import_graph(ROOT / package))
     assert not found, f"import circles (break each by moving the shared part down): {found}"
@@ -247,6 +248,33 @@ def test_no_import_circle(package: str) -> None:
 def test_imports_go_down_the_layers() -> None:
     problems = crossings(import_graph(ROOT / "replicator"))
     assert not problems, "\n".join(problems)
+
+
+#: Where the product's code lives: the packages of the wheel, and the DAGs.
+PRODUCT = ("replicator", "plugins", "spark", "expectations", "dags")
+#: The lab (the local stack): above the product, which never imports it.
+LAB = "replicator_lab"
+
+
+def lab_imports(folder: Path) -> list[str]:
+    """Imports of the lab anywhere under `folder`, at any depth (typing-only included:
+    the wheel must not even name a module it does not hold)."""
+    return [
+        f"{path.relative_to(ROOT)}:{found.line} imports {found.named}"
+        for path in sorted(folder.rglob("*.py"))
+        for found in imports_of(path.stem, path, {})
+        if found.named.split(".")[0] == LAB
+    ]
+
+
+def test_the_product_never_imports_the_lab() -> None:
+    problems = [problem for folder in PRODUCT for problem in lab_imports(ROOT / folder)]
+    assert not problems, "move what the product needs out of the lab:\n" + "\n".join(problems)
+
+
+def test_the_lab_sits_outside_the_product_package() -> None:
+    assert not (ROOT / "replicator" / "localstack").exists()
+    assert (ROOT / "lab" / LAB / "__init__.py").is_file()
 
 
 def test_the_replicator_never_imports_airflow_spark_or_gx() -> None:

@@ -12,6 +12,7 @@ completion and usage errors (status 2) leave by SystemExit, as they did.
 from __future__ import annotations
 
 import functools
+from importlib.metadata import entry_points
 from typing import cast
 
 import typer
@@ -32,11 +33,18 @@ from replicator.cli import (  # noqa: F401 - each module adds its commands to RO
     verify,
     reports,
     clients,
-    stack,
 )
 
 # isort: on
 from replicator.cli.app import ROOT, exit_status, start
+
+#: Command groups other installed distributions add (`replicator stack`: the local
+#: stack, lab/replicator_lab, installed beside the product by `make setup`, not in the
+#: wheel or the images' product): each entry point names a module that adds its
+#: commands to ROOT when imported.
+EXTENSIONS = "replicator.cli"
+for _extension in sorted(entry_points(group=EXTENSIONS), key=lambda e: e.name):
+    _extension.load()
 
 __all__ = ["ROOT", "command_line", "main"]
 

@@ -27,10 +27,10 @@ from confluent_kafka import KafkaException
 from replicator import __version__, logs
 from replicator.cli.kafka_errors import kafka_error_line
 from replicator.errors import ReplicatorError
-from replicator.localstack import StackError
 
-#: Errors whose message is already a complete, actionable line for the user.
-_USER_ERRORS = (StackError, ReplicatorError)
+#: Errors whose message is already a complete, actionable line for the user (the
+#: local stack's `StackError` is one).
+_USER_ERRORS = (ReplicatorError,)
 CONFIG_ENV = "REPLICATOR_CONFIG"
 #: The panel of the options every command takes (rich help).
 GLOBAL_PANEL = "Global options"

@@ -13,7 +13,7 @@ offset `resets` (the request record and the task's decision to honour it, from i
 read of the tail; requesting a reset is `replicator.procedures.reset_requests`). It may
 import `replicator.kafka`, `replicator.config`, `replicator.statestore` and the
 foundation modules (`errors`, `backoff`, `metrics`), never `offsets`, `operations`,
-`procedures`, `verification`, `localstack`, `cli`, Airflow, Spark or Great Expectations
+`procedures`, `verification`, `cli`, Airflow, Spark or Great Expectations
 (`tests/test_layering.py`). Import the modules themselves; this package re-exports
 nothing, so a worker process imports only what the data path needs.
 """

@@ -9,7 +9,7 @@ chosen, so their client libraries load only where used), `supervision`
 from the data, `diagnose`, the periodic `sync_round` and the DR status page's
 snapshot (`dr_status`). It may
 import `offsets`, `engine` and everything below them, and the other packages of
-its layer (`procedures`, `verification`, `localstack`) as long as no import
+its layer (`procedures`, `verification`) as long as no import
 circle forms; only `cli` (and the Airflow plugins) import it. The names below
 are what `dags/` and `plugins/` use: they import them from here, not from the
 modules.

@@ -2,7 +2,7 @@
 offset reset, aborting a run, the flow control they use, and `orchestration`, the functions
 behind each procedure DAG task. Each step is idempotent and reports what it did; see
 `replicator.procedures.steps`. It may import `offsets`, `engine` and everything below them,
-and the other packages of its layer (`operations`, `verification`, `localstack`) as long
+and the other packages of its layer (`operations`, `verification`) as long
 as no import circle forms; only `cli` and the Airflow plugins and DAGs import it, through
 the names below."""
 

@@ -25,12 +25,12 @@ from typing import Any
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
-from replicator.localstack.jvm import jvm_dir
 from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
 from replicator.verification.access import check_access
 from replicator.verification.driver_jvm import driver_conf
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
+from replicator.verification.jars import jvm_dir
 from replicator.verification.job import (
     SUITES_AHEAD,
     SUITES_LAUNCHER,

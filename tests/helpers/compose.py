@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack.airflow_client import AirflowClient
-from replicator.localstack.errors import StackError
+from replicator_lab.airflow_client import AirflowClient
+from replicator_lab.errors import StackError
 
 from helpers.kafka import free_port_pairs
 from helpers.procedures import wait_processed
@@ -169,6 +169,11 @@ def build_images(figures: Figures) -> None:
     engine_size = int(run("docker", "image", "inspect", "-f", "{{.Size}}", ENGINE_IMAGE))
     figures.values["engine image size"] = f"{engine_size / 1e6:.0f} MB"
     assert engine_size < ENGINE_IMAGE_MAX_BYTES, figures.values
+    # The product alone: no module of the local stack (lab/replicator_lab) in the engine.
+    script = "import importlib.util as u; print([u.find_spec(m) is None for m in {!r}])"
+    modules = ("replicator_lab", "replicator.localstack", "replicator.engine")
+    found = run("docker", "run", "--rm", ENGINE_IMAGE, "python3", "-c", script.format(modules))
+    assert found.strip() == "[True, True, False]", found
 
 
 @contextmanager

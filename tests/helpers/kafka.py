@@ -24,9 +24,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replicator.localstack import ClusterSpec, LocalStack
-from replicator.localstack.broker import LOOPBACK_HOST, port_in_use
-from replicator.localstack.security import SecurityMode
+from replicator_lab import ClusterSpec, LocalStack
+from replicator_lab.broker import LOOPBACK_HOST, port_in_use
+from replicator_lab.security import SecurityMode
 
 Headers = tuple[tuple[str, bytes], ...]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from replicator.localstack.mirrormaker import ONE_BROKER, MirrorMaker
+from replicator_lab.mirrormaker import ONE_BROKER, MirrorMaker
 
 #: MM2's JVM starts in 15 s on an idle machine; under `make test`'s load it took over 120 s.
 MM2_START_S = 300

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack.errors import StackError
-from replicator.localstack.postgres import LocalPostgres, PortTakenError
+from replicator_lab.errors import StackError
+from replicator_lab.postgres import LocalPostgres, PortTakenError
 
 from helpers.kafka import free_port_pair
 from helpers.session import TEST_DATA_DIR

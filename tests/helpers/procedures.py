@@ -19,11 +19,11 @@ from confluent_kafka import TopicPartition
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
-from replicator.localstack.demo_apps import DEMO_DIR
 from replicator.offsets.groups import GroupAdmin
 from replicator.operations.runner import run_flows
 from replicator.procedures import live_workers
 from replicator.statestore import STATE_URL_ENV, StateStore, read_ledger
+from replicator_lab.demo_apps import DEMO_DIR
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.replication import preload, wait_until, write_config

@@ -17,9 +17,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from replicator.acls.apply import apply_rules
 from replicator.acls.plan import AclRule
-from replicator.localstack import LocalStack
-from replicator.localstack.client_config import CLIENTS_FILE, client_properties
-from replicator.localstack.security import BROKER_USER
+from replicator_lab import LocalStack
+from replicator_lab.client_config import CLIENTS_FILE, client_properties
+from replicator_lab.security import BROKER_USER
 
 from helpers.kafka import own_cluster_pair
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replicator.localstack import ClusterSpec
+from replicator_lab import ClusterSpec
 
 _PORTS = os.environ.get("REPLICATOR_TEST_PORTS", "18092,28092").split(",")
 #: pytest-xdist's worker number (`make test` runs two): each has clusters of its own,

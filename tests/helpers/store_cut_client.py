@@ -18,8 +18,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from replicator.localstack.demo_apps import DEMO_DIR
 from replicator.statestore import StateStore, StoreUnavailable
+from replicator_lab.demo_apps import DEMO_DIR
 
 
 def main() -> None:

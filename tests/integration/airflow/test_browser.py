@@ -31,12 +31,12 @@ from urllib.parse import quote
 import pytest
 
 from replicator.config import load_config
-from replicator.localstack import LocalStack
-from replicator.localstack.airflow import AirflowStandalone
-from replicator.localstack.airflow_client import FINISHED, AirflowClient
-from replicator.localstack.system import APPROVAL_ENV, DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, read_ledger
+from replicator_lab import LocalStack
+from replicator_lab.airflow import AirflowStandalone
+from replicator_lab.airflow_client import FINISHED, AirflowClient
+from replicator_lab.system import APPROVAL_ENV, DEMO_APP_TOPIC, EmbeddedSystem, SystemOptions
 
 from helpers.browser import (
     Screenshots,

@@ -5,7 +5,7 @@ printed by DumpMm2Keys.java. The unit tests load each of them
 (tests/unit/config/test_settings_table.py); this test proves the list is the jars'.
 After a Kafka upgrade, regenerate it:
 
-    java -cp "$(python -c 'from replicator.localstack.jvm import artifact_classpath;
+    java -cp "$(python -c 'from replicator_lab.jvm import artifact_classpath;
     print(artifact_classpath("kafka"))')" tests/integration/config/DumpMm2Keys.java \\
     | sort -t$'\\t' -k2,2 -k1,1 > tests/unit/config/mm2_keys.tsv
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack.jvm import artifact_classpath, find_java
+from replicator_lab.jvm import artifact_classpath, find_java
 
 pytestmark = pytest.mark.integration
 

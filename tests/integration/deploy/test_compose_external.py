@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack.demo_apps import DemoApplication, DemoApplicationProcesses
 from replicator.statestore import read_ledger
+from replicator_lab.demo_apps import DemoApplication, DemoApplicationProcesses
 
 from helpers.compose import (
     TIMEOUT_S,

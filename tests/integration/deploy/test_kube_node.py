@@ -50,10 +50,10 @@ from replicator.engine.headers import (
     TOPIC_HEADER,
     decode_offset,
 )
-from replicator.localstack.postgres import LocalPostgres
-from replicator.localstack.security import admin_for
-from replicator.localstack.stack import LocalStack
 from replicator.operations.kubernetes_launcher import KubernetesLauncher
+from replicator_lab.postgres import LocalPostgres
+from replicator_lab.security import admin_for
+from replicator_lab.stack import LocalStack
 
 from helpers.compose import BUILD_TIMEOUT_S, ENGINE_IMAGE, Figures, docker_engine, run
 from helpers.exactly_once import next_offsets

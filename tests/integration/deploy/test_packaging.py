@@ -52,6 +52,7 @@ class Installed:
     python: Path
     cwd: Path
     env: dict[str, str]
+    wheel: Path
 
     def run(self, *args: str | Path, timeout: float = _TIMEOUT_S) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -109,7 +110,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         "AIRFLOW__CORE__DAGS_FOLDER": str(elsewhere / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     }
-    return Installed(python, elsewhere, env)
+    return Installed(python, elsewhere, env, wheel)
 
 
 def test_the_cli_runs_from_the_installed_packages(installed: Installed) -> None:
@@ -125,6 +126,26 @@ def test_the_cli_runs_from_the_installed_packages(installed: Installed) -> None:
     site = installed.python.parent.parent
     for package, file in files.items():
         assert Path(file).is_relative_to(site), f"{package} imported from {file}, not {site}"
+
+
+def test_the_wheel_holds_no_part_of_the_lab(installed: Installed) -> None:
+    """The local stack (lab/replicator_lab: brokers, PostgreSQL, Airflow standalone, the
+    demo) is not in the product's wheel: no module of it, no `replicator stack` command,
+    and the installed product imports without it."""
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    lab = [n for n in names if n.startswith(("replicator_lab/", "replicator/localstack/"))]
+    assert lab == [], lab
+    assert not [n for n in names if n.split("/")[0] not in (*PACKAGES, "")
+                and not n.split("/")[0].endswith((".dist-info", ".data"))], names  # fmt: skip
+    result = installed.run("replicator", "stack", "--help")
+    assert result.returncode == 2 and "No such command 'stack'" in result.stderr, result
+    found = installed.python_json(
+        """
+        import importlib.util, json
+        print(json.dumps({"lab": importlib.util.find_spec("replicator_lab") is not None}))
+        """
+    )
+    assert found == {"lab": False}
 
 
 def test_the_data_plane_is_in_the_wheel_and_chosen(installed: Installed) -> None:

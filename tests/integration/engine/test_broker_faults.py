@@ -34,7 +34,7 @@ from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, StatusRecord, WorkerStatus, read_status
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
-from replicator.localstack import LocalStack
+from replicator_lab import LocalStack
 
 from helpers.kafka import create_topic, free_port_pair, own_cluster_pair, unique_topic
 from helpers.replication import (

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import pytest
 from confluent_kafka import Producer
 
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator_lab import ClusterSpec, LocalStack
 
 from helpers.kafka import create_topic, free_port_pair, read_partition, unique_topic
 from helpers.replication import end_offsets, flow_config, running, wait_until

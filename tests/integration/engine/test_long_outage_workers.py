@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.engine.tail import TailReader
 from replicator.errors import ReplicatorError
-from replicator.localstack import LocalStack
+from replicator_lab import LocalStack
 
 from helpers.kafka import create_topic, own_cluster_pair, unique_topic
 from helpers.replication import (

@@ -29,10 +29,10 @@ from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.resets import RESETS_TOPIC
 from replicator.engine.status import STATUS_TOPIC, PartitionStatus, read_status
 from replicator.errors import ReplicatorError
-from replicator.localstack import ClusterSpec, LocalStack
 from replicator.procedures.flows import stop_flow
 from replicator.procedures.reset_requests import request_reset
 from replicator.statestore import StateStore, StateStoreError
+from replicator_lab import ClusterSpec, LocalStack
 
 from helpers.kafka import create_topic, free_port_pair, make_records, produce_records, unique_topic
 from helpers.replication import running, wait_until

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from replicator.engine.headers import SOURCE_HEADER
-from replicator.localstack.mirrormaker import MirrorMaker
+from replicator_lab.mirrormaker import MirrorMaker
 
 from helpers.kafka import create_topic, read_partition, unique_topic
 from helpers.mirror_maker import MM2_START_S, mirror_maker, mm2_properties

@@ -21,7 +21,7 @@ from confluent_kafka import (
 from replicator.config.model import FlowConfig
 from replicator.engine import source_commits
 from replicator.engine.source_commits import COMMIT_EVERY_S
-from replicator.localstack.mirrormaker import java_command
+from replicator_lab.mirrormaker import java_command
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.replication import (

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack import ClusterSpec, LocalStack
+from replicator_lab import ClusterSpec, LocalStack
 
 from helpers.kafka import free_port_pair
 

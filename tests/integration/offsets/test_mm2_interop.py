@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from replicator.engine.formats import Checkpoint
-from replicator.localstack import StackError
-from replicator.localstack.mirrormaker_translation import (
+from replicator_lab import StackError
+from replicator_lab.mirrormaker_translation import (
     SOURCE_ALIAS,
     mirror_maker_translation,
     translate_offsets,

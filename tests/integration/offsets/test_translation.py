@@ -16,10 +16,6 @@ from replicator.engine.formats import Checkpoint
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, decode_offset, encode_offset
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.engine.tail import Replica
-from replicator.localstack.mirrormaker_translation import (
-    mirror_maker_translation,
-    translate_offsets,
-)
 from replicator.offsets.checkpoints import (
     Checkpointer,
     CheckpointReport,
@@ -29,6 +25,10 @@ from replicator.offsets.checkpoints import (
 )
 from replicator.offsets.groups import Committed, GroupAdmin
 from replicator.offsets.translation import TargetIndex
+from replicator_lab.mirrormaker_translation import (
+    mirror_maker_translation,
+    translate_offsets,
+)
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import commit_offsets

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from replicator.config import load_config
-from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import Failover
 from replicator.statestore import StateStore
+from replicator_lab import LocalStack
 
 from helpers.estate import (
     PARTITIONS,

@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Producer
 
 from replicator.config import load_config
-from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import StateStore
+from replicator_lab import LocalStack
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import commit_offsets, committed_offsets, runner

@@ -15,12 +15,12 @@ from confluent_kafka import Producer
 
 from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, WorkerStatus, read_status
-from replicator.localstack import LocalStack
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.procedures.phases import PHASES
 from replicator.procedures.positions import wait_drained
 from replicator.statestore import StateStore, check_ledgers, read_ledger
+from replicator_lab import LocalStack
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import (

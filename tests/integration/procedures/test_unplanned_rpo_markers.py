@@ -18,9 +18,9 @@ from confluent_kafka import Producer
 
 from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, read_status
-from replicator.localstack import LocalStack
 from replicator.procedures import Failover
 from replicator.statestore import StateStore
+from replicator_lab import LocalStack
 
 from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import commit_offsets, runner

@@ -24,10 +24,10 @@ from fastapi.testclient import TestClient
 
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig
-from replicator.localstack.client_config import DEMO_FILE
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.procedures import live_workers
 from replicator.statestore import StateStore, check_ledgers, read_ledger
+from replicator_lab.client_config import DEMO_FILE
 
 from helpers.airflow import dagbag, task_states, xcom
 from helpers.kafka import create_topic, read_partition

@@ -30,12 +30,12 @@ from replicator.config import load_config
 from replicator.config.model import NameFilter
 from replicator.config.properties import read_properties
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
-from replicator.localstack import certificates
 from replicator.offsets.checkpoints import Checkpointer, read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.procedures import Failback, Failover, live_workers
 from replicator.statestore import StateStore
 from replicator.verification.run import verify
+from replicator_lab import certificates
 
 from helpers.kafka import Record, create_topic, make_records, produce_records, read_partition
 from helpers.procedures import commit_offsets

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import REGISTRY
 
-from replicator.localstack.postgres import LocalPostgres
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import StateStore
+from replicator_lab.postgres import LocalPostgres
 
 from helpers.kafka import create_topic, free_port_pair, unique_topic
 from helpers.procedures import commit_offsets, runner

@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replicator.localstack import ClusterSpec, LocalStack
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
 from replicator.verification.run import verify
+from replicator_lab import ClusterSpec, LocalStack
 
 from helpers.kafka import free_port_pair
 from helpers.replication import flow_config, running, wait_until

@@ -20,7 +20,7 @@ from replicator.cli import main
 from replicator.config import load_config
 from replicator.config.model import NameFilter, ReplicatorConfig
 from replicator.errors import ConfigError
-from replicator.localstack import certificates
+from replicator_lab import certificates
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -22,14 +22,11 @@ from replicator.cli.offsets import _print_translations
 from replicator.cli.output import PIPE_WIDTH
 from replicator.cli.procedures import print_report
 from replicator.cli.replication import _print_all, _print_topics
-from replicator.cli.stack import _print_table, _print_where_to_look
 from replicator.cli.verify import _print as print_verification
 from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, WorkerStatus
 from replicator.engine.topic_sync import TopicDecision
 from replicator.init.report import InitReport
-from replicator.localstack.broker import ClusterSpec
-from replicator.localstack.stack import ClusterStatus
 from replicator.operations.diagnose import Diagnosis, Finding
 from replicator.operations.dr_status import (
     BackgroundInfo,
@@ -42,6 +39,9 @@ from replicator.operations.thread_status import RunnerThreads
 from replicator.procedures.steps import ProcedureReport, StepOutcome
 from replicator.statestore import StateStore
 from replicator.verification.run import Verification
+from replicator_lab.broker import ClusterSpec
+from replicator_lab.cli import _print_table, _print_where_to_look
+from replicator_lab.stack import ClusterStatus
 
 SOURCE = "primary-" + "s" * 22  # 30 characters: the flow's name is 62
 TARGET = "dr-" + "t" * 27

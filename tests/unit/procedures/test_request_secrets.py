@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from replicator.localstack.postgres import LocalPostgres
-from replicator.localstack.system import SystemOptions
 from replicator.procedures import ProcedureRequest
 from replicator.procedures.orchestration import build
+from replicator_lab.postgres import LocalPostgres
+from replicator_lab.system import SystemOptions
 
 PASSWORD = "pg-s3cret-pw"
 URL = f"postgresql+psycopg://dr:{PASSWORD}@127.0.0.1:1/dr_state"
