@@ -77,6 +77,15 @@ class ClusterConfig:
     producer: dict[str, str] = field(default_factory=dict)
     admin: dict[str, str] = field(default_factory=dict)
 
+    def idempotent_producer(self, linger_ms: int | None = None) -> dict[str, object]:
+        """The settings of an idempotent producer to this cluster: `linger.ms` =
+        `linger_ms` unless the cluster's (and flow's) producer settings say otherwise,
+        those settings, and `enable.idempotence`, which no setting turns off. The
+        producers of the engine's own records (offset syncs, heartbeats, checkpoints,
+        MM2's formats, reset requests) are made from it."""
+        defaults: dict[str, object] = {} if linger_ms is None else {"linger.ms": linger_ms}
+        return {**defaults, **self.producer, "enable.idempotence": True}
+
     def __repr__(self) -> str:
         # The generated repr would print passwords; this one is safe to log,
         # and FlowConfig's and ReplicatorConfig's reprs use it.
@@ -149,6 +158,24 @@ class FlowConfig(FlowSettings):
         """The cluster holding the flow's offset-syncs topic (`offset-syncs.topic.location`):
         the one place every writer and reader of the syncs asks."""
         return self.target if self.offset_syncs_topic_location == "target" else self.source
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """The name of the flow's offset-syncs topic (on `offset_syncs_cluster`), as its
+        policy names it: `mm2-offset-syncs.<target>.internal` by default."""
+        return self.policy.offset_syncs_topic(self.target.alias)
+
+    @property
+    def checkpoints_topic(self) -> str:
+        """The name of the flow's checkpoints topic on the target, as its policy names
+        it: `<source>.checkpoints.internal` by default."""
+        return self.policy.checkpoints_topic(self.source.alias)
+
+    @property
+    def heartbeats_topic(self) -> str:
+        """The name of the heartbeats topic the flow writes on the source (and copies to
+        the target as a remote topic), as its policy names it: `heartbeats` by default."""
+        return self.policy.heartbeats_topic()
 
     @cached_property
     def policy(self) -> ReplicationPolicy:

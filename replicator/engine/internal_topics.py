@@ -160,7 +160,6 @@ def flow_topics(flow: FlowConfig) -> list[InternalTopic]:
     and heartbeats (on the source) when it emits them, as MM2 creates them (a flow with
     `emit.offset-syncs.enabled = false` needs no offset-syncs topic, nor a replication
     factor for it); its checkpoints when it checkpoints or syncs groups."""
-    policy = flow.policy
     status_rf = (flow.status_topic_replication_factor, "status.topic.replication.factor")
     topics = [
         InternalTopic(flow.target, STATUS_TOPIC, *status_rf, "worker"),
@@ -169,7 +168,7 @@ def flow_topics(flow: FlowConfig) -> list[InternalTopic]:
     if flow.emit_offset_syncs_enabled:
         topics.append(
             InternalTopic(
-                flow.offset_syncs_cluster, policy.offset_syncs_topic(flow.target.alias),
+                flow.offset_syncs_cluster, flow.offset_syncs_topic,
                 flow.offset_syncs_topic_replication_factor,
                 "offset-syncs.topic.replication.factor", "worker", history=True,
             )
@@ -177,14 +176,14 @@ def flow_topics(flow: FlowConfig) -> list[InternalTopic]:
     if flow.emit_heartbeats_enabled:
         topics.append(
             InternalTopic(
-                flow.source, policy.heartbeats_topic(), flow.heartbeats_topic_replication_factor,
+                flow.source, flow.heartbeats_topic, flow.heartbeats_topic_replication_factor,
                 "heartbeats.topic.replication.factor", "worker",
             )
         )  # fmt: skip
     if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
         topics.append(
             InternalTopic(
-                flow.target, policy.checkpoints_topic(flow.source.alias),
+                flow.target, flow.checkpoints_topic,
                 flow.checkpoints_topic_replication_factor,
                 "checkpoints.topic.replication.factor", "checkpoints",
             )

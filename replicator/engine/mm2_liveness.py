@@ -83,7 +83,7 @@ class MirrorMakerWatch:
         if beat is not None:
             found.append(
                 f"its heartbeat of {self.flow.source.alias}->{self.flow.target.alias} in "
-                f"{self.flow.policy.heartbeats_topic()!r} on {self.flow.target.alias!r} is "
+                f"{self.flow.heartbeats_topic!r} on {self.flow.target.alias!r} is "
                 f"{max(0, now_ms - beat) / 1000:.1f} s old"
             )
         return found
@@ -91,7 +91,7 @@ class MirrorMakerWatch:
     def _newest_heartbeat(self, since_ms: int) -> int | None:
         """The newest time (ms) of a heartbeat of the flow on its target written at
         `since_ms` or later: only the records since then are read."""
-        topic = self.flow.policy.heartbeats_topic()
+        topic = self.flow.heartbeats_topic
         source, target = self.flow.source.alias, self.flow.target.alias
         reader = RangeReader(self.flow.target.consumer, "mm2-liveness", repr(target))
         newest = None

@@ -119,8 +119,7 @@ class MirrorMakerState:
 
     def _read_syncs(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
         flow = self.flow
-        cluster = flow.source if flow.offset_syncs_topic_location == "source" else flow.target
-        topic = flow.policy.offset_syncs_topic(flow.target.alias)
+        cluster, topic = flow.offset_syncs_cluster, flow.offset_syncs_topic
         records = _read_topic(cluster.consumer, cluster.alias, topic)
         syncs: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for _, key, value, headers in records or []:
@@ -155,7 +154,7 @@ class MirrorMakerState:
             )
         cluster = self.flow.target
         producer = Producer(
-            {**cluster.producer, "enable.idempotence": True, "partitioner": "murmur2_random"},
+            {**cluster.idempotent_producer(), "partitioner": "murmur2_random"},
             cluster=cluster.alias,
         )
         failures: list[str] = []

@@ -55,9 +55,7 @@ def offset_syncs_producer(flow: FlowConfig, source_producer: SourceProducer) -> 
     flushes the syncs (`emit_due(force=True)`, before partitions are given up)."""
     if flow.offset_syncs_cluster is flow.source:
         return source_producer
-    return Producer(
-        {"linger.ms": 50, **flow.offset_syncs_cluster.producer, "enable.idempotence": True}
-    )
+    return Producer(flow.offset_syncs_cluster.idempotent_producer(linger_ms=50))
 
 
 @dataclass

@@ -309,12 +309,10 @@ class ReplicationTask:
         for topic in written_by(flow, "worker"):  # status, offset syncs, heartbeats
             topic.ensure()
         limits = self._topics.load()
-        self._source_producer = Producer(
-            {"linger.ms": 50, **flow.source.producer, "enable.idempotence": True}
-        )
+        self._source_producer = Producer(flow.source.idempotent_producer(linger_ms=50))
         syncs = OffsetSyncWriter(
             offset_syncs_producer(flow, self._source_producer),
-            flow.policy.offset_syncs_topic(flow.target.alias),
+            flow.offset_syncs_topic,
             flow.name,
             flow.offset_lag_max,
             transactional=flow.exactly_once,
@@ -323,7 +321,7 @@ class ReplicationTask:
             runs=written_runs(flow),
         )
         self._heartbeats = HeartbeatWriter(
-            self._source_producer, flow.policy.heartbeats_topic(), flow.source.alias,
+            self._source_producer, flow.heartbeats_topic, flow.source.alias,
             flow.target.alias,
         )  # fmt: skip
         self._resume_points = ResumePoints(flow)

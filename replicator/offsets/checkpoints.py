@@ -144,9 +144,7 @@ class _CheckpointWriter:
         self.topic = topic
         self.cluster = cluster
         self.last = read_checkpoints(cluster, topic)
-        self._producer = Producer(
-            {**cluster.producer, "enable.idempotence": True}, cluster=cluster.alias
-        )
+        self._producer = Producer(cluster.idempotent_producer(), cluster=cluster.alias)
         #: Checkpoints queued and not acknowledged yet, and the refusals since the
         #: last `settle`.
         self._sending: dict[CheckpointKey, Checkpoint] = {}
@@ -299,7 +297,7 @@ class Checkpointer(Checkpointing):
     """
 
     def __init__(self, flow: FlowConfig) -> None:
-        super().__init__(flow, flow.target, flow.policy.checkpoints_topic(flow.source.alias))
+        super().__init__(flow, flow.target, flow.checkpoints_topic)
         self.source = GroupAdmin(flow.source)
         self._source_reader = PartitionReader(flow.source)
         self._topics = TopicSync(flow)

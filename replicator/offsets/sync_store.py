@@ -102,7 +102,7 @@ class OffsetSyncStore:
     def __init__(self, flow: FlowConfig) -> None:
         self.flow = flow
         self.cluster = flow.offset_syncs_cluster
-        self.topic = flow.policy.offset_syncs_topic(flow.target.alias)
+        self.topic = flow.offset_syncs_topic
         self._pairs: dict[Key, PartitionPairs] = {}
         self._consumer: Consumer | None = None
         #: The next offset of the offset-syncs topic to read.

@@ -427,7 +427,7 @@ def newest_checkpoint(flow: FlowConfig) -> CheckpointInfo:
     record of the flow (the last record, unless another flow of the same source writes
     there too): what the supervisor, the health check and `flows list` ask costs the
     same at 20 checkpoints or 2,000,000, where `checkpoint_info` reads them all."""
-    topic = flow.policy.checkpoints_topic(flow.source.alias)
+    topic = flow.checkpoints_topic
     with PartitionReader(flow.target) as reader:
         if not reader.exists(topic, 0):
             return _checkpoint_info(topic, None, [], None)
@@ -470,8 +470,7 @@ def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
     The topic holds a record per checkpoint written (hundreds of thousands at
     an estate's size until compaction): each distinct key is decoded once, and
     no value is (what is counted is which keys the flow has, and when)."""
-    policy = flow.policy
-    topic = policy.checkpoints_topic(flow.source.alias)
+    topic = flow.checkpoints_topic
     keys: dict[bytes, tuple[str, str, int] | None] = {}
     topics: dict[str, bool] = {}
     last_ms: int | None = None

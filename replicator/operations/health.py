@@ -211,7 +211,7 @@ def checkpoint_problems(
     round) are older than the bound and the flow has run for longer than that: the
     checkpoint round is failing. `values`: the status topic as the caller read it."""
     policy = flow.policy
-    topic = policy.checkpoints_topic(flow.source.alias)
+    topic = flow.checkpoints_topic
     age = checkpoint_age_s(flow, values)
     if age is not None and age <= bounds.max_checkpoint_age_s:
         return []  # the round writes: no need to read every group and checkpoint
@@ -272,8 +272,7 @@ def heartbeat_age_s(flow: FlowConfig) -> float | None:
 
 
 def _heartbeats_topic(flow: FlowConfig) -> str:
-    policy = flow.policy
-    return policy.format_remote_topic(flow.source.alias, policy.heartbeats_topic())
+    return flow.policy.format_remote_topic(flow.source.alias, flow.heartbeats_topic)
 
 
 def _stalled(

@@ -313,15 +313,14 @@ class Failover(Procedure):
         on the target: all groups together (one read per partition, however many
         groups share it)."""
         if self.failover_mode == "unplanned":
-            policy = self.flow.policy
-            checkpoints = read_checkpoints(self.target, policy.checkpoints_topic(self.source.alias))
+            checkpoints = read_checkpoints(self.target, self.flow.checkpoints_topic)
             wanted = set(self.applications)
             positions: dict[str, list[Position]] = {}
             for (group, _, _), c in sorted(checkpoints.items()):
                 if group in wanted:
                     positions.setdefault(group, []).append(
                         Position(
-                            policy.upstream_topic(c.topic) or c.topic,
+                            self.flow.policy.upstream_topic(c.topic) or c.topic,
                             c.partition,
                             c.upstream,
                             c.topic,

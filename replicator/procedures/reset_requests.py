@@ -334,7 +334,7 @@ def _remote_partitions(flow: FlowConfig, remote: str) -> int:
 
 
 def _write(flow: FlowConfig, requests: list[ResetRequest]) -> None:
-    producer = Producer({**flow.target.producer, "enable.idempotence": True})
+    producer = Producer(flow.target.idempotent_producer())
     failures: list[str] = []
 
     def delivered(error: KafkaError | None, _message: object) -> None:

@@ -51,9 +51,9 @@ def check_access(flow: FlowConfig, topics: list[str] | None = None) -> None:
     # The plan reads the source topics' retention.ms too.
     missing = [
         *_topics(source, topics, (AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)),
-        *_topics(flow.offset_syncs_cluster, [policy.offset_syncs_topic(target.alias)]),
+        *_topics(flow.offset_syncs_cluster, [flow.offset_syncs_topic]),
         *_group(source),
-        *_topics(target, [*remote, policy.checkpoints_topic(source.alias)]),
+        *_topics(target, [*remote, flow.checkpoints_topic]),
         *_group(target),
     ]
     if missing:

@@ -167,8 +167,8 @@ def plan_verification(
     )
     partitions = [(t, p) for t in chosen for p in range(replicated[t])]
     # Before the windows (see the module's docstring).
-    checkpoints = policy.checkpoints_topic(flow.source.alias)
-    offset_syncs = policy.offset_syncs_topic(flow.target.alias)
+    checkpoints = flow.checkpoints_topic
+    offset_syncs = flow.offset_syncs_topic
     checkpoints_ends = _ends(flow.target, sync.target_admin, checkpoints)
     # Offset syncs live where offset-syncs.topic.location says (the source by default).
     syncs_on_target = flow.offset_syncs_cluster is flow.target
