@@ -26,6 +26,7 @@ from replicator.engine.mm2_liveness import MirrorMakerRunning
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.replica_writer import ReplicaWriter
 from replicator.engine.replicated_topics import ReplicatedTopics
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resets import PendingResets
@@ -33,7 +34,6 @@ from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
 from replicator.engine.source_commits import SourceCommits
 from replicator.engine.takeover import TakeoverRefused
-from replicator.engine.target_writer import ReplicaWriter
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import Consumer

@@ -13,7 +13,7 @@ reports are `Deliveries`'. Records that
 did not reach the target rewind every partition (`rewind_all`); a fatal producer
 error replaces the producer and stops the task through the `fail` callback.
 
-What the loop and rebalancing call is `ReplicaWriter`, the interface the compiled
+What the loop and rebalancing call is `ReplicaWriter` (`replica_writer.py`), the interface the compiled
 Mover sits behind on the compiled path (`mover_writer.MoverWriter`; docs/dataplane.md,
 "Proposed interface for the engine (part 2), as built").
 The user's client settings come first where they may tune (batching, timeouts,
@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -115,76 +114,6 @@ def target_producer_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[st
         "message.max.bytes": message_max_bytes,
         "batch.size": batch_size,
     }
-
-
-class ReplicaWriter(Protocol):
-    """What the loop and rebalancing ask of whatever writes replicas to the target.
-
-    `TargetWriter` is the implementation of the Python loop, the reference and the
-    fallback where the compiled module is absent. `mover_writer.MoverWriter` is the compiled
-    path's (docs/dataplane.md, "Proposed interface for the engine (part 2), as built",
-    maps each method to the Mover's calls)."""
-
-    @property
-    def exactly_once(self) -> ExactlyOnce | None: ...
-    @property
-    def spent(self) -> bool: ...
-    @property
-    def draining(self) -> bool: ...
-
-    def start(self, limits: dict[str, int], producer: Producer | None = None) -> None:
-        """Make the target producer for the remote topics' max.message.bytes."""
-
-    def for_partition(self, tracker: PartitionTracker) -> Producer:
-        """Open the partition for writing (exactly-once: fence its earlier owners)."""
-
-    def write_run(self, tracker: PartitionTracker, messages: list[Message], start: int) -> int:
-        """Write the run of `tracker`'s records from `messages[start]`; the next index."""
-
-    def serve(self) -> None:
-        """Serve the delivery reports that are due."""
-
-    def know(self, remotes: Iterable[str], timeout: float) -> None:
-        """Learn the remote topics' partitions before their first record."""
-
-    def record_limit(self, remote: str) -> int:
-        """What one record's key, value and headers may add up to on `remote`."""
-
-    def update_size_limits(self, limits: dict[str, int]) -> None:
-        """New max.message.bytes of remote topics (a new producer when they need it)."""
-
-    def resync_held(self) -> None:
-        """Sync the topics of records held as oversized, and fetch them again."""
-
-    def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
-        """The partition resumes; its next replica lands at `target_end` or later."""
-
-    def settled(self) -> bool:
-        """Whether partitions may resume now (nothing in flight after a rewind)."""
-
-    def in_flight(self) -> set[tuple[str, int]]:
-        """The partitions with records the target has not acknowledged yet."""
-
-    def check_deadline(self) -> None:
-        """Rewind every partition when a run outlived the user's message timeout."""
-
-    def release(self, lost: bool) -> None:
-        """Before partitions are given up: flush (revoked) or drop (lost) what is held."""
-
-    def forget(self, key: tuple[str, int]) -> None:
-        """The partition was given up."""
-
-    def flush(self, timeout: float) -> int:
-        """Wait for what is in flight; the count still unacknowledged."""
-
-    def on_fatal(self, error: KafkaError) -> None:
-        """The producer failed fatally: replace it and stop the task."""
-
-    def replace_spent(self) -> None:
-        """A new producer after a refused batch spent the old one."""
-
-    def close_transactions(self) -> None:
-        """Close the transactional producers (exactly-once mode), at shutdown."""
 
 
 def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
