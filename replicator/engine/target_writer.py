@@ -13,9 +13,10 @@ reports are `Deliveries`'. Records that
 did not reach the target rewind every partition (`rewind_all`); a fatal producer
 error replaces the producer and stops the task through the `fail` callback.
 
-What the loop and rebalancing call is `ReplicaWriter` (`replica_writer.py`), the interface the compiled
-Mover sits behind on the compiled path (`mover_writer.MoverWriter`; docs/dataplane.md,
-"Proposed interface for the engine (part 2), as built").
+What the loop and rebalancing call is `ReplicaWriter` (`replica_writer.py`), the
+interface the compiled Mover sits behind on the compiled path
+(`mover_writer.MoverWriter`; docs/dataplane.md, "Proposed interface for the engine
+(part 2), as built").
 The user's client settings come first where they may tune (batching, timeouts,
 security); what the guarantees rest on comes last, so no setting of theirs undoes it.
 """
