@@ -350,7 +350,7 @@ def guarded(procedure: Procedure, steps: list[Step], names: Collection[str] = ()
     """`steps` with the procedure's approval gate (if it has one) in front of each
     step that changes something: those named, or else those with a preview (the
     steps' contract: a step without one is read-only)."""
-    gate: ApprovalGate | None = getattr(procedure, "approval_gate", None)
+    gate = procedure.approval_gate
     if gate is None:
         return steps
     wanted = set(names) or {step.name for step in steps if step.preview is not None}

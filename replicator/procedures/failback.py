@@ -70,8 +70,6 @@ class Failback(Procedure):
     recovery_step = "switch"
     #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
     #: every step that changes something first checks the run's recorded answer.
-    approval_gate: ApprovalGate | None = None
-
     #: Always set here (Procedure's default is None).
     timeout_s: float
 
@@ -86,8 +84,9 @@ class Failback(Procedure):
         dry_run: bool = False,
         timeout_s: float = 120.0,
         revoke_write: bool = True,
+        approval_gate: ApprovalGate | None = None,
     ) -> None:
-        super().__init__(store, dry_run=dry_run)
+        super().__init__(store, dry_run=dry_run, approval_gate=approval_gate)
         if not applications:
             raise ReplicatorError(f"failback over {flow}: name at least one application (--app)")
         self.revoke_write = revoke_write

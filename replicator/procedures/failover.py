@@ -64,8 +64,6 @@ class Failover(Procedure):
     recovery_step = "switch"
     #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
     #: every step that changes something first checks the run's recorded answer.
-    approval_gate: ApprovalGate | None = None
-
     #: Always set here (Procedure's default is None).
     timeout_s: float
 
@@ -82,8 +80,9 @@ class Failover(Procedure):
         max_lag: int = 100_000,
         timeout_s: float = 120.0,
         grant_write: bool = False,
+        approval_gate: ApprovalGate | None = None,
     ) -> None:
-        super().__init__(store, dry_run=dry_run)
+        super().__init__(store, dry_run=dry_run, approval_gate=approval_gate)
         if not applications:
             raise ReplicatorError(f"failover of {flow}: name at least one application (--app)")
         self.config = config

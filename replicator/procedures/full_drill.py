@@ -34,8 +34,6 @@ class FullDrill(Procedure):
     #: Set by an orchestrator that asks a person (`replicator.procedures.approval`):
     #: both halves first check the run's recorded answer (the halves themselves run
     #: under the drill's approval, so they carry no gate of their own).
-    approval_gate: ApprovalGate | None = None
-
     #: Always set here (Procedure's default is None).
     timeout_s: float
 
@@ -49,8 +47,9 @@ class FullDrill(Procedure):
         dry_run: bool = False,
         max_lag: int = 100_000,
         timeout_s: float = 120.0,
+        approval_gate: ApprovalGate | None = None,
     ) -> None:
-        super().__init__(store, dry_run=dry_run)
+        super().__init__(store, dry_run=dry_run, approval_gate=approval_gate)
         self.config = config
         self.flow = config.flow(flow)
         self.applications = applications

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
@@ -43,8 +43,9 @@ from replicator.procedures import approval
 from replicator.procedures.abort import AbortReport, abort
 from replicator.procedures.approval import ApprovalGate, ApprovalPolicy
 from replicator.procedures.drill import Drill
-from replicator.procedures.failback import Failback
+from replicator.procedures.failback import Failback, Reconcile
 from replicator.procedures.failover import Failover
+from replicator.procedures.failover import Mode as FailoverMode
 from replicator.procedures.full_drill import FullDrill
 from replicator.procedures.steps import (
     Procedure,
@@ -56,6 +57,7 @@ from replicator.procedures.steps import (
 from replicator.statestore import ApprovalRecord, StateStore
 
 Kind = Literal["failover", "failback", "drill"]
+M = TypeVar("M", bound=str)
 
 #: Every step of every mode, in the order a DAG runs them.
 STEPS: dict[str, list[str]] = {
@@ -139,15 +141,12 @@ def build(request: ProcedureRequest, store: StateStore | None = None) -> Procedu
     the deployment's approval policy, its changing steps check the run's recorded
     answer first (a run that may not skip the question is refused here)."""
     approval_needed(request)
-    procedure = _build(request, store)
+    gate = None
+    if request.approval is not None:
+        change = approval.change_of(request.kind, request.mode)
+        gate = ApprovalGate(request.approval, change, request.skip_approval)
+    procedure = _build(request, store, gate)
     procedure.started_by = request.started_by
-    if request.approval is not None and hasattr(procedure, "approval_gate"):
-        gate = ApprovalGate(
-            request.approval,
-            approval.change_of(request.kind, request.mode),
-            request.skip_approval,
-        )
-        procedure.approval_gate = gate
     return procedure
 
 
@@ -168,25 +167,43 @@ def approval_needed(request: ProcedureRequest) -> bool:
     )
 
 
-def _build(request: ProcedureRequest, store: StateStore | None) -> Procedure:
+def _build(
+    request: ProcedureRequest, store: StateStore | None, gate: ApprovalGate | None
+) -> Procedure:
+    """The procedure; `gate` goes to those whose steps change production (a drill
+    that is not `full` only reads)."""
     config = load_config(Path(request.config), connection=request.connection)
     state = store or StateStore(request.state_url)
     common: dict[str, Any] = {"dry_run": request.dry_run, "timeout_s": request.timeout_s}
     if request.kind == "failover":
-        mode = request.mode or "planned"
         return Failover(
-            config, request.flow, request.applications, state, mode=mode,  # type: ignore[arg-type]
-            reverse=request.reverse, grant_write=request.grant_write, **common,
+            config, request.flow, request.applications, state,
+            mode=_mode(request, FailoverMode, "planned"), reverse=request.reverse,
+            grant_write=request.grant_write, approval_gate=gate, **common,
         )  # fmt: skip
     if request.kind == "failback":
-        reconcile = request.mode or "replicate"
         return Failback(
-            config, request.flow, request.applications, state, reconcile=reconcile,  # type: ignore[arg-type]
-            revoke_write=request.revoke_write, **common,
+            config, request.flow, request.applications, state,
+            reconcile=_mode(request, Reconcile, "replicate"), revoke_write=request.revoke_write,
+            approval_gate=gate, **common,
         )  # fmt: skip
     if request.mode == "full":
-        return FullDrill(config, request.flow, request.applications, state, **common)
+        return FullDrill(
+            config, request.flow, request.applications, state, approval_gate=gate, **common
+        )
     return Drill(config, request.flow, request.applications, state, **common)
+
+
+def _mode(request: ProcedureRequest, modes: Any, default: M) -> M:
+    """The request's mode for `request.kind`, one of the Literal `modes` (`default`
+    when none is given); ReplicatorError naming the choices otherwise."""
+    mode = request.mode or default
+    if mode not in get_args(modes):
+        raise ReplicatorError(
+            f"{request.kind}: mode {mode!r} is none of {', '.join(get_args(modes))}; "
+            "set the DAG's `mode` param (or the CLI's option) to one of them"
+        )
+    return cast(M, mode)
 
 
 #: The first and last step of each procedure's cutover (see the module's docstring).
@@ -249,7 +266,7 @@ def reject(request: ProcedureRequest, procedure_id: str, reason: str) -> AbortRe
     if history_run(store, procedure_id) is None:
         procedure = build(request, store)
         procedure.procedure_id = procedure_id
-        procedure._run_id()  # the history run its first step would start
+        procedure.history_run_id()  # the history run its first step would start
     return abort(store, procedure_id, outcome="rejected", reason=reason)
 
 

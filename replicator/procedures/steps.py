@@ -58,13 +58,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from replicator.errors import ReplicatorError
 from replicator.procedures import phases
 from replicator.procedures.renewal import Hold, LeaseRenewer, renewing
 from replicator.statestore import DEFAULT_LEASE_TTL_S, LeaseHeld, RunRecord, StateStore
 from replicator.statestore.runs import FINAL_OUTCOMES, RunEnded
+
+if TYPE_CHECKING:
+    from replicator.procedures.approval import ApprovalGate
 
 log = logging.getLogger(__name__)
 
@@ -266,9 +269,18 @@ class Procedure(ABC):
     #: The step after which the applications run again (RTO ends when it completes).
     recovery_step: ClassVar[str]
 
-    def __init__(self, store: StateStore, *, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        dry_run: bool = False,
+        approval_gate: ApprovalGate | None = None,
+    ) -> None:
         self.store = store
         self.dry_run = dry_run
+        #: The person's answer that each step changing something checks first, where
+        #: it runs (`approval.guarded`); None: nobody is asked (the CLI's operator).
+        self.approval_gate = approval_gate
         self.procedure_id = ""
         self._planned: dict[str, StepReport] = {}
         #: The client applications this procedure moves (leased with its flow).
@@ -394,7 +406,7 @@ class Procedure(ABC):
         if saved is not None and saved.state == "done":
             log.info("%s %s: step %s done before; skipped", self.kind, self.procedure_id, step.name)
             return StepOutcome(step.name, "skipped", saved.result)
-        run_id = self._run_id()
+        run_id = self.history_run_id()
         running = self._hold_run(step)
         try:
             ended = self.store.run(run_id).outcome  # read while no abort can end it
@@ -479,7 +491,7 @@ class Procedure(ABC):
     def _new_id(self) -> str:
         return f"{self.kind}-{uuid.uuid4().hex[:12]}"
 
-    def _run_id(self) -> str:
+    def history_run_id(self) -> str:
         """The history run of this procedure id, started by its first step."""
         entry = self.store.step(self.procedure_id, _RUN_ENTRY)
         if entry is not None:

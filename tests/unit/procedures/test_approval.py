@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from replicator.errors import ReplicatorError
 from replicator.procedures import (
     ApprovalPolicy,
     ApprovalRefused,
@@ -314,3 +315,15 @@ def test_a_full_drill_rejected_before_any_step_is_in_the_history_and_never_runs(
     with pytest.raises(ProcedureEnded, match="was rejected"):
         run_steps(drill, "dr_drill/run", ["failover"])
     assert state.application(APP).active_cluster == "primary"
+
+
+@pytest.mark.parametrize(("kind", "modes"), [("failover", "planned, unplanned"),
+                                             ("failback", "replicate, report")])  # fmt: skip
+def test_a_mode_the_procedure_does_not_have_is_refused_by_name(
+    failover: ProcedureRequest, kind: str, modes: str
+) -> None:
+    """The request's mode is checked against the procedure's own before anything is
+    built on it (an unknown one used to reach the procedure as it was)."""
+    request = replace(failover, kind=kind, mode="sideways")
+    with pytest.raises(ReplicatorError, match=f"mode 'sideways' is none of {modes}"):
+        run_steps(request, RUN, ["fence"])
