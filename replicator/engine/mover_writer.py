@@ -171,8 +171,7 @@ class MoverFetch:
         self._consumer.pause(partitions)
         # A logical offset (OFFSET_BEGINNING) marks a partition still waiting for its
         # position (Rebalance pauses it next): the Mover reads from known ones only.
-        assert self._writer is not None, "MoverFetch.bind was not called"
-        self._writer.assign(
+        self._bound().assign(
             [(tp.topic, tp.partition, tp.offset) for tp in partitions if tp.offset >= 0]
         )
 
@@ -181,11 +180,15 @@ class MoverFetch:
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         self._consumer.pause(partitions)
-        self._writer.unassign([(tp.topic, tp.partition) for tp in partitions])
+        self._bound().unassign([(tp.topic, tp.partition) for tp in partitions])
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
-        self._writer.unassign([(tp.topic, tp.partition) for tp in partitions])
+        self._bound().unassign([(tp.topic, tp.partition) for tp in partitions])
         self._consumer.incremental_unassign(partitions)
+
+    def _bound(self) -> MoverWriter:
+        assert self._writer is not None, "MoverFetch.bind was not called"
+        return self._writer
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
@@ -402,7 +405,7 @@ class MoverWriter:
             return 0
         for record in handed:
             self._settle(record)
-        return moved
+        return int(moved)
 
     def _settle(self, record: tuple[Any, ...]) -> None:
         """A record the Mover handed back, (topic, partition, offset, key, value,
@@ -434,6 +437,7 @@ class MoverWriter:
         provenance is learnt as one (`in_order`: its copies skipped in order, a re-drive
         out of order copied) even when this record was such a re-drive."""
         in_order = self._rewrite.loop_provenance
+        extra: Headers
         if in_order:
             skip, extra = LOOP, []
         elif headers is None:
