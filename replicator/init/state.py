@@ -41,19 +41,20 @@ def prepare_state(
         )
     url = make_url(state_url or default_state_url())
     if dry_run and _new_sqlite_file(url):  # opening it would create it
-        database, current, head = url.render_as_string(), None, head_revision()
+        shown, current, head = url.render_as_string(), None, head_revision()
     else:
         database = Database(state_url)
+        shown = str(database)  # the URL without its password
         try:
             current, head = database.schema_revision()
         finally:
             database.close()
     if current == head:
-        report.add(STEP, None, "ok", f"state store {database} is at schema revision {head}")
+        report.add(STEP, None, "ok", f"state store {shown} is at schema revision {head}")
     elif dry_run:
         report.add(
             STEP, None, "would",
-            f"migrate state store {database} from revision {current or 'none'} to {head}",
+            f"migrate state store {shown} from revision {current or 'none'} to {head}",
         )  # fmt: skip
     if dry_run and current != head:
         _dry_run_state(config, home, report)
@@ -64,7 +65,7 @@ def prepare_state(
             store.migrate()
             report.add(
                 STEP, None, "done",
-                f"migrated state store {database} from revision {current or 'none'} to {head}",
+                f"migrated state store {shown} from revision {current or 'none'} to {head}",
             )  # fmt: skip
         record_first_states(config, store, home, report, dry_run=dry_run)
     finally:
