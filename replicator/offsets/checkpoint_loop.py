@@ -13,6 +13,7 @@ previous checkpoints stay valid meanwhile.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from contextlib import suppress
@@ -79,7 +80,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 self.guarded(
                     f"the checkpoint writer and the target's group coordinators of flow "
                     f"{flow.name}",
-                    lambda flow=flow: self._warm_up(flow),
+                    functools.partial(self._warm_up, flow),
                 )
         super().tick()
 

@@ -84,9 +84,9 @@ class GroupOffsetSync:
         due = {}
         for group, wanted in by_group.items():
             positions = frozenset((c.topic, c.partition, c.downstream) for c in wanted)
-            last, rounds = self._synced.get(group, (frozenset(), RECHECK_ROUNDS))
-            if positions == last and rounds + 1 < RECHECK_ROUNDS:
-                self._synced[group] = (last, rounds + 1)
+            synced, rounds = self._synced.get(group, (frozenset(), RECHECK_ROUNDS))
+            if positions == synced and rounds + 1 < RECHECK_ROUNDS:
+                self._synced[group] = (synced, rounds + 1)
                 continue
             due[group] = (wanted, positions)
         idle = self._target.idle(sorted(due))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -26,6 +26,8 @@ from replicator.config.model import ENGINE_COMMIT_METADATA, ClusterConfig, NameF
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, admin_for
 from replicator.kafka.errors import error_code, error_text
+
+T = TypeVar("T")
 
 _TIMEOUT_S = 30.0
 #: How long `ask_about` gives the cluster: a request sent while the coordinator is not
@@ -260,11 +262,11 @@ class GroupAdmin:
         finally:
             consumer.close()
 
-    def _result(self, future: object, what: str, needs: tuple[str, str] | None = None) -> object:
+    def _result(self, future: Future[T], what: str, needs: tuple[str, str] | None = None) -> T:
         """The future's result; a refusal names the ACL `needs` (operation, resource)
         and the principal that lacks it."""
         try:
-            return future.result(timeout=_TIMEOUT_S)  # type: ignore[attr-defined]
+            return future.result(timeout=_TIMEOUT_S)
         except TimeoutError as exc:
             raise ReplicatorError(
                 f"cluster {self.cluster.alias!r}{what}: no answer within {_TIMEOUT_S:.0f}s "
