@@ -21,6 +21,7 @@ import ssl
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -79,7 +80,8 @@ def access_problem(cluster: ClusterConfig) -> str | None:
     if local is not None:
         return local
     errors: list[KafkaError] = []
-    admin = AdminClient({**settings, "error_cb": errors.append, "log_level": 0})
+    config: dict[str, Any] = {**settings, "error_cb": errors.append, "log_level": 0}
+    admin = AdminClient(config)
     deadline = time.monotonic() + _TIMEOUT_S
     while time.monotonic() < deadline:
         try:

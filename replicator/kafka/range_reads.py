@@ -77,7 +77,7 @@ class RangeReader:
         self, base: Mapping[str, object], purpose: str, name: str, **settings: object
     ) -> None:
         self.name = name
-        self._consumer = range_reader(base, purpose, **settings)
+        self._consumer = range_reader(base, purpose, None, **settings)
 
     def close(self) -> None:
         self._consumer.close()

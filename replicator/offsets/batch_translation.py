@@ -39,11 +39,13 @@ group moves need only where a position is and whether it is exact; the drill and
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import Message
 
@@ -131,10 +133,11 @@ class _TargetScan(Scan):
             source, target = self._expect
             self._expect = None
             if replica is None or message.offset() != target or replica.source_offset != source:
-                return self._break(f"the pair {source}->{target} is not the record there")
+                self._break(f"the pair {source}->{target} is not the record there")
+                return None
         if replica is None:
             if self.last is None:  # before our first replica: MM2's copies, or others'
-                return self._break("records without our header before the first replica")
+                self._break("records without our header before the first replica")
             return None
         self.last = replica
         wanted = self.wanted
@@ -148,7 +151,7 @@ class _TargetScan(Scan):
         if (
             anchor is not None
             and anchor[0] > replica.source_offset
-            and anchor[1] > message.offset() + JUMP_OFFSETS
+            and anchor[1] > cast(int, message.offset()) + JUMP_OFFSETS
         ):
             self._expect = anchor
             return anchor[1]
@@ -318,7 +321,7 @@ class BatchTranslator:
                 self._alias,
                 todo,
                 start,
-                lambda c, t=entry.topic, p=entry.partition: self.syncs.anchor(t, p, c),
+                functools.partial(self.syncs.anchor, entry.topic, entry.partition),
             )
         if scans:
             scan_partitions(

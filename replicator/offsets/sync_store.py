@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from typing import cast
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -158,18 +159,20 @@ class OffsetSyncStore:
                 )
             for message in messages:
                 error = message.error()
+                offset = cast(int, message.offset())  # a consumed record's, or its EOF's
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        self._position = max(self._position, message.offset())
+                        self._position = max(self._position, offset)
                         continue
                     raise ReplicatorError(
                         f"reading {self.topic} on {self.cluster.alias!r}: {error.str()}"
                     )
-                self._position = message.offset() + 1
+                self._position = offset + 1
                 deadline = time.monotonic() + _TIMEOUT_S
-                if message.key() is None or message.value() is None:
+                key, value = message.key(), message.value()
+                if key is None or value is None:
                     continue
-                sync = OffsetSync.decode(message.key(), message.value())
+                sync = OffsetSync.decode(key, value)
                 self.learn(sync.topic, sync.partition, sync.upstream, sync.downstream)
                 count += 1
             if not messages:
