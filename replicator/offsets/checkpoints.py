@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Self
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ClusterConfig, FlowConfig
@@ -144,11 +144,19 @@ class _CheckpointWriter:
         self.topic = topic
         self.cluster = cluster
         self.last = read_checkpoints(cluster, topic)
-        self._producer = Producer(cluster.idempotent_producer(), cluster=cluster.alias)
-        #: Checkpoints queued and not acknowledged yet, and the refusals since the
-        #: last `settle`.
+        # One delivery callback for every checkpoint, not one made per checkpoint: a
+        # round of 250,000 spent a second making them.
+        self._producer = Producer(
+            {**cluster.idempotent_producer(), "on_delivery": self._delivered},
+            cluster=cluster.alias,
+        )
+        #: Checkpoints queued and not acknowledged yet, by key as sent (oldest first:
+        #: a key's records are acknowledged in the order they were sent), and the
+        #: newest per key; the refusals since the last `settle`; the round's report.
+        self._queued: dict[bytes, list[Checkpoint]] = {}
         self._sending: dict[CheckpointKey, Checkpoint] = {}
         self._refused: list[KafkaError] = []
+        self._report: CheckpointReport | None = None
 
     def write(self, checkpoints: list[Checkpoint], report: CheckpointReport) -> None:
         """`queue` them and `settle`: written when this returns, else ReplicatorError."""
@@ -159,13 +167,14 @@ class _CheckpointWriter:
         """Send what moves forward without waiting for the cluster; each counts as
         written (and as the latest) once acknowledged. A round queues chunk after chunk
         and settles once at its end: one wait a round, not one a chunk."""
+        self._report = report
         for checkpoint in checkpoints:
             key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
             if not moves_forward(checkpoint, self._latest(key)):
                 report.unchanged += 1
                 continue
             self._sending[key] = checkpoint
-            self._produce(checkpoint, self._delivered(key, checkpoint, report))
+            self._produce(checkpoint)
 
     def settle(self, report: CheckpointReport) -> None:
         """Wait until every queued checkpoint is acknowledged (`_FLUSH_TIMEOUT_S` at
@@ -174,7 +183,7 @@ class _CheckpointWriter:
             return
         remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
         refused, self._refused = self._refused, []
-        self._sending = {}  # not acknowledged: sent again by the next round
+        self._sending, self._queued = {}, {}  # not acknowledged: sent again next round
         if remaining:
             raise ReplicatorError(
                 f"{remaining} checkpoints to {self.topic} on {self.cluster.alias!r} were not "
@@ -188,34 +197,35 @@ class _CheckpointWriter:
         sending = self._sending.get(key)
         return sending if sending is not None else self.last.get(key)
 
-    def _delivered(
-        self, key: CheckpointKey, checkpoint: Checkpoint, report: CheckpointReport
-    ) -> Callable[[KafkaError | None, object], None]:
-        def delivered(error: KafkaError | None, _message: object) -> None:
-            if self._sending.get(key) is checkpoint:
-                del self._sending[key]
-            if error is not None:
-                self._refused.append(error)
-                return
-            self.last[key] = checkpoint
-            report.emitted.append(checkpoint)
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        """The producer's answer about one checkpoint (the oldest queued of its key)."""
+        sent = message.key()
+        queued = self._queued.get(sent) if isinstance(sent, bytes) else None
+        if not queued or not isinstance(sent, bytes):
+            return  # queued before the last `settle` gave up on it
+        checkpoint = queued.pop(0)
+        if not queued:
+            del self._queued[sent]
+        key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
+        if self._sending.get(key) is checkpoint:
+            del self._sending[key]
+        if error is not None:
+            self._refused.append(error)
+            return
+        self.last[key] = checkpoint
+        if self._report is not None:
+            self._report.emitted.append(checkpoint)
 
-        return delivered
-
-    def _produce(
-        self, checkpoint: Checkpoint, delivered: Callable[[KafkaError | None, object], None]
-    ) -> None:
+    def _produce(self, checkpoint: Checkpoint) -> None:
         """Queue one checkpoint; while the producer's queue is full (a round of hundreds
         of thousands), serve deliveries until it has room, for `_FLUSH_TIMEOUT_S` at most."""
         deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+        key = checkpoint.key()
+        value = checkpoint.value()
         while True:
             try:
-                self._producer.produce(
-                    self.topic,
-                    key=checkpoint.key(),
-                    value=checkpoint.value(),
-                    on_delivery=delivered,
-                )
+                self._producer.produce(self.topic, key=key, value=value)
+                self._queued.setdefault(key, []).append(checkpoint)
                 return
             except BufferError:
                 if time.monotonic() > deadline:

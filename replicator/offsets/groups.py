@@ -155,16 +155,21 @@ class GroupAdmin:
             return
         list(self._parallel().map(lambda item: self.commit(*item), positions.items()))
 
-    def idle(self, groups: list[str]) -> set[str]:
-        """Those of `groups` with no active members, in one request per coordinator."""
+    def idle(self, groups: list[str]) -> dict[str, bool]:
+        """Those of `groups` with no active members, in one request per coordinator,
+        each with whether the cluster knows it at all: a group it does not know (state
+        DEAD: never committed, or its offsets expired) has no committed offset to read."""
         if not groups:
-            return set()
+            return {}
         futures = self._admin.describe_consumer_groups(groups, request_timeout=_TIMEOUT_S)
-        return {
-            group
+        states = {
+            group: self._result(future, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")).state
             for group, future in futures.items()
-            if self._result(future, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")).state
-            in _IDLE
+        }
+        return {
+            group: state != ConsumerGroupState.DEAD
+            for group, state in states.items()
+            if state in _IDLE
         }
 
     def ask_about(self, groups: list[str]) -> list[Future[object]]:
