@@ -12,14 +12,13 @@ from collections.abc import Mapping, Sequence
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     ResourcePatternType,
     ResourceType,
 )
 
-from replicator.acls.bindings import resource_type
+from replicator.acls.bindings import any_acl_of, resource_type
 from replicator.acls.plan import AclRule
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient
@@ -78,15 +77,7 @@ def apply_rules(
 def _existing(admin: AdminClient, cluster: str, principals: set[str]) -> set[tuple[object, ...]]:
     found: set[tuple[object, ...]] = set()
     for principal in sorted(principals):
-        query = AclBindingFilter(
-            ResourceType.ANY,
-            None,
-            ResourcePatternType.ANY,
-            principal,
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
+        query = any_acl_of(ResourceType.ANY, ResourcePatternType.ANY, principal)
         try:
             acls = admin.describe_acls(query, request_timeout=_TIMEOUT_S).result()
         except KafkaException as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -36,8 +37,32 @@ def resource_type(name: str) -> ResourceType:
     return ResourceType.BROKER if name == "CLUSTER" else ResourceType[name]
 
 
-def resource_type_name(kind: ResourceType) -> str:
-    return "CLUSTER" if kind == ResourceType.BROKER else kind.name
+def resource_type_name(kind: ResourceType | str | int) -> str:
+    """An ACL's resource type as the CLI names it (Kafka's BROKER is the CLUSTER)."""
+    return "CLUSTER" if kind == ResourceType.BROKER else _name(kind)
+
+
+def _name(value: Enum | str | int) -> str:
+    """An AclBinding field's name: confluent-kafka makes each an enum member when the
+    binding is built, though its type stubs also admit the str or int it was given."""
+    return value.name if isinstance(value, Enum) else str(value)
+
+
+def any_acl_of(
+    kind: ResourceType, pattern: ResourcePatternType, principal: str | None = None
+) -> AclBindingFilter:
+    """A filter matching every ACL on resources of `kind` and `pattern` (of `principal`
+    only, when given): any name, host, operation and permission. confluent-kafka takes
+    None for "any" name, principal or host, which its type stubs do not admit."""
+    return AclBindingFilter(
+        kind,
+        None,  # type: ignore[arg-type]
+        pattern,
+        principal,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -56,12 +81,12 @@ class Binding:
     def of(cls, acl: AclBinding) -> Binding:
         return cls(
             resource_type_name(acl.restype),
-            acl.resource_pattern_type.name,
+            _name(acl.resource_pattern_type),
             acl.name,
             acl.principal,
             acl.host,
-            acl.operation.name,
-            acl.permission_type.name,
+            _name(acl.operation),
+            _name(acl.permission_type),
         )
 
     @classmethod
@@ -100,15 +125,7 @@ def topic_acls(cluster: ClusterConfig, needs: str, *, pattern_type: str = "ANY")
     answers as if there were no ACLs (librdkafka drops the response's error code), so
     the principal's authorized operations on the cluster are checked first."""
     require(cluster, needs, "reading its topic ACLs")
-    query = AclBindingFilter(
-        ResourceType.TOPIC,
-        None,
-        ResourcePatternType[pattern_type],
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
+    query = any_acl_of(ResourceType.TOPIC, ResourcePatternType[pattern_type])
     admin = admin_for(cluster)
     try:
         found = admin.describe_acls(query, request_timeout=_TIMEOUT_S).result()

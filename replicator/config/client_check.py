@@ -18,6 +18,7 @@ import logging
 import re
 from collections.abc import Mapping
 from types import ModuleType
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -72,8 +73,8 @@ def check_client(
             Consumer({"group.id": _PROBE_GROUP, **probe, "logger": _LOGGER}).close()
         elif kind == "producer":
             Producer({**probe, "logger": _LOGGER}).flush(0)
-        else:
-            AdminClient({**probe, "logger": _LOGGER})
+        else:  # confluent-kafka's stubs type an admin client's settings without callbacks
+            AdminClient(cast("dict[str, str | int | float | bool]", {**probe, "logger": _LOGGER}))
     except KafkaException as exc:
         error = exc.args[0]
         text = error.str() if hasattr(error, "str") else str(error)

@@ -88,6 +88,13 @@ class Setting(NamedTuple):
     #: A family of keys: every key starting with `key` (which ends with a dot).
     prefix: bool = False
 
+    def read(self, written: str, value: str) -> Any:
+        """`value`, set under `written` (the key as written), as its typed value; every
+        setting in `SETTINGS` has a parser, so a call on one without is a bug here."""
+        if self.parse is None:
+            raise TypeError(f"{self.key} has no parser: it is not read from a file")
+        return self.parse(written, value)
+
 
 Parse = Callable[[str, str], Any]
 

@@ -200,7 +200,7 @@ class _Loader:
                 self._index_cluster_key(key, alias, key[len(prefix) :], value)
                 return
         if key in SETTINGS:
-            self.top[key] = _Found(key, SETTINGS[key].parse(key, value))
+            self.top[key] = _Found(key, SETTINGS[key].read(key, value))
         elif key.startswith(APPLICATIONS_PREFIX):
             name, setting = application_setting(key)
             self.applications[name][setting] = (key, value)
@@ -219,7 +219,7 @@ class _Loader:
 
     def _index_cluster_key(self, key: str, alias: str, rest: str, value: str) -> None:
         if rest in TARGET_CLUSTER_SETTINGS:
-            self.cluster_settings[alias][rest] = _Found(key, SETTINGS[rest].parse(key, value))
+            self.cluster_settings[alias][rest] = _Found(key, SETTINGS[rest].read(key, value))
         elif rest in SETTINGS or rest == "enabled":
             raise ConfigError(
                 f"{key}: {rest} cannot be set per cluster (MM2 ignores it there too); "
@@ -250,7 +250,7 @@ class _Loader:
         if rest == "enabled":
             self.enabled[flow] = boolean(key, value)
         elif rest in SETTINGS:
-            self.flow_settings[flow][rest] = _Found(key, SETTINGS[rest].parse(key, value))
+            self.flow_settings[flow][rest] = _Found(key, SETTINGS[rest].read(key, value))
         elif (accepted := accepted_setting(rest)) is not None:
             self._accepted(key, value, accepted)
         elif (port := self._port_key(rest)) is not None:
@@ -599,6 +599,12 @@ class _Loader:
         port_class = registered(group, found.value)
         if port_class is None:
             raise not_ported(found.key, found.value, group, f"a class with {method}(name) -> bool")
+        if not callable(port_class):
+            raise ConfigError(
+                f"{found.key} = {found.value}: what the entry-point group {group} registers "
+                f"under this name is not a class ({type(port_class).__name__}); register "
+                f"the class itself (one with {method}(name) -> bool)"
+            )
         try:
             port = port_class()
             if hasattr(port, "configure"):
