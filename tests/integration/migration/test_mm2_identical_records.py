@@ -74,7 +74,10 @@ def test_identical_records_without_offset_syncs_are_never_skipped(
     primary: str, dr: str, tmp_path: Path
 ) -> None:
     topic, group = unique_topic("pings"), unique_topic("pings-group")
-    create_topic(primary, topic, partitions=PARTITIONS)
+    # The records' timestamp is years old: with the default retention, the broker's
+    # next retention check (every 5 minutes) deletes them, on either cluster (the
+    # remote topic takes the source's configuration), and the run fails on a gap.
+    create_topic(primary, topic, partitions=PARTITIONS, config={"retention.ms": "-1"})
     properties, source, target = mm2_properties(primary, dr, topic, group)
     # No offset syncs: then no checkpoints either (MM2 and our loader refuse them
     # without), and no setting of the offset-syncs topic (MM2 refuses the connector).

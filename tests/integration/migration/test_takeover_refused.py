@@ -47,8 +47,10 @@ def _scene(primary: str, dr: str) -> tuple[str, str, str]:
     source, target = f"src{uuid.uuid4().hex[:8]}", f"dst{uuid.uuid4().hex[:8]}"
     topic = unique_topic("takeover-refused")
     remote = f"{source}.{topic}"
-    create_topic(primary, topic, partitions=2)
-    create_topic(dr, remote, partitions=2)
+    # Years-old timestamps (below): kept from the brokers' retention checks.
+    forever = {"retention.ms": "-1"}
+    create_topic(primary, topic, partitions=2, config=forever)
+    create_topic(dr, remote, partitions=2, config=forever)
     base = 1_700_000_000_000
     originals = [
         (p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), base + i)
