@@ -105,7 +105,7 @@ def _task(producer: Producer) -> ReplicationTask:
             task.flow.name, "bench", partition, REMOTE, SizeHold(limit=1 << 30),
             next_offset=0, resuming=False, producer=producer,
         )  # fmt: skip
-        task._partitions.add(tracker)
+        task._parts.partitions.add(tracker)
     return task
 
 
@@ -130,7 +130,7 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
 
     def replicate() -> None:
         for batch in batches:
-            task._replicate(batch)
+            task._replicate(task._parts, batch)
 
     def produce_only() -> None:
         produce, source = producer.produce, (SOURCE_HEADER, b"src")
@@ -143,7 +143,7 @@ def measure(records: int, value_bytes: int, repeats: int) -> LoopCost:
     def reset() -> None:
         """Drop what was queued; the purged runs' reports are stale (epoch moved on)."""
         producer.purge(in_queue=True, in_flight=True)
-        for tracker in task._partitions.values():
+        for tracker in task._parts.partitions.values():
             tracker.epoch += 1
         producer.poll(0)
 

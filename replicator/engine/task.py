@@ -36,6 +36,7 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -74,6 +75,24 @@ class TaskFailed(ReplicatorError):
     """The task stopped because a failure policy said `fail`; status says where."""
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """The parts `_compose` makes over the task's clients, for the task's life: the
+    loop is handed them, so nothing it touches is unset."""
+
+    consumer: Consumer
+    #: The source consumer as the parts see it: `MoverFetch` on the compiled path.
+    fetch: Consumer | MoverFetch
+    syncs: OffsetSyncWriter
+    partitions: Partitions
+    writer: TargetWriter | MoverWriter
+    #: The compiled path's writer (the same object as `writer`), None on the Python loop.
+    mover: MoverWriter | None
+    rebalance: Rebalance
+    #: None when a test or benchmark composes a task over clients of its own.
+    heartbeats: HeartbeatWriter | None
+
+
 class ReplicationTask:
     """Runs one flow until `stop_event` is set or a failure policy stops it."""
 
@@ -100,26 +119,18 @@ class ReplicationTask:
         #: When the consumer was last polled: the loop polls it again well within
         #: max.poll.interval.ms, or the group would hand its partitions on.
         self._polled_at = time.monotonic()
-        # The clients, and the parts that work through them, are made by `_prepare`.
-        self._consumer: Consumer | None = None
+        # The clients the task owns, made by `_prepare`, and the parts that work
+        # through them (`_compose`), kept here for the error callbacks and the shutdown.
         self._source_producer: Producer | None = None
         self._resume_points: ResumePoints | None = None
-        self._syncs: OffsetSyncWriter | None = None
-        self._heartbeats: HeartbeatWriter | None = None
-        self._partitions: Partitions | None = None
-        self._writer: TargetWriter | MoverWriter | None = None
-        #: The compiled path's writer (the same object as `_writer`), None on the Python loop.
-        self._mover: MoverWriter | None = None
-        #: The source consumer as the parts see it: `MoverFetch` on the compiled path.
-        self._fetch: Consumer | MoverFetch | None = None
-        self._rebalance: Rebalance | None = None
+        self._parts: _Parts | None = None
 
     # -- the loop ----------------------------------------------------------------------
 
     def run(self) -> None:
         """Replicate until stopped. Raises TaskFailed when a `fail` policy fires."""
         flow = self.flow
-        self._prepare()
+        parts = self._prepare()
         log.info("flow %s: replicating %d topics", flow.name, len(self._topics.topics))
         self._reporter.running(True)
         timers = _Timers(flow)
@@ -127,53 +138,55 @@ class ReplicationTask:
         try:
             while not self.stop_event.is_set() and self._fatal is None:
                 try:
-                    self._round(timers)
+                    self._round(parts, timers)
                 except KafkaException as exc:
                     # Fatal for the target producer (the gapless guarantee tripped by a
                     # batch the target refused): raised by whichever call of the round
                     # touches it first, replicating or publishing status.
                     if not is_fatal(kafka_error(exc)):
                         raise
-                    self._writer.on_fatal(kafka_error(exc))
+                    parts.writer.on_fatal(kafka_error(exc))
             stopped_on_purpose = self._fatal is None
         finally:
             # A loop stopped on purpose (its flow stopped, the process shutting down) is
             # not a loop that failed: its series goes rather than reading 0.
             self._reporter.running(False, stopped_on_purpose=stopped_on_purpose)
-            if self._writer.spent:
-                self._writer.replace_spent()
+            if parts.writer.spent:
+                parts.writer.replace_spent()
             self._shutdown()
         if self._fatal is not None:
             raise (AccessDenied if self._fatal_access else TaskFailed)(self._fatal)
 
-    def _round(self, timers: _Timers) -> None:
+    def _round(self, parts: _Parts, timers: _Timers) -> None:
         """One round of the loop: replicate what the source has now, fetch again the
         partitions a config sync or the target let go, serve the producer's reports,
         then the periodic work that is due."""
-        flow, writer = self.flow, self._writer
-        if self._mover is not None:
-            self._poll_group()
-            self._mover.move(_CONSUME_TIMEOUT_S)
+        flow, writer = self.flow, parts.writer
+        if parts.mover is not None:
+            self._poll_group(parts.consumer)
+            parts.mover.move(_CONSUME_TIMEOUT_S)
         else:
-            messages = self._next_batch()
+            messages = self._next_batch(parts.consumer)
             if messages:
-                self._replicate(messages)
+                self._replicate(parts, messages)
         writer.resync_held()  # partitions held at an oversized record
-        self._rebalance.resume_waiting()  # partitions waiting for the target
+        parts.rebalance.resume_waiting()  # partitions waiting for the target
         writer.serve()
         if self._fatal is not None:
             return  # nothing more is written through a producer a refusal spent
         now = time.monotonic()
         if timers.due("housekeeping", now, _HOUSEKEEPING_S):
             writer.check_deadline()
-            self._syncs.emit_due(force=False)
-            trackers = self._partitions.values()
+            parts.syncs.emit_due(force=False)
+            trackers = parts.partitions.values()
             self._reporter.publish_metrics(trackers)
-            self._source_commits.commit_due(self._consumer, trackers, writer.in_flight())
-        if flow.emit_heartbeats_enabled and timers.due(
-            "heartbeat", now, flow.emit_heartbeats_interval_seconds
+            self._source_commits.commit_due(parts.consumer, trackers, writer.in_flight())
+        if (
+            parts.heartbeats is not None
+            and flow.emit_heartbeats_enabled
+            and timers.due("heartbeat", now, flow.emit_heartbeats_interval_seconds)
         ):
-            self._heartbeats.emit()
+            parts.heartbeats.emit()
         if timers.due("status", now, _STATUS_EVERY_S):
             self._publish_status("running")
         if flow.refresh_topics_enabled and timers.due(
@@ -183,7 +196,7 @@ class ReplicationTask:
             if limits is not None:
                 writer.update_size_limits(limits)
             if changed:
-                self._subscribe()
+                self._subscribe(parts)
         # On a timer of its own, as MM2's (not only when topics are refreshed).
         if flow.sync_topic_configs_enabled and timers.due(
             "config_sync", now, flow.sync_topic_configs_interval_seconds
@@ -192,11 +205,11 @@ class ReplicationTask:
             if limits is not None:
                 writer.update_size_limits(limits)
 
-    def _next_batch(self) -> list[Message]:
+    def _next_batch(self, consumer: Consumer) -> list[Message]:
         """What the consumer has now, up to a full batch; when it has nothing, wait for
         the first record only. (`consume(n, timeout)` waits the whole timeout for `n`
         records, which at moderate rates adds the timeout to every record's latency.)"""
-        consume = self._consumer.consume
+        consume = consumer.consume
         self._polled_at = time.monotonic()
         messages = consume(_CONSUME_BATCH, 0)
         if not messages:
@@ -205,12 +218,12 @@ class ReplicationTask:
                 messages += consume(_CONSUME_BATCH - 1, 0)
         return messages
 
-    def _poll_group(self) -> None:
+    def _poll_group(self, consumer: Consumer) -> None:
         """The compiled path: poll the group consumer, which serves the group's
         callbacks and errors. It fetches no record (its partitions stay paused: the
         Mover reads them); one it had fetched before a pause is the Mover's to copy."""
         self._polled_at = time.monotonic()
-        for message in self._consumer.consume(_CONSUME_BATCH, 0):
+        for message in consumer.consume(_CONSUME_BATCH, 0):
             error = message.error()
             if error is not None:
                 self._on_consume_error(message, error)
@@ -218,14 +231,14 @@ class ReplicationTask:
     def _last_poll(self) -> float:
         return self._polled_at
 
-    def _replicate(self, messages: list[Message]) -> None:
+    def _replicate(self, parts: _Parts, messages: list[Message]) -> None:
         """The inner loop: replicate a batch run by run. A run is consecutive records
         of one partition, and runs are long, as librdkafka hands records over
         partition by partition. Records of a partition that is not ours, waits to
         resume, or that a policy stopped or holds at an oversized record were fetched
         before it paused: they are dropped. In exactly-once mode each partition's
         transaction is open from its first run on, and committed after the batch."""
-        partitions, writer = self._partitions, self._writer
+        partitions, writer = parts.partitions, parts.writer
         exactly_once = writer.exactly_once
         start, count = 0, len(messages)
         while start < count:
@@ -272,20 +285,21 @@ class ReplicationTask:
     def _out_of_range(self, topic: str, partition: int, why: str) -> None:
         """The fetch position left the source log while running (retention outran us,
         or the topic was truncated); the fetcher stands still until restarted."""
-        tracker = self._partitions.get((topic, partition))
+        parts = self._started()
+        tracker = parts.partitions.get((topic, partition))
         if tracker is None:
             return
         if tracker.stopped or tracker.resuming:  # reported, or its position is not known
-            self._partitions.pause(tracker)
+            parts.partitions.pause(tracker)
             return
-        low, high = watermarks(self._consumer, topic, partition)
-        if not self._rebalance.check_position(tracker, low, high):
+        low, high = watermarks(parts.consumer, topic, partition)
+        if not parts.rebalance.check_position(tracker, low, high):
             log.warning(
                 "flow %s: %s[%d] offset %d reported out of range although the source "
                 "log is %d..%d; fetching it again: %s",
                 self.flow.name, topic, partition, tracker.next_offset, low, high, why,
             )  # fmt: skip
-        self._partitions.restart_fetch(tracker)
+        parts.partitions.restart_fetch(tracker)
 
     def _fail(self, message: str, *, access: bool = False) -> None:
         """Stop the task on `message`. `access`: a cluster refused the principal
@@ -297,13 +311,19 @@ class ReplicationTask:
             self._fatal = message
             self._fatal_access = access
 
+    def _started(self) -> _Parts:
+        """The parts, for the callbacks the parts themselves call (so after `_compose`)."""
+        if self._parts is None:
+            raise RuntimeError(f"flow {self.flow.name}: the task's parts are not made yet")
+        return self._parts
+
     def _publish_status(self, state: str) -> None:
-        trackers = self._partitions.values() if self._partitions is not None else ()
+        trackers = self._parts.partitions.values() if self._parts is not None else ()
         self._reporter.worker(state, trackers, self._topics.topics, self._fatal)
 
     # -- start and end -------------------------------------------------------------------
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> _Parts:
         """Make the internal and remote topics, the clients, and the parts."""
         flow = self.flow
         for topic in written_by(flow, "worker"):  # status, offset syncs, heartbeats
@@ -320,7 +340,7 @@ class ReplicationTask:
             partition_labels=flow.metrics_partition_labels,
             runs=written_runs(flow),
         )
-        self._heartbeats = HeartbeatWriter(
+        heartbeats = HeartbeatWriter(
             self._source_producer, flow.heartbeats_topic, flow.source.alias,
             flow.target.alias,
         )  # fmt: skip
@@ -329,10 +349,12 @@ class ReplicationTask:
         self._source_commits.group = str(consumer_config["group.id"])
         consumer_config["on_commit"] = self._source_commits.on_commit
         consumer = Consumer(consumer_config)
-        self._compose(consumer, syncs, limits)
-        assert self._fetch is not None
-        self._reporter.read_lag_with(self._fetch)  # the Mover's watermarks, if it reads
-        self._subscribe()
+        parts = self._compose(
+            consumer, syncs, limits, resume_points=self._resume_points, heartbeats=heartbeats
+        )
+        self._reporter.read_lag_with(parts.fetch)  # the Mover's watermarks, if it reads
+        self._subscribe(parts)
+        return parts
 
     def _compose(
         self,
@@ -340,17 +362,20 @@ class ReplicationTask:
         syncs: OffsetSyncWriter,
         limits: dict[str, int],
         producer: Producer | None = None,
-    ) -> None:
+        *,
+        resume_points: ResumePoints | None = None,
+        heartbeats: HeartbeatWriter | None = None,
+    ) -> _Parts:
         """Make the parts over the clients: the target writer makes its producer for
         the remote topics' `limits` (max.message.bytes), or uses `producer` (tests and
-        benchmarks compose a task over clients of their own this way)."""
+        benchmarks compose a task over clients of their own this way, with no resume
+        points or heartbeats)."""
         flow = self.flow
         path = data_path.choose(flow, own_producer=producer is not None)
         data_path.announce(flow.name, path)
         self._reporter.data_path = path.describe()
-        self._consumer, self._syncs = consumer, syncs
-        fetch = self._fetch = MoverFetch(consumer) if path.compiled else consumer
-        self._partitions = Partitions(
+        fetch = MoverFetch(consumer) if path.compiled else consumer
+        partitions = Partitions(
             flow.name,
             fetch,
             syncs,
@@ -358,12 +383,14 @@ class ReplicationTask:
             transactional=flow.exactly_once,
             partition_labels=flow.metrics_partition_labels,
         )
+        writer: TargetWriter | MoverWriter
+        mover: MoverWriter | None = None
         if isinstance(fetch, MoverFetch):
             # Exactly-once: a transactional Mover per source partition.
             writer_class = TransactionalMoverWriter if flow.exactly_once else MoverWriter
-            self._writer = self._mover = writer_class(
+            writer = mover = writer_class(
                 flow,
-                self._partitions,
+                partitions,
                 syncs,
                 self._reporter,
                 module=path.module,
@@ -372,11 +399,11 @@ class ReplicationTask:
                 out_of_range=self._out_of_range,
                 stopping=self.stop_event,
             )
-            fetch.bind(self._mover)
+            fetch.bind(mover)
         else:
-            self._writer = TargetWriter(
+            writer = TargetWriter(
                 flow,
-                self._partitions,
+                partitions,
                 syncs,
                 self._reporter,
                 topics=self._topics,
@@ -384,47 +411,48 @@ class ReplicationTask:
                 stopping=self.stop_event,
                 last_poll=self._last_poll,
             )
-        self._writer.start(limits, producer)
-        self._rebalance = Rebalance(
+        writer.start(limits, producer)
+        rebalance = Rebalance(
             flow,
             consumer=fetch,
-            partitions=self._partitions,
-            writer=self._writer,
+            partitions=partitions,
+            writer=writer,
             topics=self._topics,
-            resume_points=self._resume_points,
+            resume_points=resume_points,
             syncs=syncs,
             source_commits=self._source_commits,
             reporter=self._reporter,
         )
+        self._parts = _Parts(
+            consumer, fetch, syncs, partitions, writer, mover, rebalance, heartbeats
+        )
+        return self._parts
 
-    def _subscribe(self) -> None:
-        rebalance, fetch = self._rebalance, self._fetch
-        if fetch is self._consumer:
-            callbacks = rebalance.on_assign, rebalance.on_revoke, rebalance.on_lost
-        else:  # the compiled path: the parts assign, pause and give up through MoverFetch
-            callbacks = (
-                lambda _consumer, partitions: rebalance.on_assign(fetch, partitions),
-                lambda _consumer, partitions: rebalance.on_revoke(fetch, partitions),
-                lambda _consumer, partitions: rebalance.on_lost(fetch, partitions),
-            )
-        on_assign, on_revoke, on_lost = callbacks
-        self._consumer.subscribe(
-            self._topics.names(), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+    def _subscribe(self, parts: _Parts) -> None:
+        """Subscribe to the replicated topics. The group's callbacks hand the parts the
+        consumer as they see it (`fetch`): on the compiled path they assign, pause
+        and give up through MoverFetch."""
+        rebalance, fetch = parts.rebalance, parts.fetch
+        parts.consumer.subscribe(
+            self._topics.names(),
+            on_assign=lambda _consumer, partitions: rebalance.on_assign(fetch, partitions),
+            on_revoke=lambda _consumer, partitions: rebalance.on_revoke(fetch, partitions),
+            on_lost=lambda _consumer, partitions: rebalance.on_lost(fetch, partitions),
         )
 
     def _shutdown(self) -> None:
         # Closing the consumer revokes its partitions (flush, final offset syncs,
         # "revoked" status); only then are the producers flushed for the last time.
-        if self._consumer is not None:
-            self._consumer.close()
-        if self._writer is not None:
-            self._writer.close_transactions()
+        parts = self._parts
+        if parts is not None:
+            parts.consumer.close()
+            parts.writer.close_transactions()
         if self._reporter.ready:
             self._publish_status("failed" if self._fatal else "stopped")
-        if self._writer is not None:
-            self._writer.flush(30)
-        if self._mover is not None:
-            self._mover.close()
+        if parts is not None:
+            parts.writer.flush(30)
+            if parts.mover is not None:
+                parts.mover.close()
         if self._source_producer is not None:
             self._source_producer.flush(30)
         if self._resume_points is not None:

@@ -157,7 +157,9 @@ def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
         )
         next_owner.init_transactions(30)  # fences the worker's Mover
         produce(2_000, 1_000)
-        wait_until(lambda: task._partitions.get((topic, 0)) is None, 60, "the partition dropped")
+        wait_until(
+            lambda: task._parts.partitions.get((topic, 0)) is None, 60, "the partition dropped"
+        )
         time.sleep(2)  # nothing more of it is written
     after = REGISTRY.get_sample_value(
         "replicator_errors_total", {"flow": flow.name, "kind": "fenced"}

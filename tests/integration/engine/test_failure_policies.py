@@ -301,11 +301,11 @@ def test_retention_gap_while_running(primary: str, dr: str, policy: str) -> None
     with running(flow) as task:
         wait_until(lambda: end_offsets(dr, remote, 1) == [10], 60, "first records")
         partition = [TopicPartition(topic, 0)]
-        task._fetch.pause(partition)
+        task._parts.fetch.pause(partition)
         later = _small("later", 20)  # offsets 10..29
         _produce(primary, topic, 0, later)
         _delete_records_before(primary, topic, 0, 18)  # 10..17 lost
-        task._partitions.restart_fetch(task._partitions.get((topic, 0)))
+        task._parts.partitions.restart_fetch(task._parts.partitions.get((topic, 0)))
         if policy == "fail":
             status = _wait_for_state(flow, topic, 0, "stopped")
             assert "10..17" in str(status.error)

@@ -63,7 +63,7 @@ def test_active_active_identity_policy(primary: str, dr: str) -> None:
 
 
 def _skipped(task: ReplicationTask) -> int:
-    return sum(tracker.counters.skipped for tracker in task._partitions.values())
+    return sum(tracker.counters.skipped for tracker in task._parts.partitions.values())
 
 
 def test_only_committed_transactions_are_replicated(primary: str, dr: str) -> None:

@@ -97,7 +97,7 @@ def _replicating(
 ) -> Iterator[tuple[ReplicationTask, PartitionTracker]]:
     task, tracker = _task(target, producer, timeout_ms)
     yield task, tracker
-    task._writer.producer.flush(10)
+    task._parts.writer.producer.flush(10)
     del task, tracker
     gc.collect()
 
@@ -120,13 +120,13 @@ def _task(
     )
     task = ReplicationTask(flow)
     task._compose(_Source(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
-    task._reporter.read_lag_with(task._consumer)  # type: ignore[arg-type]
+    task._reporter.read_lag_with(task._parts.consumer)  # type: ignore[arg-type]
     tracker = PartitionTracker(
         flow.name, "orders", 0, _REMOTE, SizeHold(limit=1_000_000),
-        next_offset=0, resuming=False, producer=task._writer.producer,
+        next_offset=0, resuming=False, producer=task._parts.writer.producer,
     )  # fmt: skip
-    task._partitions.add(tracker)
-    task._writer.resumed_at(tracker, 0)
+    task._parts.partitions.add(tracker)
+    task._parts.writer.resumed_at(tracker, 0)
     return task, tracker
 
 
@@ -178,26 +178,26 @@ def _replicate_through_outage(
         back = threading.Timer(_OUTAGE_S, target.broker_up)
         back.start()
         try:
-            task._replicate(_source(range(_RECORDS)))
+            task._replicate(task._parts, _source(range(_RECORDS)))
         finally:
             back.join()
     else:
-        task._replicate(_source(rest))
+        task._replicate(task._parts, _source(rest))
     end = _RECORDS if rest is None else rest.stop
     tail = TailReader({"bootstrap.servers": target.bootstrap_servers}, "primary")
     try:
         for _ in range(5):
-            assert task._writer.producer.flush(30) == 0, "the producer did not settle in 30 s"
+            assert task._parts.writer.producer.flush(30) == 0, "the producer did not settle in 30 s"
             if not tracker.resuming:
                 break
             position = tail.position(_REMOTE, 0)
             resume = position.next_source_offset or 0
-            task._writer._draining = False
+            task._parts.writer._draining = False
             tracker.resuming = False
             tracker.next_offset = resume
-            task._writer.resumed_at(tracker, position.target_end)
+            task._parts.writer.resumed_at(tracker, position.target_end)
             task._polled_at = time.monotonic()  # as the loop's next consume does
-            task._replicate(_source(range(resume, end)))
+            task._replicate(task._parts, _source(range(resume, end)))
         assert not tracker.resuming, "the partition kept rewinding"
     finally:
         tail.close()
@@ -215,14 +215,14 @@ def test_a_target_away_longer_than_the_message_timeout_leaves_every_record_once(
     landed = _landed(target)
     assert [source for _, source in landed] == list(range(_RECORDS))
     at = {source: offset for offset, source in landed}
-    for run in task._syncs.runs:  # type: ignore[attr-defined]
+    for run in task._parts.syncs.runs:  # type: ignore[attr-defined]
         # An acknowledged run is on the target, whole, its last record where reported.
         covered = range(run["first_source"], run["last_source"] + 1)
         assert all(source in at for source in covered), f"acknowledged past a gap: {run}"
         assert at[run["last_source"]] == run["target_offset"], run
     # Records in flight when the partition rewound landed without being acknowledged
     # (their reports were stale): the tail said where to go on.
-    assert max(run["last_source"] for run in task._syncs.runs) == _RECORDS - 1  # type: ignore[attr-defined]
+    assert max(run["last_source"] for run in task._parts.syncs.runs) == _RECORDS - 1  # type: ignore[attr-defined]
     assert tracker.next_offset == _RECORDS
     assert not tracker.stopped
 
@@ -250,19 +250,19 @@ def _lose_records_inside_a_run(
     task: ReplicationTask, tracker: PartitionTracker, target: MockCluster
 ) -> None:
     # Only librdkafka's timeout applies.
-    task._writer.bounds = DeliveryBounds(deadline=None, wait=60)
+    task._parts.writer.bounds = DeliveryBounds(deadline=None, wait=60)
     target.broker_down()
     back = threading.Timer(_OUTAGE_S, target.broker_up)
     back.start()
     try:
-        task._replicate(_source(range(_RECORDS)))
+        task._replicate(task._parts, _source(range(_RECORDS)))
     finally:
         back.join()
-    assert task._writer.producer.flush(30) == 0
+    assert task._parts.writer.producer.flush(30) == 0
 
     landed = {source for _, source in _landed(target)}
     assert len(landed) < _RECORDS, "the producer lost nothing: the case did not happen"
-    assert task._syncs.runs == []  # type: ignore[attr-defined]
+    assert task._parts.syncs.runs == []  # type: ignore[attr-defined]
     assert tracker.stopped is not None
     assert "orders[0]" in tracker.stopped and "0..999" in tracker.stopped
 
@@ -276,10 +276,10 @@ def test_a_run_unacknowledged_past_the_message_timeout_rewinds_and_is_copied_onc
     task, tracker = replication
     target.broker_down()
     try:
-        task._replicate(_source(range(10)))  # room enough: nothing waits
+        task._replicate(task._parts, _source(range(10)))  # room enough: nothing waits
         assert not tracker.resuming
         time.sleep(1.2)  # past the flow's message.timeout.ms (1 s)
-        task._writer.check_deadline()
+        task._parts.writer.check_deadline()
         assert tracker.resuming, "the run outlived the deadline and the partition went on"
     finally:
         target.broker_up()
@@ -305,12 +305,12 @@ def _given_up_while_the_target_is_away(
     target back: what lands on it after the partition was given up."""
     target.broker_down()
     try:
-        task._replicate(_source(range(50)))  # the queue takes them: nothing waits
+        task._replicate(task._parts, _source(range(50)))  # the queue takes them: nothing waits
         give_up()
-        assert len(task._partitions) == 0
+        assert len(task._parts.partitions) == 0
     finally:
         target.broker_up()
-    task._writer.producer.flush(10)
+    task._parts.writer.producer.flush(10)
     return _landed(target)
 
 
@@ -325,7 +325,7 @@ def test_a_lost_assignment_is_not_flushed_into_its_next_owners_partitions(
 
         def lose() -> None:
             back.start()
-            task._rebalance.on_lost(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+            task._parts.rebalance.on_lost(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
 
         try:
             assert _given_up_while_the_target_is_away(task, target, lose) == []
@@ -340,10 +340,10 @@ def test_a_revoke_during_a_rewind_leaves_nothing_in_flight_to_land_later(
     flush is not skipped; records that do not land within its bound are dropped
     before the partition goes, so none lands after its next owner read the tail."""
     with _replicating(target, timeout_ms=300_000) as (task, _tracker):
-        task._writer.bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
+        task._parts.writer.bounds = DeliveryBounds(deadline=None, wait=1.0)  # the flush's bound
 
         def revoke_while_rewinding() -> None:
-            task._writer._draining = True
-            task._rebalance.on_revoke(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
+            task._parts.writer._draining = True
+            task._parts.rebalance.on_revoke(_Group(), [TopicPartition("orders", 0)])  # type: ignore[arg-type]
 
         assert _given_up_while_the_target_is_away(task, target, revoke_while_rewinding) == []

@@ -212,7 +212,7 @@ def _task(
                 flow.name, topic, partition, f"primary.{topic}", SizeHold(limit=1_000_000),
                 next_offset=0, resuming=False, producer=producer,
             )  # fmt: skip
-            task._partitions.add(tracker)
+            task._parts.partitions.add(tracker)
     return task
 
 
@@ -222,7 +222,7 @@ def _delivered(task: ReplicationTask, producer: _RecordingProducer) -> list[tupl
     assert producer.flush(10) == 0
     return sorted(
         (r["partition"], r["first_source"], r["last_source"], r["count"], r["target_offset"])
-        for r in task._syncs.runs  # type: ignore[attr-defined]
+        for r in task._parts.syncs.runs  # type: ignore[attr-defined]
     )
 
 
@@ -236,7 +236,7 @@ def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
         _record(3, 1),  # not ours: dropped
         _record(0, 13),
     ]  # fmt: skip
-    task._replicate(source.batch(batch))
+    task._replicate(task._parts, source.batch(batch))
 
     assert _delivered(task, producer) == [(0, 10, 12, 3, 2), (0, 13, 13, 1, 3), (1, 5, 5, 1, 0)]
     landed = producer.landed(range(2))
@@ -248,29 +248,31 @@ def test_each_run_is_produced_in_order_with_one_report_on_its_last_replica(
     handed = [(p, o) for p, o, _ in producer.produced]
     assert handed == [(0, 10), (0, 11), *reports]
     # Where each partition continues: after its last record, replicated or skipped.
-    assert task._partitions.trackers["orders", 0].next_offset == 14
-    assert task._partitions.trackers["orders", 1].next_offset == 7
-    assert task._partitions.trackers["orders", 1].counters.skipped == 1
-    assert task._partitions.trackers["orders", 0].counters.replicated == 4
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 14
+    assert task._parts.partitions.trackers["orders", 1].next_offset == 7
+    assert task._parts.partitions.trackers["orders", 1].counters.skipped == 1
+    assert task._parts.partitions.trackers["orders", 0].counters.replicated == 4
 
 
 def test_a_run_of_records_from_the_target_produces_nothing_and_moves_on(
     producer: _RecordingProducer, source: _Source
 ) -> None:
     task = _task(producer, range(1))
-    task._partitions.trackers["orders", 0].next_offset = 3
-    task._replicate(source.batch([_record(0, 3, origin=b"dr"), _record(0, 4, origin=b"dr")]))
+    task._parts.partitions.trackers["orders", 0].next_offset = 3
+    task._replicate(
+        task._parts, source.batch([_record(0, 3, origin=b"dr"), _record(0, 4, origin=b"dr")])
+    )
     assert producer.produced == []
     assert producer.landed(range(1)) == {0: []}
-    assert task._partitions.trackers["orders", 0].next_offset == 5
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 5
 
 
 def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
     producer: _RecordingProducer, source: _Source
 ) -> None:
     task = _task(producer, range(4))
-    task._partitions.trackers["orders", 3].next_offset = 42
-    task._replicate(
+    task._parts.partitions.trackers["orders", 3].next_offset = 42
+    task._replicate(task._parts,
         source.batch([
             _record(3, 42),
             _record(3, 43, key=None, value=None),
@@ -289,7 +291,7 @@ def test_a_replica_keeps_key_value_timestamp_partition_and_gets_our_headers(
     # Key, value and the record's own headers are what count against the remote
     # topic's max.message.bytes (ours fit in the headroom topic sync adds).
     own = (5 + 3 + 10) + (5 + 0 + 10)
-    counted = task._partitions.trackers["orders", 3].counters.replicated_bytes
+    counted = task._parts.partitions.trackers["orders", 3].counters.replicated_bytes
     assert counted == own + 2 * (len(b"k") + len(b"v")) + 300 + 256 * 40
 
 
@@ -297,18 +299,18 @@ def test_a_consume_error_ends_the_run_and_is_handled_before_the_rest(
     producer: _RecordingProducer, source: _Source, caplog: pytest.LogCaptureFixture
 ) -> None:
     task = _task(producer, range(1))
-    task._partitions.trackers["orders", 0].next_offset = 10
+    task._parts.partitions.trackers["orders", 0].next_offset = 10
     # The error is an event, not a record: a transient one cannot be had from the
     # mock cluster on demand, so it alone is made here; the records are consumed.
     transient = Message(
         topic="orders", partition=0, error=KafkaError(KafkaError._TRANSPORT, retriable=True)
     )
     first, second = source.batch([_record(0, 10), _record(0, 11)])
-    task._replicate([first, transient, second])
+    task._replicate(task._parts, [first, transient, second])
 
     assert [(o, r.count) for _, o, r in producer.produced] == [(10, 1), (11, 1)]
     assert "transient consume error" in caplog.text
-    assert task._partitions.trackers["orders", 0].next_offset == 12
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 12
 
 
 def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
@@ -318,12 +320,12 @@ def test_a_run_longer_than_the_producer_queue_waits_for_room_and_loses_nothing(
     (BufferError) until delivery reports free room."""
     producer = _RecordingProducer(**{"queue.buffering.max.messages": 100})
     task = _task(producer, range(1))
-    task._replicate(source.batch([_record(0, offset) for offset in range(1_000)]))
+    task._replicate(task._parts, source.batch([_record(0, offset) for offset in range(1_000)]))
 
     assert _delivered(task, producer) == [(0, 0, 999, 1_000, 999)]
     landed = producer.landed(range(1))[0]
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed] == list(range(1_000))
-    assert task._partitions.trackers["orders", 0].next_offset == 1_000
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 1_000
 
 
 def test_a_record_too_large_for_the_remote_topic_splits_the_run(
@@ -333,15 +335,16 @@ def test_a_record_too_large_for_the_remote_topic_splits_the_run(
     the remote topic's config is synced, and what came before it is delivered as a
     run of its own."""
     task = _task(producer, range(1))
-    task._partitions.trackers["orders", 0].size.limit = 50
+    task._parts.partitions.trackers["orders", 0].size.limit = 50
     task._replicate(
-        source.batch([_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 60), _record(0, 3)])
+        task._parts,
+        source.batch([_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 60), _record(0, 3)]),
     )
 
     assert _delivered(task, producer) == [(0, 0, 1, 2, 1)]
-    assert task._partitions.trackers["orders", 0].size.held
-    assert task._partitions.trackers["orders", 0].next_offset == 2
-    assert task._consumer.paused == [TopicPartition("orders", 0)]  # type: ignore[attr-defined]
+    assert task._parts.partitions.trackers["orders", 0].size.held
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 2
+    assert task._parts.consumer.paused == [TopicPartition("orders", 0)]  # type: ignore[attr-defined]
 
 
 def test_own_headers_loops_and_forwarded_provenance_inside_one_run(
@@ -353,7 +356,7 @@ def test_own_headers_loops_and_forwarded_provenance_inside_one_run(
     forwarded headers replaced by ours."""
     task = _task(producer, range(1))
     forwarded = ((SOURCE_HEADER, b"dr"), (TOPIC_HEADER, b"payments"), ("app", b"1"))
-    task._replicate(
+    task._replicate(task._parts,
         source.batch([
             _record(0, 0), _record(0, 1),
             _record(0, 2, headers=[("trace", b"t")]),
@@ -378,7 +381,7 @@ def test_own_headers_loops_and_forwarded_provenance_inside_one_run(
         (b"k", b"v", 1_700_000_000_008, [("app", b"1"), *_ours(8)]),
         (b"k", b"v", 1_700_000_000_009, _ours(9)),
     ]
-    tracker = task._partitions.trackers["orders", 0]
+    tracker = task._parts.partitions.trackers["orders", 0]
     assert (tracker.next_offset, tracker.counters.skipped) == (10, 1)
     # Not silent: a log line naming the partition and the first offset, the metric,
     # and the partition's status.
@@ -393,7 +396,7 @@ def test_two_topics_with_the_same_partition_number_in_one_batch(
     producer: _RecordingProducer, source: _Source
 ) -> None:
     task = _task(producer, range(1), topics=("orders", "payments"))
-    task._replicate(
+    task._replicate(task._parts,
         source.batch([
             _record(0, 0), _record(0, 1), _record(0, 2),
             _R(0, 0, topic="payments"), _R(0, 1, topic="payments"),
@@ -407,8 +410,8 @@ def test_two_topics_with_the_same_partition_number_in_one_batch(
     assert producer.landed(range(1), "primary.payments")[0] == [
         (b"k", b"v", 1_700_000_000_000 + o, _ours(o, "payments")) for o in range(2)
     ]
-    assert task._partitions.trackers["orders", 0].next_offset == 4
-    assert task._partitions.trackers["payments", 0].next_offset == 2
+    assert task._parts.partitions.trackers["orders", 0].next_offset == 4
+    assert task._parts.partitions.trackers["payments", 0].next_offset == 2
 
 
 def test_a_refusal_other_than_queue_full_inside_a_run_stops_the_flow_after_what_came_before(
@@ -424,7 +427,7 @@ def test_a_refusal_other_than_queue_full_inside_a_run_stops_the_flow_after_what_
     batch = source.batch(
         [_record(0, 0), _record(0, 1), _record(0, 2, value=b"v" * 3_000), _record(0, 3)]
     )
-    task._replicate(batch)
+    task._replicate(task._parts, batch)
     landed = producer.landed(range(1))[0]
     assert [decode_offset(dict(r[3])[OFFSET_HEADER]) for r in landed] == [0, 1]
     assert task._fatal is not None
@@ -444,11 +447,11 @@ def test_a_failed_batch_inside_a_run_acknowledges_nothing_and_rewinds(source: _S
         }
     )
     task = _task(producer, range(1))
-    task._syncs.rolled_back = lambda _key: None  # type: ignore[attr-defined]
-    task._replicate(source.batch([_record(0, offset) for offset in range(500)]))
+    task._parts.syncs.rolled_back = lambda _key: None  # type: ignore[attr-defined]
+    task._replicate(task._parts, source.batch([_record(0, offset) for offset in range(500)]))
     producer.flush(10)
 
     assert _delivered(task, producer) == []
-    tracker = task._partitions.trackers["orders", 0]
+    tracker = task._parts.partitions.trackers["orders", 0]
     assert tracker.resuming and tracker.counters.replicated == 0
-    assert task._partitions.waiting() == [tracker]
+    assert task._parts.partitions.waiting() == [tracker]
