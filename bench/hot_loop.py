@@ -99,7 +99,7 @@ def _task(producer: Producer) -> ReplicationTask:
     # A flow as users write it; nothing connects to its clusters here.
     flow = flow_config(ClusterSpec("src", 17092), ClusterSpec("dst", 27092), ["bench"])
     task = ReplicationTask(flow)
-    task._compose(_NoConsumer(), _NoSyncs(), {}, producer)  # type: ignore[arg-type]
+    task._compose(_NoConsumer(), _NoSyncs(), {}, producer, resume_points=None)  # type: ignore[arg-type]
     for partition in range(PARTITIONS):
         tracker = PartitionTracker(
             task.flow.name, "bench", partition, REMOTE, SizeHold(limit=1 << 30),

@@ -39,6 +39,7 @@ class DataPath:
     path: str
     #: What the status line says after the path: the library version, or why Python.
     detail: str
+    #: The compiled module: set exactly when the path is compiled.
     module: ModuleType | None = None
 
     @property

@@ -191,21 +191,17 @@ class MoverFetch:
         return self._writer
 
     def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
-    ) -> tuple[int, int] | None:
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
         """The cached high watermark is the Mover's (the group consumer never fetches,
         so its own stays unknown and every partition's lag with it); uncached ones are
-        asked of the cluster as the consumer does."""
-        options: dict[str, Any] = {"cached": cached}
-        if timeout is not None:
-            options["timeout"] = timeout
-        if not cached:
-            return self._consumer.get_watermark_offsets(partition, **options)
-        assert self._writer is not None, "MoverFetch.bind was not called"
-        high = self._writer.high_watermark((partition.topic, partition.partition))
-        if high is None:
-            return self._consumer.get_watermark_offsets(partition, **options)
-        return OFFSET_INVALID, high  # the group consumer's own low is never known
+        asked of the cluster as the consumer does (`timeout` as the consumer's)."""
+        if cached:
+            assert self._writer is not None, "MoverFetch.bind was not called"
+            high = self._writer.high_watermark((partition.topic, partition.partition))
+            if high is not None:
+                return OFFSET_INVALID, high  # the group consumer's own low is never known
+        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The Mover's consumer's positions (the group consumer never fetches), as

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
@@ -25,18 +26,18 @@ from replicator.engine.kafka_errors import reason
 from replicator.engine.mm2_liveness import MirrorMakerRunning
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
-from replicator.engine.partitions import Partitions
+from replicator.engine.partitions import Fetcher, Partitions
 from replicator.engine.replica_writer import ReplicaWriter
 from replicator.engine.replicated_topics import ReplicatedTopics
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resets import PendingResets
 from replicator.engine.resume import ResumePoints
 from replicator.engine.retention import outside_log
-from replicator.engine.source_commits import SourceCommits
+from replicator.engine.source_commits import Committer, SourceCommits
 from replicator.engine.takeover import TakeoverRefused
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.kafka.clients import Consumer
+from replicator.kafka.watermarks import WatermarkSource
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ _SETTLE_MAX_S = 4.0
 _SETTLE_S = 30.0
 
 
+class SourceFetch(Fetcher, Committer, WatermarkSource, Protocol):
+    """The source consumer as the rebalance sees it: the consumer itself on the
+    Python loop, `MoverFetch` on the compiled path."""
+
+
 class Rebalance:
     """Assignment, revocation and resume points of one task's partitions."""
 
@@ -65,7 +71,7 @@ class Rebalance:
         self,
         flow: FlowConfig,
         *,
-        consumer: Consumer,
+        consumer: SourceFetch,
         partitions: Partitions,
         writer: ReplicaWriter,
         topics: ReplicatedTopics,
@@ -93,7 +99,7 @@ class Rebalance:
 
     # -- the group's callbacks -----------------------------------------------------------
 
-    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: SourceFetch, partitions: list[TopicPartition]) -> None:
         # Where each partition continues is read from the target. A target that does
         # not answer only keeps its partitions waiting (paused, tried again with
         # backoff): a rebalance during a target outage must not stop the flow.
@@ -117,7 +123,7 @@ class Rebalance:
             note = f" ({len(waiting)} waiting for the target)" if waiting else ""
             log.info("flow %s: assigned %s%s", self.flow.name, _describe(assignment), note)
 
-    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_lost(self, consumer: SourceFetch, partitions: list[TopicPartition]) -> None:
         # The group moved on without us (a stalled process missed its session): the
         # partitions already have a new owner. In exactly-once mode that owner fenced
         # our transactions; otherwise what we flush now may be copied twice.
@@ -128,11 +134,11 @@ class Rebalance:
         )
         self._give_up(consumer, partitions, lost=True)
 
-    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: SourceFetch, partitions: list[TopicPartition]) -> None:
         log.info("flow %s: revoking assignment %s", self.flow.name, _describe(partitions))
         self._give_up(consumer, partitions, lost=False)
 
-    def _give_up(self, consumer: Consumer, partitions: list[TopicPartition], lost: bool) -> None:
+    def _give_up(self, consumer: SourceFetch, partitions: list[TopicPartition], lost: bool) -> None:
         """Let `partitions` go. What is in flight is finished (or dropped: see
         `ReplicaWriter.release`) first, so the next owner resumes exactly after it."""
         self._writer.release(lost)

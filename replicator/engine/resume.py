@@ -27,10 +27,10 @@ from replicator.engine.tail import (
     tail_replicas,
 )
 from replicator.engine.takeover import TakeoverPlanner, decide
-from replicator.kafka.clients import Consumer, admin_for
+from replicator.kafka.clients import admin_for
 from replicator.kafka.partition_scans import partition_bounds
 from replicator.kafka.range_reads import range_reader
-from replicator.kafka.watermarks import watermarks
+from replicator.kafka.watermarks import WatermarkSource, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,12 @@ class ResumePoints:
         return PendingResets.read(self.flow, partitions, self._resets_reader)
 
     def point(
-        self, resets: PendingResets, source: Consumer, topic: str, partition: int, remote: str
+        self,
+        resets: PendingResets,
+        source: WatermarkSource,
+        topic: str,
+        partition: int,
+        remote: str,
     ) -> ResumePoint:
         """Where `topic[partition]` (replicated to `remote`) continues; `source` reads
         the source watermarks."""

@@ -25,19 +25,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Iterable
-from typing import cast
+from typing import Literal, Protocol, cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator import metrics
 from replicator.config.model import ENGINE_COMMIT_METADATA
 from replicator.engine.partition import PartitionTracker
-from replicator.kafka.clients import Consumer
 
 log = logging.getLogger(__name__)
 
 #: Seconds between commit rounds.
 COMMIT_EVERY_S = 5.0
+
+
+class Committer(Protocol):
+    """What `SourceCommits` asks of the source consumer (the consumer itself, or the
+    compiled path's `MoverFetch`, which hands the call to it)."""
+
+    def commit(
+        self, *, offsets: list[TopicPartition], asynchronous: Literal[True] = True
+    ) -> None: ...
 
 
 class SourceCommits:
@@ -67,7 +75,7 @@ class SourceCommits:
 
     def commit_due(
         self,
-        consumer: Consumer,
+        consumer: Committer,
         trackers: Iterable[PartitionTracker],
         unacknowledged: Collection[tuple[str, int]],
         *,

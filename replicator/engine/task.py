@@ -37,6 +37,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -248,7 +249,8 @@ class ReplicationTask:
                 self._on_consume_error(first, error)
                 start += 1
                 continue
-            key = (first.topic(), first.partition())
+            # A record (not an error) always names its topic and partition.
+            key = cast("tuple[str, int]", (first.topic(), first.partition()))
             tracker = partitions.replicating(key)
             if tracker is not None and exactly_once is not None and not exactly_once.begin(tracker):
                 tracker = None  # its outcome is settled: the records are dropped
@@ -264,7 +266,7 @@ class ReplicationTask:
     def _on_consume_error(self, message: Message, error: KafkaError) -> None:
         code = error.code()
         topic, partition = message.topic(), message.partition()
-        if code == KafkaError._AUTO_OFFSET_RESET:
+        if code == KafkaError._AUTO_OFFSET_RESET and topic is not None and partition is not None:
             self._out_of_range(topic, partition, error.str())
             return
         if code in AUTH_ERRORS:
@@ -363,18 +365,19 @@ class ReplicationTask:
         limits: dict[str, int],
         producer: Producer | None = None,
         *,
-        resume_points: ResumePoints | None = None,
+        resume_points: ResumePoints,
         heartbeats: HeartbeatWriter | None = None,
     ) -> _Parts:
         """Make the parts over the clients: the target writer makes its producer for
         the remote topics' `limits` (max.message.bytes), or uses `producer` (tests and
-        benchmarks compose a task over clients of their own this way, with no resume
-        points or heartbeats)."""
+        benchmarks compose a task over clients of their own this way, with no
+        heartbeats)."""
         flow = self.flow
         path = data_path.choose(flow, own_producer=producer is not None)
         data_path.announce(flow.name, path)
         self._reporter.data_path = path.describe()
-        fetch = MoverFetch(consumer) if path.compiled else consumer
+        module = path.module  # set exactly when the path is compiled
+        fetch = MoverFetch(consumer) if module is not None else consumer
         partitions = Partitions(
             flow.name,
             fetch,
@@ -385,7 +388,7 @@ class ReplicationTask:
         )
         writer: TargetWriter | MoverWriter
         mover: MoverWriter | None = None
-        if isinstance(fetch, MoverFetch):
+        if module is not None and isinstance(fetch, MoverFetch):
             # Exactly-once: a transactional Mover per source partition.
             writer_class = TransactionalMoverWriter if flow.exactly_once else MoverWriter
             writer = mover = writer_class(
@@ -393,7 +396,7 @@ class ReplicationTask:
                 partitions,
                 syncs,
                 self._reporter,
-                module=path.module,
+                module=module,
                 topics=self._topics,
                 fail=self._fail,
                 out_of_range=self._out_of_range,

@@ -8,8 +8,9 @@ replication task; anything else, or the same error past the timeout, is.
 from __future__ import annotations
 
 import time
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator.errors import ReplicatorError
 from replicator.kafka.errors import kafka_error
@@ -28,8 +29,18 @@ _SETTLING = frozenset(
 )
 
 
+class WatermarkSource(Protocol):
+    """What `watermarks` asks of a consumer (a confluent-kafka Consumer, or the
+    compiled path's `MoverFetch`)."""
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]: ...
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+
+
 def watermarks(
-    consumer: Consumer, topic: str, partition: int, timeout: float = 30.0
+    consumer: WatermarkSource, topic: str, partition: int, timeout: float = 30.0
 ) -> tuple[int, int]:
     """(log start offset, high watermark) of `topic[partition]`."""
     deadline = time.monotonic() + timeout

@@ -75,7 +75,9 @@ class FakeConsumer:
     def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
         self.committed.append(offsets)
 
-    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
         return 0, self.high
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:

@@ -56,7 +56,9 @@ class _Source:
     def pause(self, partitions: list[TopicPartition]) -> None:
         self.paused += partitions
 
-    def get_watermark_offsets(self, partition: TopicPartition, cached: bool) -> tuple[int, int]:
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
         return 0, _RECORDS
 
 
@@ -119,7 +121,7 @@ def _task(
         },
     )
     task = ReplicationTask(flow)
-    task._compose(_Source(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
+    task._compose(_Source(), _Acknowledged(), {}, producer, resume_points=None)  # type: ignore[arg-type]
     task._reporter.read_lag_with(task._parts.consumer)  # type: ignore[arg-type]
     tracker = PartitionTracker(
         flow.name, "orders", 0, _REMOTE, SizeHold(limit=1_000_000),

@@ -205,7 +205,7 @@ def _task(
         {"replication.policy.class": IDENTITY_POLICY},
     )  # fmt: skip
     task = ReplicationTask(flow)
-    task._compose(_Pausing(), _Acknowledged(), {}, producer)  # type: ignore[arg-type]
+    task._compose(_Pausing(), _Acknowledged(), {}, producer, resume_points=None)  # type: ignore[arg-type]
     for topic in topics:
         for partition in partitions:
             tracker = PartitionTracker(
