@@ -34,7 +34,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +48,7 @@ from replicator.engine.held_records import HeldRecords, HeldTopics
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.replica_writer import ConsumedRecord
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import LOOP, RecordRewrite
 from replicator.engine.size_limits import Oversized, SizeLimits
@@ -611,7 +612,9 @@ class MoverWriter:
         tracker.producer = self.producer
         return tracker.producer
 
-    def write_run(self, tracker: PartitionTracker, messages: list[Any], start: int) -> int:
+    def write_run(
+        self, tracker: PartitionTracker, messages: Sequence[ConsumedRecord], start: int
+    ) -> int:
         raise RuntimeError("the compiled path reads the source itself: the loop calls move()")
 
     def know(self, remotes: Iterable[str], timeout: float) -> None:

@@ -4,15 +4,34 @@ the Python loop; `mover_writer.MoverWriter`, the compiled data plane)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError, Message
+    from confluent_kafka import KafkaError
 
     from replicator.engine.exactly_once import ExactlyOnce
+    from replicator.engine.headers import Headers
     from replicator.engine.partition import PartitionTracker
     from replicator.kafka.clients import Producer
+
+
+class ConsumedRecord(Protocol):
+    """A record as the Python loop reads it: confluent-kafka's `Message`, described as
+    what it is once consumed. Its type stubs allow what no consumed record has (no
+    offset, topic or partition, a timestamp without a value, headers as a dict); the
+    loop hands a batch over as these once (`ReplicationTask._replicate`), so the hot
+    path checks nothing per record that the client already guarantees. An error in
+    the batch answers `error()` and is never read further here."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> Headers | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def error(self) -> KafkaError | None: ...
 
 
 class ReplicaWriter(Protocol):
@@ -36,7 +55,9 @@ class ReplicaWriter(Protocol):
     def for_partition(self, tracker: PartitionTracker) -> Producer:
         """Open the partition for writing (exactly-once: fence its earlier owners)."""
 
-    def write_run(self, tracker: PartitionTracker, messages: list[Message], start: int) -> int:
+    def write_run(
+        self, tracker: PartitionTracker, messages: Sequence[ConsumedRecord], start: int
+    ) -> int:
         """Write the run of `tracker`'s records from `messages[start]`; the next index."""
 
     def serve(self) -> None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
@@ -41,6 +41,7 @@ from replicator.engine.kafka_errors import reason
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.replica_writer import ConsumedRecord
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import RecordRewrite
 from replicator.engine.size_limits import Oversized, SizeLimits
@@ -117,7 +118,7 @@ def target_producer_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[st
     }
 
 
-def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
+def run_end(messages: Sequence[ConsumedRecord], start: int, key: tuple[str, int]) -> int:
     """The index of the first record at or after `start` that is not of partition `key`."""
     topic, partition = key
     end = len(messages)
@@ -127,6 +128,16 @@ def run_end(messages: list[Message], start: int, key: tuple[str, int]) -> int:
             return start
         start += 1
     return end
+
+
+def _producer(tracker: PartitionTracker) -> Producer:
+    """The producer writing `tracker`'s partition (set when the writer takes it)."""
+    producer = tracker.producer
+    if producer is None:
+        raise RuntimeError(
+            f"{tracker.topic}[{tracker.partition}]: written before it has a producer"
+        )
+    return producer
 
 
 class TargetWriter:
@@ -479,7 +490,9 @@ class TargetWriter:
 
     # -- the hot path --------------------------------------------------------------------
 
-    def write_run(self, tracker: PartitionTracker, messages: list[Message], start: int) -> int:
+    def write_run(
+        self, tracker: PartitionTracker, messages: Sequence[ConsumedRecord], start: int
+    ) -> int:
         """Rewrite and produce the run of `tracker`'s records that starts at
         `messages[start]`, up to a record a policy holds or stops the partition at;
         returns the index of the next run's first record.
@@ -496,12 +509,14 @@ class TargetWriter:
         topic, partition = key = tracker.key
         rewrite_headers, source_entry = self._rewrite.headers, self._rewrite.source_entry
         topic_entry = (TOPIC_HEADER, topic.encode())
-        produce, remote, limit = tracker.producer.produce, tracker.remote, tracker.size.limit
+        # confluent-kafka's stubs type a record's headers as a list of a wider pair than
+        # ours, which a list (invariant) cannot meet: the bound method is called as is.
+        produce: Callable[..., None] = _producer(tracker).produce
+        remote, limit = tracker.remote, tracker.size.limit
         # The replica made, not yet produced (none while p_headers is None).
-        p_key = p_value = p_headers = p_timestamp = None
+        p_key = p_value = p_headers = None
         index, produced, size_total, first_offset, last_offset = start, 0, 0, -1, -1
-        next_offset = tracker.next_offset
-        count = len(messages)
+        next_offset, count, p_timestamp = tracker.next_offset, len(messages), 0
         while index < count:
             message = messages[index]
             if (
@@ -513,7 +528,9 @@ class TargetWriter:
             index += 1
             offset, own = message.offset(), message.headers()
             if own is None:  # the common case
-                headers = [source_entry, (OFFSET_HEADER, encode_offset(offset)), topic_entry]
+                headers: Headers | None = [
+                    source_entry, (OFFSET_HEADER, encode_offset(offset)), topic_entry
+                ]  # fmt: skip
                 size = 0
             else:
                 headers, size = rewrite_headers(own, offset, topic, partition)
@@ -570,7 +587,7 @@ class TargetWriter:
     def _not_replicated(
         self,
         tracker: PartitionTracker,
-        message: Message,
+        message: ConsumedRecord,
         headers: Headers | None,
         size: int,
     ) -> bool:
@@ -602,9 +619,10 @@ class TargetWriter:
         the partition rewound meanwhile (records did not reach the target) or the task
         stops: the rest of the run is not produced."""
         epoch = tracker.epoch
+        produce: Callable[..., None] = _producer(tracker).produce  # see `write_run`
         while True:
             try:
-                tracker.producer.produce(
+                produce(
                     tracker.remote, value, record_key, tracker.partition,
                     on_delivery=on_delivery, timestamp=timestamp, headers=headers,
                 )  # fmt: skip
@@ -623,7 +641,7 @@ class TargetWriter:
         the default mode), so the loop polls the consumer again in time and the
         worker keeps its partitions; records it produced then could not land after
         the next owner resumed from the target tail."""
-        tracker.producer.poll(0.05)
+        _producer(tracker).poll(0.05)
         if tracker.epoch != epoch or self._stopping.is_set():
             return False
         waited = time.monotonic() - self._last_poll()

@@ -52,6 +52,7 @@ from replicator.engine.mover_writer import MoverFetch, MoverWriter
 from replicator.engine.offset_syncs import OffsetSyncWriter, offset_syncs_producer
 from replicator.engine.partitions import Partitions
 from replicator.engine.rebalance import Rebalance
+from replicator.engine.replica_writer import ConsumedRecord
 from replicator.engine.replicated_topics import ReplicatedTopics
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.resume import ResumePoints
@@ -241,6 +242,7 @@ class ReplicationTask:
         transaction is open from its first run on, and committed after the batch."""
         partitions, writer = parts.partitions, parts.writer
         exactly_once = writer.exactly_once
+        records = cast("list[ConsumedRecord]", messages)  # the same list (see the type)
         start, count = 0, len(messages)
         while start < count:
             first = messages[start]
@@ -255,9 +257,9 @@ class ReplicationTask:
             if tracker is not None and exactly_once is not None and not exactly_once.begin(tracker):
                 tracker = None  # its outcome is settled: the records are dropped
             if tracker is None:
-                start = run_end(messages, start + 1, key)
+                start = run_end(records, start + 1, key)
             else:
-                start = writer.write_run(tracker, messages, start)
+                start = writer.write_run(tracker, records, start)
         if exactly_once is not None:
             exactly_once.commit(partitions.trackers)
 
