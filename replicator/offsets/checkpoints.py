@@ -183,7 +183,10 @@ class _CheckpointWriter:
             return
         remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
         refused, self._refused = self._refused, []
-        self._sending, self._queued = {}, {}  # not acknowledged: sent again next round
+        # Not acknowledged: sent again by the next round. `_queued` stays: the producer
+        # reports on every record it was given (at its message timeout at the latest),
+        # and a late report must match its own checkpoint, not a newer one of its key.
+        self._sending = {}
         if remaining:
             raise ReplicatorError(
                 f"{remaining} checkpoints to {self.topic} on {self.cluster.alias!r} were not "
@@ -200,9 +203,9 @@ class _CheckpointWriter:
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         """The producer's answer about one checkpoint (the oldest queued of its key)."""
         sent = message.key()
-        queued = self._queued.get(sent) if isinstance(sent, bytes) else None
-        if not queued or not isinstance(sent, bytes):
-            return  # queued before the last `settle` gave up on it
+        if not isinstance(sent, bytes):
+            return  # not a checkpoint: every one is sent with its key
+        queued = self._queued[sent]
         checkpoint = queued.pop(0)
         if not queued:
             del self._queued[sent]
