@@ -19,6 +19,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -79,5 +80,15 @@ def main() -> int:
     return int(report.main())
 
 
+def exit_now(code: int) -> None:
+    """End the process with `code` without Python's teardown: what the suites write
+    (summary.json, the validation results, the Data Docs) is closed by then, and
+    tearing down what GX imports (pandas, GX's thousand modules) took 0.45 s of a
+    2.5 s process, a sixth of a run with nothing new."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -28,18 +28,52 @@ class NameFilter:
     exclude: tuple[re.Pattern[str], ...] = ()
 
     def matches(self, name: str) -> bool:
-        return any(p.fullmatch(name) for p in self.include) and not any(
-            p.fullmatch(name) for p in self.exclude
-        )
+        return self._included(name) and not self._excluded(name)
 
     def why_not(self, name: str) -> str | None:
         """None if `name` matches, else which setting rules it out (for `replicator topics`)."""
-        if not any(p.fullmatch(name) for p in self.include):
+        if not self._included(name):
             return "matches no include pattern"
-        for pattern in self.exclude:
-            if pattern.fullmatch(name):
-                return f"excluded by pattern {pattern.pattern!r}"
+        if self._excluded(name):
+            pattern = next(p for p in self.exclude if p.fullmatch(name))
+            return f"excluded by pattern {pattern.pattern!r}"
         return None
+
+    @cached_property
+    def _included(self) -> _AnyOf:
+        return _AnyOf(self.include)
+
+    @cached_property
+    def _excluded(self) -> _AnyOf:
+        return _AnyOf(self.exclude)
+
+
+#: A backreference by number or name, or a conditional on a group.
+_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+class _AnyOf:
+    """Whether any of `patterns` matches a whole name, in one regex: a flow that lists
+    its 2,500 topics by name (`topics = orders, payments, ...`) tested each name
+    against each pattern, 6.25 million matches (1 s of a 10,000-partition plan); the
+    alternation of the same patterns matches in C (10 ms). Patterns that cannot share
+    one regex are tried in turn: one that refers to a group by number or name (its
+    number would change) or names a group another names too, or sets a flag after
+    its start."""
+
+    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
+        self._patterns = patterns
+        self._one: re.Pattern[str] | None = None
+        if len(patterns) > 1 and not any(_GROUP_REFERENCE.search(p.pattern) for p in patterns):
+            try:
+                self._one = re.compile("|".join(f"(?:{p.pattern})" for p in patterns))
+            except re.error:
+                self._one = None
+
+    def __call__(self, name: str) -> bool:
+        if self._one is not None:
+            return self._one.fullmatch(name) is not None
+        return any(p.fullmatch(name) for p in self._patterns)
 
 
 @dataclass(frozen=True)

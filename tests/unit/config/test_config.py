@@ -1076,6 +1076,40 @@ def test_name_filter_explains_why_a_topic_is_not_replicated():
     assert flow.topics.why_not("orders") is None
 
 
+@pytest.mark.parametrize(
+    ("topics", "name", "replicated"),
+    [
+        # Alternatives of one pattern, and a pattern that matches a prefix only.
+        ("orders|payments, audit", "payments", True),
+        ("orders, orders.eu", "orders.eu", True),
+        ("order, orders.*", "orders", True),
+        ("orders.x", "orders", False),
+        # A group referred to by number or name: its number in a joined regex would
+        # differ, so each pattern is matched alone.
+        ("(a)b, (x)\\1", "xx", True),
+        ("(a)b, (x)\\1", "xa", False),
+        ("(?P<c>y)(?P=c), (?P<c>z)", "yy", True),
+        # A group name given twice: not one regex either.
+        ("(?P<c>y), (?P<c>z)", "z", True),
+    ],
+)
+def test_a_topic_list_matches_as_each_pattern_alone_would(topics, name, replicated):
+    flow = only_flow(load_config(two_clusters(topics=topics)))
+    assert flow.topics.matches(name) is replicated
+    alone = any(p.fullmatch(name) for p in flow.topics.include)
+    assert alone is replicated
+
+
+def test_a_flow_that_lists_thousands_of_topics_matches_them_in_one_regex():
+    # 2,500 topics listed by name were 6.25 million matches for the whole list.
+    names = [f"plan.bench.{i:05d}" for i in range(2500)]
+    flow = only_flow(load_config(two_clusters(topics=", ".join(names))))
+    assert all(flow.topics.matches(name) for name in names)
+    assert not flow.topics.matches("plan.bench.02500")
+    assert not flow.topics.matches("plan.bench.00001.replica")  # excluded by default
+    assert flow.topics._included._one is not None
+
+
 def test_cluster_kind_setting_overriding_flow_kind_setting_warns(caplog):
     props = two_clusters(
         **{"A.consumer.fetch.min.bytes": "2", "A->B.consumer.fetch.min.bytes": "3"}
