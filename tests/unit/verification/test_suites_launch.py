@@ -4,6 +4,7 @@ ahead of its run, it runs the suites it is handed, or exits when handed nothing.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,11 @@ def test_a_process_started_ahead_runs_the_suites_of_the_run_it_is_handed(tmp_pat
     assert set(summary["suites"]) == {"parity", "faults", "mappings", "digests", "samples", "lag"}
     assert (tmp_path / "suites.log").exists()
     assert Path(summary["data_docs"]).exists()
+    # Each validation's result is kept beside the Data Docs (the context is in memory).
+    kept = json.loads((tmp_path / "gx" / "validations" / "lag.json").read_text())
+    assert [r["success"] for r in kept["results"]] == [True]
+    assert {r["expectation_config"]["kwargs"]["column"] for r in kept["results"][0]["results"]} == {
+        "lag_records",
+        "lag_seconds",
+        "retention_margin_seconds",
+    }
