@@ -109,7 +109,7 @@ def _figures(store: StateStore, kind: str, run_id: str) -> dict[str, float]:
     """The history's figures of DAG run `run_id` (procedure id `<dag>/<run id>`)."""
     procedure_id = f"{kind}/{run_id}"
     [record] = [
-        r for r in store.runs(kind, limit=20) if r.params.get("procedure_id") == procedure_id
+        r for r in store.runs.recent(kind, limit=20) if r.params.get("procedure_id") == procedure_id
     ]
     phases = record.details.get("phases") or {}
     return {

@@ -202,7 +202,7 @@ class FencedClient(ABC):
 
     def _report(self, route: Route, state: ClientStatus) -> bool:
         try:
-            self.store.report_client(
+            self.store.applications.report_client(
                 self.application, self.client_id, self.role, route.cluster, route.epoch, state
             )
         except StoreUnavailable as exc:
@@ -229,7 +229,7 @@ class FencedClient(ABC):
     def _forget(self) -> None:
         """A client that stopped cleanly removes itself, so no fence waits for it."""
         try:
-            self.store.remove_client(self.application, self.client_id)
+            self.store.applications.remove_client(self.application, self.client_id)
         except StoreUnavailable as exc:
             log.warning("%s: could not remove itself from the state store: %s", self.client_id, exc)
 

@@ -94,7 +94,7 @@ def prepare_state(
     for finding in report.findings:
         log.info("%s", finding.text)
     if demo_app is not None:
-        store.register_application(demo_app, home)
+        store.applications.register(demo_app, home)
 
 
 class EmbeddedSystem:

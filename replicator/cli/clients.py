@@ -62,7 +62,7 @@ def _list(
     json_: JsonOption = False,
 ) -> int:
     store = StateStore(state_url(state_url_))
-    listing = [(app, store.clients(app.name)) for app in store.applications()]
+    listing = [(app, store.applications.clients(app.name)) for app in store.applications.all()]
     data = [{**asdict(app), "clients": [asdict(c) for c in cs]} for app, cs in listing]
     emit(data, chosen(output, json_), lambda: _print_list(store, listing))
     return 0
@@ -106,7 +106,7 @@ def _register(
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
 ) -> int:
-    app = StateStore(state_url(state_url_)).register_application(application, cluster)
+    app = StateStore(state_url(state_url_)).applications.register(application, cluster)
     emit(asdict(app), output, lambda: _print_registered(app, cluster))
     return 0
 
@@ -137,7 +137,7 @@ def _history(
     output: OutputOption = Output.table,
     json_: JsonOption = False,
 ) -> int:
-    runs = StateStore(state_url(state_url_)).runs(kind=kind, limit=limit)
+    runs = StateStore(state_url(state_url_)).runs.recent(kind=kind, limit=limit)
     emit([asdict(run) for run in runs], chosen(output, json_), lambda: _print_runs(runs, kind))
     return 0
 

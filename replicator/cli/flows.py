@@ -58,7 +58,7 @@ class _Read:
         desired: dict[str, str] = {}
         store = StateStore(url)
         try:
-            desired = {s.flow: s.state for s in store.flow_states()}
+            desired = {s.flow: s.state for s in store.flows.all()}
         except StateStoreError as exc:
             self.store_error = str(exc)
         finally:

@@ -109,7 +109,7 @@ def steps_of(
                 if not procedure.procedure_id or procedure.dry_run:
                     continue
                 try:
-                    saved = store.steps(procedure.procedure_id)
+                    saved = store.runs.steps(procedure.procedure_id)
                 except StateStoreError as exc:  # the procedure meets it too, and says so
                     progress.update(task, description=f"{description}: state store: {exc}")
                     continue

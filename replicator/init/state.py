@@ -104,19 +104,19 @@ def record_first_states(
         return
     verb = "would" if dry_run else "done"
     for flow in config.flows:
-        state = store.flow_state(flow.name)
+        state = store.flows.get(flow.name)
         if state is not None:
             report.add(STEP, None, "ok", f"flow {flow.name} is {state.state}; left as it is")
         elif flow.target.alias == home:
             if not dry_run:
-                store.set_flow_state(flow.name, "stopped")
+                store.flows.set(flow.name, "stopped")
             report.add(STEP, None, verb, f"flow {flow.name} recorded as stopped ({home} is active)")
-    registered = {app.name: app for app in store.applications()}
+    registered = {app.name: app for app in store.applications.all()}
     for name in sorted(config.applications):
         if name in registered:
             active = registered[name].active_cluster
             report.add(STEP, None, "ok", f"application {name} is active on {active}; left as it is")
             continue
         if not dry_run:
-            store.register_application(name, home)
+            store.applications.register(name, home)
         report.add(STEP, None, verb, f"application {name} registered as active on {home}")

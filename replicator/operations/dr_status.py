@@ -289,9 +289,9 @@ def dr_status(
         reachable = {c.alias for c in clusters if c.reachable}
         store_error = None
         try:
-            desired = {s.flow: s.state for s in store.flow_states()}
-            applications = store.applications()
-            verifications = store.runs("verification", limit=VERIFICATION_TREND)
+            desired = {s.flow: s.state for s in store.flows.all()}
+            applications = store.applications.all()
+            verifications = store.runs.recent("verification", limit=VERIFICATION_TREND)
             history = _history(store, history_limit)
         except StateStoreError as exc:
             store_error = str(exc)
@@ -516,7 +516,7 @@ def _current(workers: list[WorkerInfo], wanted: bool) -> list[WorkerInfo]:
 
 
 def _history(store: StateStore, limit: int) -> list[RunSummary]:
-    runs = [run for kind in HISTORY_KINDS for run in store.runs(kind, limit=limit)]
+    runs = [run for kind in HISTORY_KINDS for run in store.runs.recent(kind, limit=limit)]
     runs.sort(key=lambda r: r.started_at, reverse=True)
     return [RunSummary.of(run) for run in runs[:limit]]
 

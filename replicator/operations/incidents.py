@@ -177,10 +177,10 @@ def track(
         made = decide(current, findings, now, policy, resolution)
         return made.incidents, made.notices
 
-    return store.update_incidents(source, scope, decision)
+    return store.incidents.update(source, scope, decision)
 
 
 def release(store: StateStore, notice: Notice) -> None:
     """Hand back a notice that could not be delivered: the next run claims it again."""
     notified, notified_at = notice.previous
-    store.release_notice(notice.incident.key, notice.claimed_at, notified, notified_at)
+    store.incidents.release_notice(notice.incident.key, notice.claimed_at, notified, notified_at)

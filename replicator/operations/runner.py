@@ -6,7 +6,7 @@ SIGTERM and Ctrl-C stop every task cleanly: in-flight records are flushed and
 acknowledged before the process exits, so the next start resumes exactly.
 
 A flow also runs only while the DR state store wants it to: a failover
-procedure sets it to "stopped" (`StateStore.set_flow_state`) and its tasks
+procedure sets it to "stopped" (`store.flows.set`) and its tasks
 stop exactly as on SIGTERM (flush, then publish "stopped" status), so the
 target tail holds everything replicated; set back to "running" (or with no
 row at all) they start again and resume from that tail. The store is read about
@@ -208,7 +208,7 @@ class DesiredStates(BackgroundLoop):
 
     def tick(self) -> None:
         read, said = {}, {}
-        states = {s.flow: s for s in self._store.flow_states()}  # StateStoreError: the rule
+        states = {s.flow: s for s in self._store.flows.all()}  # StateStoreError: the rule
         for flow in self._running:
             state = states.get(flow)
             read[flow] = runs(state)

@@ -51,4 +51,4 @@ def record_samples(
                 bounds=asdict(bounds),
             )
         )
-    store.record_samples(samples, retention)
+    store.samples.record(samples, retention)

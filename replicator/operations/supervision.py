@@ -151,7 +151,7 @@ def check(
     if launcher is not None:
         report.restarted = _restart_dead(launcher, store, report, restarted_flows)
     for flow in config.flows:
-        state = store.flow_state(flow.name)
+        state = store.flows.get(flow.name)
         if not runs(state):
             # Paused by an operator: on purpose, not a problem (the page shows it).
             report.flows.append(FlowHealth(flow.name, wanted_running=False))
@@ -170,7 +170,7 @@ def check(
 
 def _wanted_running(store: StateStore, flow: str) -> bool:
     """As `replicator run` decides (`runs`)."""
-    return runs(store.flow_state(flow))
+    return runs(store.flows.get(flow))
 
 
 def _restart_dead(
@@ -225,7 +225,7 @@ def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list
         at = f" at step {failed_step!r}" if failed_step else ""
         ended = {"rejected": "was rejected", "aborted": "was aborted"}.get(run.outcome, run.outcome)
         detail = f"{since} ({run.kind} run {run.run_id}), which {ended}{at}"
-    switched = any(s.name == SWITCH_STEP and s.state == "done" for s in store.steps(procedure))
+    switched = any(s.name == SWITCH_STEP and s.state == "done" for s in store.runs.steps(procedure))
     fix = (
         f"it switched the applications already, so abort does not apply: once the cause is "
         f"fixed, run the {run.kind if run else 'procedure'} again with the same id "
@@ -258,7 +258,7 @@ def _running(store: StateStore, procedure: str, flow: FlowConfig) -> bool:
             or procedure.startswith(f"{lease.owner}.")
             or lease.resource == f"flow {flow.name}"
         )
-        for lease in store.leases()
+        for lease in store.leases.all()
     )
 
 

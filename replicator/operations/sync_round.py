@@ -84,7 +84,7 @@ def sync_round(
     results, failures = [], []
     for flow in select_flows(config, flows):
         try:
-            state = store.flow_state(flow.name)
+            state = store.flows.get(flow.name)
         except StateStoreError as exc:  # any database error: nothing ran, the task retries
             raise ReplicatorError(
                 f"sync round not run: the DR state store cannot say whether flow {flow.name} "

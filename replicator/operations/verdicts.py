@@ -129,7 +129,7 @@ def overview(config: ReplicatorConfig, store: StateStore, window: timedelta) -> 
     samples: dict[str, list[FlowSample]] = {}
     error = None
     try:
-        for sample in store.flow_samples(status.generated_at - window):
+        for sample in store.samples.since(status.generated_at - window):
             samples.setdefault(sample.flow, []).append(sample)
     except StateStoreError as exc:
         error = f"supervisor samples unavailable: {exc}"

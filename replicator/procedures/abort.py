@@ -102,7 +102,7 @@ def abort(
         with fencing.guarded(hold.guards()):
             return _abort(store, procedure_id, outcome, reason)
     finally:
-        store.release_leases(owner)
+        store.leases.release(owner)
 
 
 def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> Hold:
@@ -165,9 +165,9 @@ def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -
             restarted or "none",
         )
     else:
-        store.finish_run(run.run_id, ending, None, None, details)
+        store.runs.finish(run.run_id, ending, None, None, details)
     for owner in _lease_owners(procedure_id):
-        store.release_leases(owner)
+        store.leases.release(owner)
     log.info(
         "%s %s %s (%s): unfenced %s, restarted flows %s",
         run.kind,
@@ -193,7 +193,7 @@ def _refuse_switched(store: StateStore, run: RunRecord, procedure_id: str) -> No
             f"{run.kind} {procedure_id} succeeded, so there is nothing to abort; to move its "
             "applications back, run a failback"
         )
-    switched = store.step(procedure_id, SWITCH_STEP)
+    switched = store.runs.step(procedure_id, SWITCH_STEP)
     if switched is not None and switched.state == "done":
         raise ReplicatorError(
             f"{run.kind} {procedure_id} already switched the applications "
@@ -206,10 +206,10 @@ def _refuse_switched(store: StateStore, run: RunRecord, procedure_id: str) -> No
 def _unfence(store: StateStore, run: RunRecord, procedure_id: str) -> dict[str, int]:
     """Unfence the run's applications still fenced by it: all or none, so a refusal
     leaves nothing half done."""
-    fence = store.step(procedure_id, FENCE_STEP)
+    fence = store.runs.step(procedure_id, FENCE_STEP)
     recorded = fence.result.get("fenced", {}) if fence and fence.state == "done" else {}
     epochs = {name: entry["epoch"] for name, entry in recorded.items()}
-    fenced = [store.application(name) for name in run.params.get("applications", [])]
+    fenced = [store.applications.get(name) for name in run.params.get("applications", [])]
     fenced = [app for app in fenced if app.fenced]
     foreign = [app for app in fenced if epochs.get(app.name, app.epoch) != app.epoch]
     if foreign:
@@ -221,14 +221,14 @@ def _unfence(store: StateStore, run: RunRecord, procedure_id: str) -> dict[str, 
             f"cannot abort {run.kind} {procedure_id}: another procedure fenced its applications "
             f"since: {listed}; see `replicator history`, and abort or finish that one instead"
         )
-    return {app.name: store.unfence(app.name).epoch for app in fenced}
+    return {app.name: store.applications.unfence(app.name).epoch for app in fenced}
 
 
 def _restart_flows(store: StateStore, procedure_id: str) -> list[str]:
     """Set running every flow that `procedure_id` stopped (and nobody changed since)."""
     stopped = [
         flow.flow
-        for flow in store.flow_states()
+        for flow in store.flows.all()
         if flow.state == STOPPED and flow.detail.get("by") == procedure_id
     ]
     for flow in stopped:

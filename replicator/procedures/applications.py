@@ -15,10 +15,10 @@ def fence(store: StateStore, applications: list[str], timeout_s: float) -> dict[
     on its own by then): `silent` lists those, waited out rather than trusted.
     Every application is fenced before the first wait, so their clients stop together.
     Run as a step, the waits stop as soon as the step lost its lease (`ensure_held`)."""
-    epochs = {name: store.fence(name) for name in applications}
+    epochs = {name: store.applications.fence(name) for name in applications}
     fenced = {}
     for name, epoch in epochs.items():
-        clients = store.wait_fenced(name, epoch, timeout_s, check=ensure_held)
+        clients = store.applications.wait_fenced(name, epoch, timeout_s, check=ensure_held)
         fenced[name] = {
             "epoch": epoch,
             "clients": [c.client_id for c in clients],
@@ -31,7 +31,9 @@ def preview_fence(store: StateStore, applications: list[str]) -> dict[str, Any]:
     """The clients a fence would wait for: those within their route lease now."""
     return {
         "would_fence": {
-            name: [c.client_id for c in store.clients(name, seen_within_s=ROUTE_LEASE_S)]
+            name: [
+                c.client_id for c in store.applications.clients(name, seen_within_s=ROUTE_LEASE_S)
+            ]
             for name in applications
         }
     }
@@ -41,7 +43,7 @@ def switch(store: StateStore, applications: list[str], cluster: str) -> dict[str
     """Make `cluster` the applications' active cluster (and lift their fence)."""
     switched = {}
     for name in applications:
-        app = store.switch(name, cluster)
+        app = store.applications.switch(name, cluster)
         switched[name] = {"active_cluster": app.active_cluster, "epoch": app.epoch}
     return {"switched": switched}
 
@@ -49,6 +51,7 @@ def switch(store: StateStore, applications: list[str], cluster: str) -> dict[str
 def preview_switch(store: StateStore, applications: list[str], cluster: str) -> dict[str, Any]:
     return {
         "would_switch": {
-            name: f"{store.application(name).active_cluster} -> {cluster}" for name in applications
+            name: f"{store.applications.get(name).active_cluster} -> {cluster}"
+            for name in applications
         }
     }

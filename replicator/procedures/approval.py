@@ -14,7 +14,7 @@ for every user of a role), whether the run's own triggerer may not
 the preflight runs again before anything changes (`recheck_preflight_after_minutes`).
 
 The orchestrator's approval task records the answer in the state store
-(`answer_of`, `StateStore.record_approval`); the first step of the run that changes
+(`answer_of`, `store.approvals.record`); the first step of the run that changes
 anything reads it there (`ApprovalGate`, which the failover, failback and full drill
 put in front of their changing steps) and refuses unless it is Approve, by an
 allowed approver, for this run. So a question nobody answered (the approval task
@@ -275,7 +275,7 @@ class ApprovalGate:
                 f"{what} {pid}: skip_approval is no longer allowed by {self.policy.where}; "
                 "nothing was changed: start a new run and have it approved"
             )
-        answer = procedure.store.approval(pid)
+        answer = procedure.store.approvals.get(pid)
         if answer is None:
             raise ApprovalRefused(
                 f"{what} {pid}: no approval is recorded for this run, so nothing is changed. "
@@ -321,7 +321,7 @@ class ApprovalGate:
         if answer.preflight_rechecked_at is not None:
             return
         steps = {step.name: step for step in procedure.steps()}
-        saved = procedure.store.step(procedure.procedure_id, "preflight")
+        saved = procedure.store.runs.step(procedure.procedure_id, "preflight")
         if "preflight" not in steps or saved is None or saved.state != "done":
             return
         late = answer.answered_at - saved.updated_at
@@ -336,7 +336,7 @@ class ApprovalGate:
                 f"its preflight, which ran again before anything changes and now fails: {exc}; "
                 "nothing is changed"
             ) from exc
-        procedure.store.approval_preflight_rechecked(procedure.procedure_id, datetime.now(UTC))
+        procedure.store.approvals.preflight_rechecked(procedure.procedure_id, datetime.now(UTC))
         log.info(
             "%s %s: approved %.0f min after its preflight; preflight ran again: %s",
             procedure.kind,
@@ -374,7 +374,7 @@ def _checked(
 
 def record(store: StateStore, answer: ApprovalRecord) -> ApprovalRecord:
     """Record `answer` (the first answer of a run stays: a question is answered once)."""
-    recorded = store.record_approval(answer)
+    recorded = store.approvals.record(answer)
     log.info(
         "%s %s: approval %s by %s (triggered by %s)",
         recorded.kind,

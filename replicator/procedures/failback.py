@@ -166,7 +166,9 @@ class Failback(Procedure):
     # -- reconcile -------------------------------------------------------------------
 
     def _preflight(self) -> StepReport:
-        active = {name: self.store.application(name).active_cluster for name in self.applications}
+        active = {
+            name: self.store.applications.get(name).active_cluster for name in self.applications
+        }
         elsewhere = {a: c for a, c in active.items() if c != self.dr.alias}
         if elsewhere:  # fencing them would stop production for nothing to fail back
             raise ReplicatorError(
@@ -358,7 +360,7 @@ class Failback(Procedure):
         moves = self._planned_moves()
         return {
             "groups": commit_moves(
-                GroupAdmin(self.origin), self.origin.alias, moves, self.store.check_guards
+                GroupAdmin(self.origin), self.origin.alias, moves, self.store.leases.check_guards
             )
         }
 

@@ -164,7 +164,9 @@ class Failover(Procedure):
     def _applications_on(self, cluster: str) -> dict[str, Any]:
         """Every application exists and is active on `cluster` (or on the target
         already: a rerun of a procedure that switched it)."""
-        active = {name: self.store.application(name).active_cluster for name in self.applications}
+        active = {
+            name: self.store.applications.get(name).active_cluster for name in self.applications
+        }
         elsewhere = {a: c for a, c in active.items() if c not in (cluster, self.target.alias)}
         if elsewhere:
             raise ReplicatorError(
@@ -355,7 +357,7 @@ class Failover(Procedure):
         moves = self._planned_positions()
         return {
             "groups": commit_moves(
-                GroupAdmin(self.target), self.target.alias, moves, self.store.check_guards
+                GroupAdmin(self.target), self.target.alias, moves, self.store.leases.check_guards
             )
         }
 

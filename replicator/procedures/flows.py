@@ -41,7 +41,7 @@ def stop_flow(
             f"cannot confirm that flow {flow.name} stops, so it was not changed: after "
             f"{timeout_s:g}s, {unconfirmed}"
         )
-    store.set_flow_state(flow.name, STOPPED, _stopped_detail(store, flow.name, by))
+    store.flows.set(flow.name, STOPPED, _stopped_detail(store, flow.name, by))
     if unconfirmed:
         return {
             "flow": flow.name,
@@ -75,7 +75,7 @@ def await_stopped(flow: FlowConfig, state: str, timeout_s: float, *, required: b
 def _stopped_detail(store: StateStore, flow: str, by: str) -> dict[str, Any]:
     """The detail of a procedure's stop; an operator's pause in force is kept in it,
     so that the procedure's `start_flow` leaves the flow paused."""
-    state = store.flow_state(flow)
+    state = store.flows.get(flow)
     paused = None
     if state is not None and state.state == PAUSED:
         paused = state.detail
@@ -108,10 +108,10 @@ def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
 def start_flow(store: StateStore, flow: str, by: str) -> dict[str, Any]:
     """Let `replicator run` start `flow` again (within about a second); a flow an
     operator paused before the procedure stopped it stays paused."""
-    state = store.flow_state(flow)
+    state = store.flows.get(flow)
     paused = state.detail.get("paused") if state is not None else None
     if state is not None and state.state == STOPPED and isinstance(paused, dict):
-        store.set_flow_state(flow, PAUSED, paused)
+        store.flows.set(flow, PAUSED, paused)
         return {"flow": flow, "state": PAUSED, "paused_by": paused.get("by")}
-    store.set_flow_state(flow, RUNNING, {"by": by})
+    store.flows.set(flow, RUNNING, {"by": by})
     return {"flow": flow, "state": RUNNING}

@@ -97,7 +97,7 @@ class OffsetReset(Procedure):
     def _check(self) -> StepReport:
         """Validate and preview against the tail as it is now (it still moves while
         the flow runs: the request step resolves again once the flow is stopped)."""
-        state = self.store.flow_state(self.flow.name)
+        state = self.store.flows.get(self.flow.name)
         return {
             "topic": self.topic,
             "to": str(self.to),

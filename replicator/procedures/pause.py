@@ -53,7 +53,7 @@ def pause_flow(
                 "starts it again"
             )
         detail = {"by": by, "reason": reason, "at": datetime.now(UTC).isoformat()}
-        store.set_flow_state(flow.name, PAUSED, detail)
+        store.flows.set(flow.name, PAUSED, detail)
     still_running = await_stopped(flow, PAUSED, timeout_s, required=True)
     return {"flow": flow.name, "state": PAUSED, **detail, "still_running": still_running}
 
@@ -70,7 +70,7 @@ def resume_flow(store: StateStore, flow: FlowConfig, by: str) -> dict[str, Any]:
                 "only a pause; the procedure that stopped it (or a failback, for the standby "
                 "direction) starts it again"
             )
-        store.set_flow_state(flow.name, RUNNING, {"by": by, "resumed": state.detail})
+        store.flows.set(flow.name, RUNNING, {"by": by, "resumed": state.detail})
     return {"flow": flow.name, "state": RUNNING, "by": by, "paused": state.detail}
 
 
@@ -100,6 +100,6 @@ def _holding(store: StateStore, flow: str, by: str) -> Iterator[FlowState | None
     hold = Hold.take(store, [f"flow {flow}"], owner, _LEASE_TTL_S)
     try:
         with fencing.guarded(hold.guards()):  # the change is made only under the lease
-            yield store.flow_state(flow)
+            yield store.flows.get(flow)
     finally:
-        store.release_leases(owner)
+        store.leases.release(owner)

@@ -100,7 +100,9 @@ def cutover_phases(
 
 def _clients_live(store: StateStore, applications: list[str]) -> bool:
     """Whether any client of the applications reported within its route lease."""
-    return any(store.clients(name, seen_within_s=ROUTE_LEASE_S) for name in applications)
+    return any(
+        store.applications.clients(name, seen_within_s=ROUTE_LEASE_S) for name in applications
+    )
 
 
 def _first_resumed(
@@ -110,10 +112,10 @@ def _first_resumed(
     its application's epoch now (the switch's, unless something moved it since)."""
     firsts = []
     for name in applications:
-        epoch = store.application(name).epoch
+        epoch = store.applications.get(name).epoch
         firsts += [
             c.since
-            for c in store.clients(name)
+            for c in store.applications.clients(name)
             if c.since is not None
             and (c.cluster, c.epoch, c.state) == (to_cluster, epoch, "running")
         ]

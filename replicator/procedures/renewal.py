@@ -53,7 +53,7 @@ class Hold:
     def take(cls, store: StateStore, resources: Iterable[str], owner: str, ttl_s: float) -> Hold:
         """Take (or renew) the leases on `resources` for `owner`: LeaseHeld when
         another owner holds one."""
-        leases = store.acquire_leases(resources, owner, ttl_s)
+        leases = store.leases.acquire(resources, owner, ttl_s)
         return cls(
             tuple(lease.resource for lease in leases),
             owner,
@@ -122,7 +122,7 @@ class LeaseRenewer:
         while not self._stop.wait(self.interval_s):
             try:  # only while still ours: never taken back behind whoever took it
                 for hold in self.holds:
-                    self.store.renew_leases(hold.guards(), hold.ttl_s)
+                    self.store.leases.renew(hold.guards(), hold.ttl_s)
             except LeaseTaken as exc:  # someone else holds it now: lost for good
                 self._lose(str(exc), exc)
                 return

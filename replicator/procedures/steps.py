@@ -2,7 +2,7 @@
 
 A DR procedure (failover, failback, drill) is a fixed sequence of named
 steps. Each step's report is saved in the state store when it completes
-(`StateStore.save_step(procedure_id, name, "done", report)`), so running the
+(`store.runs.save_step(procedure_id, name, "done", report)`), so running the
 procedure again with the same id skips what is done and returns the saved
 reports: an orchestrator retry, or an operator resuming after a failure,
 never applies a step twice. `run_step` runs one step alone, for an Airflow
@@ -12,8 +12,8 @@ everything a later step needs from an earlier one is in the store.
 Dry run executes the read-only steps (checks) and asks each mutating step
 what it would do, without doing it and without writing to the store.
 
-The run is recorded in the store's history (`start_run` on the first step,
-`finish_run` when the last step completes or a step fails) with RPO (records
+The run is recorded in the store's history (`store.runs.start` on the first step,
+`store.runs.finish` when the last step completes or a step fails) with RPO (records
 not replicated) and RTO (seconds from the start of the run to the end of the
 step that moved the applications), and in its details two figures: the
 procedure's `duration_seconds` (start to end) and the applications'
@@ -39,7 +39,7 @@ renewed the same way, released when the step ends), which is how an abort
 (`replicator.procedures.abort`) and a second task of the same run see that a step
 is running: the abort is refused instead of undoing a fence under a step that
 goes on. A step checks that its run has not ended once it holds that lease, and
-`finish_run` never overwrites an aborted or rejected run.
+`store.runs.finish` never overwrites an aborted or rejected run.
 
 For the run's report (`replicator.reports`): each step's start is saved too, as
 a bookkeeping entry once its leases are held (`started_entry`; the step's own
@@ -115,8 +115,8 @@ def running_lease(procedure_id: str) -> str:
 
 def history_run(store: StateStore, procedure_id: str) -> RunRecord | None:
     """The history run of `procedure_id` (None: no step of it has run)."""
-    entry = store.step(procedure_id, _RUN_ENTRY)
-    return None if entry is None else store.run(str(entry.result["run_id"]))
+    entry = store.runs.step(procedure_id, _RUN_ENTRY)
+    return None if entry is None else store.runs.get(str(entry.result["run_id"]))
 
 
 _STARTED_SUFFIX = "_started"
@@ -153,7 +153,7 @@ class StepTime:
 
 def step_times(store: StateStore, procedure_id: str) -> list[StepTime]:
     """Every step of `procedure_id` that started or ended, in the order they started."""
-    saved = store.steps(procedure_id)
+    saved = store.runs.steps(procedure_id)
     starts = {s.name: s for s in saved if s.name.startswith("_")}
     ends = {s.name: s for s in saved if not s.name.startswith("_")}
     running = [
@@ -181,7 +181,7 @@ def step_times(store: StateStore, procedure_id: str) -> list[StepTime]:
 
 def fence_started_at(store: StateStore, procedure_id: str) -> datetime | None:
     """When the fence step of `procedure_id` first started (None: it never did)."""
-    entry = store.step(procedure_id, started_entry(FENCE_STEP))
+    entry = store.runs.step(procedure_id, started_entry(FENCE_STEP))
     return None if entry is None else entry.first_saved_at
 
 
@@ -191,18 +191,18 @@ def record_decision(
     """Record the answer to the approval question of `procedure_id` ("approved",
     "rejected", "no answer"), who gave it and when, for the run's report."""
     answer = {"decision": decision, "by": by, "at": at.isoformat()}
-    store.save_step(procedure_id, _DECISION_ENTRY, "done", answer)
+    store.runs.save_step(procedure_id, _DECISION_ENTRY, "done", answer)
 
 
 def decision_of(store: StateStore, procedure_id: str) -> dict[str, Any] | None:
     """The recorded answer to the approval question (None: nobody was asked)."""
-    entry = store.step(procedure_id, _DECISION_ENTRY)
+    entry = store.runs.step(procedure_id, _DECISION_ENTRY)
     return None if entry is None else entry.result
 
 
 def saved_steps(store: StateStore, procedure_id: str) -> dict[str, StepReport]:
     """The saved report of every step of `procedure_id` (bookkeeping left out)."""
-    return {s.name: s.result for s in store.steps(procedure_id) if not s.name.startswith("_")}
+    return {s.name: s.result for s in store.runs.steps(procedure_id) if not s.name.startswith("_")}
 
 
 def seconds_between(start: datetime, end: datetime) -> float:
@@ -344,7 +344,7 @@ class Procedure(ABC):
         this dry run); ReplicatorError if that step has not run."""
         if step in self._planned:
             return self._planned[step]
-        saved = self.store.step(self.procedure_id, step)
+        saved = self.store.runs.step(self.procedure_id, step)
         if saved is None or saved.state != "done":
             raise ReplicatorError(
                 f"step {step!r} of {self.kind} {self.procedure_id} has not completed; "
@@ -359,7 +359,7 @@ class Procedure(ABC):
         self.procedure_id = procedure_id
         report = ProcedureReport(procedure_id, self.kind, dry_run=False)
         for step in self.steps():
-            saved = self.store.step(procedure_id, step.name)
+            saved = self.store.runs.step(procedure_id, step.name)
             if saved is not None:
                 status = cast(Literal["done", "failed"], saved.state)
                 report.steps.append(StepOutcome(step.name, status, saved.result))
@@ -379,7 +379,7 @@ class Procedure(ABC):
     def done(self, step: str) -> bool:
         if self.dry_run:
             return step in self._planned
-        saved = self.store.step(self.procedure_id, step)
+        saved = self.store.runs.step(self.procedure_id, step)
         return saved is not None and saved.state == "done"
 
     def check_timeouts(self) -> None:
@@ -402,34 +402,36 @@ class Procedure(ABC):
             action = step.preview or step.action
             self._planned[step.name] = self._attempt(step, action)
             return StepOutcome(step.name, "planned", self._planned[step.name])
-        saved = self.store.step(self.procedure_id, step.name)
+        saved = self.store.runs.step(self.procedure_id, step.name)
         if saved is not None and saved.state == "done":
             log.info("%s %s: step %s done before; skipped", self.kind, self.procedure_id, step.name)
             return StepOutcome(step.name, "skipped", saved.result)
         run_id = self.history_run_id()
         running = self._hold_run(step)
         try:
-            ended = self.store.run(run_id).outcome  # read while no abort can end it
+            ended = self.store.runs.get(run_id).outcome  # read while no abort can end it
             if ended in ENDED_OUTCOMES:
                 raise ProcedureEnded(
                     f"{self.kind} {self.procedure_id} was {ended}, so its step {step.name!r} "
                     "does not run; start a new run (a new id) to try again"
                 )
-            saved = self.store.step(self.procedure_id, step.name)
+            saved = self.store.runs.step(self.procedure_id, step.name)
             if saved is not None and saved.state == "done":  # by a task that held the run
                 return StepOutcome(step.name, "skipped", saved.result)
             try:
                 result = self._attempt(step, step.action, running)
             except StepFailed as exc:
-                self.store.save_step(self.procedure_id, step.name, "failed", {"error": str(exc)})
+                self.store.runs.save_step(
+                    self.procedure_id, step.name, "failed", {"error": str(exc)}
+                )
                 self._finish(run_id, "failed", {"failed_step": step.name, "error": str(exc)})
                 raise
-            self.store.save_step(self.procedure_id, step.name, "done", result)
+            self.store.runs.save_step(self.procedure_id, step.name, "done", result)
             log.info("%s %s: step %s done: %s", self.kind, self.procedure_id, step.name, result)
             if all(self.done(s.name) for s in self.steps()):
                 self._finish(run_id, "succeeded", {})
         finally:
-            self.store.release_leases(running.owner)
+            self.store.leases.release(running.owner)
         return StepOutcome(step.name, "done", result)
 
     def switches_to(self) -> str | None:
@@ -473,7 +475,7 @@ class Procedure(ABC):
             # Take the leases, or renew them; the renewer keeps them while the step runs.
             owner = self.lease_owner or self.procedure_id
             leases = Hold.take(self.store, self.leases(), owner, self.lease_ttl_s)
-            self.store.save_step(self.procedure_id, started_entry(step.name), "done", {})
+            self.store.runs.save_step(self.procedure_id, started_entry(step.name), "done", {})
             what = f"{self.kind} {self.procedure_id}, step {step.name!r},"
             with renewing(LeaseRenewer(self.store, [running, leases], what)) as renewer:
                 result = action()
@@ -493,18 +495,18 @@ class Procedure(ABC):
 
     def history_run_id(self) -> str:
         """The history run of this procedure id, started by its first step."""
-        entry = self.store.step(self.procedure_id, _RUN_ENTRY)
+        entry = self.store.runs.step(self.procedure_id, _RUN_ENTRY)
         if entry is not None:
             return str(entry.result["run_id"])
         params = {**self.params(), "procedure_id": self.procedure_id}
         if self.started_by:
             params["started_by"] = self.started_by
-        run_id = self.store.start_run(self.kind, self.flow_name(), self.mode(), params)
-        self.store.save_step(self.procedure_id, _RUN_ENTRY, "done", {"run_id": run_id})
+        run_id = self.store.runs.start(self.kind, self.flow_name(), self.mode(), params)
+        self.store.runs.save_step(self.procedure_id, _RUN_ENTRY, "done", {"run_id": run_id})
         return run_id
 
     def _finish(self, run_id: str, outcome: str, extra: dict[str, Any]) -> None:
-        started = self.store.run(run_id).started_at
+        started = self.store.runs.get(run_id).started_at
         details = {
             "procedure_id": self.procedure_id,
             "steps": saved_steps(self.store, self.procedure_id),
@@ -525,21 +527,21 @@ class Procedure(ABC):
                 wait_s=RESUME_WAIT_S if self.done(SWITCH_STEP) else 0.0,
             )
         try:
-            self.store.finish_run(run_id, outcome, self.rpo(), self.rto(), details)
+            self.store.runs.finish(run_id, outcome, self.rpo(), self.rto(), details)
         except RunEnded as exc:  # its record (what an abort undid) is kept as it is
             raise ProcedureEnded(
                 f"{self.kind} {self.procedure_id} ended while its step ran, so it is not "
                 f"recorded as {outcome}: {exc}"
             ) from exc
         if self.lease_owner is None:  # a finished run, whatever its outcome, holds nothing
-            self.store.release_leases(self.procedure_id)
+            self.store.leases.release(self.procedure_id)
 
     def rto(self) -> float | None:
         """Seconds from the start of the run to the completion of the recovery step."""
         if self.dry_run or not self.done(self.recovery_step):
             return None
         run = history_run(self.store, self.procedure_id)
-        recovered = self.store.step(self.procedure_id, self.recovery_step)
+        recovered = self.store.runs.step(self.procedure_id, self.recovery_step)
         if run is None or recovered is None:
             return None
         return seconds_between(run.started_at, recovered.updated_at)
@@ -552,7 +554,7 @@ class Procedure(ABC):
         names = {step.name for step in self.steps()}
         if SWITCH_STEP not in names:
             return 0.0
-        switched = self.store.step(self.procedure_id, SWITCH_STEP)
+        switched = self.store.runs.step(self.procedure_id, SWITCH_STEP)
         run = history_run(self.store, self.procedure_id)
         if self.dry_run or switched is None or switched.state != "done" or run is None:
             return None

@@ -66,11 +66,11 @@ def grant(
 ) -> dict[str, Any]:
     """Create the producers' WRITE on `flow`'s target; the report's `granted` lists,
     per application, the bindings this run created (for the failback to remove)."""
-    saved = store.step(procedure_id, _PLAN_ENTRY)
+    saved = store.runs.step(procedure_id, _PLAN_ENTRY)
     if saved is None:
         missing = _missing(flow, write_bindings(config, flow, applications))
         plan = {app: _as_dicts(acls) for app, acls in missing.items()}
-        store.save_step(procedure_id, _PLAN_ENTRY, "done", {"granted": plan})
+        store.runs.save_step(procedure_id, _PLAN_ENTRY, "done", {"granted": plan})
     else:
         plan = saved.result["granted"]
     granted = {app: [Binding.from_dict(b) for b in acls] for app, acls in plan.items()}
@@ -88,12 +88,12 @@ def failover_grants(
     """Per application, the last succeeded failover over `flow` that moved it, and
     the bindings its `grant_write` created ([] without the step)."""
     found: dict[str, tuple[str, list[Binding]]] = {}
-    for run in store.runs("failover", limit=_HISTORY):
+    for run in store.runs.recent("failover", limit=_HISTORY):
         moved = [a for a in run.params.get("applications", []) if a in applications]
         if run.flow != flow.name or run.outcome != "succeeded" or not moved:
             continue
         procedure_id = str(run.params["procedure_id"])
-        step = store.step(procedure_id, GRANT_STEP)
+        step = store.runs.step(procedure_id, GRANT_STEP)
         granted = step.result.get("granted", {}) if step and step.state == "done" else {}
         for app in moved:
             acls = [Binding.from_dict(b) for b in granted.get(app, [])]

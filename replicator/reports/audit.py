@@ -75,7 +75,7 @@ def find_run(store: StateStore, run_or_procedure_id: str) -> RunRecord:
     """The history run with this id, or the run of this procedure id (the Airflow
     form `<dag id>/<dag run id>` included). NotFoundError names both tries."""
     try:
-        return store.run(run_or_procedure_id)
+        return store.runs.get(run_or_procedure_id)
     except NotFoundError:
         run = history_run(store, run_or_procedure_id)
         if run is None:
@@ -104,7 +104,7 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
     if procedure_id is None:
         return RunReport(run, None, run.params.get("started_by"), None, [], subjects=named)
     answer = decision_of(store, procedure_id)
-    check = store.step(procedure_id, "check")
+    check = store.runs.step(procedure_id, "check")
     checks = check.result.get("partitions", []) if check and run.kind == "drill" else []
     return RunReport(
         run=run,
@@ -122,7 +122,7 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
 def _found_groups(store: StateStore, procedure_id: str) -> list[str]:
     """A drill that names no group checks every group of the flow; its preflight
     recorded which, so the report names what was drilled."""
-    preflight = store.step(procedure_id, "preflight")
+    preflight = store.runs.step(procedure_id, "preflight")
     return list(preflight.result.get("groups", [])) if preflight else []
 
 
@@ -152,7 +152,7 @@ def _verification_after(store: StateStore, run: RunRecord) -> RunRecord | None:
     flows = {run.flow, f"{target}->{source}"}
     after = [
         v
-        for v in store.runs("verification", limit=_VERIFICATIONS_SEARCHED)
+        for v in store.runs.recent("verification", limit=_VERIFICATIONS_SEARCHED)
         if v.flow in flows and v.started_at >= run.finished_at
     ]
     return min(after, key=lambda v: v.started_at) if after else None

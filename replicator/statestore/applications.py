@@ -44,19 +44,22 @@ _CLIENT_STATES = ("running", "fenced")
 _WAIT_POLL_S = 0.2
 
 
-class ApplicationStore(Database):
+class ApplicationStore:
     """Register, fence, switch and unfence applications; record and wait for their
     clients. A part of `StateStore`."""
 
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
     # --- applications -------------------------------------------------------------
 
-    def register_application(self, name: str, cluster: str) -> Application:
+    def register(self, name: str, cluster: str) -> Application:
         """Register `name` as active on `cluster`; if it is registered already it
         keeps its active cluster (a re-run must never move a live application)."""
-        with self._write() as conn:
+        with self._db.write() as conn:
             if self._application_row(conn, name) is None:
                 # Registered concurrently (the insert returns False): keep that one.
-                self._insert_new(
+                self._db.insert_new(
                     conn,
                     schema.applications,
                     {
@@ -67,14 +70,14 @@ class ApplicationStore(Database):
                         "updated_at": database.now(),
                     },
                 )
-        return self.application(name)
+        return self.get(name)
 
-    def application(self, name: str) -> Application:
-        with self._read() as conn:
+    def get(self, name: str) -> Application:
+        with self._db.read() as conn:
             return self._application(conn, name)
 
-    def applications(self) -> list[Application]:
-        with self._read() as conn:
+    def all(self) -> list[Application]:
+        with self._db.read() as conn:
             rows = conn.execute(select(schema.applications).order_by(schema.applications.c.name))
             return [Application(**row._mapping) for row in rows]
 
@@ -84,7 +87,7 @@ class ApplicationStore(Database):
         Fencing a fenced application changes nothing and returns its epoch, so a
         retried procedure waits for the same acknowledgements.
         """
-        with self._write() as conn:
+        with self._db.write() as conn:
             fencing.check(conn, f"fencing application {name!r}")
             app = self._application(conn, name, for_update=True)
             if app.fenced:
@@ -94,23 +97,23 @@ class ApplicationStore(Database):
 
     def switch(self, name: str, cluster: str) -> Application:
         """Make `cluster` the active cluster of `name` and lift any fence."""
-        with self._write() as conn:
+        with self._db.write() as conn:
             fencing.check(conn, f"switching application {name!r} to {cluster!r}")
             app = self._application(conn, name, for_update=True)
             if app.active_cluster != cluster or app.fenced:
                 self._set_application(
                     conn, name, active_cluster=cluster, fenced=False, epoch=app.epoch + 1
                 )
-        return self.application(name)
+        return self.get(name)
 
     def unfence(self, name: str) -> Application:
         """Let the clients of `name` run again on the cluster they were fenced on."""
-        with self._write() as conn:
+        with self._db.write() as conn:
             fencing.check(conn, f"unfencing application {name!r}")
             app = self._application(conn, name, for_update=True)
             if app.fenced:
                 self._set_application(conn, name, fenced=False, epoch=app.epoch + 1)
-        return self.application(name)
+        return self.get(name)
 
     # --- clients ------------------------------------------------------------------
 
@@ -148,19 +151,19 @@ class ApplicationStore(Database):
         since = case(
             (same, func.coalesce(clients.c.since, clock.server_now())), else_=clock.server_now()
         )
-        with self._write() as conn:
+        with self._db.write() as conn:
             self._application(conn, application)
             match = [clients.c.application == application, clients.c.client_id == client_id]
             if conn.execute(update(clients).where(*match).values(**values, since=since)).rowcount:
                 return
             first = {**key, **values, "since": clock.server_now()}
-            if not self._insert_new(conn, clients, first):  # inserted concurrently
+            if not self._db.insert_new(conn, clients, first):  # inserted concurrently
                 conn.execute(update(clients).where(*match).values(**values, since=since))
 
     def remove_client(self, application: str, client_id: str) -> None:
         """Forget a client that stopped cleanly, so no procedure waits for it."""
         clients = schema.clients
-        with self._write() as conn:
+        with self._db.write() as conn:
             conn.execute(
                 delete(clients).where(
                     clients.c.application == application, clients.c.client_id == client_id
@@ -178,7 +181,7 @@ class ApplicationStore(Database):
         """The clients of `application` (those seen in the last `seen_within_s` if given)
         and the server's time they were read at, to compare their `last_seen` with."""
         clients = schema.clients
-        with self._read() as conn:
+        with self._db.read() as conn:
             self._application(conn, application)
             now = clock.server_time(conn)
             query = select(clients).where(clients.c.application == application)
@@ -213,7 +216,7 @@ class ApplicationStore(Database):
         while True:
             if check is not None:
                 check()
-            app = self.application(application)
+            app = self.get(application)
             if not app.fenced or app.epoch != epoch:
                 raise StateStoreError(
                     f"application {application!r} is no longer fenced at epoch {epoch} "

@@ -19,15 +19,18 @@ from replicator.statestore.database import Database, json_field
 from replicator.statestore.records import ApprovalRecord
 
 
-class ApprovalStore(Database):
+class ApprovalStore:
     """Record and read approval answers. A part of `StateStore`."""
 
-    def record_approval(self, answer: ApprovalRecord) -> ApprovalRecord:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def record(self, answer: ApprovalRecord) -> ApprovalRecord:
         """Record `answer` for its procedure run, unless one is recorded already: the
         recorded one (the first answer) is returned either way."""
         table = schema.approvals
         recorded = replace(answer, recorded_at=database.now())
-        with self._write() as conn:
+        with self._db.write() as conn:
             found = conn.execute(
                 select(table).where(table.c.procedure_id == answer.procedure_id)
             ).first()
@@ -38,24 +41,24 @@ class ApprovalStore(Database):
                 "approver_roles": list(recorded.approver_roles),
                 "details": json_field("approval details", recorded.details),
             }
-            if not self._insert_new(conn, table, values):
+            if not self._db.insert_new(conn, table, values):
                 row = conn.execute(
                     select(table).where(table.c.procedure_id == answer.procedure_id)
                 ).one()
                 return _approval(row._mapping)
         return recorded
 
-    def approval(self, procedure_id: str) -> ApprovalRecord | None:
+    def get(self, procedure_id: str) -> ApprovalRecord | None:
         """The recorded answer of run `procedure_id` (None: nobody answered one)."""
         table = schema.approvals
-        with self._read() as conn:
+        with self._db.read() as conn:
             row = conn.execute(select(table).where(table.c.procedure_id == procedure_id)).first()
         return None if row is None else _approval(row._mapping)
 
-    def approval_preflight_rechecked(self, procedure_id: str, at: datetime) -> None:
+    def preflight_rechecked(self, procedure_id: str, at: datetime) -> None:
         """Note that run `procedure_id`'s preflight ran again after a late answer."""
         table = schema.approvals
-        with self._write() as conn:
+        with self._db.write() as conn:
             conn.execute(
                 update(table)
                 .where(table.c.procedure_id == procedure_id)

@@ -15,7 +15,7 @@ passed through `redact` anyway (`json_field`), so a secret handed over by mistak
 is stored as `******`.
 
 `Database` is the base of every table group of `StateStore` (see `store.py`): it
-gives them `_read()`/`_write()` transactions and a portable upsert, and `now()` is
+gives them `read()`/`write()` transactions and a portable upsert, and `now()` is
 the one clock they stamp rows with.
 """
 
@@ -277,19 +277,19 @@ class Database:
         )
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         self._ensure_schema()
         with self._transaction(write=False) as conn:
             yield conn
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
         self._ensure_schema()
         with self._transaction(write=True) as conn:
             yield conn
 
     @staticmethod
-    def _upsert(
+    def upsert(
         conn: Connection,
         table: Table,
         key: Mapping[str, Any],
@@ -301,11 +301,11 @@ class Database:
         match = [table.c[name] == value for name, value in key.items()]
         if conn.execute(update(table).where(*match).values(**values)).rowcount:
             return
-        if not Database._insert_new(conn, table, {**key, **values, **(first or {})}):
+        if not Database.insert_new(conn, table, {**key, **values, **(first or {})}):
             conn.execute(update(table).where(*match).values(**values))
 
     @staticmethod
-    def _insert_new(conn: Connection, table: Table, values: Mapping[str, Any]) -> bool:
+    def insert_new(conn: Connection, table: Table, values: Mapping[str, Any]) -> bool:
         """Insert a row the transaction found missing; False when a concurrent writer
         inserted it first (PostgreSQL: the key's unique violation, in a savepoint so the
         transaction goes on), for the caller to read or update that row instead."""

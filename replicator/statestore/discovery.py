@@ -9,7 +9,7 @@ so the state store and this answer can be shown to anyone.
 The fence protocol a client follows (include/demo/ implements it):
 
 1. Connect to `route.bootstrap_servers`; report "running" at `route.epoch`
-   (`StateStore.report_client`) about every 0.5 s.
+   (`store.applications.report_client`) about every 0.5 s.
 2. When `route.fenced`: stop producing/consuming, flush and commit what was
    done, close the Kafka clients, then report "fenced" at `route.epoch`;
    that report is the acknowledgement a failover procedure waits for.
@@ -49,7 +49,7 @@ class UnknownClusterError(StateStoreError):
 def where(application: str, config: ReplicatorConfig, store: StateStore) -> Route:
     """The route of `application`: its active cluster as the state store says,
     resolved to bootstrap servers through `config`."""
-    app = store.application(application)
+    app = store.applications.get(application)
     cluster = config.clusters.get(app.active_cluster)
     if cluster is None:
         source = config.source_file or "the configuration"

@@ -2,7 +2,7 @@
 still the writer's, checked in the write's own transaction.
 
 A lease's token grows each time it is taken: by a new owner, or by the same owner
-after it lapsed or was released (`LeaseStore.acquire_leases`); renewing a live
+after it lapsed or was released (`LeaseStore.acquire`); renewing a live
 lease keeps it. A DR step knows the tokens of the leases it took (its `Guard`s)
 and runs under them (`guarded`). Each write of the store that a procedure makes
 (fence, switch, unfence, a flow's desired state) first calls `check` in its own

@@ -1,6 +1,6 @@
 """The flow-states table group: the desired state of each flow.
 
-A procedure writes it (`StateStore.set_flow_state`) and `replicator run` reads it
+A procedure writes it (`store.flows.set`) and `replicator run` reads it
 every quarter second: "stopped" (a procedure, or the standby direction) and "paused"
 (an operator: `replicator flows pause`) stop the flow's tasks (they flush first);
 anything else, or no row at all, runs them (`runs`). The names live here, next to the store both
@@ -35,28 +35,29 @@ def runs(state: FlowState | None) -> bool:
     return state is None or state.state not in HALTED
 
 
-class FlowStateStore(Database):
+class FlowStateStore:
     """Set and read the desired state of flows. A part of `StateStore`."""
 
-    def set_flow_state(
-        self, flow: str, state: str, detail: Mapping[str, Any] | None = None
-    ) -> FlowState:
-        with self._write() as conn:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def set(self, flow: str, state: str, detail: Mapping[str, Any] | None = None) -> FlowState:
+        with self._db.write() as conn:
             fencing.check(conn, f"setting flow {flow!r} {state}")
             values = {"state": state, "detail": json_field(f"detail of flow {flow!r}", detail)}
-            self._upsert(
+            self._db.upsert(
                 conn, schema.flows, {"flow": flow}, {**values, "updated_at": database.now()}
             )
-        state_now = self.flow_state(flow)
+        state_now = self.get(flow)
         assert state_now is not None  # written just above
         return state_now
 
-    def flow_state(self, flow: str) -> FlowState | None:
-        with self._read() as conn:
+    def get(self, flow: str) -> FlowState | None:
+        with self._db.read() as conn:
             row = conn.execute(select(schema.flows).where(schema.flows.c.flow == flow)).first()
             return None if row is None else FlowState(**row._mapping)
 
-    def flow_states(self) -> list[FlowState]:
-        with self._read() as conn:
+    def all(self) -> list[FlowState]:
+        with self._db.read() as conn:
             rows = conn.execute(select(schema.flows).order_by(schema.flows.c.flow))
             return [FlowState(**row._mapping) for row in rows]

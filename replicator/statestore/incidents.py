@@ -28,10 +28,13 @@ T = TypeVar("T")
 Decide = Callable[[list[Incident]], tuple[Sequence[Incident], T]]
 
 
-class IncidentStore(Database):
+class IncidentStore:
     """Read and change incidents. A part of `StateStore`."""
 
-    def update_incidents(self, source: str, scope: str | None, decide: Decide[T]) -> T:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def update(self, source: str, scope: str | None, decide: Decide[T]) -> T:
         """Run `decide` over the incidents of `source` (only those of `scope`, if
         given), other writers locked out, and write the incidents it returns, in one
         transaction; `decide`'s other result is returned."""
@@ -39,7 +42,7 @@ class IncidentStore(Database):
         query = select(table).where(table.c.source == source)
         if scope is not None:
             query = query.where(table.c.scope == scope)
-        with self._write() as conn:
+        with self._db.write() as conn:
             if conn.dialect.name == "postgresql":
                 # Row locks do not cover a row not inserted yet: two runs would both
                 # open the same new incident. SQLite's write lock is the whole file.
@@ -57,7 +60,7 @@ class IncidentStore(Database):
         delivered before is restored, so the next run claims it again. False when
         another run changed the incident since (its own notice stands)."""
         table = schema.incidents
-        with self._write() as conn:
+        with self._db.write() as conn:
             return bool(
                 conn.execute(
                     update(table)
@@ -66,13 +69,13 @@ class IncidentStore(Database):
                 ).rowcount
             )
 
-    def incidents(self, open_only: bool = False) -> list[Incident]:
+    def all(self, open_only: bool = False) -> list[Incident]:
         """Every incident (open or the last resolved of its key), newest first."""
         table = schema.incidents
         query = select(table).order_by(table.c.opened_at.desc(), table.c.key)
         if open_only:
             query = query.where(table.c.resolved_at.is_(None))
-        with self._read() as conn:
+        with self._db.read() as conn:
             return [_incident(row._mapping) for row in conn.execute(query)]
 
 
@@ -83,4 +86,4 @@ def _incident(row: RowMapping) -> Incident:
 def _write(conn: Connection, incident: Incident) -> None:
     values = {**asdict(incident), "lines": list(incident.lines)}
     key = {"key": values.pop("key")}
-    Database._upsert(conn, schema.incidents, key, values)
+    Database.upsert(conn, schema.incidents, key, values)

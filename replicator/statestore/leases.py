@@ -1,7 +1,7 @@
 """The leases table group: which DR procedure holds which flow or application.
 
 A DR procedure holds a lease on its flow and on each application it moves
-(`acquire_leases`), so two procedures never interleave their steps on the same
+(`acquire`), so two procedures never interleave their steps on the same
 thing; a lease lapses unless renewed, so an orchestrator that died does not lock
 a flow forever.
 
@@ -30,10 +30,13 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_TTL_S = 3600.0
 
 
-class LeaseStore(Database):
+class LeaseStore:
     """Acquire, renew, release and list procedure leases. A part of `StateStore`."""
 
-    def acquire_leases(
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def acquire(
         self, resources: Iterable[str], owner: str, ttl_s: float = DEFAULT_LEASE_TTL_S
     ) -> list[Lease]:
         """Lease every one of `resources` to `owner` for `ttl_s` seconds, all or none,
@@ -41,7 +44,7 @@ class LeaseStore(Database):
         over, `owner`'s own lease is renewed. Raises LeaseHeld naming the holder and
         its expiry when another owner holds one of them."""
         wanted = sorted(set(resources))  # one lock order for everyone: no deadlock
-        with self._write() as conn:
+        with self._db.write() as conn:
             now = clock.server_time(conn)
             expires = now + timedelta(seconds=ttl_s)
             for resource in wanted:
@@ -54,7 +57,7 @@ class LeaseStore(Database):
                         "expires_at": expires,
                         "token": _next_token(conn, resource),
                     }
-                    if self._insert_new(conn, schema.leases, new):
+                    if self._db.insert_new(conn, schema.leases, new):
                         continue
                     held = self._lease(conn, resource)  # leased concurrently: see by whom
                     assert held is not None  # the row that made the insert fail
@@ -81,13 +84,13 @@ class LeaseStore(Database):
                 )
             return [lease for r in wanted if (lease := self._lease(conn, r)) is not None]
 
-    def renew_leases(self, guards: Iterable[Guard], ttl_s: float) -> None:
+    def renew(self, guards: Iterable[Guard], ttl_s: float) -> None:
         """Extend the leases `guards` name by `ttl_s` seconds, each only while it is still
         the guard's (owner and fencing token, unlapsed): LeaseTaken otherwise, and
-        nothing is renewed. Unlike `acquire_leases`, never takes a lease anew: a step
+        nothing is renewed. Unlike `acquire`, never takes a lease anew: a step
         whose lease was released or taken must not get it back behind the taker."""
         wanted = list(guards)
-        with self._write() as conn:
+        with self._db.write() as conn:
             fencing.check(conn, "renewing the leases", wanted)
             expires = clock.server_time(conn) + timedelta(seconds=ttl_s)
             for guard in wanted:
@@ -101,19 +104,19 @@ class LeaseStore(Database):
         """LeaseTaken unless the running step's leases are still its own (`fencing`):
         before a write the store cannot make conditional itself (a Kafka commit)."""
         if fencing.current():
-            with self._write() as conn:
+            with self._db.write() as conn:
                 fencing.check(conn, what)
 
-    def release_leases(self, owner: str) -> int:
+    def release(self, owner: str) -> int:
         """Release every lease `owner` holds; returns how many it held."""
-        with self._write() as conn:
+        with self._db.write() as conn:
             return conn.execute(
                 delete(schema.leases).where(schema.leases.c.owner == owner)
             ).rowcount
 
-    def leases(self) -> list[Lease]:
+    def all(self) -> list[Lease]:
         """Every lease, expired ones included (until someone takes them over)."""
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(select(schema.leases).order_by(schema.leases.c.resource))
             return [Lease(**row._mapping) for row in rows]
 
@@ -134,7 +137,7 @@ def _next_token(conn: Connection, resource: str) -> int:
         select(tokens.c.token).where(tokens.c.resource == resource).with_for_update()
     ).scalar()
     if last is None:
-        if Database._insert_new(conn, tokens, {"resource": resource, "token": 1}):
+        if Database.insert_new(conn, tokens, {"resource": resource, "token": 1}):
             return 1
         # Inserted by a concurrent first taking (its lease insert then fails): after it.
         last = conn.execute(

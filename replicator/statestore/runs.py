@@ -3,7 +3,7 @@ verification) and the saved results of each procedure's steps, which let a
 retried procedure skip the steps it finished.
 
 A run that ended "aborted" or "rejected" (`FINAL_OUTCOMES`) keeps that record:
-`finish_run` refuses to overwrite it (`RunEnded`), so what the abort undid stays in
+`finish` refuses to overwrite it (`RunEnded`), so what the abort undid stays in
 the history even when a step that was still running ends after it.
 """
 
@@ -33,18 +33,21 @@ class RunEnded(StateStoreError):
         self.outcome = outcome
 
 
-class RunStore(Database):
+class RunStore:
     """Record runs and their steps, and read the history back. A part of `StateStore`."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     # --- runs ---------------------------------------------------------------------
 
-    def start_run(
+    def start(
         self, kind: str, flow: str | None, mode: str | None, params: Mapping[str, Any]
     ) -> str:
         """Record the start of a run; returns its id (`<kind>-<UTC time>-<random>`)."""
         started = database.now()
         run_id = f"{kind}-{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-        with self._write() as conn:
+        with self._db.write() as conn:
             conn.execute(
                 insert(schema.runs).values(
                     run_id=run_id,
@@ -58,7 +61,7 @@ class RunStore(Database):
             )
         return run_id
 
-    def finish_run(
+    def finish(
         self,
         run_id: str,
         outcome: str,
@@ -70,7 +73,7 @@ class RunStore(Database):
         except that of a run that ended "aborted" or "rejected": RunEnded, and the
         record stays as it is (checked in the same statement, so no race)."""
         runs = schema.runs
-        with self._write() as conn:
+        with self._db.write() as conn:
             done = conn.execute(
                 update(runs)
                 .where(
@@ -98,28 +101,28 @@ class RunStore(Database):
                     "further step (`replicator history` shows what its end undid)",
                     ended.outcome,
                 )
-        return self.run(run_id)
+        return self.get(run_id)
 
-    def run(self, run_id: str) -> RunRecord:
-        with self._read() as conn:
+    def get(self, run_id: str) -> RunRecord:
+        with self._db.read() as conn:
             row = conn.execute(select(schema.runs).where(schema.runs.c.run_id == run_id)).first()
         if row is None:
             raise self._unknown_run(run_id)
         return RunRecord(**_without_seq(row))
 
-    def runs(self, kind: str | None = None, limit: int = 50) -> list[RunRecord]:
+    def recent(self, kind: str | None = None, limit: int = 50) -> list[RunRecord]:
         """The last `limit` runs (of `kind` if given), newest first."""
         query = select(schema.runs).order_by(schema.runs.c.seq.desc()).limit(limit)
         if kind is not None:
             query = query.where(schema.runs.c.kind == kind)
-        with self._read() as conn:
+        with self._db.read() as conn:
             return [RunRecord(**_without_seq(row)) for row in conn.execute(query)]
 
     # --- procedure steps ----------------------------------------------------------
 
     def step(self, procedure_id: str, name: str) -> StepRecord | None:
         steps = schema.steps
-        with self._read() as conn:
+        with self._db.read() as conn:
             row = conn.execute(
                 select(steps).where(steps.c.procedure_id == procedure_id, steps.c.name == name)
             ).first()
@@ -135,8 +138,8 @@ class RunStore(Database):
             )
         now = database.now()
         values = {"state": state, "result": json_field(f"result of step {name!r}", result)}
-        with self._write() as conn:
-            self._upsert(
+        with self._db.write() as conn:
+            self._db.upsert(
                 conn,
                 schema.steps,
                 {"procedure_id": procedure_id, "name": name},
@@ -151,7 +154,7 @@ class RunStore(Database):
         """The steps of one procedure run, in the order they were first saved."""
         steps = schema.steps
         query = select(steps).where(steps.c.procedure_id == procedure_id).order_by(steps.c.seq)
-        with self._read() as conn:
+        with self._db.read() as conn:
             return [StepRecord(**_without_seq(row)) for row in conn.execute(query)]
 
     def _unknown_run(self, run_id: str) -> NotFoundError:

@@ -3,7 +3,7 @@ checkpoint and heartbeat age, live workers) and found (its problems, its bounds)
 
 The DR status page draws its lag and age charts from these rows and takes the
 supervisor's verdict on what only the supervisor can judge from the newest one.
-Rows are kept for a retention the recorder gives (`record_samples` prunes older
+Rows are kept for a retention the recorder gives (`record` prunes older
 ones in the same transaction), so the table stays a few hours of minutes.
 """
 
@@ -20,13 +20,16 @@ from replicator.statestore.database import Database
 from replicator.statestore.records import FlowSample
 
 
-class SampleStore(Database):
+class SampleStore:
     """Record and read flow samples. A part of `StateStore`."""
 
-    def record_samples(self, samples: Sequence[FlowSample], keep: timedelta) -> int:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def record(self, samples: Sequence[FlowSample], keep: timedelta) -> int:
         """Add `samples` and delete those older than `keep`; how many were deleted."""
         table = schema.flow_samples
-        with self._write() as conn:
+        with self._db.write() as conn:
             if samples:
                 conn.execute(
                     insert(table),
@@ -35,13 +38,13 @@ class SampleStore(Database):
             pruned = conn.execute(delete(table).where(table.c.sampled_at < database.now() - keep))
             return int(pruned.rowcount)
 
-    def flow_samples(self, since: datetime, flow: str | None = None) -> list[FlowSample]:
+    def since(self, since: datetime, flow: str | None = None) -> list[FlowSample]:
         """The samples taken since `since` (of `flow` only, if given), oldest first."""
         table = schema.flow_samples
         query = select(table).where(table.c.sampled_at >= since)
         if flow is not None:
             query = query.where(table.c.flow == flow)
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(query.order_by(table.c.sampled_at, table.c.seq))
             return [_sample(row._mapping) for row in rows]
 

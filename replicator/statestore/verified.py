@@ -19,20 +19,23 @@ from replicator.statestore.database import Database
 from replicator.statestore.records import VerifiedRange
 
 
-class VerifiedRangeStore(Database):
+class VerifiedRangeStore:
     """Record and read verified ranges. A part of `StateStore`."""
 
-    def verified_ranges(self, flow: str) -> list[VerifiedRange]:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def ranges(self, flow: str) -> list[VerifiedRange]:
         """Every verified range of `flow`, by topic, partition and source offset."""
         table = schema.verified_ranges
         query = select(table).where(table.c.flow == flow)
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(
                 query.order_by(table.c.topic, table.c.partition, table.c.source_first)
             )
             return [_verified(row._mapping) for row in rows]
 
-    def replace_verified(
+    def replace(
         self, flow: str, partitions: Mapping[tuple[str, int], Sequence[VerifiedRange]]
     ) -> None:
         """In one transaction, for each (topic, partition) of `partitions`: forget its
@@ -48,7 +51,7 @@ class VerifiedRangeStore(Database):
                         f"given for {flow} {topic}[{partition}]"
                     )
                 rows.append(asdict(verified))
-        with self._write() as conn:
+        with self._db.write() as conn:
             for chunk in _chunks(keys, 500):
                 conn.execute(
                     delete(table).where(

@@ -115,7 +115,7 @@ def verify(
                 "suites": round(time.monotonic() - began - spark_s, 1),
             }
         except ReplicatorError as exc:
-            store.finish_run(run.run_id, "failed", None, None, {"error": str(exc)})
+            store.runs.finish(run.run_id, "failed", None, None, {"error": str(exc)})
             raise
     return finish(store, run, summary)
 
@@ -147,7 +147,7 @@ def start(
     check_access(flow, topics)
     verified, sampling = None, None
     if not full:
-        verified = store.verified_ranges(flow.name)
+        verified = store.verified.ranges(flow.name)
         sampling = Sampling(datetime.now(UTC), _last_run(store, flow.name), sample_period)
     plan = plan_verification(flow, topics, verified, sampling)
     shipped: list[str] = []
@@ -162,7 +162,7 @@ def start(
             f"flow {flow.name} replicates none of {topics or 'its topics'}; "
             "check --topics against `replicator topics`"
         )
-    run_id = store.start_run(
+    run_id = store.runs.start(
         "verification", flow.name, None, {"topics": topics, "master": master, "full": full}
     )
     directory = (results / f"run={run_id}").resolve()
@@ -175,7 +175,7 @@ def start(
 
 def _last_run(store: StateStore, flow: str) -> datetime | None:
     """When the flow's previous verification started (None: it has none)."""
-    for run in store.runs("verification", limit=_RUNS_SEARCHED):
+    for run in store.runs.recent("verification", limit=_RUNS_SEARCHED):
         if run.flow == flow:
             return run.started_at
     return None
@@ -242,7 +242,7 @@ def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> 
     summary = {**summary, "verified": record_proved(store, plan, run)}
     outcome = "succeeded" if summary["success"] else "failed"
     details = {**summary, "results": str(run.directory)}
-    store.finish_run(run.run_id, outcome, run.in_flight, None, details)
+    store.runs.finish(run.run_id, outcome, run.in_flight, None, details)
     return Verification(run.run_id, run.directory, bool(summary["success"]), summary)
 
 
@@ -266,7 +266,7 @@ def record_proved(
     for row in rows:
         by_partition.setdefault((row["topic"], row["partition"]), []).append(row)
     stored: dict[tuple[str, int], list[VerifiedRange]] = {}
-    for verified in store.verified_ranges(plan.flow):
+    for verified in store.verified.ranges(plan.flow):
         stored.setdefault((verified.topic, verified.partition), []).append(verified)
     now = datetime.now(UTC)
     changed: dict[tuple[str, int], list[VerifiedRange]] = {}
@@ -299,7 +299,7 @@ def record_proved(
             after = [r for r in after if r.source_first < broken[key]]
         if sorted(after, key=_first) != sorted(before, key=_first):
             changed[key] = after
-    store.replace_verified(plan.flow, changed)
+    store.verified.replace(plan.flow, changed)
     return {
         "incremental": plan.incremental,
         "records_now": records_now,

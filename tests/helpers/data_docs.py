@@ -126,10 +126,10 @@ def write_tables(directory: Path, topic: str) -> None:
 def verification_with_data_docs(store: StateStore, results: Path, flow: str, topic: str) -> str:
     """Run the suites over the tables of `topic` under `results`; the id of the
     recorded verification run ("failed": the lag suite fails on partition 1)."""
-    run_id = store.start_run("verification", flow, None, {"topics": [topic], "master": None})
+    run_id = store.runs.start("verification", flow, None, {"topics": [topic], "master": None})
     directory = results / f"run={run_id}"
     write_tables(directory, topic)
     summary = run_suites(directory)
     outcome = "succeeded" if summary["success"] else "failed"
-    store.finish_run(run_id, outcome, 0, None, {**summary, "results": str(directory)})
+    store.runs.finish(run_id, outcome, 0, None, {**summary, "results": str(directory)})
     return run_id

@@ -193,9 +193,9 @@ def procedure_scene(
         flows = [config.flow("primary->dr")]
         if reverse:
             flows.append(config.flow("dr->primary"))
-            store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+            store.flows.set("dr->primary", "stopped")  # the failover starts it
         app = f"{name}-app-{uuid.uuid4().hex[:8]}"
-        store.register_application(app, "primary")
+        store.applications.register(app, "primary")
         if offsets:
             commit_offsets(flows[0].source, app, {(topic, p): o for p, o in offsets.items()})
         monkeypatch.setenv("REPLICATOR_CONFIG", str(config_path))

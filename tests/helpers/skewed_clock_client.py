@@ -24,7 +24,7 @@ def main() -> None:
     database.now = lambda: datetime.now(UTC) - skew  # this host's clock is behind
     store = StateStore(url)
     try:
-        store.report_client(app, client_id, "producer", "primary", 0, "running")
+        store.applications.report_client(app, client_id, "producer", "primary", 0, "running")
         sys.stdout.write(f"reported at {time.time()}\n")
     finally:
         store.close()

@@ -18,22 +18,23 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from replicator.statestore import StateStore, StoreUnavailable
+from replicator.statestore import StoreUnavailable
+from replicator.statestore.database import Database
 from replicator_lab.demo_apps import DEMO_DIR
 
 
 def main() -> None:
     cut, role, *args = sys.argv[1:]
-    reachable = StateStore._transaction
+    reachable = Database._transaction
 
     @contextmanager
-    def transaction(store: StateStore, write: bool) -> Iterator[Connection]:
+    def transaction(store: Database, write: bool) -> Iterator[Connection]:
         if Path(cut).exists():
             raise StoreUnavailable(f"state store {store} is unavailable: cut off ({cut} exists)")
         with reachable(store, write) as conn:
             yield conn
 
-    StateStore._transaction = transaction  # type: ignore[method-assign]
+    Database._transaction = transaction  # type: ignore[method-assign]
     script = DEMO_DIR / f"{role}.py"
     sys.path.insert(0, str(DEMO_DIR))  # as running the script itself would
     sys.argv = [str(script), *args]

@@ -56,25 +56,25 @@ def create_app(
 
     @app.get("/applications")
     def applications() -> list[Application]:
-        return current_store().applications()
+        return current_store().applications.all()
 
     @app.get("/applications/{name}")
     def application(name: str) -> Route | Application:
         state, routes = current_store(), current_config()
-        return state.application(name) if routes is None else where(name, routes, state)
+        return state.applications.get(name) if routes is None else where(name, routes, state)
 
     @app.get("/runs")
     def runs(
         kind: str | None = None, limit: int = Query(default=50, ge=1, le=_MAX_RUNS)
     ) -> list[RunRecord]:
-        return current_store().runs(kind=kind or None, limit=limit)
+        return current_store().runs.recent(kind=kind or None, limit=limit)
 
     @app.get("/runs/{run_id}")
     def run(run_id: str) -> RunRecord:
-        return current_store().run(run_id)
+        return current_store().runs.get(run_id)
 
     @app.get("/flows")
     def flows() -> list[FlowState]:
-        return current_store().flow_states()
+        return current_store().flows.all()
 
     return app

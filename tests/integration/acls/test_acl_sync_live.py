@@ -329,8 +329,8 @@ def test_grant_write_lets_the_producer_write_on_dr_after_failover_and_failback_r
     # The 3 a.m. problem: the producer is refused on dr (nothing syncs WRITE).
     assert _write(pair.dr, topic, producer) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    store.applications.register(app, "primary")
+    store.flows.set("dr->primary", "stopped")  # the failover starts it
     log = tmp_path / "replicator.log"
     replicator = start_replicator(config_file, log, "--state-url", state_url)
     try:

@@ -43,8 +43,8 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
         stopped = bag.get_dag("failover").test(run_conf=conf)
         early.close()
         states = task_states(stopped)
-        fenced = store.application(app)
-        flow_state = store.flow_state("primary->dr")
+        fenced = store.applications.get(app)
+        flow_state = store.flows.get("primary->dr")
         aborted = bag.get_dag("abort_procedure").test(
             run_conf={"procedure_id": f"failover/{stopped.run_id}", "reason": "given up"}
         )
@@ -54,7 +54,8 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
     assert states["cutover"] == "failed"
     procedure_id = f"failover/{stopped.run_id}"
     saved = {
-        step: store.step(procedure_id, step) for step in ("fence", "stop_flow", "commit_offsets")
+        step: store.runs.step(procedure_id, step)
+        for step in ("fence", "stop_flow", "commit_offsets")
     }
     assert {step: s.state if s else None for step, s in saved.items()} == {
         "fence": "done",
@@ -63,10 +64,10 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
     }
     assert (fenced.fenced, flow_state.state) == (True, "stopped")
     assert aborted.state == "success"
-    now = store.application(app)
+    now = store.applications.get(app)
     assert (now.active_cluster, now.fenced, now.epoch) == ("primary", False, fenced.epoch + 1)
-    assert store.flow_state("primary->dr").state == "running"
-    [history] = store.runs("failover")
+    assert store.flows.get("primary->dr").state == "running"
+    [history] = store.runs.recent("failover")
     assert (history.outcome, history.details["reason"]) == ("aborted", "given up")
     assert history.details["undone"] == {
         "unfenced": {app: fenced.epoch + 1},
@@ -80,7 +81,7 @@ def test_abort_of_a_failover_stopped_after_fence_and_stop_flow(
             history.params["procedure_id"],
             ["commit_offsets"],
         )
-    assert store.application(app) == now
+    assert store.applications.get(app) == now
 
 
 def _joined(consumer: Consumer) -> bool:
@@ -134,14 +135,14 @@ class _Move(Procedure):
 def test_abort_undoes_a_fence_and_refuses_after_a_switch(
     state_url: str, store: StateStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.register_application("cli-app", "primary")
+    store.applications.register("cli-app", "primary")
     move = _Move(store, "cli-app")
     move.run_step("cli-1", "fence")
 
     assert main(["abort", "cli-1", "--state-url", state_url, "--reason", "test"]) == 0
     assert 'unfenced         {"cli-app": 2}' in capsys.readouterr().out
-    assert store.application("cli-app").fenced is False
-    [aborted] = store.runs("failover")
+    assert store.applications.get("cli-app").fenced is False
+    [aborted] = store.runs.recent("failover")
     assert (aborted.outcome, aborted.details["undone"]["unfenced"]) == ("aborted", {"cli-app": 2})
     with pytest.raises(ProcedureEnded):
         move.run_step("cli-1", "switch")
@@ -151,7 +152,7 @@ def test_abort_undoes_a_fence_and_refuses_after_a_switch(
     assert main(["abort", "cli-2", "--state-url", state_url]) == 1
     refused = capsys.readouterr().err
     assert "already switched the applications" in refused and "run a failback" in refused
-    assert store.application("cli-app").active_cluster == "dr"
+    assert store.applications.get("cli-app").active_cluster == "dr"
     move.broken = False
     finished = move.run("cli-2")
     assert finished.ok and finished.downtime_seconds is not None
@@ -167,13 +168,13 @@ def test_abort_undoes_a_fence_and_refuses_after_a_switch(
 def test_abort_of_a_full_drill_half_releases_the_drills_leases(store: StateStore) -> None:
     """A full drill holds the leases of both halves under its own id: aborting the
     half that stopped must free them, or the applications stay locked for an hour."""
-    store.register_application("drill-app", "primary")
+    store.applications.register("drill-app", "primary")
     half = _Move(store, "drill-app")
     half.lease_owner = "drill-7"
     half.run_step("drill-7.failover", "fence")
-    assert {lease.owner for lease in store.leases()} == {"drill-7"}
+    assert {lease.owner for lease in store.leases.all()} == {"drill-7"}
 
     abort(store, "drill-7.failover", reason="drill abandoned")
 
-    assert store.leases() == []
-    assert store.application("drill-app").fenced is False
+    assert store.leases.all() == []
+    assert store.applications.get("drill-app").fenced is False

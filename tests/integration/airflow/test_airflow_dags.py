@@ -61,7 +61,7 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
 
     with scene.running():
         run = bag.get_dag("failover").test(run_conf=conf)
-        failed_over = store.application(app)
+        failed_over = store.applications.get(app)
         on_dr = committed_offsets("dr", scene.dr, app)
         back = bag.get_dag("failback").test(
             run_conf={
@@ -85,7 +85,7 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
     assert failed_over.active_cluster == "dr"
     remote = f"primary.{scene.topic}"
     assert on_dr == {(remote, 0): 100, (remote, 1): 150}
-    [history] = store.runs("failover")
+    [history] = store.runs.recent("failover")
     assert (history.outcome, history.rpo_records) == ("succeeded", 0)
     # The report task reads the figures from the history (it runs no step).
     report = xcom(run, "report")
@@ -103,20 +103,22 @@ def test_failover_and_failback_dags_run_every_step_and_a_retry_applies_nothing_t
     request = task_request(scene, "failover", conf)
     for step in STEPS["failover"]:
         report = run_steps(request, procedure_id, [step]).get(step)
-        assert report == (store.step(procedure_id, step).result if report is not None else None)
-    assert len(store.runs("failover")) == 1
+        assert report == (
+            store.runs.step(procedure_id, step).result if report is not None else None
+        )
+    assert len(store.runs.recent("failover")) == 1
 
     # The failback DAG returned everything to where it was.
     assert back.state == "success"
     skipped = {"plan", "approval"}  # nobody to ask
     assert {task for task, state in task_states(back).items() if state != "success"} == skipped
-    assert store.application(app).active_cluster == "primary"
+    assert store.applications.get(app).active_cluster == "primary"
     assert committed_offsets("primary", scene.primary, app) == {
         (scene.topic, p): o for p, o in original.items()
     }
-    assert store.flow_state("primary->dr").state == "running"
-    assert store.flow_state("dr->primary").state == "stopped"
-    [returned] = store.runs("failback")
+    assert store.flows.get("primary->dr").state == "running"
+    assert store.flows.get("dr->primary").state == "stopped"
+    [returned] = store.runs.recent("failback")
     assert (returned.outcome, returned.rpo_records) == ("succeeded", 0)
     assert returned.downtime_seconds is not None and returned.duration_seconds is not None
     assert 0 < returned.downtime_seconds < returned.duration_seconds
@@ -151,7 +153,7 @@ def test_verify_and_drill_dags_store_their_results(
     )
 
     assert drill.state == "success"
-    [drilled] = scene.store.runs("drill")
+    [drilled] = scene.store.runs.recent("drill")
     assert (drilled.mode, drilled.outcome, drilled.rpo_records) == (
         "non-disruptive",
         "succeeded",
@@ -161,7 +163,7 @@ def test_verify_and_drill_dags_store_their_results(
     assert drilled.downtime_seconds == 0.0 and drilled.duration_seconds is not None
     assert xcom(drill, "drill")["duration_seconds"] == drilled.duration_seconds
     assert verification.state == "success" and again.state == "success"
-    second, verified = scene.store.runs("verification")  # newest first
+    second, verified = scene.store.runs.recent("verification")  # newest first
     assert verified.outcome == second.outcome == "succeeded"
     assert Path(verified.details["data_docs"]).exists()
     assert (Path(verified.details["results"]) / "parity").is_dir()

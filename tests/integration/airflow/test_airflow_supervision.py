@@ -125,7 +125,7 @@ def test_supervisor_dag_restarts_a_killed_worker_the_launcher_started(
 
         assert run.state == "success"
         # The run recorded its sample of the flow for the DR status page, by its params.
-        [sample] = StateStore(state_url).flow_samples(began, flow.name)
+        [sample] = StateStore(state_url).samples.since(began, flow.name)
         assert sample.total_lag is not None and sample.problems == ()
         assert sample.bounds["max_lag_records"] == Bounds().max_lag_records
         assert launcher.alive("sup-worker")
@@ -214,7 +214,7 @@ def test_supervisor_fails_naming_every_partition_with_a_problem(
     assert "primary.checkpoints.internal on 'dr': checkpoints stalled" in message
     assert "primary.heartbeats on 'dr': heartbeats stalled" in message
     # A flow the state store has stopped (a failover) is not checked at all.
-    store.set_flow_state("primary->dr", "stopped")
+    store.flows.set("primary->dr", "stopped")
     report = supervise(load_config(config), store, None, Bounds(max_lag_records=10))
     assert [(f.flow, f.wanted_running) for f in report.flows] == [("primary->dr", False)]
 
@@ -228,7 +228,7 @@ def test_a_flow_that_just_started_is_not_paged_until_its_bounds_have_passed(
     group = f"sup-group-{uuid.uuid4().hex[:8]}"
     commit_offsets(flow.source, group, {(topic, 0): 10, (topic, 1): 20})
     # As a failover starts its reverse flow: running in the store since now, no worker yet.
-    store.set_flow_state(flow.name, "running", {"by": "failover-just-now"})
+    store.flows.set(flow.name, "running", {"by": "failover-just-now"})
     assert supervise(load_config(config), store, None, Bounds()).problems == []
 
     with running(flow):  # the task alone: it writes no checkpoint
@@ -259,21 +259,21 @@ def test_supervisor_names_the_procedure_that_left_a_flow_stopped(
     StatusWriter(writer).publish(WorkerStatus(flow.name, "sup-gone", "stopped", topics=[topic]))
     assert writer.flush(30) == 0
     app = f"sup-app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     failover = Failover(config, flow.name, [app], store, timeout_s=30)
     procedure = f"failover-{uuid.uuid4().hex[:12]}"
     failover.run_step(procedure, "stop_flow")
-    stopped = store.flow_state(flow.name)
+    stopped = store.flows.get(flow.name)
     assert stopped is not None and stopped.state == "stopped"
     # It runs (it holds its lease): it starts the flow again, or hands it over.
     assert supervise(config, store, None, Bounds()).problems == []
     # Also when it leases other things only (a failback stops the reverse flow, and
     # leases its forward flow and applications).
-    store.release_leases(procedure)
-    store.acquire_leases([f"application {app}"], procedure, 60)
+    store.leases.release(procedure)
+    store.leases.acquire([f"application {app}"], procedure, 60)
     assert supervise(config, store, None, Bounds()).problems == []
     # Its orchestrator died: the lease lapses with no step to renew it.
-    store.acquire_leases(failover.leases(), procedure, 0)
+    store.leases.acquire(failover.leases(), procedure, 0)
     with pytest.raises(SupervisionError) as abandoned:
         supervise(config, store, None, Bounds())
     assert f"by procedure {procedure} (failover run failover-" in str(abandoned.value)
@@ -301,12 +301,12 @@ def test_supervisor_names_the_procedure_that_left_a_flow_stopped(
     # (The aborted run's record stays aborted: a later failover stops it, and succeeds.)
     done = f"failover-{uuid.uuid4().hex[:12]}"
     failover.run_step(done, "stop_flow")
-    store.release_leases(done)
-    store.set_flow_state(flow.name, "stopped", {"by": done})
-    [history] = [r for r in store.runs("failover") if r.params["procedure_id"] == done]
-    store.finish_run(history.run_id, "succeeded", 0, 1.0, {})
+    store.leases.release(done)
+    store.flows.set(flow.name, "stopped", {"by": done})
+    [history] = [r for r in store.runs.recent("failover") if r.params["procedure_id"] == done]
+    store.runs.finish(history.run_id, "succeeded", 0, 1.0, {})
     assert supervise(config, store, None, Bounds()).problems == []
-    store.set_flow_state(flow.name, "stopped")
+    store.flows.set(flow.name, "stopped")
     assert supervise(config, store, None, Bounds()).problems == []
 
 

@@ -154,11 +154,15 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
         system.start()
         with capsys.disabled():
             sys.stdout.write(f"\nthe system is up in {time.monotonic() - started:.0f}s\n")
-        assert store.flow_state("dr->primary").state == "stopped"  # the failover starts it
+        assert store.flows.get("dr->primary").state == "stopped"  # the failover starts it
         airflow = system.airflow
         assert airflow is not None
         _wait_first_records(system, consumed)
-        wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+        wait_until(
+            lambda: len(store.applications.clients(app, seen_within_s=5)) == 2,
+            _TIMEOUT_S,
+            "clients",
+        )
         wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicating")
         page = f"{airflow.url}/dr-status/"
 
@@ -197,7 +201,9 @@ def test_failover_and_failback_dags_seen_on_the_dr_status_page(
                 shots.take(browser, f"{dag_id}-run")
                 assert "RPO 0 records" in api.task_log(dag_id, run_id, "report", 1)
                 expect_active_cluster(browser, page, app, now_active)
-                [history] = [r for r in store.runs(dag_id) if app in r.params["applications"]]
+                [history] = [
+                    r for r in store.runs.recent(dag_id) if app in r.params["applications"]
+                ]
                 procedure_runs[dag_id] = history.run_id
                 duration = history.details["duration_seconds"]
                 downtime = history.details["downtime_seconds"]

@@ -103,7 +103,7 @@ def _supervisor_samples(store: StateStore) -> None:
                 bounds=asdict(Bounds()),
             )
         )
-    store.record_samples(samples, keep=timedelta(hours=6))
+    store.samples.record(samples, keep=timedelta(hours=6))
 
 
 def _status_page(browser: WebDriver, page: str, shots: Screenshots) -> list[str]:
@@ -133,7 +133,7 @@ def test_status_page_data_docs_and_report_render_with_no_request_outside_airflow
     airflow_url: str, airflow_home: Path, store: StateStore, tmp_path: Path
 ) -> None:
     procedure_id = recorded_failover(store)
-    failover = store.runs("failover")[0].run_id
+    failover = store.runs.recent("failover")[0].run_id
     verification = verification_with_data_docs(store, tmp_path, FLOW, "orders")
     _supervisor_samples(store)
     shots = Screenshots(ARTIFACTS / "offline")

@@ -49,10 +49,10 @@ def scene(airflow_home: Path, procedure_scene: SceneMaker) -> Iterator[Procedure
 
 def _snapshot(scene: ProcedureScene) -> dict[str, Any]:
     """Everything a failover could change, which a rejected one must leave as it was."""
-    app = scene.store.application(scene.app)
+    app = scene.store.applications.get(scene.app)
     return {
         "application": (app.active_cluster, app.fenced, app.epoch),
-        "flows": {f.flow: (f.state, f.detail) for f in scene.store.flow_states()},
+        "flows": {f.flow: (f.state, f.detail) for f in scene.store.flows.all()},
         "workers": sorted(w.worker for w in live_workers(scene.flows[0])),
         "offsets on primary": committed_offsets("primary", scene.primary, scene.app),
         "offsets on dr": committed_offsets("dr", scene.dr, scene.app),
@@ -84,10 +84,10 @@ def test_approve_fails_over_after_asking_with_the_plan(scene: ProcedureScene) ->
     assert all(states[t] == "success" for t in ("start_reverse", "verify", "report"))
     body = _question(run)
     assert '"lag": 0' in body and '"would_fence"' in body and '"would_switch"' in body
-    assert scene.store.application(scene.app).active_cluster == "dr"
+    assert scene.store.applications.get(scene.app).active_cluster == "dr"
     remote = f"primary.{scene.topic}"
     assert committed_offsets("dr", scene.dr, scene.app) == {(remote, 0): 40, (remote, 1): 70}
-    [history] = scene.store.runs("failover")
+    [history] = scene.store.runs.recent("failover")
     assert history.outcome == "succeeded"
     # The applications were down from the fence to the switch: after the approval.
     assert history.downtime_seconds is not None and history.duration_seconds is not None
@@ -118,7 +118,7 @@ def test_reject_or_no_answer_leaves_everything_as_it_was(
     after_approval = ("cutover", "start_reverse", "verify", "report")
     assert all(states[t] == "skipped" for t in after_approval), states
     assert _snapshot(scene) == before
-    [history] = scene.store.runs("failover")
+    [history] = scene.store.runs.recent("failover")
     assert (history.outcome, history.details["reason"]) == ("rejected", reason)
     assert history.downtime_seconds == 0.0
     # A task of the rejected run cleared by someone still fences nothing.
@@ -139,7 +139,7 @@ def test_a_dry_run_asks_nobody_and_changes_nothing(scene: ProcedureScene) -> Non
     assert all(states[t] == "skipped" for t in ("preflight", "cutover", "report"))
     assert xcom(run, "plan")["switch"] == {"would_switch": {scene.app: "primary -> dr"}}
     assert _snapshot(scene) == before
-    assert scene.store.runs("failover") == []
+    assert scene.store.runs.recent("failover") == []
 
 
 #: Who triggers a `dag.test()` run (Airflow names it so).
@@ -163,7 +163,7 @@ def test_skip_approval_in_the_conf_is_refused_unless_the_deployment_allows_it(
         assert states["cutover"] == "upstream_failed", states
         assert states["approval"] in ("upstream_failed", None), states
     assert _snapshot(scene) == before
-    assert scene.store.runs("failover") == []
+    assert scene.store.runs.recent("failover") == []
     # What the first task said: the deployment's policy, not the run, decides.
     failover = dagbag().get_dag("failover")
     params = {key: failover.params[key] for key in failover.params} | conf
@@ -192,8 +192,8 @@ def test_the_triggerer_may_not_approve_their_own_run_under_the_two_person_rule(
     assert run.state == "success"
     assert task_states(run)["cutover"] == "success"
     assert _assigned(run) == [{"id": "alice", "name": "alice"}]
-    [history] = scene.store.runs("failover")
-    approved = scene.store.approval(history.params["procedure_id"])
+    [history] = scene.store.runs.recent("failover")
+    approved = scene.store.approvals.get(history.params["procedure_id"])
     assert approved is not None
     assert (approved.decision, approved.approver, approved.triggered_by) == (
         "approved",
@@ -216,10 +216,10 @@ def test_an_approval_by_the_triggerer_is_refused_when_anyone_may_answer(
     states = task_states(run)
     assert all(states[t] == "skipped" for t in ("cutover", "start_reverse", "report")), states
     assert _snapshot(scene) == before
-    [history] = scene.store.runs("failover")
+    [history] = scene.store.runs.recent("failover")
     assert history.outcome == "rejected"
     assert "dag_test triggered the run and may not approve it" in history.details["reason"]
-    recorded = scene.store.approval(history.params["procedure_id"])
+    recorded = scene.store.approvals.get(history.params["procedure_id"])
     assert recorded is not None and recorded.decision == "refused"
 
 
@@ -236,10 +236,10 @@ def test_an_approval_marked_successful_by_hand_fences_nothing(scene: ProcedureSc
     states = task_states(run)
     assert (states["approval"], states["cutover"]) == ("success", "failed"), states
     assert _snapshot(scene) == before
-    [history] = scene.store.runs("failover")
+    [history] = scene.store.runs.recent("failover")
     assert history.outcome == "failed"
     assert "no approval is recorded for this run" in history.details["error"]
-    assert scene.store.step(history.params["procedure_id"], "fence").state == "failed"
+    assert scene.store.runs.step(history.params["procedure_id"], "fence").state == "failed"
 
 
 def test_an_approval_timeout_longer_than_the_lease_is_refused(
@@ -265,7 +265,7 @@ def test_an_approval_timeout_longer_than_the_lease_is_refused(
     ):
         request("failover", context, "replicator_default")
     assert _snapshot(scene) == before
-    assert scene.store.runs("failover") == []
+    assert scene.store.runs.recent("failover") == []
 
 
 def _assigned(run: Any) -> list[dict[str, str]]:

@@ -89,7 +89,7 @@ def test_supervisor_mails_once_per_incident_and_once_when_it_is_resolved(
 
     assert first.state == "failed"
     opened = inbox.take()
-    incidents = store.incidents(open_only=True)
+    incidents = store.incidents.all(open_only=True)
     assert {"workers", "lag"} <= {incident.kind for incident in incidents}
     # One mail per incident (flow and check), not one per partition.
     assert sorted(mail.subject for mail in opened) == sorted(
@@ -126,7 +126,7 @@ def test_supervisor_mails_once_per_incident_and_once_when_it_is_resolved(
         assert "Resolved at " in _text(mail) and "What it was:" in _text(mail)
     assert fourth.state == "success"
     assert inbox.take() == [], "resolved once, not again"
-    assert store.incidents(open_only=True) == []
+    assert store.incidents.all(open_only=True) == []
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_a_failover_waiting_for_approval_mails_once_asked_and_once_answered(
         f"(approved by alice): Fail ['{scene.app}'] over to primary->dr's target? "
         f"({procedure} waits for approval)"
     )
-    assert [i.key for i in scene.store.incidents(open_only=True)] == []
+    assert [i.key for i in scene.store.incidents.all(open_only=True)] == []
 
 
 def test_a_mail_not_sent_goes_on_the_next_run_and_other_notifiers_plug_in(
@@ -201,7 +201,7 @@ def test_a_mail_not_sent_goes_on_the_next_run_and_other_notifiers_plug_in(
     )
     assert supervisor.test(run_conf=conf).state == "failed"
     assert sorted(m.subject for m in inbox.take()) == sorted(
-        f"[Kafka DR] PROBLEM: {incident.title}" for incident in store.incidents(open_only=True)
+        f"[Kafka DR] PROBLEM: {incident.title}" for incident in store.incidents.all(open_only=True)
     )
     assert supervisor.test(run_conf=conf).state == "failed"
     assert inbox.take() == []

@@ -33,7 +33,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, P
     store = StateStore(url)
     try:
         run_id = verification_with_data_docs(store, folder / "results", "primary->dr", "orders")
-        index = Path(store.run(run_id).details["data_docs"])
+        index = Path(store.runs.get(run_id).details["data_docs"])
     finally:
         store.close()
     yield url, run_id, index.parent

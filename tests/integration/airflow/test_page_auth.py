@@ -62,9 +62,9 @@ def replicator_env(
     config = write_config(tmp_path, primary, dr, unique_topic("auth"))
     monkeypatch.setenv("REPLICATOR_CONFIG", str(config))
     monkeypatch.setenv(STATE_URL_ENV, str(store.url.render_as_string(hide_password=False)))
-    store.register_application("orders", "primary")
-    run_id = store.start_run("drill", "primary->dr", "non-disruptive", {})
-    store.finish_run(run_id, "succeeded", 0, 1.5, {})
+    store.applications.register("orders", "primary")
+    run_id = store.runs.start("drill", "primary->dr", "non-disruptive", {})
+    store.runs.finish(run_id, "succeeded", 0, 1.5, {})
     return run_id
 
 

@@ -58,7 +58,7 @@ def _client(page: ModuleType, config: Path, state_url: str) -> TestClient:
 def _verification_run(store: StateStore, tmp_path: Path, flow: str) -> tuple[str, Path]:
     """A finished verification run whose Data Docs site is a folder under tmp_path,
     with a file beside the results that must never be served."""
-    run_id = store.start_run("verification", flow, None, {"topics": None})
+    run_id = store.runs.start("verification", flow, None, {"topics": None})
     results = tmp_path / "verification" / f"run={run_id}"
     site = results / "gx" / "uncommitted" / "data_docs" / "local_site"
     (site / "validations").mkdir(parents=True)
@@ -71,7 +71,7 @@ def _verification_run(store: StateStore, tmp_path: Path, flow: str) -> tuple[str
         "data_docs": str(site / "index.html"),
         "results": str(results),
     }
-    store.finish_run(run_id, "failed", 0, None, details)
+    store.runs.finish(run_id, "failed", 0, None, details)
     return run_id, site
 
 
@@ -102,8 +102,8 @@ def test_page_shows_lag_checkpoints_active_cluster_drill_and_verification(
     group = f"ui-group-{uuid.uuid4().hex[:8]}"
     commit_offsets(cluster_config("primary", primary), group, {(topic, 0): 5, (topic, 1): 20})
     app = f"ui-app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.switch(app, "dr")  # epoch 1, active on dr
+    store.applications.register(app, "primary")
+    store.applications.switch(app, "dr")  # epoch 1, active on dr
     verification_id, _ = _verification_run(store, tmp_path, flow.name)
     client = _client(page, config_path, state_url)
 
@@ -130,7 +130,7 @@ def test_page_shows_lag_checkpoints_active_cluster_drill_and_verification(
         )
         drill = Drill(config, flow.name, [group], store, timeout_s=_TIMEOUT_S).run()
         assert drill.ok, drill.error
-        [stored_drill] = store.runs("drill")
+        [stored_drill] = store.runs.recent("drill")
         drill_id = stored_drill.run_id
         # A supervisor run records its sample of the flow: the page's verdict and charts.
         supervised = check(config, store, None, Bounds())
@@ -244,14 +244,14 @@ def test_workers_are_the_current_ones_and_runs_show_duration_and_downtime(
     publish("current", "running", started_min_ago=5, silent_min_ago=1)
     assert shown("running") == [("current", False)]
     assert workers_cell() == "0 live, 1 dead"
-    store.set_flow_state(flow.name, "stopped")  # a failover stopped the flow
+    store.flows.set(flow.name, "stopped")  # a failover stopped the flow
     assert shown("stopped") == []
     assert workers_cell() == "0 live"
 
     # Each run of the history with the procedure's duration and the applications' downtime.
-    run_id = store.start_run("failover", flow.name, "planned", {"applications": ["ui-app"]})
+    run_id = store.runs.start("failover", flow.name, "planned", {"applications": ["ui-app"]})
     details = {"duration_seconds": 12.25, "downtime_seconds": 2.5}
-    store.finish_run(run_id, "succeeded", 0, 3.75, details)
+    store.runs.finish(run_id, "succeeded", 0, 3.75, details)
     client = _client(page, config_path, state_url)
     html = client.get("/").text
     assert _cell(html, f'data-run="{run_id}"', "duration") == ["12.25"]
@@ -307,9 +307,9 @@ def test_data_docs_route_serves_only_files_of_the_runs_site(
         assert response.status_code == 404, escape
         assert "not for the browser" not in response.text
     with pytest.raises(page.HTTPException):
-        page.docs_file(store.run(run_id), "../../../../../secret.txt")
+        page.docs_file(store.runs.get(run_id), "../../../../../secret.txt")
     # A run without Data Docs has none to serve.
-    other = store.start_run("drill", "primary->dr", "non-disruptive", {})
+    other = store.runs.start("drill", "primary->dr", "non-disruptive", {})
     assert client.get(f"/runs/{other}/data-docs/index.html").status_code == 404
 
 

@@ -136,7 +136,7 @@ def test_flows_list_and_describe(
         assert "desired state" in table and "running" in table
         assert f"checkpoints: 2 in {source}.checkpoints.internal" in table
 
-        store.set_flow_state(name, "stopped")
+        store.flows.set(name, "stopped")
         assert main(["flows", "list", *common]) == 0
         table = capsys.readouterr().out
         assert name in table and "stopped" in table and topic in table

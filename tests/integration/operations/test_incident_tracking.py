@@ -48,7 +48,7 @@ def test_another_scheduler_and_a_restart_know_what_was_told(backend_state_url: s
 
 def test_two_runs_at_once_claim_a_notice_once(backend_state_url: str) -> None:
     stores = [StateStore(backend_state_url) for _ in range(4)]
-    stores[0].incidents()  # the schema, before the race
+    stores[0].incidents.all()  # the schema, before the race
     start = threading.Barrier(len(stores))
     claimed: list[list[Notice]] = []
 
@@ -104,7 +104,9 @@ def test_each_source_and_scope_resolves_only_its_own(backend_state_url: str) -> 
         assert _changes(
             track(store, "verification", "primary->dr", [], policy=NOW, resolution="right")
         ) == [("resolved", "verification/primary->dr/copy")]
-        assert [i.key for i in store.incidents(open_only=True)] == ["verification/backup->dr/copy"]
+        assert [i.key for i in store.incidents.all(open_only=True)] == [
+            "verification/backup->dr/copy"
+        ]
         with pytest.raises(ValueError, match="not of verification in scope 'backup->dr'"):
             track(store, "verification", "backup->dr", LAG, policy=NOW)
     finally:

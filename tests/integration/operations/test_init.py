@@ -111,13 +111,13 @@ def test_init_dry_run_then_run_then_again(
     assert described["segment.bytes"].value == str(1024**3)  # the broker's default
     store = StateStore(state[1])
     try:
-        assert store.application("orders").active_cluster == home
-        assert store.flow_state(f"{away}->{home}").state == "stopped"
-        assert store.flow_state(f"{home}->{away}") is None  # runs when started
+        assert store.applications.get("orders").active_cluster == home
+        assert store.flows.get(f"{away}->{home}").state == "stopped"
+        assert store.flows.get(f"{home}->{away}") is None  # runs when started
         # Clusters without an authorizer allow everything: every planned ACL is there.
         assert not _lines(run, "missing")
-        store.fence("orders")  # something an operator did since: init must leave it
-        store.set_flow_state(f"{away}->{home}", "running")
+        store.applications.fence("orders")  # something an operator did since: init must leave it
+        store.flows.set(f"{away}->{home}", "running")
     finally:
         store.close()
 

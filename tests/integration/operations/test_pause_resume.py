@@ -75,7 +75,7 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
 
             assert paused == 0
             assert json.loads(capsys.readouterr().out)["state"] == "paused"
-            state = store.flow_state(flow.name)
+            state = store.flows.get(flow.name)
             assert state is not None and state.state == "paused"
             operator = state.detail["by"]
             assert "(replicator CLI)" in operator
@@ -100,12 +100,12 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
             # A procedure that stops and starts the flow (an offset reset) leaves it paused.
             stop_flow(store, flow, "offset-reset-1", timeout_s=60)
             assert start_flow(store, flow.name, "offset-reset-1")["state"] == "paused"
-            assert store.flow_state(flow.name).detail["by"] == operator
+            assert store.flows.get(flow.name).detail["by"] == operator
             # An operator and a procedure never interleave: its lease is named.
-            store.acquire_leases([f"flow {flow.name}"], "failover-7", ttl_s=60)
+            store.leases.acquire([f"flow {flow.name}"], "failover-7", ttl_s=60)
             with pytest.raises(LeaseHeld, match="leased to failover-7"):
                 resume_flow(store, flow, "bob")
-            store.release_leases("failover-7")
+            store.leases.release("failover-7")
 
             capsys.readouterr()
             assert main(["flows", "resume", flow.name, *where]) == 0

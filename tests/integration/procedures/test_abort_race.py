@@ -69,7 +69,7 @@ def _config(primary: str, dr: str) -> ReplicatorConfig:
 
 def _application(store: StateStore) -> str:
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     return app
 
 
@@ -87,14 +87,18 @@ def _client(
         acknowledge_at: float | None = None
         try:
             while not stop.wait(0.3):
-                state = own.application(app)
+                state = own.applications.get(app)
                 if state.fenced and ack_after_s is not None and acknowledge_at is None:
                     acknowledge_at = time.monotonic() + ack_after_s
                 acknowledged = acknowledge_at is not None and time.monotonic() >= acknowledge_at
                 if acknowledged:
-                    own.report_client(app, "client-1", "producer", "primary", state.epoch, "fenced")
+                    own.applications.report_client(
+                        app, "client-1", "producer", "primary", state.epoch, "fenced"
+                    )
                 else:
-                    own.report_client(app, "client-1", "producer", "primary", 0, "running")
+                    own.applications.report_client(
+                        app, "client-1", "producer", "primary", 0, "running"
+                    )
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -102,7 +106,7 @@ def _client(
 
     thread = threading.Thread(target=run, name=f"client of {app}", daemon=True)
     thread.start()
-    wait_until(lambda: errors or store.clients(app), 60, "the client reporting")
+    wait_until(lambda: errors or store.applications.clients(app), 60, "the client reporting")
     try:
         yield
     finally:
@@ -145,7 +149,7 @@ def test_abort_while_the_fence_waits_on_a_client_is_refused_and_the_ended_run_st
         assert failover.run_step("fo-race", "preflight").status == "done"
         with _client(store, state_url, app, ack_after_s=None):
             fence = _Orchestrator(lambda: failover.run_step("fo-race", "fence"))
-            wait_until(lambda: store.application(app).fenced, 60, "the fence to start")
+            wait_until(lambda: store.applications.get(app).fenced, 60, "the fence to start")
             time.sleep(1.5)  # the fence waits on the client; an operator gives up
 
             with pytest.raises(ReplicatorError) as refused:
@@ -154,34 +158,34 @@ def test_abort_while_the_fence_waits_on_a_client_is_refused_and_the_ended_run_st
             assert message.startswith("cannot abort fo-race now: fo-race step fence (")
             assert "is running (it holds 'run fo-race' until" in message
             assert "Wait for the step to end" in message
-            application = store.application(app)
+            application = store.applications.get(app)
             assert (application.fenced, application.epoch) == (True, 1), "the abort undid"
-            [run] = store.runs("failover")
+            [run] = store.runs.recent("failover")
             assert run.outcome is None, "the refused abort ended the run"
 
             fence.join()
         assert isinstance(fence.error, StepFailed), fence.error
         assert "did not acknowledge the fence at epoch 1 within 6s" in str(fence.error)
-        [run] = store.runs("failover")
+        [run] = store.runs.recent("failover")
         assert (run.outcome, run.details["failed_step"]) == ("failed", "fence")
 
         # Now no step runs: the abort undoes the fence and records it.
         report = abort(store, "fo-race", reason="gave up")
         assert (report.outcome, report.unfenced) == ("aborted", {app: 2})
-        [aborted] = store.runs("failover")
+        [aborted] = store.runs.recent("failover")
         assert (aborted.outcome, aborted.details["undone"]["unfenced"]) == ("aborted", {app: 2})
 
         # The ended run's fence never runs again, and its record is never overwritten.
         with pytest.raises(ProcedureEnded, match="fo-race was aborted, so its step 'fence'"):
             failover.run_step("fo-race", "fence")
         with pytest.raises(RunEnded, match=r"ended aborted at .* not overwritten with 'failed'"):
-            store.finish_run(aborted.run_id, "failed", None, None, {"error": "late"})
+            store.runs.finish(aborted.run_id, "failed", None, None, {"error": "late"})
         again = abort(store, "fo-race", reason="again")
         assert (again.outcome, again.unfenced) == ("aborted", {})
-        assert store.runs("failover") == [aborted], "the history of the aborted run changed"
-        application = store.application(app)
+        assert store.runs.recent("failover") == [aborted], "the history of the aborted run changed"
+        application = store.applications.get(app)
         assert (application.fenced, application.epoch) == (False, 2), "fenced again"
-        assert store.leases() == [], "the aborted run, or its abort, keeps a lease"
+        assert store.leases.all() == [], "the aborted run, or its abort, keeps a lease"
     finally:
         orchestrator_store.close()
 
@@ -202,7 +206,7 @@ def test_a_step_that_runs_longer_than_its_lease_keeps_it(
         assert failover.run_step("fo-long", "preflight").status == "done"
         with _client(store, state_url, first, 3.5), _client(store, state_url, second, 7.5):
             fence = _Orchestrator(lambda: failover.run_step("fo-long", "fence"))
-            wait_until(lambda: store.application(first).fenced, 60, "the fence to start")
+            wait_until(lambda: store.applications.get(first).fenced, 60, "the fence to start")
             started = time.monotonic()
             time.sleep(6.5)  # the lease taken before the fence started would have lapsed
 
@@ -214,10 +218,10 @@ def test_a_step_that_runs_longer_than_its_lease_keeps_it(
         assert fence.error is None, fence.error
         assert fence.outcome is not None and fence.outcome.status == "done"
         assert time.monotonic() - started > failover.lease_ttl_s
-        held = store.leases()
+        held = store.leases.all()
         assert {lease.owner for lease in held} == {"fo-long"}
         assert all(lease.expires_at > datetime.now(UTC) for lease in held)
-        assert store.application(first).fenced and store.application(second).fenced
+        assert store.applications.get(first).fenced and store.applications.get(second).fenced
     finally:
         orchestrator_store.close()
         operator_store.close()
@@ -235,10 +239,10 @@ def test_a_step_whose_lease_is_taken_stops_waiting_and_is_not_done(
         assert failover.run_step("fo-lost", "preflight").status == "done"
         with _client(store, state_url, app, ack_after_s=None):
             fence = _Orchestrator(lambda: failover.run_step("fo-lost", "fence"))
-            wait_until(lambda: store.application(app).fenced, 60, "the fence to start")
+            wait_until(lambda: store.applications.get(app).fenced, 60, "the fence to start")
             # Someone frees the run's leases by hand, and another procedure takes one.
-            assert store.release_leases("fo-lost") == 2
-            store.acquire_leases([f"application {app}"], "fo-other", 60)
+            assert store.leases.release("fo-lost") == 2
+            store.leases.acquire([f"application {app}"], "fo-other", 60)
             fence.join()
         assert isinstance(fence.error, StepFailed), fence.error
         error = str(fence.error)
@@ -248,7 +252,7 @@ def test_a_step_whose_lease_is_taken_stops_waiting_and_is_not_done(
             "by fo-other (fencing token 2)"
         ) in error
         assert fence.seconds < 8, "the fence waited on after it lost its lease"
-        saved = store.step("fo-lost", "fence")
+        saved = store.runs.step("fo-lost", "fence")
         assert saved is not None and saved.state == "failed"
     finally:
         orchestrator_store.close()

@@ -40,12 +40,12 @@ def spawn(tmp_path: Path) -> Iterator[Start]:
 def fence(store: StateStore, app: str, clients: set[str]) -> None:
     """Fence `app` once exactly `clients` report, and wait for all of them to acknowledge."""
     wait_until(
-        lambda: {c.client_id for c in store.clients(app, seen_within_s=10)} == clients,
+        lambda: {c.client_id for c in store.applications.clients(app, seen_within_s=10)} == clients,
         _TIMEOUT_S,
         f"clients {sorted(clients)} reporting",
     )
-    epoch = store.fence(app)
-    acknowledged = store.wait_fenced(app, epoch, timeout_s=_TIMEOUT_S)
+    epoch = store.applications.fence(app)
+    acknowledged = store.applications.wait_fenced(app, epoch, timeout_s=_TIMEOUT_S)
     assert {c.client_id for c in acknowledged} == clients
 
 
@@ -71,7 +71,7 @@ def test_demo_apps_follow_failover_without_loss_or_duplicates(
         create_topic(bootstrap, topic, partitions=3)
     config = write_config(tmp_path, primary, dr, topic)
     app = f"orders-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
     common = ["--config", str(config), "--app", app, "--topic", topic, "--state-url", state_url]
     producer = spawn(
@@ -84,7 +84,7 @@ def test_demo_apps_follow_failover_without_loss_or_duplicates(
     fence(store, app, both)
     on_primary = ids_on(produced, "primary")
 
-    store.switch(app, "dr")
+    store.applications.switch(app, "dr")
     wait_until(lambda: len(ids_on(consumed, "dr")) >= 100, _TIMEOUT_S, "100 processed on dr")
     fence(store, app, both)
     stop(producer)
@@ -92,7 +92,7 @@ def test_demo_apps_follow_failover_without_loss_or_duplicates(
 
     # The consumer alone finishes each cluster from its committed offsets.
     for cluster in ("primary", "dr"):
-        store.switch(app, cluster)
+        store.applications.switch(app, cluster)
         wait_until(
             lambda cluster=cluster: ids_on(consumed, cluster) >= ids_on(produced, cluster),
             _TIMEOUT_S,
@@ -100,7 +100,7 @@ def test_demo_apps_follow_failover_without_loss_or_duplicates(
         )
         fence(store, app, {"consumer-1"})
     stop(consumer)
-    assert store.clients(app) == [], "clients that stop cleanly remove themselves"
+    assert store.applications.clients(app) == [], "clients that stop cleanly remove themselves"
 
     check = check_ledgers([produced], [consumed])
     assert check.ok, check.summary()

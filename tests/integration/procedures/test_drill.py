@@ -122,7 +122,7 @@ def test_drill_of_a_healthy_flow_matches_every_position_and_stores_the_evidence(
     assert report.rpo_records == 0
     assert report.rto_seconds is not None and report.rto_seconds > 0
 
-    [run] = store.runs("drill")
+    [run] = store.runs.recent("drill")
     assert (run.outcome, run.flow, run.mode) == ("succeeded", "primary->dr", "non-disruptive")
     assert (run.rpo_records, run.rto_seconds) == (0, report.rto_seconds)
     assert _statuses(run.details["steps"]["check"]) == _statuses(check)
@@ -207,7 +207,7 @@ def test_drill_finds_a_forged_record_and_an_unreplicated_position(
     assert f"{topic}[2]" not in error
     assert report.rpo_records == 5  # source offsets 5..9 of partition 1
 
-    [run] = store.runs("drill")
+    [run] = store.runs.recent("drill")
     assert (run.outcome, run.rpo_records) == ("failed", 5)
     assert run.rto_seconds is not None
     assert run.details["failed_step"] == "verdict"
@@ -251,7 +251,7 @@ def test_dry_run_writes_nothing_and_a_rerun_skips_done_steps(
         assert _statuses(dry.report_of("check")) == {0: "match", 1: "at_end"}
         assert dry.report_of("cleanup") == {"would_delete": [shadow]}
         assert dry.rpo_records is None and dry.rto_seconds is None
-        assert store.steps("drill-resume") == [] and store.runs("drill") == []
+        assert store.runs.steps("drill-resume") == [] and store.runs.recent("drill") == []
         assert _committed(target, shadow) == {}
 
         # Kept for inspection: the shadow group carries the drill's marker.
@@ -268,7 +268,7 @@ def test_dry_run_writes_nothing_and_a_rerun_skips_done_steps(
         assert resumed.report_of("cleanup") == {"kept": [shadow], "deleted": []}
         again = drill(keep_shadow=True).run("drill-resume")
         assert [s.status for s in again.steps] == ["skipped"] * 6
-        [run] = store.runs("drill")
+        [run] = store.runs.recent("drill")
         assert (run.outcome, run.rpo_records) == ("succeeded", 0) and run.rto_seconds
 
         # A later drill overwrites and deletes a kept shadow group (a drill's own).

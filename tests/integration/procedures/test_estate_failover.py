@@ -75,7 +75,7 @@ def _resumes_exactly(
     )
     flow = config.flow("primary->dr")
     app = f"{prefix}-app"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     positions = {(t, p): _position(i, p) for i, t in enumerate(topics) for p in range(PARTITIONS)}
     commit_offsets(flow.source, app, positions)
     remotes = [f"primary.{t}" for t in topics]
@@ -121,7 +121,7 @@ def _resumes_exactly(
         failover_s,
     )
     assert report.ok, report.error
-    assert store.application(app).active_cluster == "dr"
+    assert store.applications.get(app).active_cluster == "dr"
     assert committed_offsets("dr", dr, app) == expected
     # Target offsets are not source offsets (markers at 9, 19, 29, 39 are not copied),
     # and a position on a marker resumes at the record after it.

@@ -69,8 +69,8 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
         }
     )
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.set_flow_state(reverse.name, "stopped")
+    store.applications.register(app, "primary")
+    store.flows.set(reverse.name, "stopped")
     every = {(topic, p): _REPLICATED for p in range(_PARTITIONS)}
     commit_offsets(forward.source, app, every)
 
@@ -87,7 +87,7 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
             written = checkpointer.emit([app])  # or by `replicator run`'s own round
             assert len(written.emitted) + written.unchanged == _PARTITIONS and not written.held
         # The flow stops; the primary takes more records that never reach dr; it fails.
-        store.set_flow_state(forward.name, "stopped")
+        store.flows.set(forward.name, "stopped")
         wait_until(lambda: not live_workers(forward), _TIMEOUT_S, "the forward flow stopped")
         _produce(primary, topic, _STRANDED)
         lone_primary.down(["primary"])
@@ -119,7 +119,7 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
             (topic, p): stranded_end for p in range(_PARTITIONS)
         }
         assert {k for k in skipped if k[0] == back} == {(back, p) for p in range(_PARTITIONS)}
-        assert store.steps("fb-stranded") == [] and store.runs("failback") == []
+        assert store.runs.steps("fb-stranded") == [] and store.runs.recent("failback") == []
 
         procedure = failback()
         for step in ("preflight", "reconcile"):  # an orchestrator that then dies
@@ -146,7 +146,7 @@ def test_failback_lists_stranded_records_and_replicates_them_exactly_once(
         **{(topic, p): _REPLICATED for p in range(_PARTITIONS)},
         **{(back, p): 4 for p in range(_PARTITIONS)},
     }
-    assert store.application(app).active_cluster == "primary"
-    [run] = store.runs("failback")
+    assert store.applications.get(app).active_cluster == "primary"
+    [run] = store.runs.recent("failback")
     assert (run.outcome, run.rpo_records, run.mode) == ("succeeded", 0, "replicate")
     assert run.rto_seconds is not None

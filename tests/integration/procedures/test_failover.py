@@ -60,7 +60,11 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             producer = start("producer", *common, "--ledger", str(produced), "--rate", "50")
             consumer = start("consumer", *common, "--ledger", str(consumed))
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
-            wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+            wait_until(
+                lambda: len(store.applications.clients(app, seen_within_s=5)) == 2,
+                _TIMEOUT_S,
+                "clients",
+            )
             forward = config.flow("primary->dr")
             wait_until(lambda: live_workers(forward), _TIMEOUT_S, "the replicator running")
 
@@ -79,9 +83,9 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             # The group continued on dr exactly after its last record processed on primary.
             commits = failover.report_of("commit_offsets")["groups"][app]
             assert {e["to_topic"] for e in commits} == {f"primary.{topic}"}
-            assert store.application(app).active_cluster == "dr"
-            assert store.flow_state("primary->dr").state == "stopped"
-            [run] = store.runs("failover")
+            assert store.applications.get(app).active_cluster == "dr"
+            assert store.flows.get("primary->dr").state == "stopped"
+            [run] = store.runs.recent("failover")
             assert (run.outcome, run.rpo_records) == ("succeeded", 0)
             assert run.rto_seconds == failover.rto_seconds
             # Every phase of the cutover, in order, the last the clients' resumption.
@@ -100,10 +104,10 @@ def test_planned_failover_and_failback_with_live_apps_lose_and_duplicate_nothing
             assert failback.rpo_records == 0 and failback.rto_seconds
             moved = failback.report_of("commit_offsets")["groups"][app]
             assert {e["to_topic"] for e in moved} == {topic, f"dr.{topic}"}
-            assert store.application(app).active_cluster == "primary"
-            assert store.flow_state("primary->dr").state == "running"
-            assert store.flow_state("dr->primary").state == "stopped"
-            [back] = store.runs("failback")
+            assert store.applications.get(app).active_cluster == "primary"
+            assert store.flows.get("primary->dr").state == "running"
+            assert store.flows.get("dr->primary").state == "stopped"
+            [back] = store.runs.recent("failback")
             assert (back.outcome, back.rpo_records) == ("succeeded", 0)
 
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
@@ -150,9 +154,9 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
             for e in dry.report_of("commit_offsets")["would_commit"][app]
         }
         assert would == committed
-        assert store.steps("fo-resume") == [] and store.runs("failover") == []
-        assert store.application(app).epoch == 0 and not store.application(app).fenced
-        assert store.flow_state(flow.name) is None
+        assert store.runs.steps("fo-resume") == [] and store.runs.recent("failover") == []
+        assert store.applications.get(app).epoch == 0 and not store.applications.get(app).fenced
+        assert store.flows.get(flow.name) is None
         assert committed_offsets("dr", dr, app) == {}
 
         procedure = failover()
@@ -177,21 +181,21 @@ def test_interrupted_failover_resumes_without_applying_a_step_twice(
         failed = procedure.run("fo-resume")
         assert failed.outcome == "failed" and "commit_offsets" in (failed.error or "")
         assert [s.status for s in failed.steps] == ["skipped"] * 4 + ["failed"]
-        assert store.runs("failover")[0].outcome == "failed"
+        assert store.runs.recent("failover")[0].outcome == "failed"
 
         resumed = failover().run("fo-resume")  # a new process: only the store remembers
         assert resumed.ok, resumed.error
         assert [s.status for s in resumed.steps] == ["skipped"] * 4 + ["done"] * 4
         again = failover().run("fo-resume")
         assert [s.status for s in again.steps] == ["skipped"] * 8
-        assert store.application(app).epoch == 2, "fenced once, switched once"
-        [run] = store.runs("failover")
+        assert store.applications.get(app).epoch == 2, "fenced once, switched once"
+        [run] = store.runs.recent("failover")
         assert (run.outcome, run.rpo_records) == ("succeeded", 0) and run.rto_seconds
 
         per_partition = {(remote, p): o for p, o in committed.items()}
         assert committed_offsets("dr", dr, app) == per_partition  # same layout, offsets map 1:1
 
-        store.set_flow_state(flow.name, "running")
+        store.flows.set(flow.name, "running")
         wait_until(lambda: live_workers(flow), _TIMEOUT_S, "the flow running again")
 
 
@@ -222,7 +226,7 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
         write_config(tmp_path, primary, dr, topic, extra=("sync.topic.configs.enabled = false",))
     )
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     commit_offsets(flow.source, app, {(topic, 0): 5, (topic, 1): 20})
 
     def partition_status() -> dict[int, PartitionStatus]:
@@ -260,9 +264,9 @@ def test_unplanned_failover_reports_every_unreplicated_offset(
     assert unreplicated == {0: ([10, 15], 6), 1: ([], 0)}
     assert report.rpo_records == 6
     assert report.rto_seconds is not None
-    assert store.application(app).active_cluster == "dr"
+    assert store.applications.get(app).active_cluster == "dr"
     assert committed_offsets("dr", dr, app) == {(remote, 0): 5, (remote, 1): 20}
-    assert store.runs("failover")[0].rpo_records == 6
+    assert store.runs.recent("failover")[0].rpo_records == 6
 
 
 def test_a_dry_run_passes_while_the_flow_copies_towards_the_groups(

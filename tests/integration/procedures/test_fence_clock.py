@@ -36,7 +36,7 @@ def test_a_client_with_a_clock_5s_behind_is_waited_out_for_its_whole_route_lease
     state_url: str, store: StateStore
 ) -> None:
     app = f"orders-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     client = [sys.executable, str(_SKEWED_CLIENT), state_url, app, "lagging-1", str(_BEHIND_S)]
     done = subprocess.run(client, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
@@ -63,13 +63,13 @@ def test_an_orchestrator_with_a_clock_5s_ahead_cannot_take_a_lease_that_has_not_
 ) -> None:
     other = StateStore(state_url)  # another orchestrator, on a host whose clock is ahead
     try:
-        other.leases()  # connected, the schema read: the next call is quick
-        store.acquire_leases(["application orders"], "fo-1", ttl_s=_BEHIND_S - 1)
+        other.leases.all()  # connected, the schema read: the next call is quick
+        store.leases.acquire(["application orders"], "fo-1", ttl_s=_BEHIND_S - 1)
         ahead = timedelta(seconds=_BEHIND_S)
         monkeypatch.setattr(database, "now", lambda: datetime.now(UTC) + ahead)
         with pytest.raises(LeaseHeld, match=r"application orders is leased to fo-1 until"):
-            other.acquire_leases(["application orders"], "fo-2")
+            other.leases.acquire(["application orders"], "fo-2")
     finally:
         other.close()
-    [lease] = store.leases()
+    [lease] = store.leases.all()
     assert lease.owner == "fo-1"

@@ -54,7 +54,7 @@ def test_clients_cut_off_from_the_store_stop_within_their_lease_and_the_fence_wa
         create_topic(bootstrap, topic, partitions=_PARTITIONS)
     config = write_config(tmp_path, primary, dr, topic)
     app = f"orders-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     cut = tmp_path / "store-cut-off"
     produced, consumed = tmp_path / "produced.jsonl", tmp_path / "consumed.jsonl"
     common = ["--config", str(config), "--app", app, "--topic", topic, "--state-url", state_url]
@@ -74,13 +74,15 @@ def test_clients_cut_off_from_the_store_stop_within_their_lease_and_the_fence_wa
     report = applications.fence(store, [app], timeout_s=_TIMEOUT_S)
     fenced_at = datetime.now(UTC)
     offsets_at_fence = committed_offsets("primary", primary, app)
-    last_seen = max(client.last_seen for client in store.clients(app))
+    last_seen = max(client.last_seen for client in store.applications.clients(app))
 
     # The store comes back: the clients see the fence and acknowledge it.
     cut.unlink()
     epoch = report["fenced"][app]["epoch"]
     wait_until(
-        lambda: {(c.state, c.epoch) for c in store.clients(app)} == {("fenced", epoch)},
+        lambda: (
+            {(c.state, c.epoch) for c in store.applications.clients(app)} == {("fenced", epoch)}
+        ),
         _TIMEOUT_S,
         "both clients acknowledging the fence once the store answers",
     )
@@ -105,7 +107,7 @@ def test_clients_cut_off_from_the_store_stop_within_their_lease_and_the_fence_wa
     assert "not confirmed for" in (tmp_path / "producer.log").read_text()
 
     # The failover moves the application; the clients follow once the fence is lifted.
-    store.switch(app, "dr")
+    store.applications.switch(app, "dr")
     wait_until(lambda: len(ids_on(consumed, "dr")) >= 20, _TIMEOUT_S, "20 processed on dr")
     for process in processes:
         process.send_signal(signal.SIGTERM)

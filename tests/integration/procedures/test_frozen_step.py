@@ -80,14 +80,14 @@ def test_a_step_frozen_past_its_lease_changes_nothing_after_an_abort(
             )
             assert orchestrator.poll() is None, orchestrator.communicate()[0].decode()
             wait_until(lambda: _stopped(orchestrator.pid), 30, "the orchestrator frozen")
-            frozen = store.application(app)
+            frozen = store.applications.get(app)
             assert (frozen.active_cluster, frozen.fenced) == ("primary", True)
 
             time.sleep(frozen_step.LEASE_TTL_S + 1)  # frozen past every lease it holds
             report = abort(store, procedure_id, reason="the orchestrator froze mid-switch")
             assert report.outcome == "aborted"
             assert report.restarted_flows == ["primary->dr"]
-            undone = store.application(app)
+            undone = store.applications.get(app)
             assert (undone.active_cluster, undone.fenced) == ("primary", False)
 
             os.kill(orchestrator.pid, signal.SIGCONT)  # it wakes and goes on to its write
@@ -107,11 +107,11 @@ def test_a_step_frozen_past_its_lease_changes_nothing_after_an_abort(
         r"(was released|is now held by abort of)",
         text,
     ), text
-    after = store.application(app)
+    after = store.applications.get(app)
     assert after == undone, "the woken step changed the application"
-    state = store.flow_state("primary->dr")
+    state = store.flows.get("primary->dr")
     assert state is not None and state.state == RUNNING, "the flow the abort started stopped"
-    [run] = store.runs("failover")
+    [run] = store.runs.recent("failover")
     assert run.outcome == "aborted"
-    switched = store.step(procedure_id, "switch")
+    switched = store.runs.step(procedure_id, "switch")
     assert switched is None or switched.state != "done"

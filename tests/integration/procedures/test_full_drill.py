@@ -30,10 +30,10 @@ def test_full_drill_fails_over_and_back_and_stores_its_figures(
     config = load_config(write_config(tmp_path, primary, dr, topic, extra=reverse))
     forward = config.flow("primary->dr")
     app = f"drill-app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     positions = {(topic, 0): 50, (topic, 1): 100, (topic, 2): 0}
     commit_offsets(forward.source, app, positions)
-    store.set_flow_state("dr->primary", "stopped")
+    store.flows.set("dr->primary", "stopped")
 
     with runner([forward, config.flow("dr->primary")], store):
         wait_until(lambda: live_workers(forward), 90, "the forward flow running")
@@ -45,14 +45,16 @@ def test_full_drill_fails_over_and_back_and_stores_its_figures(
     assert [s.status for s in report.steps] == ["done", "done"]
     assert report.rpo_records == 0 and report.rto_seconds is not None
     assert report.report_of("failover")["procedure_id"] == "drill-full.failover"
-    [drill] = store.runs("drill")
+    [drill] = store.runs.recent("drill")
     assert (drill.mode, drill.outcome, drill.rpo_records) == ("full", "succeeded", 0)
     assert drill.rto_seconds == report.rto_seconds
-    assert [r.outcome for r in store.runs("failover") + store.runs("failback")] == ["succeeded"] * 2
+    assert [r.outcome for r in store.runs.recent("failover") + store.runs.recent("failback")] == [
+        "succeeded"
+    ] * 2
     # Back where it started: on primary, at the same positions, the forward flow running.
-    assert store.application(app).active_cluster == "primary"
+    assert store.applications.get(app).active_cluster == "primary"
     now = committed_offsets("primary", primary, app)
     assert {k: v for k, v in now.items() if k[0] == topic} == positions
-    assert store.flow_state("primary->dr").state == "running"
-    assert store.flow_state("dr->primary").state == "stopped"
+    assert store.flows.get("primary->dr").state == "running"
+    assert store.flows.get("dr->primary").state == "stopped"
     assert [s.status for s in again.steps] == ["skipped", "skipped"]

@@ -62,12 +62,12 @@ def _setup(primary: str, dr: str, store: StateStore) -> tuple[ReplicatorConfig, 
         }
     )
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     return config, topic, app
 
 
 def _held(store: StateStore) -> dict[str, str]:
-    return {lease.resource: lease.owner for lease in store.leases()}
+    return {lease.resource: lease.owner for lease in store.leases.all()}
 
 
 def test_a_second_procedure_on_the_same_application_is_refused_naming_the_holder(
@@ -76,7 +76,7 @@ def test_a_second_procedure_on_the_same_application_is_refused_naming_the_holder
     config, topic, app = _setup(primary, dr, store)
     preload(primary, topic, 20, _PARTITIONS)
     forward = config.flow("primary->dr")
-    store.set_flow_state("dr->primary", "stopped")
+    store.flows.set("dr->primary", "stopped")
     with runner([forward], store):
         wait_until(lambda: live_workers(forward), _TIMEOUT_S, "the flow's worker running")
         failover = Failover(config, forward.name, [app], store, timeout_s=_TIMEOUT_S)
@@ -89,16 +89,16 @@ def test_a_second_procedure_on_the_same_application_is_refused_naming_the_holder
         assert drill.error is not None
         assert f"application {app} is leased to fo-first until " in drill.error
         assert "so drill-2 may not change it" in drill.error
-        assert store.application(app).epoch == 0, "the refused drill changed the application"
-        assert store.steps("drill-2.failover") == [], "the drill's failover started"
-        [refused] = store.runs("drill")
+        assert store.applications.get(app).epoch == 0, "the refused drill changed the application"
+        assert store.runs.steps("drill-2.failover") == [], "the drill's failover started"
+        [refused] = store.runs.recent("drill")
         assert refused.outcome == "failed"
         assert _held(store) == {f"application {app}": "fo-first", "flow primary->dr": "fo-first"}
 
         done = failover.run("fo-first")
         assert done.ok, done.error
-    assert store.application(app).active_cluster == "dr"
-    assert store.leases() == [], "a finished procedure keeps no lease"
+    assert store.applications.get(app).active_cluster == "dr"
+    assert store.leases.all() == [], "a finished procedure keeps no lease"
 
     failback = Failback(config, forward.name, [app], store, timeout_s=_TIMEOUT_S)
     assert failback.run_step("fb-3", "preflight").status == "done"
@@ -117,7 +117,7 @@ def test_two_failovers_started_at_once_one_runs_the_other_is_refused(
     config, topic, app = _setup(primary, dr, store)
     preload(primary, topic, 20, _PARTITIONS)
     forward = config.flow("primary->dr")
-    store.set_flow_state("dr->primary", "stopped")
+    store.flows.set("dr->primary", "stopped")
     ids = ("fo-left", "fo-right")
     barrier = threading.Barrier(len(ids))
     reports: dict[str, ProcedureReport] = {}
@@ -149,11 +149,11 @@ def test_two_failovers_started_at_once_one_runs_the_other_is_refused(
     assert refused.error is not None
     assert f"application {app} is leased to {winner} until " in refused.error
     assert f"so {loser} may not change it" in refused.error
-    application = store.application(app)
+    application = store.applications.get(app)
     assert (application.active_cluster, application.fenced, application.epoch) == ("dr", False, 2)
-    outcomes = {run.params["procedure_id"]: run.outcome for run in store.runs("failover")}
+    outcomes = {run.params["procedure_id"]: run.outcome for run in store.runs.recent("failover")}
     assert outcomes == {winner: "succeeded", loser: "failed"}
-    assert store.leases() == [], "a finished procedure keeps no lease"
+    assert store.leases.all() == [], "a finished procedure keeps no lease"
 
 
 def test_a_failback_with_no_failover_before_it_fences_nothing(
@@ -161,7 +161,7 @@ def test_a_failback_with_no_failover_before_it_fences_nothing(
 ) -> None:
     config, _, app = _setup(primary, dr, store)
     # The production clients of the application run on primary.
-    store.report_client(app, "producer-1", "producer", "primary", 0, "running")
+    store.applications.report_client(app, "producer-1", "producer", "primary", 0, "running")
 
     report = Failback(config, "primary->dr", [app], store, timeout_s=5).run("fb-none")
 
@@ -171,15 +171,15 @@ def test_a_failback_with_no_failover_before_it_fences_nothing(
     assert f"not active on 'dr', the DR side of flow primary->dr: {{'{app}': 'primary'}}" in (
         report.error
     )
-    application = store.application(app)
+    application = store.applications.get(app)
     assert (application.active_cluster, application.fenced, application.epoch) == (
         "primary",
         False,
         0,
     )
-    assert store.flow_state("primary->dr") is None, "the refused failback changed the flow"
-    assert store.leases() == []
-    [run] = store.runs("failback")
+    assert store.flows.get("primary->dr") is None, "the refused failback changed the flow"
+    assert store.leases.all() == []
+    [run] = store.runs.recent("failback")
     assert run.outcome == "failed"
 
 
@@ -200,22 +200,22 @@ def test_the_lease_of_a_dead_orchestrator_lapses(primary: str, dr: str, store: S
         failover().run_step("fo-new", "preflight")
 
     wait_until(
-        lambda: all(lease.expires_at <= datetime.now(UTC) for lease in store.leases()),
+        lambda: all(lease.expires_at <= datetime.now(UTC) for lease in store.leases.all()),
         _TIMEOUT_S,
         "the lease of fo-dead to expire",
     )
     new = failover()
     assert new.run_step("fo-new", "preflight").status == "done"  # retried: takes over
     assert _held(store) == {f"application {app}": "fo-new", "flow primary->dr": "fo-new"}
-    taken = {lease.resource: lease.expires_at for lease in store.leases()}
+    taken = {lease.resource: lease.expires_at for lease in store.leases.all()}
 
     # The dead orchestrator comes back: its next step is refused, it fences nothing.
     with pytest.raises(StepFailed, match=r"is leased to fo-new until .* so fo-dead may not"):
         failover().run_step("fo-dead", "fence")
-    assert not store.application(app).fenced
+    assert not store.applications.get(app).fenced
 
     # Each step of the holder renews its lease.
     assert new.run_step("fo-new", "fence").status == "done"
-    renewed = {lease.resource: lease.expires_at for lease in store.leases()}
+    renewed = {lease.resource: lease.expires_at for lease in store.leases.all()}
     assert all(renewed[resource] > taken[resource] for resource in taken)
-    assert store.application(app).fenced
+    assert store.applications.get(app).fenced

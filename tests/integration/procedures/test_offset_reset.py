@@ -138,8 +138,8 @@ def test_skip_to_latest_through_the_procedure(
         assert (partition["from_offset"], partition["to_offset"]) == (50, 10)
         assert planned.report_of("stop_flow")["running_workers"]
         assert _requests(flow, topic) == {}
-        assert store.steps("reset-dry") == [] and store.runs("offset_reset") == []
-        assert store.flow_state(flow.name) is None
+        assert store.runs.steps("reset-dry") == [] and store.runs.recent("offset_reset") == []
+        assert store.flows.get(flow.name) is None
         # The same through the command line.
         command = f"offsets reset --flow {flow.name} --topic {topic} --partition 0"
         command += " --to-offset 10 --dry-run --id reset-cli"
@@ -148,7 +148,7 @@ def test_skip_to_latest_through_the_procedure(
         printed = capsys.readouterr().out
         assert "offset_reset reset-cli (dry run)" in printed and "planned" in printed
         assert f"{topic}[0]: 50 -> 10: 40 records will be copied again" in printed
-        assert _requests(flow, topic) == {} and store.steps("reset-cli") == []
+        assert _requests(flow, topic) == {} and store.runs.steps("reset-cli") == []
 
         procedure = OffsetReset(config, flow.name, topic, "latest", store)
         assert procedure.run_step("reset-skip", "check").status == "done"
@@ -182,7 +182,7 @@ def test_skip_to_latest_through_the_procedure(
         again = OffsetReset(config, flow.name, topic, "latest", store).run("reset-skip")
         assert again.outcome == "succeeded", again.error
         assert [s.status for s in again.steps] == ["skipped"] * 4
-    [run] = store.runs("offset_reset")
+    [run] = store.runs.recent("offset_reset")
     assert (run.outcome, run.rpo_records) == ("succeeded", 20)
     assert _counts(dr, remote, 2) == [60, 60]
     store.close()

@@ -45,7 +45,7 @@ def test_a_trailing_commit_marker_is_not_a_lost_record(
     config = load_config(write_config(tmp_path, primary, dr, topic))
     flow = config.flow("primary->dr")
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     commit_offsets(flow.source, app, {(topic, 0): 24})  # after the last commit marker
 
     def reported() -> bool:

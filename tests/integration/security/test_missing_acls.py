@@ -108,7 +108,7 @@ def test_a_demo_app_without_one_acl_stops_with_one_line_naming_it(
     kept = [r for r in rules if (r.resource_type, r.operation) != missing]
     assert len(kept) == len(rules) - 1
     pair.grant(kept)
-    store.register_application(app, "primary")
+    store.applications.register(app, "primary")
     common = ["--config", str(config), "--app", app, "--topic", topic, "--state-url", state_url]
     with demo_apps(tmp_path) as start:
         process = start(role, *common, "--ledger", str(tmp_path / "ledger.jsonl"))

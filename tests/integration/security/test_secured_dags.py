@@ -74,8 +74,8 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
     for cluster in ("primary", "dr"):  # dr's is the reverse flow's source after the switch
         create_topic(pair.stack.bootstrap(cluster), topic, 3, client=pair.admin(cluster))
     app = f"demo-{uuid.uuid4().hex[:8]}"  # the demo principal's groups start with "demo"
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    store.applications.register(app, "primary")
+    store.flows.set("dr->primary", "stopped")  # the failover starts it
     config = load_config(config_path)
     common = ["--config", str(pair.stack.data_dir / DEMO_FILE), "--app", app]
     common += ["--topic", topic, "--state-url", state_url]
@@ -88,7 +88,11 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
             producer = start("producer", *common, "--ledger", str(produced), "--rate", str(_RATE))
             consumer = start("consumer", *common, "--ledger", str(consumed))
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
-            wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "apps")
+            wait_until(
+                lambda: len(store.applications.clients(app, seen_within_s=5)) == 2,
+                _TIMEOUT_S,
+                "apps",
+            )
             wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicator")
 
             conf = {"flow": "primary->dr", "applications": [app], "timeout_s": _TIMEOUT_S}
@@ -98,19 +102,19 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
                 )
             )
             assert runs[-1].state == "success", task_states(runs[-1])
-            assert store.application(app).active_cluster == "dr"
+            assert store.applications.get(app).active_cluster == "dr"
             wait_processed(consumed, "dr", 100, _TIMEOUT_S)
 
             runs.append(bag.get_dag("failback").test(run_conf={**conf, "skip_approval": True}))
             assert runs[-1].state == "success", task_states(runs[-1])
-            assert store.application(app).active_cluster == "primary"
+            assert store.applications.get(app).active_cluster == "primary"
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
 
             # The failback started primary->dr again; the drill measures a running copy.
             wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "restarted")
             runs.append(bag.get_dag("dr_drill").test(run_conf=conf))
             assert runs[-1].state == "success", task_states(runs[-1])
-            [drill] = store.runs("drill")
+            [drill] = store.runs.recent("drill")
             assert drill.outcome == "succeeded"
             # The producer keeps writing: the drill's RPO is what was on its way when it
             # took the positions, and a running copy is well under a second behind. (A
@@ -128,8 +132,8 @@ def test_failover_failback_and_drill_dags_on_the_secured_stack_leak_no_password(
         code = replicator.wait(90)
     assert code == 0, (tmp_path / "replicator.log").read_text()[-3000:]
     assert check.ok, check.summary()
-    assert [r.outcome for r in store.runs("failover")] == ["succeeded"]
-    assert [r.outcome for r in store.runs("failback")] == ["succeeded"]
+    assert [r.outcome for r in store.runs.recent("failover")] == ["succeeded"]
+    assert [r.outcome for r in store.runs.recent("failback")] == ["succeeded"]
 
     # The secret-leak check, in every place the runs wrote to.
     places = {
@@ -216,7 +220,7 @@ def _page(store: StateStore, config: Path, state_url: str) -> dict[str, str]:
     client = TestClient(page.create_app(lambda: ReplicatorSettings(str(config), state_url)))
     shown = {"the page's HTML": client.get("/").text, "its JSON": client.get("/api/status").text}
     for kind in ("failover", "failback", "drill"):
-        for run in store.runs(kind):
+        for run in store.runs.recent(kind):
             shown[f"{kind} {run.run_id}'s page"] = client.get(f"/runs/{run.run_id}").text
             report = client.get(f"/runs/{run.run_id}/report.html")
             assert report.status_code == 200, report.text[:500]
@@ -281,7 +285,7 @@ def test_verify_replication_dag_on_a_spark_cluster_with_passwords_from_the_conne
     # dag.test() writes the task logs (spark-submit's output among them) to stdout.
     task_logs = caplog.text + "".join(capfd.readouterr())
     assert run.state == "success", (task_states(run), task_logs[-5000:])
-    [verified] = store.runs("verification")
+    [verified] = store.runs.recent("verification")
     assert verified.outcome == "succeeded"
     assert verified.params["master"] == spark.master_url
     ca = pair.stack.security.ca_file

@@ -389,8 +389,8 @@ def test_planned_failover_and_failback_on_the_secured_stack(
     create_topic(pair.dr, topic, 2, client=pair.admin("dr"))  # the reverse flow's source
     wanted = preload_secured(pair, topic, 2_000, 2)
     app = f"app-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    store.applications.register(app, "primary")
+    store.flows.set("dr->primary", "stopped")  # the failover starts it
     config = load_config(pair.clients_file)
     dr = config.clusters["dr"]
     halfway = {(topic, p): n // 2 for p, n in enumerate(wanted)}
@@ -402,14 +402,14 @@ def test_planned_failover_and_failback_on_the_secured_stack(
         failover = Failover(config, "primary->dr", [app], store, reverse=True, timeout_s=120).run()
         assert failover.ok, failover.error
         assert failover.rpo_records == 0
-        assert store.application(app).active_cluster == "dr"
+        assert store.applications.get(app).active_cluster == "dr"
         on_dr = {(c.topic, c.partition): c.offset for c in GroupAdmin(dr).committed(app)}
         assert on_dr == {(f"primary.{topic}", p): n // 2 for p, n in enumerate(wanted)}
 
         failback = Failback(config, "primary->dr", [app], store, timeout_s=120).run()
         assert failback.ok, failback.error
-        assert store.application(app).active_cluster == "primary"
-        assert store.flow_state("primary->dr").state == "running"
+        assert store.applications.get(app).active_cluster == "primary"
+        assert store.flows.get("primary->dr").state == "running"
     finally:
         replicator.send_signal(signal.SIGTERM)
         code = replicator.wait(90)

@@ -91,14 +91,14 @@ def test_a_verifier_without_one_acl_stops_before_spark_naming_it(
     config = _verifier(pair, tmp_path, without)
     user = load_config(config).clusters["primary"].consumer["sasl.username"]
     flow = _only(load_config(config).flow("primary->dr"), topic)
-    before = len(store.runs("verification"))
+    before = len(store.runs.recent("verification"))
     with pytest.raises(ReplicatorError) as stopped:
         start(flow, store, topics=[topic], results=tmp_path / "results", config_file=config)
     message = str(stopped.value)
     assert f"User:{user} {expected.format(topic=topic)}" in message, message
     assert f"--role verifier --principal User:{user}" in message
     assert "\n" not in message
-    assert len(store.runs("verification")) == before  # nothing started, nothing submitted
+    assert len(store.runs.recent("verification")) == before  # nothing started, nothing submitted
     assert not (tmp_path / "results").exists()
 
 

@@ -93,44 +93,44 @@ class Clock:
 
 
 def test_register_is_idempotent_and_keeps_the_active_cluster(store: StateStore) -> None:
-    first = store.register_application("orders", "primary")
+    first = store.applications.register("orders", "primary")
     assert (first.active_cluster, first.fenced, first.epoch) == ("primary", False, 0)
     assert first.updated_at.tzinfo == UTC
-    store.switch("orders", "dr")
-    again = store.register_application("orders", "primary")
+    store.applications.switch("orders", "dr")
+    again = store.applications.register("orders", "primary")
     assert (again.active_cluster, again.epoch) == ("dr", 1)
-    assert [a.name for a in store.applications()] == ["orders"]
+    assert [a.name for a in store.applications.all()] == ["orders"]
 
 
 def test_fence_switch_unfence_move_the_epoch_only_on_change(store: StateStore) -> None:
-    store.register_application("orders", "primary")
-    assert store.fence("orders") == 1
-    assert store.fence("orders") == 1  # a retried fence waits for the same epoch
-    assert store.application("orders").fenced
+    store.applications.register("orders", "primary")
+    assert store.applications.fence("orders") == 1
+    assert store.applications.fence("orders") == 1  # a retried fence waits for the same epoch
+    assert store.applications.get("orders").fenced
 
-    switched = store.switch("orders", "dr")
+    switched = store.applications.switch("orders", "dr")
     assert (switched.active_cluster, switched.fenced, switched.epoch) == ("dr", False, 2)
-    assert store.switch("orders", "dr").epoch == 2
+    assert store.applications.switch("orders", "dr").epoch == 2
 
-    assert store.fence("orders") == 3
-    unfenced = store.unfence("orders")
+    assert store.applications.fence("orders") == 3
+    unfenced = store.applications.unfence("orders")
     assert (unfenced.active_cluster, unfenced.fenced, unfenced.epoch) == ("dr", False, 4)
-    assert store.unfence("orders").epoch == 4
+    assert store.applications.unfence("orders").epoch == 4
 
-    store.fence("orders")
-    assert store.switch("orders", "dr").epoch == 6  # lifting the fence is a change
+    store.applications.fence("orders")
+    assert store.applications.switch("orders", "dr").epoch == 6  # lifting the fence is a change
 
 
 def test_unknown_application_names_the_registered_ones(store: StateStore) -> None:
     with pytest.raises(NotFoundError, match="'orders' is not registered") as error:
-        store.fence("orders")
+        store.applications.fence("orders")
     assert "registered: none" in str(error.value)
-    store.register_application("payments", "primary")
-    store.register_application("audit", "dr")
+    store.applications.register("payments", "primary")
+    store.applications.register("audit", "dr")
     with pytest.raises(NotFoundError, match=r"registered: audit, payments\)"):
-        store.application("orders")
+        store.applications.get("orders")
     with pytest.raises(NotFoundError, match="replicator clients register orders --cluster"):
-        store.report_client("orders", "c1", "producer", "primary", 0, "running")
+        store.applications.report_client("orders", "c1", "producer", "primary", 0, "running")
 
 
 # --- clients and fence acknowledgement ------------------------------------------------
@@ -140,52 +140,52 @@ def test_clients_report_upsert_and_seen_within(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock(monkeypatch)
-    store.register_application("orders", "primary")
-    store.report_client("orders", "p1", "producer", "primary", 0, "running")
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "p1", "producer", "primary", 0, "running")
     clock.advance(30)
-    store.report_client("orders", "c1", "consumer", "primary", 0, "running")
-    store.report_client("orders", "c1", "consumer", "primary", 1, "fenced")
+    store.applications.report_client("orders", "c1", "consumer", "primary", 0, "running")
+    store.applications.report_client("orders", "c1", "consumer", "primary", 1, "fenced")
 
-    everyone = store.clients("orders")
+    everyone = store.applications.clients("orders")
     assert [(c.client_id, c.role, c.epoch, c.state) for c in everyone] == [
         ("c1", "consumer", 1, "fenced"),
         ("p1", "producer", 0, "running"),
     ]
     assert everyone[0].last_seen == clock.now
-    assert [c.client_id for c in store.clients("orders", seen_within_s=10)] == ["c1"]
+    assert [c.client_id for c in store.applications.clients("orders", seen_within_s=10)] == ["c1"]
 
-    store.remove_client("orders", "c1")
-    store.remove_client("orders", "c1")  # idempotent
-    assert [c.client_id for c in store.clients("orders")] == ["p1"]
+    store.applications.remove_client("orders", "c1")
+    store.applications.remove_client("orders", "c1")  # idempotent
+    assert [c.client_id for c in store.applications.clients("orders")] == ["p1"]
 
     with pytest.raises(StateStoreError, match="one of running, fenced"):
-        store.report_client("orders", "c1", "consumer", "primary", 1, "stopped")  # type: ignore[arg-type]
+        store.applications.report_client("orders", "c1", "consumer", "primary", 1, "stopped")  # type: ignore[arg-type]
 
 
 def test_wait_fenced_returns_the_acknowledging_clients(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock(monkeypatch)
-    store.register_application("orders", "primary")
-    store.report_client("orders", "gone", "producer", "primary", 0, "running")
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "gone", "producer", "primary", 0, "running")
     clock.advance(60)  # a client that stopped reporting long ago is not waited for
-    epoch = store.fence("orders")
-    store.report_client("orders", "p1", "producer", "primary", epoch, "fenced")
-    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    epoch = store.applications.fence("orders")
+    store.applications.report_client("orders", "p1", "producer", "primary", epoch, "fenced")
+    store.applications.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
 
-    acknowledged = store.wait_fenced("orders", epoch, timeout_s=5)
+    acknowledged = store.applications.wait_fenced("orders", epoch, timeout_s=5)
     assert sorted(c.client_id for c in acknowledged) == ["c1", "p1"]
 
 
 def test_wait_fenced_times_out_naming_the_clients(store: StateStore) -> None:
-    store.register_application("orders", "primary")
-    store.report_client("orders", "p1", "producer", "primary", 0, "running")
-    epoch = store.fence("orders")
-    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
-    store.report_client("orders", "c2", "consumer", "primary", epoch - 1, "fenced")
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "p1", "producer", "primary", 0, "running")
+    epoch = store.applications.fence("orders")
+    store.applications.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    store.applications.report_client("orders", "c2", "consumer", "primary", epoch - 1, "fenced")
 
     with pytest.raises(FenceNotAcknowledged) as error:
-        store.wait_fenced("orders", epoch, timeout_s=0.3)
+        store.applications.wait_fenced("orders", epoch, timeout_s=0.3)
     message = str(error.value)
     assert f"2 client(s) of 'orders' did not acknowledge the fence at epoch {epoch}" in message
     assert "p1 (producer on primary: running at epoch 0" in message
@@ -200,21 +200,21 @@ def test_wait_fenced_waits_out_a_silent_client_for_its_route_lease(
     """A client cut off from the store stops within its route lease; until that has
     passed since it was last seen, its silence is no acknowledgement."""
     clock = Clock(monkeypatch)
-    store.register_application("orders", "primary")
-    store.report_client("orders", "cut-off", "producer", "primary", 0, "running")
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "cut-off", "producer", "primary", 0, "running")
     clock.advance(ROUTE_LEASE_S - 1)  # silent for less than its lease (the old rule: 10 s)
-    epoch = store.fence("orders")
+    epoch = store.applications.fence("orders")
     with pytest.raises(FenceNotAcknowledged, match=r"cut-off .*seen 4\.0s ago"):
-        store.wait_fenced("orders", epoch, timeout_s=0.3)
+        store.applications.wait_fenced("orders", epoch, timeout_s=0.3)
 
 
 def test_wait_fenced_returns_once_the_lease_of_a_silent_client_passed(store: StateStore) -> None:
-    store.register_application("orders", "primary")
-    store.report_client("orders", "cut-off", "producer", "primary", 0, "running")
-    epoch = store.fence("orders")
-    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "cut-off", "producer", "primary", 0, "running")
+    epoch = store.applications.fence("orders")
+    store.applications.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
     started = time.monotonic()
-    returned = store.wait_fenced("orders", epoch, timeout_s=30, lease_s=0.5)
+    returned = store.applications.wait_fenced("orders", epoch, timeout_s=30, lease_s=0.5)
     waited = time.monotonic() - started
     # lease 0.5 s + ROUTE_LEASE_GRACE_S 1 s from its last report, just before the fence
     assert 1.2 < waited < 10
@@ -225,11 +225,11 @@ def test_wait_fenced_returns_once_the_lease_of_a_silent_client_passed(store: Sta
 
 
 def test_wait_fenced_refuses_a_fence_that_was_lifted(store: StateStore) -> None:
-    store.register_application("orders", "primary")
-    epoch = store.fence("orders")
-    store.switch("orders", "dr")
+    store.applications.register("orders", "primary")
+    epoch = store.applications.fence("orders")
+    store.applications.switch("orders", "dr")
     with pytest.raises(StateStoreError, match="no longer fenced at epoch 1 \\(now epoch 2"):
-        store.wait_fenced("orders", epoch, timeout_s=1)
+        store.applications.wait_fenced("orders", epoch, timeout_s=1)
 
 
 # --- leases ---------------------------------------------------------------------------
@@ -239,56 +239,56 @@ def test_lease_is_taken_renewed_refused_and_released(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock(monkeypatch)
-    [lease] = store.acquire_leases(["flow a->b"], "failover-1", ttl_s=60)
+    [lease] = store.leases.acquire(["flow a->b"], "failover-1", ttl_s=60)
     assert (lease.owner, lease.acquired_at, lease.expires_at) == (
         "failover-1",
         clock.now,
         clock.now + timedelta(seconds=60),
     )
     clock.advance(30)
-    [renewed] = store.acquire_leases(["flow a->b"], "failover-1", ttl_s=60)
+    [renewed] = store.leases.acquire(["flow a->b"], "failover-1", ttl_s=60)
     assert renewed.acquired_at == lease.acquired_at
     assert renewed.expires_at == clock.now + timedelta(seconds=60)
 
     with pytest.raises(LeaseHeld) as refused:
-        store.acquire_leases(["flow a->b"], "failback-2")
+        store.leases.acquire(["flow a->b"], "failback-2")
     assert str(refused.value).startswith(
         "flow a->b is leased to failover-1 until 2030-01-01 00:01:30 UTC (60s from now), "
         "so failback-2 may not change it"
     )
     assert refused.value.holder == renewed
 
-    assert store.release_leases("failback-2") == 0
-    assert store.release_leases("failover-1") == 1
-    assert store.leases() == []
-    [taken] = store.acquire_leases(["flow a->b"], "failback-2")
+    assert store.leases.release("failback-2") == 0
+    assert store.leases.release("failover-1") == 1
+    assert store.leases.all() == []
+    [taken] = store.leases.acquire(["flow a->b"], "failback-2")
     assert taken.owner == "failback-2"
 
 
 def test_leases_are_all_or_none(store: StateStore) -> None:
-    store.acquire_leases(["application b"], "failover-1")
+    store.leases.acquire(["application b"], "failover-1")
     with pytest.raises(LeaseHeld, match="application b is leased to failover-1"):
-        store.acquire_leases(["flow x", "application a", "application b"], "drill-2")
-    assert [(lease.resource, lease.owner) for lease in store.leases()] == [
+        store.leases.acquire(["flow x", "application a", "application b"], "drill-2")
+    assert [(lease.resource, lease.owner) for lease in store.leases.all()] == [
         ("application b", "failover-1")
     ]
 
 
 def test_an_expired_lease_is_taken_over(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock(monkeypatch)
-    store.acquire_leases(["flow a->b", "application orders"], "crashed", ttl_s=60)
+    store.leases.acquire(["flow a->b", "application orders"], "crashed", ttl_s=60)
     clock.advance(61)
-    taken = store.acquire_leases(["flow a->b", "application orders"], "failover-2", ttl_s=60)
+    taken = store.leases.acquire(["flow a->b", "application orders"], "failover-2", ttl_s=60)
     assert {(lease.owner, lease.acquired_at) for lease in taken} == {("failover-2", clock.now)}
     with pytest.raises(LeaseHeld, match=r"leased to failover-2 .* so crashed may not"):
-        store.acquire_leases(["flow a->b"], "crashed")  # its renewal comes too late
+        store.leases.acquire(["flow a->b"], "crashed")  # its renewal comes too late
 
 
 def test_one_of_many_concurrent_acquirers_gets_the_lease(url: str) -> None:
     """Separate engines on one file (as separate processes would be) race for the
     same resources: exactly one wins both, the others are refused."""
     stores = [StateStore(url) for _ in range(6)]
-    stores[0].leases()  # the schema exists before the race
+    stores[0].leases.all()  # the schema exists before the race
     barrier = threading.Barrier(len(stores))
     won: list[str] = []
     refused: list[str] = []
@@ -297,7 +297,7 @@ def test_one_of_many_concurrent_acquirers_gets_the_lease(url: str) -> None:
     def acquire(index: int) -> None:
         barrier.wait()
         try:
-            stores[index].acquire_leases(["flow a->b", "application orders"], f"proc-{index}")
+            stores[index].leases.acquire(["flow a->b", "application orders"], f"proc-{index}")
             won.append(f"proc-{index}")
         except LeaseHeld:
             refused.append(f"proc-{index}")
@@ -312,7 +312,7 @@ def test_one_of_many_concurrent_acquirers_gets_the_lease(url: str) -> None:
             thread.join(timeout=120)
         assert not errors, errors
         assert len(won) == 1 and len(refused) == len(stores) - 1
-        assert {lease.owner for lease in stores[0].leases()} == set(won)
+        assert {lease.owner for lease in stores[0].leases.all()} == set(won)
     finally:
         for state in stores:
             state.close()
@@ -322,12 +322,12 @@ def test_one_of_many_concurrent_acquirers_gets_the_lease(url: str) -> None:
 
 
 def test_flow_states(store: StateStore) -> None:
-    assert store.flow_state("primary->dr") is None
-    store.set_flow_state("primary->dr", "running", {"lag": 3})
-    store.set_flow_state("dr->primary", "stopped")
-    updated = store.set_flow_state("primary->dr", "failed-over", {"at": "2030-01-01"})
+    assert store.flows.get("primary->dr") is None
+    store.flows.set("primary->dr", "running", {"lag": 3})
+    store.flows.set("dr->primary", "stopped")
+    updated = store.flows.set("primary->dr", "failed-over", {"at": "2030-01-01"})
     assert (updated.state, updated.detail) == ("failed-over", {"at": "2030-01-01"})
-    assert [(f.flow, f.state, f.detail) for f in store.flow_states()] == [
+    assert [(f.flow, f.state, f.detail) for f in store.flows.all()] == [
         ("dr->primary", "stopped", {}),
         ("primary->dr", "failed-over", {"at": "2030-01-01"}),
     ]
@@ -335,26 +335,26 @@ def test_flow_states(store: StateStore) -> None:
 
 def test_runs_newest_first_with_json_round_trip(store: StateStore) -> None:
     params = {"groups": ["g1", "g2"], "dry_run": False, "nested": {"n": 1.5, "none": None}}
-    failover = store.start_run("failover", "primary->dr", "planned", params)
-    drill = store.start_run("drill", "primary->dr", "non-disruptive", {})
-    failback = store.start_run("failback", None, None, {})
+    failover = store.runs.start("failover", "primary->dr", "planned", params)
+    drill = store.runs.start("drill", "primary->dr", "non-disruptive", {})
+    failback = store.runs.start("failback", None, None, {})
     assert failover.startswith("failover-")
     assert len({failover, drill, failback}) == 3
 
-    running = store.run(failover)
+    running = store.runs.get(failover)
     assert (running.outcome, running.finished_at, running.details) == (None, None, {})
     details = {"steps": [{"name": "fence", "ok": True}], "lost": 0}
-    finished = store.finish_run(failover, "succeeded", 0, 12.5, details)
+    finished = store.runs.finish(failover, "succeeded", 0, 12.5, details)
     assert (finished.outcome, finished.rpo_records, finished.rto_seconds) == ("succeeded", 0, 12.5)
     assert finished.params == params
     assert finished.details == details
     assert finished.finished_at is not None
     assert finished.finished_at >= finished.started_at
 
-    assert [r.run_id for r in store.runs()] == [failback, drill, failover]
-    assert [r.run_id for r in store.runs(limit=2)] == [failback, drill]
-    assert [r.run_id for r in store.runs(kind="failover")] == [failover]
-    assert store.runs(kind="verification") == []
+    assert [r.run_id for r in store.runs.recent()] == [failback, drill, failover]
+    assert [r.run_id for r in store.runs.recent(limit=2)] == [failback, drill]
+    assert [r.run_id for r in store.runs.recent(kind="failover")] == [failover]
+    assert store.runs.recent(kind="verification") == []
 
 
 def test_verified_ranges_are_replaced_per_partition(store: StateStore) -> None:
@@ -366,8 +366,8 @@ def test_verified_ranges_are_replaced_per_partition(store: StateStore) -> None:
             end - first, "00000000000000ff", at, at, "run-1",
         )  # fmt: skip
 
-    assert store.verified_ranges("a->b") == []
-    store.replace_verified(
+    assert store.verified.ranges("a->b") == []
+    store.verified.replace(
         "a->b",
         {
             ("orders", 0): [verified("orders", 0, 0, 100), verified("orders", 0, 100, 150)],
@@ -375,51 +375,51 @@ def test_verified_ranges_are_replaced_per_partition(store: StateStore) -> None:
         },
     )
     # Partition 0 verified whole again: its ranges replaced; partition 1 untouched.
-    store.replace_verified("a->b", {("orders", 0): [verified("orders", 0, 0, 200)]})
-    ranges = store.verified_ranges("a->b")
+    store.verified.replace("a->b", {("orders", 0): [verified("orders", 0, 0, 200)]})
+    ranges = store.verified.ranges("a->b")
     spans = [(r.partition, r.source_first, r.source_end) for r in ranges]
     assert spans == [(0, 0, 200), (1, 0, 10)]
     assert ranges[0].verified_at == at and ranges[0].digest == "00000000000000ff"
-    assert store.verified_ranges("b->a") == []
+    assert store.verified.ranges("b->a") == []
     with pytest.raises(ValueError, match=r"orders\[1\] given for a->b orders\[0\]"):
-        store.replace_verified("a->b", {("orders", 0): [verified("orders", 1, 0, 5)]})
+        store.verified.replace("a->b", {("orders", 0): [verified("orders", 1, 0, 5)]})
 
 
 def test_runs_never_store_secrets_or_non_json(store: StateStore) -> None:
-    run_id = store.start_run("drill", "primary->dr", "full", {"dr.sasl.password": "hunter2"})
-    store.finish_run(run_id, "failed", None, None, {"client": {"sasl.jaas.config": "x"}})
-    stored = store.run(run_id)
+    run_id = store.runs.start("drill", "primary->dr", "full", {"dr.sasl.password": "hunter2"})
+    store.runs.finish(run_id, "failed", None, None, {"client": {"sasl.jaas.config": "x"}})
+    stored = store.runs.get(run_id)
     assert stored.params == {"dr.sasl.password": "******"}
     assert stored.details == {"client": {"sasl.jaas.config": "******"}}
     with pytest.raises(StateStoreError, match=f"details of run {run_id} cannot be stored as JSON"):
-        store.finish_run(run_id, "failed", None, None, {"when": datetime.now(UTC)})
+        store.runs.finish(run_id, "failed", None, None, {"when": datetime.now(UTC)})
 
 
 def test_unknown_run_says_where_to_look(store: StateStore) -> None:
     with pytest.raises(NotFoundError, match=r"run 'nope' is not in the state store .*history"):
-        store.run("nope")
+        store.runs.get("nope")
     with pytest.raises(NotFoundError, match="run 'nope'"):
-        store.finish_run("nope", "failed", None, None, {})
+        store.runs.finish("nope", "failed", None, None, {})
 
 
 def test_steps_upsert_in_order_of_first_save(store: StateStore) -> None:
-    assert store.step("proc-1", "fence") is None
-    store.save_step("proc-1", "fence", "failed", {"error": "timeout"})
-    store.save_step("proc-1", "drain", "done", {"lag": 0})
-    retried = store.save_step("proc-1", "fence", "done", {"epoch": 3})
+    assert store.runs.step("proc-1", "fence") is None
+    store.runs.save_step("proc-1", "fence", "failed", {"error": "timeout"})
+    store.runs.save_step("proc-1", "drain", "done", {"lag": 0})
+    retried = store.runs.save_step("proc-1", "fence", "done", {"epoch": 3})
     assert (retried.state, retried.result) == ("done", {"epoch": 3})
     assert retried.updated_at >= retried.first_saved_at
-    store.save_step("proc-2", "fence", "done", {})
+    store.runs.save_step("proc-2", "fence", "done", {})
 
-    assert [(s.name, s.state) for s in store.steps("proc-1")] == [
+    assert [(s.name, s.state) for s in store.runs.steps("proc-1")] == [
         ("fence", "done"),
         ("drain", "done"),
     ]
-    step = store.step("proc-1", "drain")
+    step = store.runs.step("proc-1", "drain")
     assert step is not None
     assert step.result == {"lag": 0}
     with pytest.raises(StateStoreError, match="one of done, failed"):
-        store.save_step("proc-1", "drain", "skipped", {})  # type: ignore[arg-type]
+        store.runs.save_step("proc-1", "drain", "skipped", {})  # type: ignore[arg-type]
 
 
 # --- several processes, URLs ----------------------------------------------------------
@@ -428,19 +428,19 @@ def test_steps_upsert_in_order_of_first_save(store: StateStore) -> None:
 def test_two_stores_on_one_database_see_each_others_writes(url: str) -> None:
     first, second = StateStore(url), StateStore(url)
     try:
-        first.register_application("orders", "primary")
-        assert second.fence("orders") == 1
-        assert first.application("orders").fenced
+        first.applications.register("orders", "primary")
+        assert second.applications.fence("orders") == 1
+        assert first.applications.get("orders").fenced
 
         errors: list[BaseException] = []
 
         def report(state: StateStore, prefix: str) -> None:
             try:
                 for i in range(40):
-                    state.report_client(
+                    state.applications.report_client(
                         "orders", f"{prefix}{i % 4}", "consumer", "dr", i, "running"
                     )
-                    state.save_step("proc", f"{prefix}{i}", "done", {"i": i})
+                    state.runs.save_step("proc", f"{prefix}{i}", "done", {"i": i})
             except BaseException as exc:
                 errors.append(exc)
 
@@ -452,8 +452,8 @@ def test_two_stores_on_one_database_see_each_others_writes(url: str) -> None:
         for writer in writers:
             writer.join(timeout=120)
         assert not errors, errors
-        assert len(first.steps("proc")) == len(second.steps("proc")) == 80
-        assert {c.epoch for c in second.clients("orders")} == {36, 37, 38, 39}
+        assert len(first.runs.steps("proc")) == len(second.runs.steps("proc")) == 80
+        assert {c.epoch for c in second.applications.clients("orders")} == {36, 37, 38, 39}
     finally:
         first.close()
         second.close()
@@ -465,14 +465,14 @@ def test_state_url_from_environment_then_default(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(database.STATE_URL_ENV, raising=False)
     default = StateStore()
-    default.register_application("orders", "primary")
+    default.applications.register("orders", "primary")
     default.close()
     assert (tmp_path / ".data" / "state" / "replicator.db").is_file()
 
     elsewhere = tmp_path / "elsewhere" / "state.db"
     monkeypatch.setenv(database.STATE_URL_ENV, f"sqlite:///{elsewhere}")
     from_env = StateStore()
-    assert from_env.applications() == []
+    assert from_env.applications.all() == []
     from_env.close()
     assert elsewhere.is_file()
 
@@ -491,7 +491,7 @@ def test_bad_urls_are_named_without_their_password() -> None:
 def test_where_gives_bootstrap_servers_and_no_secrets(
     store: StateStore, config: ReplicatorConfig
 ) -> None:
-    store.register_application("orders", "primary")
+    store.applications.register("orders", "primary")
     route = where("orders", config, store)
     assert (route.cluster, route.bootstrap_servers, route.fenced, route.epoch) == (
         "primary",
@@ -499,8 +499,8 @@ def test_where_gives_bootstrap_servers_and_no_secrets(
         False,
         0,
     )
-    store.fence("orders")
-    store.switch("orders", "dr")
+    store.applications.fence("orders")
+    store.applications.switch("orders", "dr")
     route = where("orders", config, store)
     assert (route.cluster, route.bootstrap_servers, route.epoch) == ("dr", DR, 2)
     assert "hunter2" not in repr(route)
@@ -509,7 +509,7 @@ def test_where_gives_bootstrap_servers_and_no_secrets(
 def test_where_explains_a_cluster_missing_from_the_config(
     store: StateStore, config: ReplicatorConfig
 ) -> None:
-    store.register_application("orders", "west")
+    store.applications.register("orders", "west")
     with pytest.raises(UnknownClusterError, match="active on cluster 'west'") as error:
         where("orders", config, store)
     assert "clusters: primary, dr" in str(error.value)
@@ -522,12 +522,12 @@ def test_where_explains_a_cluster_missing_from_the_config(
 
 
 def test_api_routes(store: StateStore, config: ReplicatorConfig) -> None:
-    store.register_application("orders", "primary")
-    store.register_application("lost", "west")
-    store.fence("orders")
-    run_id = store.start_run("failover", "primary->dr", "planned", {"dry_run": True})
-    store.finish_run(run_id, "succeeded", 0, 3.5, {"epoch": 1})
-    store.set_flow_state("primary->dr", "running", {"lag": 0})
+    store.applications.register("orders", "primary")
+    store.applications.register("lost", "west")
+    store.applications.fence("orders")
+    run_id = store.runs.start("failover", "primary->dr", "planned", {"dry_run": True})
+    store.runs.finish(run_id, "succeeded", 0, 3.5, {"epoch": 1})
+    store.flows.set("primary->dr", "running", {"lag": 0})
 
     plain = TestClient(create_app(store))
     apps = plain.get("/applications").json()
@@ -567,11 +567,11 @@ def test_api_routes(store: StateStore, config: ReplicatorConfig) -> None:
 
 
 def test_api_changes_nothing(store: StateStore) -> None:
-    store.register_application("orders", "primary")
+    store.applications.register("orders", "primary")
     client = TestClient(create_app(store))
     for method in ("post", "put", "patch", "delete"):
         assert getattr(client, method)("/applications/orders").status_code == 405
-    assert store.application("orders").epoch == 0
+    assert store.applications.get("orders").epoch == 0
 
 
 # --- CLI ------------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def test_cli_register_where_list(
     where_args = ["clients", "where", "orders", "--config", str(config_file), "--state-url", url]
     assert main(where_args) == 0
     assert f"orders: cluster primary ({PRIMARY}), epoch 0, not fenced" in capsys.readouterr().out
-    store.fence("orders")
+    store.applications.fence("orders")
     assert main([*where_args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "application": "orders",
@@ -598,7 +598,7 @@ def test_cli_register_where_list(
         "epoch": 1,
     }
 
-    store.report_client("orders", "p1", "producer", "primary", 1, "fenced")
+    store.applications.report_client("orders", "p1", "producer", "primary", 1, "fenced")
     assert main(["clients", "list", "--state-url", url]) == 0
     out = capsys.readouterr().out
     assert "orders" in out
@@ -620,9 +620,9 @@ def test_cli_history(
     monkeypatch.setenv("COLUMNS", "1000")  # one run a line, no cell wrapped
     assert main(["history", "--state-url", url]) == 0
     assert "no runs recorded" in capsys.readouterr().out
-    drill = store.start_run("drill", "primary->dr", "full", {})
-    store.finish_run(drill, "succeeded", 0, 41.0, {})
-    failover = store.start_run("failover", "primary->dr", "unplanned", {})
+    drill = store.runs.start("drill", "primary->dr", "full", {})
+    store.runs.finish(drill, "succeeded", 0, 41.0, {})
+    failover = store.runs.start("failover", "primary->dr", "unplanned", {})
 
     assert main(["history", "--state-url", url]) == 0
     header, *lines = capsys.readouterr().out.splitlines()

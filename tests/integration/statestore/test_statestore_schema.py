@@ -140,7 +140,7 @@ def test_a_new_store_gets_the_schema_the_code_declares(backend_state_url: str) -
     (a column added without a revision) fails here."""
     store = StateStore(backend_state_url)
     try:
-        assert store.applications() == []
+        assert store.applications.all() == []
     finally:
         store.close()
     assert _schema_differences(backend_state_url) == []
@@ -215,14 +215,16 @@ def test_a_store_made_before_migrations_is_upgraded_in_place_keeping_its_history
 
     store = StateStore(backend_state_url)  # the new code: upgrades on first use
     try:
-        [app] = store.applications()
+        [app] = store.applications.all()
         assert (app.name, app.active_cluster, app.fenced, app.epoch) == ("orders", "dr", False, 2)
         assert app.updated_at == _THEN.replace(tzinfo=UTC)
-        assert [(c.client_id, c.state) for c in store.clients("orders")] == [("c1", "running")]
-        flow = store.flow_state("primary->dr")
+        assert [(c.client_id, c.state) for c in store.applications.clients("orders")] == [
+            ("c1", "running")
+        ]
+        flow = store.flows.get("primary->dr")
         assert flow is not None
         assert (flow.state, flow.detail) == ("stopped", {"by": "fo-1"})
-        [run] = store.runs()
+        [run] = store.runs.recent()
         assert (run.run_id, run.outcome, run.rpo_records, run.rto_seconds) == (
             "failover-1",
             "succeeded",
@@ -230,14 +232,16 @@ def test_a_store_made_before_migrations_is_upgraded_in_place_keeping_its_history
             12.5,
         )
         assert (run.params, run.downtime_seconds) == ({"groups": ["orders"]}, 3.5)
-        assert [(s.name, s.result) for s in store.steps("failover-1")] == [("fence", {"epoch": 1})]
+        assert [(s.name, s.result) for s in store.runs.steps("failover-1")] == [
+            ("fence", {"epoch": 1})
+        ]
         expected_leases = [("flow primary->dr", "failover-1")] if with_leases else []
-        assert [(lease.resource, lease.owner) for lease in store.leases()] == expected_leases
+        assert [(lease.resource, lease.owner) for lease in store.leases.all()] == expected_leases
 
         # The upgraded store goes on: new history lands after the old.
-        newer = store.start_run("drill", "primary->dr", "full", {})
-        assert [r.run_id for r in store.runs()] == [newer, "failover-1"]
-        store.acquire_leases(["application orders"], "drill-2")
+        newer = store.runs.start("drill", "primary->dr", "full", {})
+        assert [r.run_id for r in store.runs.recent()] == [newer, "failover-1"]
+        store.leases.acquire(["application orders"], "drill-2")
     finally:
         store.close()
     assert _schema_differences(backend_state_url) == []
@@ -250,7 +254,7 @@ def test_stores_opened_at_once_migrate_once(backend_state_url: str) -> None:
     _register_at_once([backend_state_url] * 6)
     store = StateStore(backend_state_url)
     try:
-        assert [a.name for a in store.applications()] == ["orders"]
+        assert [a.name for a in store.applications.all()] == ["orders"]
     finally:
         store.close()
     assert _revisions(backend_state_url) == [head_revision()]
@@ -266,7 +270,7 @@ def _register_at_once(urls: list[str]) -> None:
     def open_store(state: StateStore) -> None:
         barrier.wait()
         try:
-            state.register_application("orders", "primary")
+            state.applications.register("orders", "primary")
         except BaseException as exc:
             errors.append(exc)
 
@@ -286,7 +290,7 @@ def test_a_store_upgraded_by_a_newer_replicator_is_refused_clearly(
     backend_state_url: str,
 ) -> None:
     first = StateStore(backend_state_url)
-    first.applications()
+    first.applications.all()
     first.close()
     engine = create_engine(backend_state_url)
     with engine.begin() as conn:
@@ -297,7 +301,7 @@ def test_a_store_upgraded_by_a_newer_replicator_is_refused_clearly(
     store = StateStore(backend_state_url)
     try:
         with pytest.raises(StateStoreError, match="has schema revision '9999', which this") as err:
-            store.applications()
+            store.applications.all()
         assert f"its newest is {head_revision()!r}): a newer replicator upgraded it" in str(
             err.value
         )

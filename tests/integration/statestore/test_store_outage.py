@@ -71,7 +71,7 @@ def test_a_store_outage_of_60_s_stops_nothing_and_is_said_once(
     primary: str, dr: str, own_postgres: LocalPostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = StateStore(own_postgres.create_database("state"))
-    store.set_flow_state("primary->dr", "running")
+    store.flows.set("primary->dr", "running")
     topic = unique_topic("store-outage")
     create_topic(primary, topic, partitions=1)
     preload(primary, topic, 200, 1)

@@ -58,7 +58,7 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
     }
     assert all(r["copied"] == r["source_records"] for r in parity)
     assert Path(result.summary["data_docs"]).exists()
-    [run] = store.runs("verification")
+    [run] = store.runs.recent("verification")
     assert (run.outcome, run.rpo_records) == ("succeeded", 300)
 
 
@@ -110,7 +110,7 @@ def test_faults_are_named_and_the_command_fails(
     )
 
     assert code == 1
-    [run] = store.runs("verification")
+    [run] = store.runs.recent("verification")
     assert run.outcome == "failed"
     result = Verification(run.run_id, Path(run.details["results"]), False, run.details)
     faults = {

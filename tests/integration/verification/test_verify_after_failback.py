@@ -62,8 +62,8 @@ def test_verify_passes_after_failover_and_failback_while_the_flows_run(
     config_path = write_config(tmp_path, primary, dr, topic, extra=extra)
     config = load_config(config_path)
     app = f"orders-{uuid.uuid4().hex[:8]}"
-    store.register_application(app, "primary")
-    store.set_flow_state("dr->primary", "stopped")  # the failover starts it
+    store.applications.register(app, "primary")
+    store.flows.set("dr->primary", "stopped")  # the failover starts it
     common = ["--config", str(config_path), "--app", app, "--topic", topic]
     common += ["--state-url", state_url, "--ledger"]
     consumed = tmp_path / "consumed.jsonl"
@@ -75,7 +75,11 @@ def test_verify_passes_after_failover_and_failback_while_the_flows_run(
             start("producer", *common, str(tmp_path / "produced.jsonl"), "--rate", "50")
             start("consumer", *common, str(consumed))
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
-            wait_until(lambda: len(store.clients(app, seen_within_s=5)) == 2, _TIMEOUT_S, "clients")
+            wait_until(
+                lambda: len(store.applications.clients(app, seen_within_s=5)) == 2,
+                _TIMEOUT_S,
+                "clients",
+            )
             wait_until(lambda: live_workers(config.flow("primary->dr")), _TIMEOUT_S, "replicator")
 
             failover = Failover(
@@ -97,7 +101,7 @@ def test_verify_passes_after_failover_and_failback_while_the_flows_run(
             assert started["replicating"] == listed["records"] > 0
             assert started["seconds"] < 2, started
             assert failback.report_of("verify")["reconciled_copied"] == listed["records"]
-            assert store.application(app).active_cluster == "primary"
+            assert store.applications.get(app).active_cluster == "primary"
             wait_processed(consumed, "primary", 100, _TIMEOUT_S)
 
             # Everything still runs: the verification sees a live flow. (The reverse
@@ -106,7 +110,7 @@ def test_verify_passes_after_failover_and_failback_while_the_flows_run(
             arguments = ["--config", str(config_path), "--results", str(results)]
             arguments += ["--flow", "primary->dr", "--state-url", state_url]
             assert main(["verify", *arguments]) == 0
-            assert [r.outcome for r in store.runs("verification")] == ["succeeded"]
+            assert [r.outcome for r in store.runs.recent("verification")] == ["succeeded"]
             assert replicator.poll() is None, "the replicator ran throughout"
 
             _assert_checkpoints_point_at_the_next_record(primary, dr, app, topic)
@@ -187,9 +191,9 @@ def _at_next_record(
 
 def _print_profile(store: StateStore, procedure_id: str) -> None:
     """Seconds of each step (from the end of the step before), for the report."""
-    steps = [s for s in store.steps(procedure_id) if not s.name.startswith("_")]
+    steps = [s for s in store.runs.steps(procedure_id) if not s.name.startswith("_")]
     kind = procedure_id.split("-", maxsplit=1)[0]
-    [run] = [r for r in store.runs(kind) if r.details.get("procedure_id") == procedure_id]
+    [run] = [r for r in store.runs.recent(kind) if r.details.get("procedure_id") == procedure_id]
     previous: datetime = run.started_at
     profile = []
     for step in steps:

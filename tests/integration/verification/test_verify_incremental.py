@@ -95,9 +95,9 @@ def test_the_rotating_sample_finds_a_copy_changed_in_place(
     flow = flow_config(("primary", primary), ("dr", dr), topic)
     _replicate_all(flow)
     assert verify(flow, store, results=tmp_path / "1").success
-    store.replace_verified(
+    store.verified.replace(
         flow.name,
-        {(topic, 0): [replace(r, target_topic_id=None) for r in store.verified_ranges(flow.name)]},
+        {(topic, 0): [replace(r, target_topic_id=None) for r in store.verified.ranges(flow.name)]},
     )
     remote = f"primary.{topic}"
     admin = AdminClient({"bootstrap.servers": dr})
@@ -119,7 +119,7 @@ def test_the_rotating_sample_finds_a_copy_changed_in_place(
     assert verified["sampled_differing"] == [f"{topic}[0] 0..{RECORDS - 1}"]
     assert _faults(sampled) == {(topic, "mismatched", 5, 5)}
     # The range no longer stands: the next run verifies the partition from there.
-    assert store.verified_ranges(flow.name) == []
+    assert store.verified.ranges(flow.name) == []
 
 
 def _copy_all(source: str, topic: str, target: str, remote: str, *, altered: int) -> None:

@@ -114,10 +114,10 @@ def test_acls_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_clients_list_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     store = StateStore(url)
-    store.register_application(GROUP, SOURCE)
-    store.report_client(GROUP, WORKER, "consumer", SOURCE, 0, "running")
-    run = store.start_run("failover", FLOW, "planned", {})
-    store.finish_run(run, "succeeded", 0, 12.5, {})
+    store.applications.register(GROUP, SOURCE)
+    store.applications.report_client(GROUP, WORKER, "consumer", SOURCE, 0, "running")
+    run = store.runs.start("failover", FLOW, "planned", {})
+    store.runs.finish(run, "succeeded", 0, 12.5, {})
     store.close()
     assert main(["clients", "list", "--state-url", url]) == 0
     out = capsys.readouterr().out

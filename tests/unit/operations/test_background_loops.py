@@ -34,7 +34,7 @@ def _damaged_store(tmp_path: Path) -> tuple[StateStore, Path, bytes]:
     the good bytes to repair it."""
     path = tmp_path / "state.db"
     store = StateStore(f"sqlite:///{path}")
-    store.set_flow_state(FLOW, "running")
+    store.flows.set(FLOW, "running")
     store.close()
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -65,7 +65,7 @@ def _errors(thread: str) -> float:
 def test_a_damaged_sqlite_file_is_a_store_error_naming_the_store(tmp_path: Path) -> None:
     store, path, _ = _damaged_store(tmp_path)
     with pytest.raises(StateStoreError) as raised:
-        store.flow_state(FLOW)
+        store.flows.get(FLOW)
     message = str(raised.value)
     assert str(path) in message and "DatabaseError" in message
     assert "file is not a database" in message and "backup" in message
@@ -74,7 +74,7 @@ def test_a_damaged_sqlite_file_is_a_store_error_naming_the_store(tmp_path: Path)
 def test_the_password_never_appears_in_a_store_error() -> None:
     store = StateStore("postgresql+psycopg://replicator:s3cr3t-pw@127.0.0.1:1/state")
     with pytest.raises(StoreUnavailable) as raised:
-        store.flow_state(FLOW)
+        store.flows.get(FLOW)
     assert "s3cr3t-pw" not in str(raised.value)
     assert "replicator:***@127.0.0.1:1/state" in str(raised.value)
 
@@ -96,7 +96,7 @@ class _StoreReader(FlowTimer[SimpleNamespace]):
         return 0.0
 
     def round(self, flow: SimpleNamespace) -> None:
-        self.store.flow_state(flow.name)
+        self.store.flows.get(flow.name)
         self.rounds += 1
 
 
@@ -150,7 +150,7 @@ def test_flow_states_stay_as_they_were_while_the_store_fails(
         assert desired.health().state == "failing"
         store.close()
         _restore(path, good)
-        StateStore(f"sqlite:///{path}").set_flow_state(FLOW, STOPPED)
+        StateStore(f"sqlite:///{path}").flows.set(FLOW, STOPPED)
         wait_until(lambda: desired.running() == {FLOW: False}, 20, "the stop read")
         stop.set()
         desired.join(5)
@@ -235,13 +235,13 @@ def test_a_flow_stopped_or_started_in_the_store_wakes_the_supervising_loop(
     desired = DesiredStates(store, [FLOW])
     desired.tick()
     assert not desired.changed.is_set()
-    store.set_flow_state(FLOW, STOPPED)
+    store.flows.set(FLOW, STOPPED)
     desired.tick()
     assert desired.changed.is_set() and desired.running() == {FLOW: False}
     desired.changed.clear()
     desired.tick()
     assert not desired.changed.is_set()
-    store.set_flow_state(FLOW, "running")
+    store.flows.set(FLOW, "running")
     desired.tick()
     assert desired.changed.is_set() and desired.running() == {FLOW: True}
     store.close()

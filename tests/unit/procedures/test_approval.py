@@ -51,7 +51,7 @@ def config_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def state(tmp_path: Path) -> StateStore:
     store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
-    store.register_application(APP, "primary")
+    store.applications.register(APP, "primary")
     return store
 
 
@@ -107,8 +107,8 @@ def test_the_fence_refuses_a_run_with_no_recorded_answer(
     # What marking the `approval` task successful by hand leaves: no answer recorded.
     with pytest.raises(StepFailed, match="no approval is recorded for this run"):
         _fence(failover)
-    assert not state.application(APP).fenced
-    assert state.approval(RUN) is None
+    assert not state.applications.get(APP).fenced
+    assert state.approvals.get(RUN) is None
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_the_fence_acts_only_on_an_approve_by_an_allowed_approver(
     with pytest.raises(StepFailed, match=refusal) as refused:
         _fence(failover)
     assert "nothing is changed" in str(refused.value)
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
 
 
 @pytest.mark.parametrize(("by", "roles"), [("alice", ()), ("carol", ("op",))])
@@ -144,7 +144,7 @@ def test_an_approve_by_an_approver_or_a_role_member_lets_the_fence_run(
 ) -> None:
     assert _answer(failover, by, roles=roles).decision == "approved"
     _fence(failover)
-    assert state.application(APP).fenced
+    assert state.applications.get(APP).fenced
 
 
 def test_the_gate_rechecks_a_record_the_policy_no_longer_accepts(
@@ -155,9 +155,9 @@ def test_the_gate_rechecks_a_record_the_policy_no_longer_accepts(
     narrower = ApprovalPolicy.from_settings({"approvers": ["dave"]}, "the new policy")
     with pytest.raises(StepFailed, match="alice, who is not an allowed approver"):
         _fence(replace(failover, approval=narrower))
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
     # Forged directly in the store: approved by the run's own triggerer.
-    state.record_approval(
+    state.approvals.record(
         ApprovalRecord(
             "failover/forged", "failover", "approved", "alice", "alice", (), "alice",
             datetime.now(UTC), datetime.now(UTC),
@@ -165,7 +165,7 @@ def test_the_gate_rechecks_a_record_the_policy_no_longer_accepts(
     )  # fmt: skip
     with pytest.raises(StepFailed, match="approved by alice, who triggered it; the deployment"):
         _fence(failover, "failover/forged")
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
 
 
 def test_an_approval_of_another_run_or_kind_does_not_count(
@@ -176,7 +176,7 @@ def test_an_approval_of_another_run_or_kind_does_not_count(
         _fence(failover)
     failback = replace(failover, kind="failback", mode="replicate")
     _answer(failback, "alice", procedure_id="failback/run")
-    state.record_approval(
+    state.approvals.record(
         ApprovalRecord(
             "failover/kind", "failback", "approved", "alice", "alice", (), "bob",
             datetime.now(UTC), datetime.now(UTC),
@@ -184,23 +184,26 @@ def test_an_approval_of_another_run_or_kind_does_not_count(
     )  # fmt: skip
     with pytest.raises(StepFailed, match="the recorded approval is of a failback"):
         _fence(failover, "failover/kind")
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
 
 
 def test_failback_and_full_drill_check_it_before_their_first_change(
     failover: ProcedureRequest, state: StateStore
 ) -> None:
-    state.switch(APP, "dr")
+    state.applications.switch(APP, "dr")
     failback = replace(failover, kind="failback", mode="replicate")
     with pytest.raises(StepFailed, match="failback failback/run: no approval is recorded"):
         run_steps(failback, "failback/run", ["replicate_missing"])
     with pytest.raises(StepFailed, match="failback failback/run: no approval is recorded"):
         run_steps(failback, "failback/run", ["fence"])
-    assert state.flow_states() == []  # the forward flow was not started
+    assert state.flows.all() == []  # the forward flow was not started
     drill = replace(failover, kind="drill", mode="full")
     with pytest.raises(StepFailed, match="full drill dr_drill/run: no approval is recorded"):
         run_steps(drill, "dr_drill/run", ["failover"])
-    assert state.application(APP).active_cluster == "dr" and not state.application(APP).fenced
+    assert (
+        state.applications.get(APP).active_cluster == "dr"
+        and not state.applications.get(APP).fenced
+    )
 
 
 def test_skip_approval_only_where_the_deployment_allows_it(
@@ -220,12 +223,12 @@ def test_skip_approval_only_where_the_deployment_allows_it(
     assert approval_needed(replace(failover, kind="drill", mode="non-disruptive")) is False
     assert approval_needed(replace(failover, dry_run=True)) is False
     assert approval_needed(failover) and approval_needed(replace(failover, mode="unplanned"))
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
     # The deployment lets planned failovers skip: a run that asks goes without a record.
     allowed = ApprovalPolicy.from_settings({"skip": ["planned_failover"]}, "the policy")
     assert approval_needed(replace(skipping, approval=allowed)) is False
     _fence(replace(skipping, approval=allowed))
-    assert state.application(APP).fenced
+    assert state.applications.get(APP).fenced
     # The command line asks nobody: no policy in its request, no gate.
     assert approval_needed(replace(skipping, approval=None)) is False
 
@@ -248,29 +251,29 @@ def test_a_timeout_beyond_the_lease_is_refused_in_the_request(
 def test_a_late_answer_runs_the_preflight_again_before_the_fence(
     failover: ProcedureRequest, state: StateStore
 ) -> None:
-    state.save_step(RUN, "preflight", "done", {"lag": 0})
-    preflight = state.step(RUN, "preflight")
+    state.runs.save_step(RUN, "preflight", "done", {"lag": 0})
+    preflight = state.runs.step(RUN, "preflight")
     assert preflight is not None
     # Meanwhile someone moved the application elsewhere: the preflight fails now.
-    state.switch(APP, "elsewhere")
+    state.applications.switch(APP, "elsewhere")
     late = preflight.updated_at + timedelta(minutes=11)
     _answer(failover, "alice", at=late)
     with pytest.raises(StepFailed, match="approved 11 min after its preflight, which ran again"):
         _fence(failover)
-    assert not state.application(APP).fenced
+    assert not state.applications.get(APP).fenced
 
 
 def test_an_answer_in_time_does_not_rerun_the_preflight(
     failover: ProcedureRequest, state: StateStore
 ) -> None:
-    state.save_step(RUN, "preflight", "done", {"lag": 0})
-    preflight = state.step(RUN, "preflight")
+    state.runs.save_step(RUN, "preflight", "done", {"lag": 0})
+    preflight = state.runs.step(RUN, "preflight")
     assert preflight is not None
-    state.switch(APP, "elsewhere")  # the preflight would fail, were it run again
+    state.applications.switch(APP, "elsewhere")  # the preflight would fail, were it run again
     _answer(failover, "alice", at=preflight.updated_at + timedelta(minutes=9))
     _fence(failover)
-    assert state.application(APP).fenced
-    recorded = state.approval(RUN)
+    assert state.applications.get(APP).fenced
+    recorded = state.approvals.get(RUN)
     assert recorded is not None and recorded.preflight_rechecked_at is None
 
 
@@ -280,11 +283,11 @@ def test_the_first_answer_stays_and_the_policy_is_validated(state: StateStore) -
         ApprovalPolicy(), procedure_id=RUN, kind="failover", chosen=["Reject"],
         approver="bob", approver_name="bob", triggered_by="carol", answered_at=now,
     )  # fmt: skip
-    assert state.record_approval(first).decision == "rejected"
+    assert state.approvals.record(first).decision == "rejected"
     second = replace(first, decision="approved", approver="alice")
-    kept = state.record_approval(second)
+    kept = state.approvals.record(second)
     assert (kept.decision, kept.approver) == ("rejected", "bob")
-    assert state.approval(RUN) == kept
+    assert state.approvals.get(RUN) == kept
     for wrong, message in (
         ({"approvers": "alice"}, "must be a list"),
         ({"skip": ["everything"]}, "must list some of planned_failover"),
@@ -306,7 +309,7 @@ def test_a_full_drill_rejected_before_any_step_is_in_the_history_and_never_runs(
     assert recorded.decision == "rejected"
     rejected = reject(drill, "dr_drill/run", "rejected by alice")
     assert (rejected.kind, rejected.outcome) == ("drill", "rejected")
-    [history] = state.runs("drill")
+    [history] = state.runs.recent("drill")
     assert (history.outcome, history.mode, history.details["reason"]) == (
         "rejected",
         "full",
@@ -314,7 +317,7 @@ def test_a_full_drill_rejected_before_any_step_is_in_the_history_and_never_runs(
     )
     with pytest.raises(ProcedureEnded, match="was rejected"):
         run_steps(drill, "dr_drill/run", ["failover"])
-    assert state.application(APP).active_cluster == "primary"
+    assert state.applications.get(APP).active_cluster == "primary"
 
 
 @pytest.mark.parametrize(("kind", "modes"), [("failover", "planned, unplanned"),

@@ -29,7 +29,7 @@ def _step(name: str, start_s: float, end_s: float | None, state: str = "done") -
 
 
 def test_each_phase_is_its_steps_end_after_the_fence(store: StateStore) -> None:
-    store.register_application("orders", "primary")
+    store.applications.register("orders", "primary")
     steps = [
         _step("preflight", -3.0, -2.5),
         _step("fence", 0.0, 0.6),
@@ -57,7 +57,7 @@ def test_each_phase_is_its_steps_end_after_the_fence(store: StateStore) -> None:
 def test_a_failback_drains_and_stops_its_reverse_flow_and_a_failed_step_is_no_phase(
     store: StateStore,
 ) -> None:
-    store.register_application("orders", "dr")
+    store.applications.register("orders", "dr")
     steps = [
         _step("fence", 0.0, 0.4),
         _step("drain_reverse", 0.4, 0.9),
@@ -72,20 +72,20 @@ def test_a_failback_drains_and_stops_its_reverse_flow_and_a_failed_step_is_no_ph
 def test_the_first_client_resumed_is_the_first_running_report_at_the_switchs_epoch(
     store: StateStore,
 ) -> None:
-    store.register_application("orders", "primary")
-    store.report_client("orders", "c1", "consumer", "primary", 0, "running")
-    epoch = store.fence("orders")
-    store.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
-    fence_at = store.clients("orders")[0].since
+    store.applications.register("orders", "primary")
+    store.applications.report_client("orders", "c1", "consumer", "primary", 0, "running")
+    epoch = store.applications.fence("orders")
+    store.applications.report_client("orders", "c1", "consumer", "primary", epoch, "fenced")
+    fence_at = store.applications.clients("orders")[0].since
     assert fence_at is not None
-    switched = store.switch("orders", "dr").epoch
+    switched = store.applications.switch("orders", "dr").epoch
     time.sleep(0.05)
-    store.report_client("orders", "c1", "consumer", "dr", switched, "running")
-    [resumed] = store.clients("orders")
+    store.applications.report_client("orders", "c1", "consumer", "dr", switched, "running")
+    [resumed] = store.applications.clients("orders")
     assert resumed.since is not None and resumed.since > fence_at
     time.sleep(0.05)
-    store.report_client("orders", "c1", "consumer", "dr", switched, "running")
-    [again] = store.clients("orders")
+    store.applications.report_client("orders", "c1", "consumer", "dr", switched, "running")
+    [again] = store.applications.clients("orders")
     assert again.since == resumed.since, "a report of the same state moved its start"
     assert again.last_seen > resumed.last_seen
 

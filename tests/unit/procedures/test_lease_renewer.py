@@ -23,20 +23,20 @@ def test_a_lease_is_kept_past_its_length_while_renewed_and_no_longer_once_stoppe
     store: StateStore,
 ) -> None:
     hold = Hold.take(store, ["flow a->b"], "fo-1", _TTL_S)
-    [first] = store.leases()
+    [first] = store.leases.all()
     renewer = LeaseRenewer(store, [hold], "fo-1 step fence")
     with renewing(renewer):
         time.sleep(3 * _TTL_S)  # three times the lease
         with pytest.raises(LeaseHeld, match="flow a->b is leased to fo-1"):
-            store.acquire_leases(["flow a->b"], "fo-2")
+            store.leases.acquire(["flow a->b"], "fo-2")
         ensure_held()  # held: nothing raised
     assert renewer.renewals >= 5
-    [renewed] = store.leases()
+    [renewed] = store.leases.all()
     assert renewed.expires_at > first.expires_at
     assert renewed.token == first.token, "a renewal is no new taking of the lease"
     assert _renewer_threads() == [], "the renewer thread did not stop"
     time.sleep(2 * _TTL_S)  # stopped: the lease lapses, another owner takes it
-    [taken] = store.acquire_leases(["flow a->b"], "fo-2")
+    [taken] = store.leases.acquire(["flow a->b"], "fo-2")
     assert (taken.owner, taken.token) == ("fo-2", first.token + 1)
     ensure_held()  # outside a step: nothing to check
 
@@ -45,8 +45,8 @@ def test_a_lease_taken_by_another_owner_stops_the_step(store: StateStore) -> Non
     hold = Hold.take(store, ["application orders"], "fo-1", _TTL_S)
     renewer = LeaseRenewer(store, [hold], "fo-1 fence")
     with pytest.raises(LeaseLost) as lost, renewing(renewer):
-        store.release_leases("fo-1")  # freed by hand, and taken
-        store.acquire_leases(["application orders"], "fo-2", 60)
+        store.leases.release("fo-1")  # freed by hand, and taken
+        store.leases.acquire(["application orders"], "fo-2", 60)
         deadline = time.monotonic() + 10 * _TTL_S
         while time.monotonic() < deadline:
             ensure_held()  # the step's look at its lease, as the fence's wait does
@@ -60,5 +60,5 @@ def test_a_lease_taken_by_another_owner_stops_the_step(store: StateStore) -> Non
     assert "it stopped so as not to act beside another procedure" in message
     assert isinstance(lost.value.__cause__, LeaseTaken)
     assert _renewer_threads() == []
-    [lease] = store.leases()
+    [lease] = store.leases.all()
     assert lease.owner == "fo-2", "the lost lease was taken back"

@@ -34,7 +34,7 @@ def _request(tmp_path: Path, state_url: str, timeout_s: float) -> ProcedureReque
 def test_a_step_timeout_at_or_above_the_lease_is_refused_before_anything_runs(
     tmp_path: Path, state_url: str, store: StateStore, timeout_s: float
 ) -> None:
-    store.register_application("orders", "primary")
+    store.applications.register("orders", "primary")
     request = _request(tmp_path, state_url, timeout_s)
     wanted = (
         rf"failover: the steps' timeout \({timeout_s:g}s, timeout_s\) must be below the "
@@ -44,6 +44,6 @@ def test_a_step_timeout_at_or_above_the_lease_is_refused_before_anything_runs(
         run_steps(request, "fo-1", ["preflight"])
     with pytest.raises(ReplicatorError, match=wanted):
         plan(request)
-    assert store.runs() == [], "a refused procedure recorded a run"
-    assert store.steps("fo-1") == []
-    assert store.leases() == []
+    assert store.runs.recent() == [], "a refused procedure recorded a run"
+    assert store.runs.steps("fo-1") == []
+    assert store.leases.all() == []

@@ -42,7 +42,7 @@ _CHECKS = [
 
 
 def _verification(store: StateStore) -> str:
-    run_id = store.start_run("verification", FLOW, None, {"topics": ["orders"]})
+    run_id = store.runs.start("verification", FLOW, None, {"topics": ["orders"]})
     suites = {
         "parity": {"success": True, "rows": 3, "failed": []},
         "lag": {
@@ -51,7 +51,7 @@ def _verification(store: StateStore) -> str:
             "failed": [{"expectation": "expect_column_values_to_be_between", "column": "lag_s"}],
         },
     }
-    store.finish_run(run_id, "failed", 0, None, {"success": False, "suites": suites})
+    store.runs.finish(run_id, "failed", 0, None, {"success": False, "suites": suites})
     return run_id
 
 
@@ -70,7 +70,7 @@ def test_failover_report_names_people_steps_figures_and_the_verification_after(
     procedure_id = recorded_failover(store)
     verification = _verification(store)
     report = build_report(store, procedure_id)  # the procedure id finds its run too
-    run = store.run(report.run.run_id)
+    run = store.runs.get(report.run.run_id)
     html = render(report)
 
     assert _cells(html, "started-by") == "alice (Airflow user)"
@@ -81,7 +81,7 @@ def test_failover_report_names_people_steps_figures_and_the_verification_after(
     assert run.downtime_seconds is not None
     assert _cells(html, "downtime") == f"{run.downtime_seconds:g} s"
     # Each step in the order it ran, with its start, end and outcome, as saved.
-    saved = {s.name: s for s in store.steps(procedure_id)}
+    saved = {s.name: s for s in store.runs.steps(procedure_id)}
     steps = re.findall(r'<tr data-step="([^"]+)">(.*?)</tr>', html, re.S)
     assert [name for name, _ in steps] == ["preflight", "fence", "drain", "switch", "verify"]
     for name, row in steps:
@@ -131,7 +131,7 @@ def test_drill_report_lists_each_partition_check_and_a_failed_step(store: StateS
 
 def test_cli_writes_the_report(store: StateStore, state_url: str, tmp_path: Path) -> None:
     procedure_id = recorded_failover(store)
-    run_id = store.runs("failover")[0].run_id
+    run_id = store.runs.recent("failover")[0].run_id
     out = tmp_path / "reports" / "failover.html"
     assert main(["report", run_id, "--out", str(out), "--state-url", state_url]) == 0
     written = out.read_text()
@@ -155,7 +155,7 @@ def test_status_page_serves_the_report(
     from replicator_airflow.status_page import create_app  # noqa: PLC0415
 
     recorded_failover(store)
-    run_id = store.runs("failover")[0].run_id
+    run_id = store.runs.recent("failover")[0].run_id
     client = TestClient(create_app(lambda: ReplicatorSettings(str(tmp_path / "none"), state_url)))
     served = client.get(f"/runs/{run_id}/report.html")
     assert served.status_code == 200, served.text

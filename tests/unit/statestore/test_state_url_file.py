@@ -23,7 +23,7 @@ def test_the_url_is_read_from_the_file(tmp_path: Path, monkeypatch: pytest.Monke
     secret.write_text(f"sqlite:///{tmp_path / 'state.db'}\n")
     monkeypatch.setenv(STATE_URL_FILE_ENV, str(secret))
     assert default_state_url() == f"sqlite:///{tmp_path / 'state.db'}"
-    StateStore().register_application("orders", "primary")
+    StateStore().applications.register("orders", "primary")
     assert (tmp_path / "state.db").is_file()
 
 
