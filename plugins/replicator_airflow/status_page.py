@@ -117,11 +117,11 @@ def create_app(settings: Settings | None = None, dependencies: Sequence[Any] = (
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
     def run_report(run_id: str) -> HTMLResponse:
-        return HTMLResponse(render_run(stores.get(where().state_url).run(run_id)))
+        return HTMLResponse(render_run(stores.get(where().state_url).runs.get(run_id)))
 
     @app.get("/runs/{run_id}/data-docs/{path:path}")
     def data_docs(run_id: str, path: str) -> Response:
-        run = stores.get(where().state_url).run(run_id)
+        run = stores.get(where().state_url).runs.get(run_id)
         return offline_docs.data_docs_response(docs_file(run, path), path)
 
     app.include_router(offline_docs.router())
