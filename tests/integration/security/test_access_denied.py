@@ -20,21 +20,30 @@ from replicator.engine import task
 from replicator.engine.status import WorkerStatus, read_status
 from replicator.operations import runner
 from replicator.statestore import StateStore
+from replicator.statestore.flow_states import FlowStateStore
 
 from helpers.kafka import create_topic, make_records, produce_records
 from helpers.replication import wait_until
 from helpers.secured import SecuredPair, only_topic
 
 
-class _CountingStore(StateStore):
-    """The test's state store, counting the runner's reads of the flows' states: one
-    per round of supervision, so a test can wait for rounds to pass."""
+class _CountingFlows(FlowStateStore):
+    """The flows part of the test's state store, counting the runner's reads of the
+    flows' states: one per round of supervision, so a test can wait for rounds to pass."""
 
     reads = 0
 
-    def flow_states(self):  # type: ignore[no-untyped-def]
+    def all(self):  # type: ignore[no-untyped-def]
         type(self).reads += 1
-        return super().flows.all()
+        return super().all()
+
+
+class _CountingStore(StateStore):
+    """The test's state store, its flows part counting (`_CountingFlows`)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.flows = _CountingFlows(self.db)
 
 
 def test_a_target_refusing_writes_stops_the_flow_once_with_one_line(
@@ -99,9 +108,9 @@ def test_a_target_refusing_writes_stops_the_flow_once_with_one_line(
             wait_until(
                 lambda: expected.search(caplog.text), 120, f"a line saying {expected.pattern!r}"
             )
-            failed_at = _CountingStore.reads
+            failed_at = _CountingFlows.reads
             wait_until(
-                lambda: _CountingStore.reads > failed_at + 300, 60, "300 rounds of supervision"
+                lambda: _CountingFlows.reads > failed_at + 300, 60, "300 rounds of supervision"
             )
         finally:
             stop.set()
