@@ -101,7 +101,7 @@ class FencedClient(ABC):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         try:
-            route: Route | None = where(self.application, self.config, self.store)
+            route: Route | None = where(self.application, self.config, self.store.applications)
             while not self.stopping.is_set():
                 if route is None:
                     route = self._wait_for_store()
@@ -187,7 +187,7 @@ class FencedClient(ABC):
         """The route now, or None while the store does not answer."""
         self._read_at = time.monotonic()
         try:
-            route = where(self.application, self.config, self.store)
+            route = where(self.application, self.config, self.store.applications)
         except StoreUnavailable as exc:
             self._store_failed(exc)
             return None

@@ -215,7 +215,7 @@ def deliver(
             except Exception as exc:  # any notifier's error: hand the notice back
                 failed.append(f"{spec.class_path.rsplit('.', 1)[-1]}: {exc}")
         if failed:
-            release(store, notice)
+            release(store.incidents, notice)
             failures.append(f"{shown.subject!r} ({'; '.join(failed)})")
     if failures:
         raise NotificationFailed(
@@ -292,7 +292,7 @@ class ApprovalNotifier(BaseNotifier):
         settings = NotificationSettings.load(self.conn_id)
         store = _store(context)
         try:
-            notices = track(store, "approval", finding.scope, [finding], policy=_APPROVAL)
+            notices = track(store.incidents, "approval", finding.scope, [finding], policy=_APPROVAL)
             deliver(context, notices, store, settings, {"Answer it": _answer_link(context)})
         except NotificationFailed as exc:
             self.log.error("%s; the question is asked all the same: %s", exc, _answer_link(context))

@@ -113,7 +113,7 @@ class SyncOperator(_ReplicatorOperator):
         store = StateStore(self.settings().state_url)
         try:
             results = sync_round(
-                self.config(), store, self.concerns, context["params"].get("flows") or None
+                self.config(), store.flows, self.concerns, context["params"].get("flows") or None
             )
         finally:
             store.close()

@@ -41,7 +41,7 @@ def _where(
     output: OutputOption = Output.table,
     json_: JsonOption = False,
 ) -> int:
-    route = where(application, load_config(config), StateStore(state_url(state_url_)))
+    route = where(application, load_config(config), StateStore(state_url(state_url_)).applications)
     fenced = "FENCED (clients must not run)" if route.fenced else "not fenced"
     emit(
         asdict(route),

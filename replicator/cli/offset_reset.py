@@ -126,7 +126,7 @@ def _reset(
             dry_run=dry_run,
             timeout_s=timeout,
         )
-        with steps_of(procedure, store, f"offset reset of {topic} on {flow}", output):
+        with steps_of(procedure, store.runs, f"offset reset of {topic} on {flow}", output):
             report = procedure.run(id_)
     finally:
         store.close()

@@ -230,7 +230,9 @@ def _run(procedure: Procedure, procedure_id: str | None, output: Output) -> int:
     """Run it (recorded as started by this shell's user, for the run's report) and
     print its report; the exit code."""
     procedure.started_by = f"{getpass.getuser()}@{socket.gethostname()} (replicator CLI)"
-    with steps_of(procedure, procedure.store, f"{procedure.kind} {procedure.flow_name()}", output):
+    with steps_of(
+        procedure, procedure.store.runs, f"{procedure.kind} {procedure.flow_name()}", output
+    ):
         report = procedure.run(procedure_id)
     emit(report, output, lambda: print_report(report))
     return 0 if report.ok else 1

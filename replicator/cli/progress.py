@@ -32,10 +32,10 @@ from rich.text import Text
 
 from replicator.cli.output import Output
 from replicator.statestore import StateStoreError
+from replicator.statestore.runs import RunStore
 
 if TYPE_CHECKING:
     from replicator.procedures import Procedure
-    from replicator.statestore import StateStore
 
 T = TypeVar("T")
 #: How often the steps' bar reads the state store.
@@ -92,7 +92,7 @@ def tracked(
 
 @contextmanager
 def steps_of(
-    procedure: Procedure, store: StateStore, description: str, output: Output = Output.table
+    procedure: Procedure, store: RunStore, description: str, output: Output = Output.table
 ) -> Iterator[None]:
     """A bar of `procedure`'s steps done while the body runs it, naming the next one
     (a dry run saves no step: its bar shows the time only)."""
@@ -109,7 +109,7 @@ def steps_of(
                 if not procedure.procedure_id or procedure.dry_run:
                     continue
                 try:
-                    saved = store.runs.steps(procedure.procedure_id)
+                    saved = store.steps(procedure.procedure_id)
                 except StateStoreError as exc:  # the procedure meets it too, and says so
                     progress.update(task, description=f"{description}: state store: {exc}")
                     continue

@@ -50,6 +50,7 @@ from replicator.offsets.translation import PartitionReader
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.statestore.flow_states import HALTED, RUNNING
+from replicator.statestore.runs import RunStore
 
 #: How long a cluster may take to answer a metadata request before it is shown as
 #: unreachable: long enough for a loaded broker, short enough for a page load.
@@ -292,7 +293,7 @@ def dr_status(
             desired = {s.flow: s.state for s in store.flows.all()}
             applications = store.applications.all()
             verifications = store.runs.recent("verification", limit=VERIFICATION_TREND)
-            history = _history(store, history_limit)
+            history = _history(store.runs, history_limit)
         except StateStoreError as exc:
             store_error = str(exc)
             desired, applications, verifications, history = {}, [], [], []
@@ -515,8 +516,8 @@ def _current(workers: list[WorkerInfo], wanted: bool) -> list[WorkerInfo]:
     return [w for w in workers if w.live or (wanted and not replaced(w))]
 
 
-def _history(store: StateStore, limit: int) -> list[RunSummary]:
-    runs = [run for kind in HISTORY_KINDS for run in store.runs.recent(kind, limit=limit)]
+def _history(store: RunStore, limit: int) -> list[RunSummary]:
+    runs = [run for kind in HISTORY_KINDS for run in store.recent(kind, limit=limit)]
     runs.sort(key=lambda r: r.started_at, reverse=True)
     return [RunSummary.of(run) for run in runs[:limit]]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from replicator.statestore import StateStore
+from replicator.statestore.incidents import IncidentStore
 from replicator.statestore.records import Incident
 
 Source = Literal["supervisor", "verification", "approval"]
@@ -157,7 +157,7 @@ def _still_open_notice(incident: Incident, now: datetime, policy: IncidentPolicy
 
 
 def track(
-    store: StateStore,
+    store: IncidentStore,
     source: Source,
     scope: str | None,
     findings: Sequence[Finding],
@@ -177,10 +177,10 @@ def track(
         made = decide(current, findings, now, policy, resolution)
         return made.incidents, made.notices
 
-    return store.incidents.update(source, scope, decision)
+    return store.update(source, scope, decision)
 
 
-def release(store: StateStore, notice: Notice) -> None:
+def release(store: IncidentStore, notice: Notice) -> None:
     """Hand back a notice that could not be delivered: the next run claims it again."""
     notified, notified_at = notice.previous
-    store.incidents.release_notice(notice.incident.key, notice.claimed_at, notified, notified_at)
+    store.release_notice(notice.incident.key, notice.claimed_at, notified, notified_at)

@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from replicator.operations.health import Bounds
-from replicator.statestore import FlowSample, StateStore
+from replicator.statestore import FlowSample
+from replicator.statestore.samples import SampleStore
 
 if TYPE_CHECKING:  # supervision imports this module
     from replicator.operations.supervision import SupervisionReport
@@ -26,7 +27,7 @@ DEFAULT_RETENTION = timedelta(hours=6)
 
 
 def record_samples(
-    store: StateStore, report: SupervisionReport, bounds: Bounds, retention: timedelta
+    store: SampleStore, report: SupervisionReport, bounds: Bounds, retention: timedelta
 ) -> None:
     """One sample per flow of `report`, then those older than `retention` pruned."""
     now = datetime.now(UTC)
@@ -51,4 +52,4 @@ def record_samples(
                 bounds=asdict(bounds),
             )
         )
-    store.samples.record(samples, retention)
+    store.record(samples, retention)

@@ -64,7 +64,8 @@ from replicator.operations.launchers import Launcher, LaunchResult, Worker
 from replicator.operations.samples import DEFAULT_RETENTION, record_samples
 from replicator.procedures.steps import SWITCH_STEP, history_run
 from replicator.statestore import FlowState, StateStore
-from replicator.statestore.flow_states import STOPPED, runs
+from replicator.statestore.flow_states import STOPPED, FlowStateStore, runs
+from replicator.statestore.leases import LeaseStore
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def supervise(
     report = check(config, store, launcher, bounds or Bounds(), sample_retention)
     if incidents is not None:
         findings = problem_findings(report.problems)
-        report.notices = track(store, "supervisor", None, findings, policy=incidents)
+        report.notices = track(store.incidents, "supervisor", None, findings, policy=incidents)
     if report.problems:
         raise SupervisionError(report)
     return report
@@ -164,13 +165,13 @@ def check(
         except (ReplicatorError, KafkaException) as exc:
             report.problems.append(unreadable_problem(flow, error_text(exc)))
             report.flows.append(FlowHealth(flow.name, wanted_running=True, readable=False))
-    record_samples(store, report, bounds, sample_retention)
+    record_samples(store.samples, report, bounds, sample_retention)
     return report
 
 
-def _wanted_running(store: StateStore, flow: str) -> bool:
+def _wanted_running(store: FlowStateStore, flow: str) -> bool:
     """As `replicator run` decides (`runs`)."""
-    return runs(store.flows.get(flow))
+    return runs(store.get(flow))
 
 
 def _restart_dead(
@@ -194,7 +195,7 @@ def _restart_dead(
             )
             return False
         flows_of[worker.name] = flows
-        return any(_wanted_running(store, flow) for flow in flows)
+        return any(_wanted_running(store.flows, flow) for flow in flows)
 
     restarted = launcher.restart_dead(wanted)
     for result in restarted:
@@ -210,9 +211,9 @@ def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list
     runs: it holds a lease (on its own flow and applications, which for a failback
     are not the reverse flow it stops), or a procedure holds this flow."""
     procedure = state.detail.get("by")
-    if not procedure or _running(store, str(procedure), flow):
+    if not procedure or _running(store.leases, str(procedure), flow):
         return []
-    run = history_run(store, str(procedure))
+    run = history_run(store.runs, str(procedure))
     if run is not None and run.outcome == "succeeded":
         return []
     since = f"stopped since {state.updated_at:%Y-%m-%d %H:%M:%S} UTC by procedure {procedure}"
@@ -247,7 +248,7 @@ def _left_stopped(flow: FlowConfig, state: FlowState, store: StateStore) -> list
     ]
 
 
-def _running(store: StateStore, procedure: str, flow: FlowConfig) -> bool:
+def _running(store: LeaseStore, procedure: str, flow: FlowConfig) -> bool:
     """Whether `procedure` (or the full drill it is a half of, `<drill id>.failover`)
     holds a lease that has not lapsed, or any procedure holds one on `flow`."""
     now = datetime.now(UTC)
@@ -258,7 +259,7 @@ def _running(store: StateStore, procedure: str, flow: FlowConfig) -> bool:
             or procedure.startswith(f"{lease.owner}.")
             or lease.resource == f"flow {flow.name}"
         )
-        for lease in store.leases.all()
+        for lease in store.all()
     )
 
 

@@ -33,8 +33,8 @@ from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.operations.runner import select_flows
-from replicator.statestore import FlowState, StateStore, StateStoreError
-from replicator.statestore.flow_states import runs
+from replicator.statestore import FlowState, StateStoreError
+from replicator.statestore.flow_states import FlowStateStore, runs
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class FlowSync:
 
 def sync_round(
     config: ReplicatorConfig,
-    store: StateStore,
+    store: FlowStateStore,
     concerns: tuple[Concern, ...] = CONCERNS,
     flows: list[str] | None = None,
 ) -> list[FlowSync]:
@@ -84,7 +84,7 @@ def sync_round(
     results, failures = [], []
     for flow in select_flows(config, flows):
         try:
-            state = store.flows.get(flow.name)
+            state = store.get(flow.name)
         except StateStoreError as exc:  # any database error: nothing ran, the task retries
             raise ReplicatorError(
                 f"sync round not run: the DR state store cannot say whether flow {flow.name} "

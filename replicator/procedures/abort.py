@@ -56,6 +56,7 @@ from replicator.procedures.steps import (
 )
 from replicator.statestore import LeaseHeld, RunRecord, StateStore, fencing
 from replicator.statestore.flow_states import STOPPED
+from replicator.statestore.runs import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def abort(
     (wait for it to end, or stop its task), when it succeeded, or when it switched
     the applications already (fail back instead). Aborting again is harmless: it
     finds nothing left to undo, and keeps the first abort's record."""
-    if history_run(store, procedure_id) is None:
+    if history_run(store.runs, procedure_id) is None:
         raise ReplicatorError(
             f"no procedure {procedure_id!r} in the state store {store}: no step of it ever "
             "ran; `replicator history` lists the runs and their procedure ids"
@@ -112,7 +113,7 @@ def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> Hold:
     its lease that comes back changes nothing (`replicator.statestore.fencing`)."""
     resources = [running_lease(run) for run in _lease_owners(procedure_id)]
     try:
-        return Hold.take(store, resources, owner, RUNNING_LEASE_TTL_S)
+        return Hold.take(store.leases, resources, owner, RUNNING_LEASE_TTL_S)
     except LeaseHeld as exc:
         holder = exc.holder
         raise ReplicatorError(
@@ -126,13 +127,13 @@ def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> Hold:
 
 
 def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -> AbortReport:
-    run = history_run(store, procedure_id)  # read again, now that no step runs
+    run = history_run(store.runs, procedure_id)  # read again, now that no step runs
     assert run is not None  # it existed, and runs are never deleted
-    _refuse_switched(store, run, procedure_id)
+    _refuse_switched(store.runs, run, procedure_id)
     # A second abort keeps the first verdict ("rejected" stays rejected) and its record.
     ended_before = run.outcome in ENDED_OUTCOMES
     ending = cast(str, run.outcome) if ended_before else outcome
-    fenced_at = fence_started_at(store, procedure_id)
+    fenced_at = fence_started_at(store.runs, procedure_id)
     unfenced = _unfence(store, run, procedure_id) if fenced_at is not None else {}
     restarted = _restart_flows(store, procedure_id)
     now = datetime.now(UTC)
@@ -149,7 +150,7 @@ def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -
     details = {
         **run.details,
         "procedure_id": procedure_id,
-        "steps": saved_steps(store, procedure_id),
+        "steps": saved_steps(store.runs, procedure_id),
         "reason": reason,
         "undone": {"unfenced": unfenced, "restarted_flows": restarted},
         "duration_seconds": report.duration_seconds,
@@ -187,13 +188,13 @@ def _lease_owners(procedure_id: str) -> list[str]:
     return [procedure_id, drill] if dot and half in ("failover", "failback") else [procedure_id]
 
 
-def _refuse_switched(store: StateStore, run: RunRecord, procedure_id: str) -> None:
+def _refuse_switched(store: RunStore, run: RunRecord, procedure_id: str) -> None:
     if run.outcome == "succeeded":
         raise ReplicatorError(
             f"{run.kind} {procedure_id} succeeded, so there is nothing to abort; to move its "
             "applications back, run a failback"
         )
-    switched = store.runs.step(procedure_id, SWITCH_STEP)
+    switched = store.step(procedure_id, SWITCH_STEP)
     if switched is not None and switched.state == "done":
         raise ReplicatorError(
             f"{run.kind} {procedure_id} already switched the applications "
@@ -232,5 +233,5 @@ def _restart_flows(store: StateStore, procedure_id: str) -> list[str]:
         if flow.state == STOPPED and flow.detail.get("by") == procedure_id
     ]
     for flow in stopped:
-        start_flow(store, flow, f"abort of {procedure_id}")
+        start_flow(store.flows, flow, f"abort of {procedure_id}")
     return stopped

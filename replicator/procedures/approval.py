@@ -35,7 +35,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from replicator.errors import ReplicatorError
-from replicator.statestore import DEFAULT_LEASE_TTL_S, ApprovalRecord, StateStore
+from replicator.statestore import DEFAULT_LEASE_TTL_S, ApprovalRecord
+from replicator.statestore.approvals import ApprovalStore
 
 if TYPE_CHECKING:
     from replicator.procedures.steps import Procedure, Step, StepReport
@@ -372,9 +373,9 @@ def _checked(
     return run
 
 
-def record(store: StateStore, answer: ApprovalRecord) -> ApprovalRecord:
+def record(store: ApprovalStore, answer: ApprovalRecord) -> ApprovalRecord:
     """Record `answer` (the first answer of a run stays: a question is answered once)."""
-    recorded = store.approvals.record(answer)
+    recorded = store.record(answer)
     log.info(
         "%s %s: approval %s by %s (triggered by %s)",
         recorded.kind,

@@ -215,7 +215,7 @@ class Failback(Procedure):
         if self.choice == "report" or not listed["records"]:
             seconds = round(time.monotonic() - started, 3)
             return {"replicating": 0, "forward_flow": "unchanged", "seconds": seconds}
-        start_flow(self.store, self.flow.name, self.procedure_id)
+        start_flow(self.store.flows, self.flow.name, self.procedure_id)
         return {
             "replicating": listed["records"],
             "forward_flow": RUNNING,
@@ -254,13 +254,13 @@ class Failback(Procedure):
 
     def _fence(self) -> StepReport:
         self._checkpointers.warm()  # ready by the commit_offsets step
-        return applications.fence(self.store, self.applications, self.timeout_s)
+        return applications.fence(self.store.applications, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
-        return applications.preview_fence(self.store, self.applications)
+        return applications.preview_fence(self.store.applications, self.applications)
 
     def _start_reverse(self) -> StepReport:
-        return start_flow(self.store, self.reverse.name, self.procedure_id)
+        return start_flow(self.store.flows, self.reverse.name, self.procedure_id)
 
     def _preview_start_reverse(self) -> StepReport:
         return {"flow": self.reverse.name, "would_set": RUNNING}
@@ -371,10 +371,12 @@ class Failback(Procedure):
         return self.origin.alias
 
     def _switch(self) -> StepReport:
-        return applications.switch(self.store, self.applications, self.origin.alias)
+        return applications.switch(self.store.applications, self.applications, self.origin.alias)
 
     def _preview_switch(self) -> StepReport:
-        return applications.preview_switch(self.store, self.applications, self.origin.alias)
+        return applications.preview_switch(
+            self.store.applications, self.applications, self.origin.alias
+        )
 
     def _revoke_write(self) -> StepReport:
         return write_grants.revoke(self.store, self.flow, self.applications)
@@ -383,7 +385,7 @@ class Failback(Procedure):
         return write_grants.preview_revoke(self.store, self.flow, self.applications)
 
     def _resume_forward(self) -> StepReport:
-        return start_flow(self.store, self.flow.name, self.procedure_id)
+        return start_flow(self.store.flows, self.flow.name, self.procedure_id)
 
     def _preview_resume_forward(self) -> StepReport:
         return {"flow": self.flow.name, "would_set": RUNNING}

@@ -230,10 +230,10 @@ class Failover(Procedure):
 
     def _fence(self) -> StepReport:
         self._checkpointers.warm()  # ready by the commit_offsets step
-        return applications.fence(self.store, self.applications, self.timeout_s)
+        return applications.fence(self.store.applications, self.applications, self.timeout_s)
 
     def _preview_fence(self) -> StepReport:
-        return applications.preview_fence(self.store, self.applications)
+        return applications.preview_fence(self.store.applications, self.applications)
 
     def _drain(self) -> StepReport:
         started = time.monotonic()
@@ -366,7 +366,7 @@ class Failover(Procedure):
 
     def _grant_write(self) -> StepReport:
         return write_grants.grant(
-            self.store, self.procedure_id, self.config, self.flow, self.applications
+            self.store.runs, self.procedure_id, self.config, self.flow, self.applications
         )
 
     def _preview_grant_write(self) -> StepReport:
@@ -376,14 +376,16 @@ class Failover(Procedure):
         return self.target.alias
 
     def _switch(self) -> StepReport:
-        return applications.switch(self.store, self.applications, self.target.alias)
+        return applications.switch(self.store.applications, self.applications, self.target.alias)
 
     def _preview_switch(self) -> StepReport:
-        return applications.preview_switch(self.store, self.applications, self.target.alias)
+        return applications.preview_switch(
+            self.store.applications, self.applications, self.target.alias
+        )
 
     def _start_reverse(self) -> StepReport:
         assert self.reverse_flow is not None
-        report = start_flow(self.store, self.reverse_flow, self.procedure_id)
+        report = start_flow(self.store.flows, self.reverse_flow, self.procedure_id)
         return {**report, "enabled_in_config": self.reverse_enabled}
 
     def _preview_start_reverse(self) -> StepReport:

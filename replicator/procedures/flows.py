@@ -16,7 +16,7 @@ from replicator.config.model import FlowConfig
 from replicator.engine.status import NoStatus, live_workers, read_status
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
-from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED
+from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED, FlowStateStore
 
 #: How often a stop looks at the flow's workers: the wait is part of a cutover's
 #: downtime (`flow_stopped`), each look one read of the status topic.
@@ -41,7 +41,7 @@ def stop_flow(
             f"cannot confirm that flow {flow.name} stops, so it was not changed: after "
             f"{timeout_s:g}s, {unconfirmed}"
         )
-    store.flows.set(flow.name, STOPPED, _stopped_detail(store, flow.name, by))
+    store.flows.set(flow.name, STOPPED, _stopped_detail(store.flows, flow.name, by))
     if unconfirmed:
         return {
             "flow": flow.name,
@@ -72,10 +72,10 @@ def await_stopped(flow: FlowConfig, state: str, timeout_s: float, *, required: b
     return ""
 
 
-def _stopped_detail(store: StateStore, flow: str, by: str) -> dict[str, Any]:
+def _stopped_detail(store: FlowStateStore, flow: str, by: str) -> dict[str, Any]:
     """The detail of a procedure's stop; an operator's pause in force is kept in it,
     so that the procedure's `start_flow` leaves the flow paused."""
-    state = store.flows.get(flow)
+    state = store.get(flow)
     paused = None
     if state is not None and state.state == PAUSED:
         paused = state.detail
@@ -105,13 +105,13 @@ def preview_stop_flow(flow: FlowConfig) -> dict[str, Any]:
     }
 
 
-def start_flow(store: StateStore, flow: str, by: str) -> dict[str, Any]:
+def start_flow(store: FlowStateStore, flow: str, by: str) -> dict[str, Any]:
     """Let `replicator run` start `flow` again (within about a second); a flow an
     operator paused before the procedure stopped it stays paused."""
-    state = store.flows.get(flow)
+    state = store.get(flow)
     paused = state.detail.get("paused") if state is not None else None
     if state is not None and state.state == STOPPED and isinstance(paused, dict):
-        store.flows.set(flow, PAUSED, paused)
+        store.set(flow, PAUSED, paused)
         return {"flow": flow, "state": PAUSED, "paused_by": paused.get("by")}
-    store.flows.set(flow, RUNNING, {"by": by})
+    store.set(flow, RUNNING, {"by": by})
     return {"flow": flow, "state": RUNNING}

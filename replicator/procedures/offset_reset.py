@@ -133,7 +133,7 @@ class OffsetReset(Procedure):
                 "note": "the flow was stopped before the reset, so it stays stopped; the "
                 "reset applies when it is started",
             }
-        return start_flow(self.store, self.flow.name, self.procedure_id)
+        return start_flow(self.store.flows, self.flow.name, self.procedure_id)
 
     def _preview_start_flow(self) -> StepReport:
         stays = self._left_stopped()

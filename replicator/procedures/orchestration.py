@@ -263,7 +263,7 @@ def reject(request: ProcedureRequest, procedure_id: str, reason: str) -> AbortRe
     whatever it fenced or stopped runs again, and none of its steps ever runs. A run
     asked before any step of it ran (a full drill) is entered in the history first."""
     store = StateStore(request.state_url)
-    if history_run(store, procedure_id) is None:
+    if history_run(store.runs, procedure_id) is None:
         procedure = build(request, store)
         procedure.procedure_id = procedure_id
         procedure.history_run_id()  # the history run its first step would start
@@ -304,9 +304,9 @@ def answer(
         answered_at=answered_at,
         timed_out=timed_out,
     )
-    recorded = approval.record(store, judged)
+    recorded = approval.record(store.approvals, judged)
     by = recorded.approver_name or recorded.approver
-    record_decision(store, procedure_id, recorded.decision, by, recorded.answered_at)
+    record_decision(store.runs, procedure_id, recorded.decision, by, recorded.answered_at)
     return recorded
 
 
@@ -315,7 +315,7 @@ def decide(
 ) -> None:
     """Record the answer to run `procedure_id`'s approval question (see
     `replicator.procedures.steps.record_decision`)."""
-    record_decision(StateStore(request.state_url), procedure_id, decision, by, at)
+    record_decision(StateStore(request.state_url).runs, procedure_id, decision, by, at)
 
 
 def report(request: ProcedureRequest, procedure_id: str) -> ProcedureReport:

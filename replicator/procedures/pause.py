@@ -97,7 +97,7 @@ def _holding(store: StateStore, flow: str, by: str) -> Iterator[FlowState | None
     (a failover stopping the flow) and an operator never interleave: LeaseHeld names
     the holder. Yields the flow's state, read under the lease."""
     owner = f"{by} ({socket.gethostname()} pid {os.getpid()}, {uuid.uuid4().hex[:8]})"
-    hold = Hold.take(store, [f"flow {flow}"], owner, _LEASE_TTL_S)
+    hold = Hold.take(store.leases, [f"flow {flow}"], owner, _LEASE_TTL_S)
     try:
         with fencing.guarded(hold.guards()):  # the change is made only under the lease
             yield store.flows.get(flow)

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from replicator.statestore import ROUTE_LEASE_S, StateStore
+from replicator.statestore.applications import ApplicationStore
 
 #: How often `cutover_phases` looks for the first client resumed while it waits.
 _RESUME_POLL_S = 0.1
@@ -78,11 +79,13 @@ def cutover_phases(
     their route lease, wait up to this long for the first (a run that ends right after
     its switch ends before its clients look at the store again)."""
     names = list(applications)
-    resumed = _first_resumed(store, names, to_cluster)
+    resumed = _first_resumed(store.applications, names, to_cluster)
     deadline = time.monotonic() + wait_s
-    while resumed is None and time.monotonic() < deadline and _clients_live(store, names):
+    while (
+        resumed is None and time.monotonic() < deadline and _clients_live(store.applications, names)
+    ):
         time.sleep(_RESUME_POLL_S)
-        resumed = _first_resumed(store, names, to_cluster)
+        resumed = _first_resumed(store.applications, names, to_cluster)
     by_name = {step.name: step for step in steps}
     fence = by_name.get("fence")
     zero = fence.last_started_at if fence is not None and fence.last_started_at else started
@@ -98,24 +101,22 @@ def cutover_phases(
     }
 
 
-def _clients_live(store: StateStore, applications: list[str]) -> bool:
+def _clients_live(store: ApplicationStore, applications: list[str]) -> bool:
     """Whether any client of the applications reported within its route lease."""
-    return any(
-        store.applications.clients(name, seen_within_s=ROUTE_LEASE_S) for name in applications
-    )
+    return any(store.clients(name, seen_within_s=ROUTE_LEASE_S) for name in applications)
 
 
 def _first_resumed(
-    store: StateStore, applications: Iterable[str], to_cluster: str
+    store: ApplicationStore, applications: Iterable[str], to_cluster: str
 ) -> datetime | None:
     """When the first client of the applications reported running on `to_cluster` at
     its application's epoch now (the switch's, unless something moved it since)."""
     firsts = []
     for name in applications:
-        epoch = store.applications.get(name).epoch
+        epoch = store.get(name).epoch
         firsts += [
             c.since
-            for c in store.applications.clients(name)
+            for c in store.clients(name)
             if c.since is not None
             and (c.cluster, c.epoch, c.state) == (to_cluster, epoch, "running")
         ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from replicator.errors import ReplicatorError
 from replicator.statestore import LeaseTaken, StateStore, StateStoreError, fencing
 from replicator.statestore.fencing import Guard
+from replicator.statestore.leases import LeaseStore
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,10 @@ class Hold:
     tokens: tuple[int, ...]
 
     @classmethod
-    def take(cls, store: StateStore, resources: Iterable[str], owner: str, ttl_s: float) -> Hold:
+    def take(cls, store: LeaseStore, resources: Iterable[str], owner: str, ttl_s: float) -> Hold:
         """Take (or renew) the leases on `resources` for `owner`: LeaseHeld when
         another owner holds one."""
-        leases = store.leases.acquire(resources, owner, ttl_s)
+        leases = store.acquire(resources, owner, ttl_s)
         return cls(
             tuple(lease.resource for lease in leases),
             owner,

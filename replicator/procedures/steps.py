@@ -64,7 +64,7 @@ from replicator.errors import ReplicatorError
 from replicator.procedures import phases
 from replicator.procedures.renewal import Hold, LeaseRenewer, renewing
 from replicator.statestore import DEFAULT_LEASE_TTL_S, LeaseHeld, RunRecord, StateStore
-from replicator.statestore.runs import FINAL_OUTCOMES, RunEnded
+from replicator.statestore.runs import FINAL_OUTCOMES, RunEnded, RunStore
 
 if TYPE_CHECKING:
     from replicator.procedures.approval import ApprovalGate
@@ -113,10 +113,10 @@ def running_lease(procedure_id: str) -> str:
     return f"run {procedure_id}"
 
 
-def history_run(store: StateStore, procedure_id: str) -> RunRecord | None:
+def history_run(store: RunStore, procedure_id: str) -> RunRecord | None:
     """The history run of `procedure_id` (None: no step of it has run)."""
-    entry = store.runs.step(procedure_id, _RUN_ENTRY)
-    return None if entry is None else store.runs.get(str(entry.result["run_id"]))
+    entry = store.step(procedure_id, _RUN_ENTRY)
+    return None if entry is None else store.get(str(entry.result["run_id"]))
 
 
 _STARTED_SUFFIX = "_started"
@@ -151,9 +151,9 @@ class StepTime:
         return seconds_between(self.started_at, self.ended_at)
 
 
-def step_times(store: StateStore, procedure_id: str) -> list[StepTime]:
+def step_times(store: RunStore, procedure_id: str) -> list[StepTime]:
     """Every step of `procedure_id` that started or ended, in the order they started."""
-    saved = store.runs.steps(procedure_id)
+    saved = store.steps(procedure_id)
     starts = {s.name: s for s in saved if s.name.startswith("_")}
     ends = {s.name: s for s in saved if not s.name.startswith("_")}
     running = [
@@ -179,30 +179,30 @@ def step_times(store: StateStore, procedure_id: str) -> list[StepTime]:
     )
 
 
-def fence_started_at(store: StateStore, procedure_id: str) -> datetime | None:
+def fence_started_at(store: RunStore, procedure_id: str) -> datetime | None:
     """When the fence step of `procedure_id` first started (None: it never did)."""
-    entry = store.runs.step(procedure_id, started_entry(FENCE_STEP))
+    entry = store.step(procedure_id, started_entry(FENCE_STEP))
     return None if entry is None else entry.first_saved_at
 
 
 def record_decision(
-    store: StateStore, procedure_id: str, decision: str, by: str | None, at: datetime
+    store: RunStore, procedure_id: str, decision: str, by: str | None, at: datetime
 ) -> None:
     """Record the answer to the approval question of `procedure_id` ("approved",
     "rejected", "no answer"), who gave it and when, for the run's report."""
     answer = {"decision": decision, "by": by, "at": at.isoformat()}
-    store.runs.save_step(procedure_id, _DECISION_ENTRY, "done", answer)
+    store.save_step(procedure_id, _DECISION_ENTRY, "done", answer)
 
 
-def decision_of(store: StateStore, procedure_id: str) -> dict[str, Any] | None:
+def decision_of(store: RunStore, procedure_id: str) -> dict[str, Any] | None:
     """The recorded answer to the approval question (None: nobody was asked)."""
-    entry = store.runs.step(procedure_id, _DECISION_ENTRY)
+    entry = store.step(procedure_id, _DECISION_ENTRY)
     return None if entry is None else entry.result
 
 
-def saved_steps(store: StateStore, procedure_id: str) -> dict[str, StepReport]:
+def saved_steps(store: RunStore, procedure_id: str) -> dict[str, StepReport]:
     """The saved report of every step of `procedure_id` (bookkeeping left out)."""
-    return {s.name: s.result for s in store.runs.steps(procedure_id) if not s.name.startswith("_")}
+    return {s.name: s.result for s in store.steps(procedure_id) if not s.name.startswith("_")}
 
 
 def seconds_between(start: datetime, end: datetime) -> float:
@@ -363,7 +363,7 @@ class Procedure(ABC):
             if saved is not None:
                 status = cast(Literal["done", "failed"], saved.state)
                 report.steps.append(StepOutcome(step.name, status, saved.result))
-        run = history_run(self.store, procedure_id)
+        run = history_run(self.store.runs, procedure_id)
         if run is not None and run.outcome is not None:
             report.outcome = cast(Outcome, run.outcome)
             report.error = run.details.get("error") or run.details.get("reason")
@@ -456,7 +456,7 @@ class Procedure(ABC):
         ttl = min(RUNNING_LEASE_TTL_S, self.lease_ttl_s)
         resource = running_lease(self.procedure_id)
         try:
-            return Hold.take(self.store, [resource], owner, ttl)
+            return Hold.take(self.store.leases, [resource], owner, ttl)
         except LeaseHeld as exc:
             raise StepRunning(
                 f"{self.kind} {self.procedure_id}: step {step.name!r} does not run now, "
@@ -474,7 +474,7 @@ class Procedure(ABC):
                 return action()
             # Take the leases, or renew them; the renewer keeps them while the step runs.
             owner = self.lease_owner or self.procedure_id
-            leases = Hold.take(self.store, self.leases(), owner, self.lease_ttl_s)
+            leases = Hold.take(self.store.leases, self.leases(), owner, self.lease_ttl_s)
             self.store.runs.save_step(self.procedure_id, started_entry(step.name), "done", {})
             what = f"{self.kind} {self.procedure_id}, step {step.name!r},"
             with renewing(LeaseRenewer(self.store, [running, leases], what)) as renewer:
@@ -509,7 +509,7 @@ class Procedure(ABC):
         started = self.store.runs.get(run_id).started_at
         details = {
             "procedure_id": self.procedure_id,
-            "steps": saved_steps(self.store, self.procedure_id),
+            "steps": saved_steps(self.store.runs, self.procedure_id),
             "duration_seconds": seconds_between(started, datetime.now(UTC)),
             "downtime_seconds": self.downtime(),
             **extra,
@@ -518,7 +518,7 @@ class Procedure(ABC):
         if to_cluster is not None:
             details["phases"] = phases.cutover_phases(
                 self.store,
-                step_times(self.store, self.procedure_id),
+                step_times(self.store.runs, self.procedure_id),
                 started,
                 self.applications,
                 to_cluster,
@@ -540,7 +540,7 @@ class Procedure(ABC):
         """Seconds from the start of the run to the completion of the recovery step."""
         if self.dry_run or not self.done(self.recovery_step):
             return None
-        run = history_run(self.store, self.procedure_id)
+        run = history_run(self.store.runs, self.procedure_id)
         recovered = self.store.runs.step(self.procedure_id, self.recovery_step)
         if run is None or recovered is None:
             return None
@@ -555,17 +555,19 @@ class Procedure(ABC):
         if SWITCH_STEP not in names:
             return 0.0
         switched = self.store.runs.step(self.procedure_id, SWITCH_STEP)
-        run = history_run(self.store, self.procedure_id)
+        run = history_run(self.store.runs, self.procedure_id)
         if self.dry_run or switched is None or switched.state != "done" or run is None:
             return None
-        stopped = fence_started_at(self.store, self.procedure_id) if FENCE_STEP in names else None
+        stopped = (
+            fence_started_at(self.store.runs, self.procedure_id) if FENCE_STEP in names else None
+        )
         return seconds_between(stopped or run.started_at, switched.updated_at)
 
     def _figures(self, report: ProcedureReport) -> ProcedureReport:
         if not self.dry_run:  # a dry run measures nothing
             report.rpo_records = self.rpo()
             report.rto_seconds = self.rto()
-            run = history_run(self.store, self.procedure_id)
+            run = history_run(self.store.runs, self.procedure_id)
             if run is not None:
                 report.duration_seconds = run.duration_seconds
                 report.downtime_seconds = run.downtime_seconds

@@ -25,6 +25,7 @@ from replicator.acls.bindings import Binding
 from replicator.acls.grants import write_bindings
 from replicator.config.model import FlowConfig, ReplicatorConfig
 from replicator.statestore import StateStore
+from replicator.statestore.runs import RunStore
 
 GRANT_STEP, REVOKE_STEP = "grant_write", "revoke_write"
 _PLAN_ENTRY = f"_{GRANT_STEP}_plan"
@@ -58,7 +59,7 @@ def preview_grant(
 
 
 def grant(
-    store: StateStore,
+    store: RunStore,
     procedure_id: str,
     config: ReplicatorConfig,
     flow: FlowConfig,
@@ -66,11 +67,11 @@ def grant(
 ) -> dict[str, Any]:
     """Create the producers' WRITE on `flow`'s target; the report's `granted` lists,
     per application, the bindings this run created (for the failback to remove)."""
-    saved = store.runs.step(procedure_id, _PLAN_ENTRY)
+    saved = store.step(procedure_id, _PLAN_ENTRY)
     if saved is None:
         missing = _missing(flow, write_bindings(config, flow, applications))
         plan = {app: _as_dicts(acls) for app, acls in missing.items()}
-        store.runs.save_step(procedure_id, _PLAN_ENTRY, "done", {"granted": plan})
+        store.save_step(procedure_id, _PLAN_ENTRY, "done", {"granted": plan})
     else:
         plan = saved.result["granted"]
     granted = {app: [Binding.from_dict(b) for b in acls] for app, acls in plan.items()}
@@ -83,17 +84,17 @@ def grant(
 
 
 def failover_grants(
-    store: StateStore, flow: FlowConfig, applications: list[str]
+    store: RunStore, flow: FlowConfig, applications: list[str]
 ) -> dict[str, tuple[str, list[Binding]]]:
     """Per application, the last succeeded failover over `flow` that moved it, and
     the bindings its `grant_write` created ([] without the step)."""
     found: dict[str, tuple[str, list[Binding]]] = {}
-    for run in store.runs.recent("failover", limit=_HISTORY):
+    for run in store.recent("failover", limit=_HISTORY):
         moved = [a for a in run.params.get("applications", []) if a in applications]
         if run.flow != flow.name or run.outcome != "succeeded" or not moved:
             continue
         procedure_id = str(run.params["procedure_id"])
-        step = store.runs.step(procedure_id, GRANT_STEP)
+        step = store.step(procedure_id, GRANT_STEP)
         granted = step.result.get("granted", {}) if step and step.state == "done" else {}
         for app in moved:
             acls = [Binding.from_dict(b) for b in granted.get(app, [])]
@@ -104,7 +105,7 @@ def failover_grants(
 def revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
     """Delete, on `flow`'s target, what the failover that moved `applications` granted;
     the report names that failover and what was deleted (a retry finds them gone)."""
-    grants = failover_grants(store, flow, applications)
+    grants = failover_grants(store.runs, flow, applications)
     wanted = sorted({b for _, acls in grants.values() for b in acls})
     deleted = bindings.delete(flow.target, wanted)
     return {
@@ -116,7 +117,7 @@ def revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict
 
 
 def preview_revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
-    grants = failover_grants(store, flow, applications)
+    grants = failover_grants(store.runs, flow, applications)
     return {
         "cluster": flow.target.alias,
         "failovers": {app: procedure_id for app, (procedure_id, _) in grants.items()},

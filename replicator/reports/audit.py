@@ -29,6 +29,7 @@ from replicator.errors import ReplicatorError
 from replicator.procedures.phases import describe as describe_phases
 from replicator.procedures.steps import StepTime, decision_of, history_run, step_times
 from replicator.statestore import NotFoundError, RunRecord, StateStore
+from replicator.statestore.runs import RunStore
 
 #: The kinds of run a report is made for (a verification has its Data Docs).
 PROCEDURES = ("failover", "failback", "drill")
@@ -77,7 +78,7 @@ def find_run(store: StateStore, run_or_procedure_id: str) -> RunRecord:
     try:
         return store.runs.get(run_or_procedure_id)
     except NotFoundError:
-        run = history_run(store, run_or_procedure_id)
+        run = history_run(store.runs, run_or_procedure_id)
         if run is None:
             raise NotFoundError(
                 f"no run and no procedure {run_or_procedure_id!r} in the state store {store}; "
@@ -95,7 +96,7 @@ def build_report(store: StateStore, run_or_procedure_id: str) -> RunReport:
             f"run {run.run_id} is a {run.kind}; reports are made for "
             f"{', '.join(PROCEDURES)} runs (a verification's report is its Data Docs)"
         )
-    return replace(_procedure_report(store, run), verification=_verification_after(store, run))
+    return replace(_procedure_report(store, run), verification=_verification_after(store.runs, run))
 
 
 def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
@@ -103,7 +104,7 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
     named = run.params.get("applications") or run.params.get("groups") or []
     if procedure_id is None:
         return RunReport(run, None, run.params.get("started_by"), None, [], subjects=named)
-    answer = decision_of(store, procedure_id)
+    answer = decision_of(store.runs, procedure_id)
     check = store.runs.step(procedure_id, "check")
     checks = check.result.get("partitions", []) if check and run.kind == "drill" else []
     return RunReport(
@@ -111,18 +112,18 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
         procedure_id=procedure_id,
         started_by=run.params.get("started_by"),
         decision=None if answer is None else Decision(**answer),
-        steps=step_times(store, procedure_id),
-        subjects=named or _found_groups(store, procedure_id),
+        steps=step_times(store.runs, procedure_id),
+        subjects=named or _found_groups(store.runs, procedure_id),
         checks=sorted(checks, key=_check_order),
         check_counts=check.result.get("counts", {}) if checks and check else {},
         halves=[_procedure_report(store, half) for half in _halves(store, run, procedure_id)],
     )
 
 
-def _found_groups(store: StateStore, procedure_id: str) -> list[str]:
+def _found_groups(store: RunStore, procedure_id: str) -> list[str]:
     """A drill that names no group checks every group of the flow; its preflight
     recorded which, so the report names what was drilled."""
-    preflight = store.runs.step(procedure_id, "preflight")
+    preflight = store.step(procedure_id, "preflight")
     return list(preflight.result.get("groups", [])) if preflight else []
 
 
@@ -139,11 +140,11 @@ def _halves(store: StateStore, run: RunRecord, procedure_id: str) -> list[RunRec
     """A full drill's failover and failback runs (run under `<drill id>.<half>`)."""
     if run.kind != "drill" or run.mode != "full":
         return []
-    found = [history_run(store, f"{procedure_id}.{half}") for half in ("failover", "failback")]
+    found = [history_run(store.runs, f"{procedure_id}.{half}") for half in ("failover", "failback")]
     return [half for half in found if half is not None]
 
 
-def _verification_after(store: StateStore, run: RunRecord) -> RunRecord | None:
+def _verification_after(store: RunStore, run: RunRecord) -> RunRecord | None:
     """The first verification of the run's flow (or of its reverse) that started
     after the run ended: the suites' verdict on what the procedure left."""
     if run.finished_at is None or run.flow is None:
@@ -152,7 +153,7 @@ def _verification_after(store: StateStore, run: RunRecord) -> RunRecord | None:
     flows = {run.flow, f"{target}->{source}"}
     after = [
         v
-        for v in store.runs.recent("verification", limit=_VERIFICATIONS_SEARCHED)
+        for v in store.recent("verification", limit=_VERIFICATIONS_SEARCHED)
         if v.flow in flows and v.started_at >= run.finished_at
     ]
     return min(after, key=lambda v: v.started_at) if after else None

@@ -1,6 +1,6 @@
 """Where a client application connects: the one call client code needs.
 
-A client application asks `where(app, config, store)` on start and then about
+A client application asks `where(app, config, store.applications)` on start and then about
 every half second. The answer names the active cluster, its bootstrap servers
 from the replicator configuration, and whether the application is fenced.
 It never carries credentials: each client keeps its own security settings,
@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replicator.config.model import ReplicatorConfig
+from replicator.statestore.applications import ApplicationStore
 from replicator.statestore.errors import StateStoreError
-from replicator.statestore.store import StateStore
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,10 @@ class UnknownClusterError(StateStoreError):
     """The active cluster of an application is not in the client's configuration."""
 
 
-def where(application: str, config: ReplicatorConfig, store: StateStore) -> Route:
+def where(application: str, config: ReplicatorConfig, store: ApplicationStore) -> Route:
     """The route of `application`: its active cluster as the state store says,
     resolved to bootstrap servers through `config`."""
-    app = store.applications.get(application)
+    app = store.get(application)
     cluster = config.clusters.get(app.active_cluster)
     if cluster is None:
         source = config.source_file or "the configuration"

@@ -27,6 +27,8 @@ from replicator.config.model import FlowConfig
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
 from replicator.statestore.records import VerifiedRange
+from replicator.statestore.runs import RunStore
+from replicator.statestore.verified import VerifiedRangeStore
 from replicator.verification.access import check_access
 from replicator.verification.driver_jvm import driver_conf
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
@@ -148,7 +150,7 @@ def start(
     verified, sampling = None, None
     if not full:
         verified = store.verified.ranges(flow.name)
-        sampling = Sampling(datetime.now(UTC), _last_run(store, flow.name), sample_period)
+        sampling = Sampling(datetime.now(UTC), _last_run(store.runs, flow.name), sample_period)
     plan = plan_verification(flow, topics, verified, sampling)
     shipped: list[str] = []
     if config_file is not None:
@@ -173,9 +175,9 @@ def start(
     return run
 
 
-def _last_run(store: StateStore, flow: str) -> datetime | None:
+def _last_run(store: RunStore, flow: str) -> datetime | None:
     """When the flow's previous verification started (None: it has none)."""
-    for run in store.runs.recent("verification", limit=_RUNS_SEARCHED):
+    for run in store.recent("verification", limit=_RUNS_SEARCHED):
         if run.flow == flow:
             return run.started_at
     return None
@@ -239,7 +241,7 @@ def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> 
     verdict in the history (RPO = records in flight), with what the run verified
     anew and what earlier runs had."""
     plan = VerificationPlan.read(run.plan)
-    summary = {**summary, "verified": record_proved(store, plan, run)}
+    summary = {**summary, "verified": record_proved(store.verified, plan, run)}
     outcome = "succeeded" if summary["success"] else "failed"
     details = {**summary, "results": str(run.directory)}
     store.runs.finish(run.run_id, outcome, run.in_flight, None, details)
@@ -247,7 +249,7 @@ def finish(store: StateStore, run: VerificationRun, summary: dict[str, Any]) -> 
 
 
 def record_proved(
-    store: StateStore, plan: VerificationPlan, run: VerificationRun
+    store: VerifiedRangeStore, plan: VerificationPlan, run: VerificationRun
 ) -> dict[str, Any]:
     """Write the verified ranges of every partition the run changed: the ranges still
     standing from earlier runs, then those this run proved (from the job's
@@ -266,7 +268,7 @@ def record_proved(
     for row in rows:
         by_partition.setdefault((row["topic"], row["partition"]), []).append(row)
     stored: dict[tuple[str, int], list[VerifiedRange]] = {}
-    for verified in store.verified.ranges(plan.flow):
+    for verified in store.ranges(plan.flow):
         stored.setdefault((verified.topic, verified.partition), []).append(verified)
     now = datetime.now(UTC)
     changed: dict[tuple[str, int], list[VerifiedRange]] = {}
@@ -299,7 +301,7 @@ def record_proved(
             after = [r for r in after if r.source_first < broken[key]]
         if sorted(after, key=_first) != sorted(before, key=_first):
             changed[key] = after
-    store.verified.replace(plan.flow, changed)
+    store.replace(plan.flow, changed)
     return {
         "incremental": plan.incremental,
         "records_now": records_now,

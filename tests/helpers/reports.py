@@ -68,6 +68,6 @@ def recorded_failover(store: StateStore) -> str:
     failover.started_by = "alice (Airflow user)"
     procedure_id = "failover/manual__2026-11-24T09:00:00+00:00"
     failover.run_step(procedure_id, "preflight")
-    record_decision(store, procedure_id, "approved", "bob", datetime.now(UTC))
+    record_decision(store.runs, procedure_id, "approved", "bob", datetime.now(UTC))
     assert failover.run(procedure_id).outcome == "succeeded"
     return procedure_id

@@ -61,7 +61,11 @@ def create_app(
     @app.get("/applications/{name}")
     def application(name: str) -> Route | Application:
         state, routes = current_store(), current_config()
-        return state.applications.get(name) if routes is None else where(name, routes, state)
+        return (
+            state.applications.get(name)
+            if routes is None
+            else where(name, routes, state.applications)
+        )
 
     @app.get("/runs")
     def runs(

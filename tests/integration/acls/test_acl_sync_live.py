@@ -141,7 +141,7 @@ def test_acl_sync_copies_exactly_mm2s_subset_once_on_the_remote_name(
         ],
     )
 
-    [first] = sync_round(config, store, ("acls",))
+    [first] = sync_round(config, store.flows, ("acls",))
 
     remote = f"primary.{topic}" if policy == "default" else topic
     mine = {
@@ -163,7 +163,7 @@ def test_acl_sync_copies_exactly_mm2s_subset_once_on_the_remote_name(
         for created in first.acls_created
     )
 
-    [again] = sync_round(config, store, ("acls",))
+    [again] = sync_round(config, store.flows, ("acls",))
     assert (again.acls_synced, again.acls_created) == (first.acls_synced, [])
     assert {
         b for b in bindings.topic_acls(admin.clusters["dr"], "DESCRIBE") if prefix in b.principal
@@ -205,7 +205,7 @@ def test_a_consumer_that_reads_on_primary_reads_the_copy_on_dr_after_a_sync(
         wait_until(lambda: pair.end_offsets("dr", remote, 1) == [20], 120, f"{remote} copied")
     assert _read(pair.dr, remote, client, group) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-    sync_round(config, store, ("acls",))
+    sync_round(config, store.flows, ("acls",))
 
     assert _read(pair.dr, remote, client, group) == on_primary
 
@@ -291,7 +291,7 @@ def test_a_principal_lacking_the_cluster_acl_is_told_which_where_and_how(
     )
 
     with pytest.raises(ReplicatorError) as refused:
-        sync_round(config, store, ("acls",))
+        sync_round(config, store.flows, ("acls",))
 
     message = str(refused.value)
     assert f"User:{user} lacks ALLOW {operation} on CLUSTER on cluster {cluster!r}" in message
@@ -361,7 +361,7 @@ def test_grant_write_lets_the_producer_write_on_dr_after_failover_and_failback_r
         # A retry applies nothing twice: the step is done, and even run again by hand
         # it takes the saved plan (what this run created), not a new look at dr.
         assert failover().run_step(done.procedure_id, "grant_write").status == "skipped"
-        again = grant(store, done.procedure_id, config, config.flow("primary->dr"), [app])
+        again = grant(store.runs, done.procedure_id, config, config.flow("primary->dr"), [app])
         assert again["granted"][app] == granted
         assert _acls_of(dr, producer_principal) == {theirs, wanted}
 

@@ -114,10 +114,10 @@ class _Move(Procedure):
         return {}
 
     def _fence(self) -> StepReport:
-        return applications.fence(self.store, self.applications, 5)
+        return applications.fence(self.store.applications, self.applications, 5)
 
     def _switch(self) -> StepReport:
-        return applications.switch(self.store, self.applications, "dr")
+        return applications.switch(self.store.applications, self.applications, "dr")
 
     def params(self) -> dict[str, Any]:
         return {"applications": self.applications}

@@ -54,7 +54,7 @@ def test_two_runs_at_once_claim_a_notice_once(backend_state_url: str) -> None:
 
     def run(store: StateStore) -> None:
         start.wait()
-        claimed.append(track(store, "supervisor", None, LAG, policy=NOW))
+        claimed.append(track(store.incidents, "supervisor", None, LAG, policy=NOW))
 
     threads = [threading.Thread(target=run, args=(store,)) for store in stores]
     try:
@@ -71,14 +71,14 @@ def test_two_runs_at_once_claim_a_notice_once(backend_state_url: str) -> None:
 def test_a_released_notice_is_claimed_again(backend_state_url: str) -> None:
     store = StateStore(backend_state_url)
     try:
-        [opened] = track(store, "supervisor", None, LAG, policy=NOW)
-        release(store, opened)  # the mail server was down
-        [again] = track(store, "supervisor", None, LAG, policy=NOW)
+        [opened] = track(store.incidents, "supervisor", None, LAG, policy=NOW)
+        release(store.incidents, opened)  # the mail server was down
+        [again] = track(store.incidents, "supervisor", None, LAG, policy=NOW)
         assert again.change == "opened"
-        assert track(store, "supervisor", None, LAG, policy=NOW) == []
+        assert track(store.incidents, "supervisor", None, LAG, policy=NOW) == []
         # A release after another run claimed a newer notice leaves that one be.
-        release(store, opened)
-        assert track(store, "supervisor", None, LAG, policy=NOW) == []
+        release(store.incidents, opened)
+        assert track(store.incidents, "supervisor", None, LAG, policy=NOW) == []
     finally:
         store.close()
 
@@ -88,26 +88,28 @@ def test_each_source_and_scope_resolves_only_its_own(backend_state_url: str) -> 
     try:
         wrong = verification_finding("primary->dr", "verify-1", WRONG, None)
         assert wrong is not None
-        track(store, "verification", "primary->dr", [wrong], policy=NOW)
+        track(store.incidents, "verification", "primary->dr", [wrong], policy=NOW)
         # The same wrong copy found by a later run: the incident is open, nothing to tell.
         again = verification_finding("primary->dr", "verify-3", WRONG, None)
-        assert track(store, "verification", "primary->dr", [again], policy=NOW) == []
+        assert track(store.incidents, "verification", "primary->dr", [again], policy=NOW) == []
         other = verification_finding("backup->dr", "verify-2", WRONG, None)
         assert other is not None
-        track(store, "verification", "backup->dr", [other], policy=NOW)
-        track(store, "supervisor", None, LAG, policy=NOW)
+        track(store.incidents, "verification", "backup->dr", [other], policy=NOW)
+        track(store.incidents, "supervisor", None, LAG, policy=NOW)
         # A clean supervisor run resolves the lag, not the verifications.
-        assert _changes(track(store, "supervisor", None, [], policy=NOW)) == [
+        assert _changes(track(store.incidents, "supervisor", None, [], policy=NOW)) == [
             ("resolved", "supervisor/primary->dr/lag")
         ]
         # A right copy of one flow resolves that flow's incident only.
         assert _changes(
-            track(store, "verification", "primary->dr", [], policy=NOW, resolution="right")
+            track(
+                store.incidents, "verification", "primary->dr", [], policy=NOW, resolution="right"
+            )
         ) == [("resolved", "verification/primary->dr/copy")]
         assert [i.key for i in store.incidents.all(open_only=True)] == [
             "verification/backup->dr/copy"
         ]
         with pytest.raises(ValueError, match="not of verification in scope 'backup->dr'"):
-            track(store, "verification", "backup->dr", LAG, policy=NOW)
+            track(store.incidents, "verification", "backup->dr", LAG, policy=NOW)
     finally:
         store.close()

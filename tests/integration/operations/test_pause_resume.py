@@ -99,7 +99,7 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
             assert again["already"] and again["by"] == operator
             # A procedure that stops and starts the flow (an offset reset) leaves it paused.
             stop_flow(store, flow, "offset-reset-1", timeout_s=60)
-            assert start_flow(store, flow.name, "offset-reset-1")["state"] == "paused"
+            assert start_flow(store.flows, flow.name, "offset-reset-1")["state"] == "paused"
             assert store.flows.get(flow.name).detail["by"] == operator
             # An operator and a procedure never interleave: its lease is named.
             store.leases.acquire([f"flow {flow.name}"], "failover-7", ttl_s=60)

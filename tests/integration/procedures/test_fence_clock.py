@@ -44,11 +44,13 @@ def test_a_client_with_a_clock_5s_behind_is_waited_out_for_its_whole_route_lease
 
     # Just after its report, the client is one a fence must wait for.
     assert time.time() - reported_at < ROUTE_LEASE_S - 1, "the client process took too long"
-    assert applications.preview_fence(store, [app]) == {"would_fence": {app: ["lagging-1"]}}
+    assert applications.preview_fence(store.applications, [app]) == {
+        "would_fence": {app: ["lagging-1"]}
+    }
 
     # It is silent from now on (cut off from the store), but may act on its route for
     # ROUTE_LEASE_S after its report: the fence may not count it stopped before then.
-    report = applications.fence(store, [app], timeout_s=60)
+    report = applications.fence(store.applications, [app], timeout_s=60)
     fenced_at = time.time()
 
     assert report["fenced"][app]["silent"] == ["lagging-1"]

@@ -71,7 +71,7 @@ def test_clients_cut_off_from_the_store_stop_within_their_lease_and_the_fence_wa
 
     # Both clients lose the state store; Kafka stays reachable. A failover fences them.
     cut.touch()
-    report = applications.fence(store, [app], timeout_s=_TIMEOUT_S)
+    report = applications.fence(store.applications, [app], timeout_s=_TIMEOUT_S)
     fenced_at = datetime.now(UTC)
     offsets_at_fence = committed_offsets("primary", primary, app)
     last_seen = max(client.last_seen for client in store.applications.clients(app))

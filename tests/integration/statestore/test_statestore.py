@@ -492,7 +492,7 @@ def test_where_gives_bootstrap_servers_and_no_secrets(
     store: StateStore, config: ReplicatorConfig
 ) -> None:
     store.applications.register("orders", "primary")
-    route = where("orders", config, store)
+    route = where("orders", config, store.applications)
     assert (route.cluster, route.bootstrap_servers, route.fenced, route.epoch) == (
         "primary",
         PRIMARY,
@@ -501,7 +501,7 @@ def test_where_gives_bootstrap_servers_and_no_secrets(
     )
     store.applications.fence("orders")
     store.applications.switch("orders", "dr")
-    route = where("orders", config, store)
+    route = where("orders", config, store.applications)
     assert (route.cluster, route.bootstrap_servers, route.epoch) == ("dr", DR, 2)
     assert "hunter2" not in repr(route)
 
@@ -511,11 +511,11 @@ def test_where_explains_a_cluster_missing_from_the_config(
 ) -> None:
     store.applications.register("orders", "west")
     with pytest.raises(UnknownClusterError, match="active on cluster 'west'") as error:
-        where("orders", config, store)
+        where("orders", config, store.applications)
     assert "clusters: primary, dr" in str(error.value)
     assert "add west.bootstrap.servers" in str(error.value)
     with pytest.raises(NotFoundError, match="'payments' is not registered"):
-        where("payments", config, store)
+        where("payments", config, store.applications)
 
 
 # --- HTTP API -------------------------------------------------------------------------

@@ -262,12 +262,12 @@ def test_a_procedure_shows_its_steps_on_a_terminal(
     monkeypatch.setenv("FORCE_COLOR", "1")
     store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
     procedure = _Slow(store)
-    with steps_of(procedure, store, "slow a->b"):
+    with steps_of(procedure, store.runs, "slow a->b"):
         report = procedure.run("slow-1")
     assert report.outcome == "succeeded"
     err = capsys.readouterr().err
     assert "slow a->b: second" in err and "steps/min" in err and "/3" in err
-    with steps_of(procedure, store, "slow a->b", Output.json):
+    with steps_of(procedure, store.runs, "slow a->b", Output.json):
         procedure.run("slow-2")
     assert capsys.readouterr().err == ""
     store.close()

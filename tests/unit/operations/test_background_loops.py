@@ -179,7 +179,7 @@ def test_a_sync_round_on_a_failing_store_says_so_and_runs_nothing(tmp_path: Path
         }
     )
     with pytest.raises(ReplicatorError) as raised:
-        sync_round(config, store)
+        sync_round(config, store.flows)
     message = str(raised.value)
     assert message.startswith("sync round not run: the DR state store cannot say whether flow")
     assert str(path) in message and "file is not a database" in message

@@ -28,7 +28,7 @@ def test_a_run_records_one_sample_per_flow_with_its_problems_and_bounds(tmp_path
     )
     bounds = Bounds(max_lag_records=500)
     began = datetime.now(UTC)
-    record_samples(store, report, bounds, timedelta(hours=6))
+    record_samples(store.samples, report, bounds, timedelta(hours=6))
 
     samples = {s.flow: s for s in store.samples.since(began - timedelta(seconds=1))}
     measured = samples["a->b"]
@@ -52,7 +52,7 @@ def test_samples_older_than_the_retention_are_pruned(tmp_path: Path) -> None:
     old, recent = (FlowSample("a->b", now - timedelta(hours=h), total_lag=h) for h in (7, 1))
     assert store.samples.record([old, recent], keep=timedelta(days=1)) == 0
     report = SupervisionReport(flows=[FlowHealth("a->b", True, 1, 1, 0, 0)])
-    record_samples(store, report, Bounds(), timedelta(hours=6))
+    record_samples(store.samples, report, Bounds(), timedelta(hours=6))
     kept = store.samples.since(now - timedelta(days=1))
     assert [s.total_lag for s in kept] == [1, 0]  # oldest first; the 7 h old one gone
     assert store.samples.since(now - timedelta(days=1), flow="x->y") == []

@@ -22,7 +22,7 @@ def _renewer_threads() -> list[threading.Thread]:
 def test_a_lease_is_kept_past_its_length_while_renewed_and_no_longer_once_stopped(
     store: StateStore,
 ) -> None:
-    hold = Hold.take(store, ["flow a->b"], "fo-1", _TTL_S)
+    hold = Hold.take(store.leases, ["flow a->b"], "fo-1", _TTL_S)
     [first] = store.leases.all()
     renewer = LeaseRenewer(store, [hold], "fo-1 step fence")
     with renewing(renewer):
@@ -42,7 +42,7 @@ def test_a_lease_is_kept_past_its_length_while_renewed_and_no_longer_once_stoppe
 
 
 def test_a_lease_taken_by_another_owner_stops_the_step(store: StateStore) -> None:
-    hold = Hold.take(store, ["application orders"], "fo-1", _TTL_S)
+    hold = Hold.take(store.leases, ["application orders"], "fo-1", _TTL_S)
     renewer = LeaseRenewer(store, [hold], "fo-1 fence")
     with pytest.raises(LeaseLost) as lost, renewing(renewer):
         store.leases.release("fo-1")  # freed by hand, and taken
