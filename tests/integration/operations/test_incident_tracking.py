@@ -31,16 +31,16 @@ def _changes(notices: list[Notice]) -> list[tuple[str, str]]:
 def test_another_scheduler_and_a_restart_know_what_was_told(backend_state_url: str) -> None:
     first, second = StateStore(backend_state_url), StateStore(backend_state_url)
     try:
-        opened = track(first, "supervisor", None, LAG, policy=NOW)
+        opened = track(first.incidents, "supervisor", None, LAG, policy=NOW)
         assert _changes(opened) == [("opened", "supervisor/primary->dr/lag")]
-        assert track(second, "supervisor", None, LAG, policy=NOW) == []
+        assert track(second.incidents, "supervisor", None, LAG, policy=NOW) == []
         first.close()
         restarted = StateStore(backend_state_url)
-        assert track(restarted, "supervisor", None, LAG, policy=NOW) == []
-        [resolved] = track(restarted, "supervisor", None, [], policy=NOW)
+        assert track(restarted.incidents, "supervisor", None, LAG, policy=NOW) == []
+        [resolved] = track(restarted.incidents, "supervisor", None, [], policy=NOW)
         assert resolved.change == "resolved"
         assert resolved.incident.opened_at == opened[0].incident.opened_at
-        assert track(second, "supervisor", None, [], policy=NOW) == []
+        assert track(second.incidents, "supervisor", None, [], policy=NOW) == []
         restarted.close()
     finally:
         second.close()
