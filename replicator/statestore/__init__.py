@@ -2,8 +2,8 @@
 history, flow states, procedure steps and leases; and how clients discover where to
 connect.
 
-`StateStore` is the store (`store.py` lists its table groups, one module each, and
-where a new one goes), `where` the call client applications make, `check_ledgers`
+`StateStore` is the store (`store.py` lists its parts, one object and module per table
+group, and where a new one goes), `where` the call client applications make, `check_ledgers`
 the no-loss/no-duplicate proof of the demo applications, `flow_states` the desired
 states of a flow that the runner and the procedures share; the read-only HTTP view
 is the `http` subpackage, which only its hosts import (it brings FastAPI). Every

@@ -21,12 +21,12 @@ from replicator.statestore.errors import NotFoundError, StateStoreError
 from replicator.statestore.records import RunRecord, StepRecord, StepStatus
 
 _STEP_STATES = ("done", "failed")
-#: Outcomes no later `finish_run` overwrites: the run was aborted, or a person said no.
+#: Outcomes no later `finish` overwrites: the run was aborted, or a person said no.
 FINAL_OUTCOMES = ("rejected", "aborted")
 
 
 class RunEnded(StateStoreError):
-    """`finish_run` of a run that ended "aborted" or "rejected": its record is kept."""
+    """`finish` of a run that ended "aborted" or "rejected": its record is kept."""
 
     def __init__(self, message: str, outcome: str) -> None:
         super().__init__(message)

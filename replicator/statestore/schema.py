@@ -158,7 +158,7 @@ incidents = Table(
 )
 
 # One row per flow per supervisor run, pruned beyond a retention by whoever records
-# (`SampleStore.record_samples`); read by time window for the DR status page's charts.
+# (`SampleStore.record`); read by time window for the DR status page's charts.
 flow_samples = Table(
     "dr_flow_samples",
     metadata,
