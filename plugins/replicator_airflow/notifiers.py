@@ -260,7 +260,7 @@ def notify_verification(
     docs = airflow_url(f"{STATUS_PAGE_PATH}runs/{quote(run_id, safe='')}/data-docs/index.html")
     finding = verification_finding(flow, run_id, summary, docs)
     notices = track(
-        store,
+        store.incidents,
         "verification",
         flow,
         [finding] if finding else [],
@@ -310,7 +310,7 @@ def approval_answered(
     store = _store(context)
     try:
         notices = track(
-            store,
+            store.incidents,
             "approval",
             procedure,
             [],
