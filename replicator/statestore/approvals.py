@@ -1,8 +1,8 @@
 """The approvals table group: the answer to each procedure run's approval question.
 
 The approval task writes it once, from the human-in-the-loop response
-(`record_approval`; a second write keeps the first answer: a question is answered
-once); the run's first step that changes anything reads it (`approval`) and acts
+(`record`; a second write keeps the first answer: a question is answered
+once); the run's first step that changes anything reads it (`get`) and acts
 only on an Approve by an allowed approver (`replicator.procedures.approval`). A
 task marked successful by hand writes nothing here, so its run changes nothing.
 """

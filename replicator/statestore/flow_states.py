@@ -3,8 +3,8 @@
 A procedure writes it (`store.flows.set`) and `replicator run` reads it
 every quarter second: "stopped" (a procedure, or the standby direction) and "paused"
 (an operator: `replicator flows pause`) stop the flow's tasks (they flush first);
-anything else, or no row at all, runs them (`runs`). The names live here, next to the store both
-sides read, so the engine's runner and the procedures agree on them without
+anything else, or no row at all, runs them (`runs`). The names live here, next to the
+store both sides read, so the engine's runner and the procedures agree on them without
 importing each other.
 """
 
