@@ -14,8 +14,8 @@ figures. JSON fields (run params and details, flow details, step results) are
 passed through `redact` anyway (`json_field`), so a secret handed over by mistake
 is stored as `******`.
 
-`Database` is the base of every table group of `StateStore` (see `store.py`): it
-gives them `read()`/`write()` transactions and a portable upsert, and `now()` is
+`Database` is what every part of `StateStore` shares (see `store.py`; each part is
+given it): `read()`/`write()` transactions and a portable upsert, and `now()` is
 the one clock they stamp rows with.
 """
 
