@@ -45,7 +45,8 @@ from replicator import allocator
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, OURS, TOPIC_HEADER
-from replicator.engine.mover_writer import mover_source_config, mover_target_config
+from replicator.engine.mover_writer import mover_settings, mover_source_config
+from replicator.engine.replica_producers import gapless_producer_config
 from replicator.engine.size_limits import SizeLimits
 from replicator_lab import ClusterSpec, LocalStack
 
@@ -102,7 +103,7 @@ def mover_run(topic: str, records: int) -> str:
     flow = flow_config(topic, "compiled")
     mover = _dataplane.Mover(
         mover_source_config(flow),
-        mover_target_config(flow, SizeLimits()),
+        mover_settings(gapless_producer_config(flow, SizeLimits())),
         [("__dr_src", SOURCE.name.encode())],
         offset_header=OFFSET_HEADER,
         topic_header=TOPIC_HEADER,

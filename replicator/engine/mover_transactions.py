@@ -55,11 +55,10 @@ from replicator.engine.mover_writer import (
     _CONSUMING,
     MOVE_BATCH,
     MoverWriter,
-    _setting,
+    mover_settings,
     mover_source_config,
 )
 from replicator.engine.partition import PartitionTracker
-from replicator.engine.target_writer import target_producer_config
 from replicator.engine.transactional_movers import TransactionalMovers
 from replicator.engine.transactions import Outcome, Settled, is_away
 from replicator.errors import ReplicatorError
@@ -108,18 +107,18 @@ class TransactionalMoverWriter(MoverWriter):
             raise ValueError(
                 "the compiled path makes its own clients; the Python loop takes a producer"
             )
-        self._size_limits.update(limits)
-        self._mover_limits = self._size_limits.producer_limits()
-        self._producer = self._new_producer(target_producer_config(self.flow, self._size_limits))
+        self._limits.update(limits)
+        self._limits.made()
+        self._producer = self._new_producer(self._limits.producer_config())
         self._reporter.write_with(self._producer)
 
     def _transactional_mover(self, transactional_id: str) -> Any:
         # The Python loop's transactional producers' settings (librdkafka times their
         # records out within transaction.timeout.ms; the transaction settles them).
-        target = target_producer_config(self.flow, self._size_limits)
+        target = self._limits.producer_config()
         return self._module.Mover(
             mover_source_config(self.flow),
-            {k: _setting(v) for k, v in target.items() if not callable(v)},
+            mover_settings({k: v for k, v in target.items() if not callable(v)}),
             [("__dr_src", self.flow.source.alias.encode())],
             offset_header=OFFSET_HEADER,
             topic_header=TOPIC_HEADER,
@@ -335,17 +334,14 @@ class TransactionalMoverWriter(MoverWriter):
         """New max.message.bytes of remote topics: the partitions' limits follow; when
         the producers' no longer fit, every partition's Mover is dropped and the
         partition resumes (with a Mover made for the new limits), as on the Python loop."""
-        self._size_limits.update(limits)
+        outgrown = self._limits.update(limits)
         for tracker in self._partitions.values():
-            tracker.size.limit = self._size_limits.record_limit(tracker.remote)
             mover = self.movers.get(tracker.key)
             if mover is not None:
                 mover.limits({tracker.remote: tracker.size.limit})
-        message_max_bytes, batch_size = self._size_limits.producer_limits()
-        have_max, have_batch = self._mover_limits
-        if message_max_bytes <= have_max and batch_size >= have_batch:
+        if not outgrown:
             return
-        self._mover_limits = (message_max_bytes, batch_size)
+        self._limits.made()
         for tracker in list(self._partitions.values()):
             if not tracker.resuming:
                 self.movers.close(tracker.key)
@@ -353,7 +349,7 @@ class TransactionalMoverWriter(MoverWriter):
         log.info(
             "flow %s: the data plane's transactional Movers made anew for the remote "
             "topics' limits (message.max.bytes=%d, batch.size=%d)",
-            self.flow.name, *self._mover_limits,
+            self.flow.name, *self._limits.made_for,
         )  # fmt: skip
 
     def rewind_all(self, why: str) -> None:

@@ -44,16 +44,17 @@ from replicator import metrics
 from replicator.acls.principal import missing_acl
 from replicator.config.model import FlowConfig
 from replicator.engine.headers import OFFSET_HEADER, ORIGIN_HEADER, OURS, TOPIC_HEADER, Headers
-from replicator.engine.held_records import HeldRecords, HeldTopics
+from replicator.engine.held_records import HeldTopics
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.record_limits import RecordLimits
+from replicator.engine.replica_producers import DeliveryBounds
 from replicator.engine.replica_writer import ConsumedRecord
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import LOOP, RecordRewrite
-from replicator.engine.size_limits import Oversized, SizeLimits
+from replicator.engine.size_limits import Oversized
 from replicator.engine.source_consumer import source_consumer_config
-from replicator.engine.target_writer import DeliveryBounds, target_producer_config
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, Producer, route_event
 from replicator.kafka.errors import is_fatal, kafka_error
@@ -72,8 +73,6 @@ Key = tuple[str, int]
 
 #: Records one `move_records` call moves at most.
 MOVE_BATCH = 10_000
-#: A flush before partitions are given up (or the Mover is made anew) waits at most this.
-_FLUSH_MAX_S = 60.0
 #: The group settings that concern only the group consumer (the Mover's consumer is
 #: assigned by hand and never joins a group).
 _GROUP_ONLY = (
@@ -139,12 +138,9 @@ def _forced_setting_warning(text: str) -> bool:
     return text.startswith("CONFWARN") and any(key in text for key in _FORCED_EXPERIMENTAL)
 
 
-def mover_target_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[str, str]:
-    """The Mover's producer settings: the Python loop's, with its guarantees (no record
-    times out, a refused batch never leaves a hole behind it: see DeliveryBounds)."""
-    config = target_producer_config(flow, size_limits)
-    config.pop("delivery.timeout.ms", None)
-    config.update({"message.timeout.ms": 0, "enable.gapless.guarantee": True})
+def mover_settings(config: dict[str, object]) -> dict[str, str]:
+    """A producer's settings as the Mover takes them (`replica_producers`' for the
+    flow's limits: the Python loop's, with the same guarantees)."""
     return {k: _setting(v) for k, v in config.items()}
 
 
@@ -246,14 +242,13 @@ class MoverWriter:
         self._stopping = stopping
         self.bounds = bounds or DeliveryBounds.of(flow)
         self._rewrite = RecordRewrite(flow.source.alias, flow.target.alias, flow.policy)
-        self._size_limits = SizeLimits()
-        self._held = HeldRecords(flow, topics, partitions, reporter)
+        #: The remote topics' size limits, and the partitions held at an oversized record.
+        self._limits = RecordLimits(flow, topics, partitions, reporter)
         self._new_producer = make_producer
         #: The Python producer to the target for the worker's status (the Mover writes
         #: the replicas).
         self._producer: Producer | None = None
         self._mover: Any = None
-        self._mover_limits: tuple[int, int] = (0, 0)
         #: The partitions the Mover reads.
         self._assigned: set[Key] = set()
         #: Per partition: the newest (source, target) pair given to the offset syncs.
@@ -305,17 +300,17 @@ class MoverWriter:
             raise ValueError(
                 "the compiled path makes its own clients; the Python loop takes a producer"
             )
-        self._size_limits.update(limits)
-        self._producer = self._new_producer(target_producer_config(self.flow, self._size_limits))
+        self._limits.update(limits)
+        self._producer = self._new_producer(self._limits.producer_config())
         self._reporter.write_with(self._producer)
         self._mover = self._make_mover()
 
     def _make_mover(self) -> Any:
-        self._mover_limits = self._size_limits.producer_limits()
+        self._limits.made()
         source = self.flow.source.alias.encode()
         return self._module.Mover(
             mover_source_config(self.flow),
-            mover_target_config(self.flow, self._size_limits),
+            mover_settings(self._limits.gapless_config()),
             [("__dr_src", source)],
             offset_header=OFFSET_HEADER,
             topic_header=TOPIC_HEADER,
@@ -478,13 +473,13 @@ class MoverWriter:
     def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
         """A record too large for its remote topic: hold the partition for a config
         sync of the topic, skip the record or stop at it (oversized.record.policy)."""
-        verdict = self._held.verdict(tracker, offset, size)
+        verdict = self._limits.verdict(tracker, offset, size)
         tracker.next_offset = offset
         if verdict.action is Oversized.HOLD:
             self.unassign([tracker.key])  # read again from the record after the sync
         elif verdict.action is Oversized.SKIP:
             self._release(tracker, None)
-            self._held.skip(tracker, offset, verdict)
+            self._limits.skip(tracker, offset, verdict)
         else:
             self._partitions.halt(tracker, verdict.message)
 
@@ -639,32 +634,29 @@ class MoverWriter:
             ) from exc
 
     def record_limit(self, remote: str) -> int:
-        return self._size_limits.record_limit(remote)
+        return self._limits.record_limit(remote)
 
     def update_size_limits(self, limits: dict[str, int]) -> None:
         """New max.message.bytes of remote topics: the partitions' limits follow, and
         the Mover is made anew when its producer's no longer fit."""
-        self._size_limits.update(limits)
-        for tracker in self._partitions.values():
-            tracker.size.limit = self._size_limits.record_limit(tracker.remote)
-        if self._mover is not None:
-            self._mover.limits({remote: self.record_limit(remote) for remote in limits})
-        message_max_bytes, batch_size = self._size_limits.producer_limits()
-        have_max, have_batch = self._mover_limits
-        if self._mover is None or (message_max_bytes <= have_max and batch_size >= have_batch):
+        outgrown = self._limits.update(limits)
+        if self._mover is None:
             return
-        if self.flush(min(_FLUSH_MAX_S, self.bounds.wait)):
+        self._mover.limits({remote: self.record_limit(remote) for remote in limits})
+        if not outgrown:
+            return
+        if self.flush(self.bounds.flush):
             self.rewind_all("records still unacknowledged before the data plane's limits changed")
             return
         self._replace_mover(flush=True)
         log.info(
             "flow %s: the data plane's Mover made anew for the remote topics' limits "
             "(message.max.bytes=%d, batch.size=%d)",
-            self.flow.name, *self._mover_limits,
+            self.flow.name, *self._limits.made_for,
         )  # fmt: skip
 
     def resync_held(self) -> None:
-        self._held.resync(self.update_size_limits)
+        self._limits.resync(self.update_size_limits)
 
     def resumed_at(self, tracker: PartitionTracker, target_end: int) -> None:
         """Nothing to note: the Mover acknowledges record by record."""
@@ -727,7 +719,7 @@ class MoverWriter:
         if lost:
             self.rewind_all("the assignment was lost; what the data plane held is dropped")
             return
-        bound = min(_FLUSH_MAX_S, self.bounds.wait)
+        bound = self.bounds.flush
         remaining = self.flush(bound)
         if remaining:
             self.rewind_all(
@@ -810,7 +802,7 @@ class MoverWriter:
         )
 
     def replace_spent(self) -> None:
-        self._producer = self._new_producer(target_producer_config(self.flow, self._size_limits))
+        self._producer = self._new_producer(self._limits.producer_config())
         self._reporter.write_with(self._producer)
 
     def close_transactions(self) -> None:

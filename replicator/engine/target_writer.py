@@ -2,23 +2,21 @@
 through it.
 
 `TargetWriter` is the one owner of the default mode's target producer (made with the
-settings replication's guarantees rest on; made anew when the remote topics' size
-limits no longer fit it, and when a refused batch spent it), of the exactly-once
-mode's transactional producers (`ExactlyOnce`, with this part's producer settings),
-of the remote topics' size limits and the records held at an oversized record for a
-config sync, and of how long the target may hold records (`DeliveryBounds`). It
-writes a run of one partition's records (`write_run`) in the Python loop, the
-reference, through confluent-kafka's public `Producer.produce`; the runs' delivery
-reports are `Deliveries`'. Records that
-did not reach the target rewind every partition (`rewind_all`); a fatal producer
-error replaces the producer and stops the task through the `fail` callback.
+settings replication's guarantees rest on, `replica_producers`; made anew when the
+remote topics' size limits no longer fit it, and when a refused batch spent it), of
+the exactly-once mode's transactional producers (`ExactlyOnce`, with those settings),
+and of the flow's `RecordLimits` (the remote topics' size limits and the records held
+at an oversized record for a config sync). It writes a run of one partition's records
+(`write_run`) in the Python loop, the reference, through confluent-kafka's public
+`Producer.produce`; the runs' delivery reports are `Deliveries`'. Records that did
+not reach the target within `DeliveryBounds` rewind every partition (`rewind_all`); a
+fatal producer error replaces the producer and stops the task through the `fail`
+callback.
 
 What the loop and rebalancing call is `ReplicaWriter` (`replica_writer.py`), the
 interface the compiled Mover sits behind on the compiled path
 (`mover_writer.MoverWriter`; docs/dataplane.md, "Proposed interface for the engine
 (part 2), as built").
-The user's client settings come first where they may tune (batching, timeouts,
-security); what the guarantees rest on comes last, so no setting of theirs undoes it.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -36,30 +33,22 @@ from replicator.config.model import FlowConfig
 from replicator.engine.deliveries import Deliveries, RunReport
 from replicator.engine.exactly_once import ExactlyOnce
 from replicator.engine.headers import OFFSET_HEADER, TOPIC_HEADER, Headers, encode_offset
-from replicator.engine.held_records import HeldRecords, HeldTopics
+from replicator.engine.held_records import HeldTopics
 from replicator.engine.kafka_errors import reason
 from replicator.engine.offset_syncs import OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.partitions import Partitions
+from replicator.engine.record_limits import RecordLimits
+from replicator.engine.replica_producers import DeliveryBounds
 from replicator.engine.replica_writer import ConsumedRecord
 from replicator.engine.reporting import TaskReporter
 from replicator.engine.rewrite import RecordRewrite
-from replicator.engine.size_limits import Oversized, SizeLimits
+from replicator.engine.size_limits import Oversized
 from replicator.kafka.clients import Producer
 from replicator.kafka.errors import is_fatal, kafka_error
 
 log = logging.getLogger(__name__)
 
-#: librdkafka's defaults of the timeouts the delivery bounds come from.
-_MESSAGE_TIMEOUT_MS = 300_000
-_MAX_POLL_INTERVAL_MS = 300_000
-#: The share of max.poll.interval.ms the loop may spend waiting for the target (for
-#: room in the producer's queue, or for a flush before partitions are given up):
-#: the rest is margin for the batch around it and the rebalance that may follow.
-_POLL_SHARE = 0.4
-#: A flush before partitions are given up (or the producer is made anew) waits at
-#: most this long, however long the poll interval.
-_FLUSH_MAX_S = 60.0
 #: How long a failed target producer's last delivery reports are served for.
 _SPENT_REPORTS_S = 5.0
 
@@ -67,55 +56,6 @@ _SPENT_REPORTS_S = 5.0
 # partition by position (its documented order), the rest by keyword. Its
 # implementation's keyword list puts a `callback` alias before `on_delivery`, so passing
 # timestamp and headers by position would depend on that undocumented order.
-
-
-@dataclass(frozen=True)
-class DeliveryBounds:
-    """How long the default mode's target producer may hold records, in seconds.
-
-    The producer itself never times a record out (`message.timeout.ms=0`): after a
-    timeout librdkafka's idempotent producer bumps its epoch and goes on, leaving a
-    gap that the gapless guarantee does not cover, and a run's one delivery report
-    would then acknowledge past it. The engine keeps the user's timeout instead."""
-
-    #: The user's `message.timeout.ms` (`delivery.timeout.ms`): a run unacknowledged
-    #: for longer rewinds every partition to the target tail. None: 0, no deadline.
-    deadline: float | None
-    #: The longest wait for the target between two polls of the consumer: below
-    #: `max.poll.interval.ms`, so the worker keeps its partitions while it waits.
-    wait: float
-
-    @classmethod
-    def of(cls, flow: FlowConfig) -> DeliveryBounds:
-        producer, consumer = flow.target.producer, flow.source.consumer
-        timeout_ms = int(
-            producer.get(
-                "message.timeout.ms", producer.get("delivery.timeout.ms", _MESSAGE_TIMEOUT_MS)
-            )
-        )
-        poll_ms = int(consumer.get("max.poll.interval.ms", _MAX_POLL_INTERVAL_MS))
-        deadline = timeout_ms / 1000 if timeout_ms > 0 else None
-        wait = poll_ms / 1000 * _POLL_SHARE
-        return cls(deadline, wait if deadline is None else min(deadline, wait))
-
-
-def target_producer_config(flow: FlowConfig, size_limits: SizeLimits) -> dict[str, object]:
-    """The settings of the flow's target producers for the remote topics' size limits:
-    the user's, then what the guarantees rest on."""
-    message_max_bytes, batch_size = size_limits.producer_limits()
-    # The user's batch.size, capped below the smallest remote topic's limit (a larger
-    # batch would be refused whole); `batch_size` is that cap.
-    wanted = flow.target.producer.get("batch.size")
-    if wanted is not None:
-        batch_size = min(batch_size, int(wanted))
-    return {
-        "linger.ms": 20,
-        "compression.type": "lz4",
-        **flow.target.producer,
-        "enable.idempotence": True,
-        "message.max.bytes": message_max_bytes,
-        "batch.size": batch_size,
-    }
 
 
 def run_end(messages: Sequence[ConsumedRecord], start: int, key: tuple[str, int]) -> int:
@@ -170,13 +110,12 @@ class TargetWriter:
         self._last_poll = last_poll
         #: How long the target may hold records (see DeliveryBounds).
         self.bounds = bounds or DeliveryBounds.of(flow)
-        self._size_limits = SizeLimits()
-        self._held = HeldRecords(flow, topics, partitions, reporter)
+        #: The remote topics' size limits, and the partitions held at an oversized record.
+        self._limits = RecordLimits(flow, topics, partitions, reporter)
         #: Makes the default mode's producer from its settings (a client of
         #: `replicator.kafka.clients`; the unit tests give a fake).
         self._new_producer = make_producer
         self._producer: Producer | None = None
-        self._producer_limits: tuple[int, int] = (0, 0)
         #: A batch the target refused trips the gapless guarantee: the target producer
         #: is failed, or fails as soon as librdkafka raises it (`replace_spent`).
         self._spent = False
@@ -215,7 +154,7 @@ class TargetWriter:
     def start(self, limits: dict[str, int], producer: Producer | None = None) -> None:
         """Make the target producer for the remote topics' `limits` (max.message.bytes
         by remote topic); `producer`: use that one instead (tests, benchmarks)."""
-        self._size_limits.update(limits)
+        self._limits.update(limits)
         self._producer = producer or self._make_producer()
         self._reporter.write_with(self._producer)
         deadline = self.bounds.deadline
@@ -228,28 +167,15 @@ class TargetWriter:
             self.bounds.wait,
         )  # fmt: skip
 
-    def producer_config(self) -> dict[str, object]:
-        return target_producer_config(self.flow, self._size_limits)
-
     def transactional_config(self, transactional_id: str) -> dict[str, object]:
-        return {**self.producer_config(), "transactional.id": transactional_id}
+        return {**self._limits.producer_config(), "transactional.id": transactional_id}
 
     def _make_producer(self) -> Producer:
-        self._producer_limits = self._size_limits.producer_limits()
-        config = self.producer_config()
-        config.pop("delivery.timeout.ms", None)  # librdkafka's alias of message.timeout.ms
-        # A failed batch must stop the partition, never leave a hole behind it; and
-        # no record times out, which would leave one (the engine keeps the user's
-        # timeout as its own deadline: DeliveryBounds).
+        self._limits.made()
+        # Transactional producers get no error_cb: being fenced is fatal for them and
+        # means "partition moved", which the transaction outcome handles.
         return self._new_producer(
-            {
-                **config,
-                "message.timeout.ms": 0,
-                "enable.gapless.guarantee": True,
-                # Transactional producers are left out: being fenced is fatal for them
-                # and means "partition moved", which the transaction outcome handles.
-                "error_cb": self._on_producer_error,
-            }
+            {**self._limits.gapless_config(), "error_cb": self._on_producer_error}
         )
 
     def _on_producer_error(self, error: KafkaError) -> None:
@@ -339,18 +265,13 @@ class TargetWriter:
 
     def record_limit(self, remote: str) -> int:
         """What key, value and headers of one record may add up to on `remote`."""
-        return self._size_limits.record_limit(remote)
+        return self._limits.record_limit(remote)
 
     def update_size_limits(self, limits: dict[str, int]) -> None:
         """New max.message.bytes of remote topics: the partitions' limits follow, and
         so does the target producer, made anew when its limits no longer fit (a topic
         with a larger limit appeared, or one with a smaller limit)."""
-        self._size_limits.update(limits)
-        for tracker in self._partitions.values():
-            tracker.size.limit = self._size_limits.record_limit(tracker.remote)
-        message_max_bytes, batch_size = self._size_limits.producer_limits()
-        have_max, have_batch = self._producer_limits
-        if self._producer is None or (message_max_bytes <= have_max and batch_size >= have_batch):
+        if not self._limits.update(limits) or self._producer is None:
             return
         # The new producer must not overtake the old one's records. If the target does
         # not take them, the partitions rewind and the limits apply at the next sync.
@@ -370,24 +291,24 @@ class TargetWriter:
             "flow %s: target producer recreated for the remote topics' limits "
             "(message.max.bytes=%d, batch.size=%d)",
             self.flow.name,
-            *self._producer_limits,
+            *self._limits.made_for,
         )
 
     def _hold_or_refuse(self, tracker: PartitionTracker, offset: int, size: int) -> None:
         """A record too large for its remote topic: hold the partition for a config
         sync of the topic (after this batch), skip the record or stop at it."""
-        verdict = self._held.verdict(tracker, offset, size)
+        verdict = self._limits.verdict(tracker, offset, size)
         if verdict.action is Oversized.HOLD:
             tracker.next_offset = offset
             self._partitions.pause(tracker)
         elif verdict.action is Oversized.SKIP:
-            self._held.skip(tracker, offset, verdict)
+            self._limits.skip(tracker, offset, verdict)
         else:
             tracker.next_offset = offset
             self._partitions.halt(tracker, verdict.message)
 
     def resync_held(self) -> None:
-        self._held.resync(self.update_size_limits)
+        self._limits.resync(self.update_size_limits)
 
     # -- records in flight ---------------------------------------------------------------
 
@@ -436,7 +357,7 @@ class TargetWriter:
             return True
         if self._draining:
             return False  # rewinding already: what is in flight no longer counts
-        bound = min(_FLUSH_MAX_S, self.bounds.wait)
+        bound = self.bounds.flush
         remaining = self.flush(bound)
         if remaining:
             target = self.flow.target.alias
@@ -460,7 +381,7 @@ class TargetWriter:
         if lost:
             why = f"the assignment was lost with {len(self._producer)} records not acknowledged"
         else:
-            bound = min(_FLUSH_MAX_S, self.bounds.wait)
+            bound = self.bounds.flush
             remaining = self.flush(bound)
             if not remaining:
                 return

@@ -25,8 +25,8 @@ from replicator.config.keys import BY_KEY, CLIENT_RULES, TABLE, accepted_setting
 from replicator.config.policies import load_policy
 from replicator.config.reference import render
 from replicator.engine.offset_syncs import OffsetSyncWriter
+from replicator.engine.replica_producers import target_producer_config
 from replicator.engine.size_limits import SizeLimits
-from replicator.engine.target_writer import target_producer_config
 from replicator.engine.topic_sync import HEADER_HEADROOM_BYTES, why_not_replicated
 
 ROOT = Path(__file__).resolve().parents[3]

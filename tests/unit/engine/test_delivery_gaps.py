@@ -25,9 +25,9 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.engine.partition import PartitionTracker
+from replicator.engine.replica_producers import DeliveryBounds
 from replicator.engine.size_limits import SizeHold
 from replicator.engine.tail import TailReader
-from replicator.engine.target_writer import DeliveryBounds
 from replicator.engine.task import ReplicationTask
 
 from helpers.mock_cluster import MockCluster, mock_cluster

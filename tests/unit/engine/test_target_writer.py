@@ -18,8 +18,9 @@ from confluent_kafka import KafkaError
 
 from replicator.engine.headers import OFFSET_HEADER, decode_offset
 from replicator.engine.partitions import Partitions
+from replicator.engine.replica_producers import DeliveryBounds
 from replicator.engine.size_limits import RECORD_OVERHEAD
-from replicator.engine.target_writer import DeliveryBounds, TargetWriter
+from replicator.engine.target_writer import TargetWriter
 
 from helpers.engine_fakes import (
     FakeConsumer,
