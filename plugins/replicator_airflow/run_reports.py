@@ -23,7 +23,7 @@ def router(store: Callable[[], StateStore]) -> APIRouter:
     @routes.get(f"/runs/{{run_id}}/{REPORT}", response_class=HTMLResponse)
     def audit_report(run_id: str) -> HTMLResponse:
         history = store()
-        run = find_run(history, run_id)
+        run = find_run(history.runs, run_id)
         if run.kind not in PROCEDURES:
             raise HTTPException(
                 404, f"run {run_id} is a {run.kind}: reports are made for {', '.join(PROCEDURES)}"

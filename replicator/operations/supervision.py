@@ -150,7 +150,7 @@ def check(
     report = SupervisionReport()
     restarted_flows: set[str] = set()
     if launcher is not None:
-        report.restarted = _restart_dead(launcher, store, report, restarted_flows)
+        report.restarted = _restart_dead(launcher, store.flows, report, restarted_flows)
     for flow in config.flows:
         state = store.flows.get(flow.name)
         if not runs(state):
@@ -175,7 +175,10 @@ def _wanted_running(store: FlowStateStore, flow: str) -> bool:
 
 
 def _restart_dead(
-    launcher: Launcher, store: StateStore, report: SupervisionReport, restarted_flows: set[str]
+    launcher: Launcher,
+    flow_states: FlowStateStore,
+    report: SupervisionReport,
+    restarted_flows: set[str],
 ) -> list[LaunchResult]:
     """Restart dead workers with at least one flow the store wants running."""
     flows_of: dict[str, list[str]] = {}
@@ -195,7 +198,7 @@ def _restart_dead(
             )
             return False
         flows_of[worker.name] = flows
-        return any(_wanted_running(store.flows, flow) for flow in flows)
+        return any(_wanted_running(flow_states, flow) for flow in flows)
 
     restarted = launcher.restart_dead(wanted)
     for result in restarted:

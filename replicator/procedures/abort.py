@@ -55,7 +55,8 @@ from replicator.procedures.steps import (
     seconds_between,
 )
 from replicator.statestore import LeaseHeld, RunRecord, StateStore, fencing
-from replicator.statestore.flow_states import STOPPED
+from replicator.statestore.flow_states import STOPPED, FlowStateStore
+from replicator.statestore.leases import LeaseStore
 from replicator.statestore.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def abort(
             "ran; `replicator history` lists the runs and their procedure ids"
         )
     owner = f"abort of {procedure_id}"
-    hold = _hold_runs(store, procedure_id, owner)
+    hold = _hold_runs(store.leases, procedure_id, owner)
     try:
         # Its undoing is made under the run's lease too: an abort cut off past it
         # changes nothing behind a step or abort that took the run since.
@@ -106,14 +107,14 @@ def abort(
         store.leases.release(owner)
 
 
-def _hold_runs(store: StateStore, procedure_id: str, owner: str) -> Hold:
+def _hold_runs(leases: LeaseStore, procedure_id: str, owner: str) -> Hold:
     """Take the lease a running step holds on the run (and, for a half of a full
     drill, on the drill), so no step runs while the abort does; refuse, naming the
     step, while one runs. Taking it gives it a new fencing token: a step paused past
     its lease that comes back changes nothing (`replicator.statestore.fencing`)."""
     resources = [running_lease(run) for run in _lease_owners(procedure_id)]
     try:
-        return Hold.take(store.leases, resources, owner, RUNNING_LEASE_TTL_S)
+        return Hold.take(leases, resources, owner, RUNNING_LEASE_TTL_S)
     except LeaseHeld as exc:
         holder = exc.holder
         raise ReplicatorError(
@@ -135,7 +136,7 @@ def _abort(store: StateStore, procedure_id: str, outcome: Ending, reason: str) -
     ending = cast(str, run.outcome) if ended_before else outcome
     fenced_at = fence_started_at(store.runs, procedure_id)
     unfenced = _unfence(store, run, procedure_id) if fenced_at is not None else {}
-    restarted = _restart_flows(store, procedure_id)
+    restarted = _restart_flows(store.flows, procedure_id)
     now = datetime.now(UTC)
     report = AbortReport(
         procedure_id=procedure_id,
@@ -225,13 +226,13 @@ def _unfence(store: StateStore, run: RunRecord, procedure_id: str) -> dict[str, 
     return {app.name: store.applications.unfence(app.name).epoch for app in fenced}
 
 
-def _restart_flows(store: StateStore, procedure_id: str) -> list[str]:
+def _restart_flows(flow_states: FlowStateStore, procedure_id: str) -> list[str]:
     """Set running every flow that `procedure_id` stopped (and nobody changed since)."""
     stopped = [
         flow.flow
-        for flow in store.flows.all()
+        for flow in flow_states.all()
         if flow.state == STOPPED and flow.detail.get("by") == procedure_id
     ]
     for flow in stopped:
-        start_flow(store.flows, flow, f"abort of {procedure_id}")
+        start_flow(flow_states, flow, f"abort of {procedure_id}")
     return stopped

@@ -279,7 +279,7 @@ class Failback(Procedure):
         return {"would_wait_for_records": sum(p.behind for p in behind)}
 
     def _stop_reverse(self) -> StepReport:
-        return stop_flow(self.store, self.reverse, self.procedure_id, self.timeout_s)
+        return stop_flow(self.store.flows, self.reverse, self.procedure_id, self.timeout_s)
 
     def _preview_stop_reverse(self) -> StepReport:
         return preview_stop_flow(self.reverse)
@@ -379,10 +379,10 @@ class Failback(Procedure):
         )
 
     def _revoke_write(self) -> StepReport:
-        return write_grants.revoke(self.store, self.flow, self.applications)
+        return write_grants.revoke(self.store.runs, self.flow, self.applications)
 
     def _preview_revoke_write(self) -> StepReport:
-        return write_grants.preview_revoke(self.store, self.flow, self.applications)
+        return write_grants.preview_revoke(self.store.runs, self.flow, self.applications)
 
     def _resume_forward(self) -> StepReport:
         return start_flow(self.store.flows, self.flow.name, self.procedure_id)

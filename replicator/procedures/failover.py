@@ -293,7 +293,7 @@ class Failover(Procedure):
     def _stop_flow(self) -> StepReport:
         planned = self.failover_mode == "planned"
         timeout = self.timeout_s if planned else min(self.timeout_s, 15.0)
-        return stop_flow(self.store, self.flow, self.procedure_id, timeout, required=planned)
+        return stop_flow(self.store.flows, self.flow, self.procedure_id, timeout, required=planned)
 
     def _preview_stop_flow(self) -> StepReport:
         return preview_stop_flow(self.flow)

@@ -15,7 +15,6 @@ from typing import Any
 from replicator.config.model import FlowConfig
 from replicator.engine.status import NoStatus, live_workers, read_status
 from replicator.errors import ReplicatorError
-from replicator.statestore import StateStore
 from replicator.statestore.flow_states import PAUSED, RUNNING, STOPPED, FlowStateStore
 
 #: How often a stop looks at the flow's workers: the wait is part of a cutover's
@@ -24,7 +23,12 @@ _POLL_S = 0.2
 
 
 def stop_flow(
-    store: StateStore, flow: FlowConfig, by: str, timeout_s: float, *, required: bool = True
+    flow_states: FlowStateStore,
+    flow: FlowConfig,
+    by: str,
+    timeout_s: float,
+    *,
+    required: bool = True,
 ) -> dict[str, Any]:
     """Set `flow` to "stopped" and wait until none of its workers runs (none
     running at all is fine). With `required` False (the source is gone, workers
@@ -41,7 +45,7 @@ def stop_flow(
             f"cannot confirm that flow {flow.name} stops, so it was not changed: after "
             f"{timeout_s:g}s, {unconfirmed}"
         )
-    store.flows.set(flow.name, STOPPED, _stopped_detail(store.flows, flow.name, by))
+    flow_states.set(flow.name, STOPPED, _stopped_detail(flow_states, flow.name, by))
     if unconfirmed:
         return {
             "flow": flow.name,

@@ -107,7 +107,7 @@ class OffsetReset(Procedure):
         }
 
     def _stop_flow(self) -> StepReport:
-        return stop_flow(self.store, self.flow, self.procedure_id, self.timeout_s)
+        return stop_flow(self.store.flows, self.flow, self.procedure_id, self.timeout_s)
 
     def _preview_stop_flow(self) -> StepReport:
         return preview_stop_flow(self.flow)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from replicator.statestore import ROUTE_LEASE_S, StateStore
+from replicator.statestore import ROUTE_LEASE_S
 from replicator.statestore.applications import ApplicationStore
 
 #: How often `cutover_phases` looks for the first client resumed while it waits.
@@ -65,7 +65,7 @@ _ENDS: dict[str, tuple[str, ...]] = {
 
 
 def cutover_phases(
-    store: StateStore,
+    applications_store: ApplicationStore,
     steps: Iterable[StepTime],
     started: datetime,
     applications: Iterable[str],
@@ -79,13 +79,13 @@ def cutover_phases(
     their route lease, wait up to this long for the first (a run that ends right after
     its switch ends before its clients look at the store again)."""
     names = list(applications)
-    resumed = _first_resumed(store.applications, names, to_cluster)
+    resumed = _first_resumed(applications_store, names, to_cluster)
     deadline = time.monotonic() + wait_s
     while (
-        resumed is None and time.monotonic() < deadline and _clients_live(store.applications, names)
+        resumed is None and time.monotonic() < deadline and _clients_live(applications_store, names)
     ):
         time.sleep(_RESUME_POLL_S)
-        resumed = _first_resumed(store.applications, names, to_cluster)
+        resumed = _first_resumed(applications_store, names, to_cluster)
     by_name = {step.name: step for step in steps}
     fence = by_name.get("fence")
     zero = fence.last_started_at if fence is not None and fence.last_started_at else started

@@ -517,7 +517,7 @@ class Procedure(ABC):
         to_cluster = self.switches_to()
         if to_cluster is not None:
             details["phases"] = phases.cutover_phases(
-                self.store,
+                self.store.applications,
                 step_times(self.store.runs, self.procedure_id),
                 started,
                 self.applications,

@@ -24,7 +24,6 @@ from replicator.acls import bindings
 from replicator.acls.bindings import Binding
 from replicator.acls.grants import write_bindings
 from replicator.config.model import FlowConfig, ReplicatorConfig
-from replicator.statestore import StateStore
 from replicator.statestore.runs import RunStore
 
 GRANT_STEP, REVOKE_STEP = "grant_write", "revoke_write"
@@ -102,10 +101,10 @@ def failover_grants(
     return found
 
 
-def revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
+def revoke(runs: RunStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
     """Delete, on `flow`'s target, what the failover that moved `applications` granted;
     the report names that failover and what was deleted (a retry finds them gone)."""
-    grants = failover_grants(store.runs, flow, applications)
+    grants = failover_grants(runs, flow, applications)
     wanted = sorted({b for _, acls in grants.values() for b in acls})
     deleted = bindings.delete(flow.target, wanted)
     return {
@@ -116,8 +115,8 @@ def revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict
     }
 
 
-def preview_revoke(store: StateStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
-    grants = failover_grants(store.runs, flow, applications)
+def preview_revoke(runs: RunStore, flow: FlowConfig, applications: list[str]) -> dict[str, Any]:
+    grants = failover_grants(runs, flow, applications)
     return {
         "cluster": flow.target.alias,
         "failovers": {app: procedure_id for app, (procedure_id, _) in grants.items()},

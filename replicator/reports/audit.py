@@ -72,16 +72,16 @@ class RunReport:
         return f"{self.run.kind.capitalize()}{mode} of {self.run.flow}"
 
 
-def find_run(store: StateStore, run_or_procedure_id: str) -> RunRecord:
+def find_run(runs: RunStore, run_or_procedure_id: str) -> RunRecord:
     """The history run with this id, or the run of this procedure id (the Airflow
     form `<dag id>/<dag run id>` included). NotFoundError names both tries."""
     try:
-        return store.runs.get(run_or_procedure_id)
+        return runs.get(run_or_procedure_id)
     except NotFoundError:
-        run = history_run(store.runs, run_or_procedure_id)
+        run = history_run(runs, run_or_procedure_id)
         if run is None:
             raise NotFoundError(
-                f"no run and no procedure {run_or_procedure_id!r} in the state store {store}; "
+                f"no run and no procedure {run_or_procedure_id!r} in the state store {runs}; "
                 "`replicator history` lists the runs with their ids"
             ) from None
         return run
@@ -90,7 +90,7 @@ def find_run(store: StateStore, run_or_procedure_id: str) -> RunRecord:
 def build_report(store: StateStore, run_or_procedure_id: str) -> RunReport:
     """The report of one failover, failback or drill; ReplicatorError for another
     kind of run (a verification's report is its Data Docs)."""
-    run = find_run(store, run_or_procedure_id)
+    run = find_run(store.runs, run_or_procedure_id)
     if run.kind not in PROCEDURES:
         raise ReplicatorError(
             f"run {run.run_id} is a {run.kind}; reports are made for "
@@ -116,7 +116,7 @@ def _procedure_report(store: StateStore, run: RunRecord) -> RunReport:
         subjects=named or _found_groups(store.runs, procedure_id),
         checks=sorted(checks, key=_check_order),
         check_counts=check.result.get("counts", {}) if checks and check else {},
-        halves=[_procedure_report(store, half) for half in _halves(store, run, procedure_id)],
+        halves=[_procedure_report(store, half) for half in _halves(store.runs, run, procedure_id)],
     )
 
 
@@ -136,11 +136,11 @@ def _check_order(check: dict[str, Any]) -> tuple[str, str, int]:
     )
 
 
-def _halves(store: StateStore, run: RunRecord, procedure_id: str) -> list[RunRecord]:
+def _halves(runs: RunStore, run: RunRecord, procedure_id: str) -> list[RunRecord]:
     """A full drill's failover and failback runs (run under `<drill id>.<half>`)."""
     if run.kind != "drill" or run.mode != "full":
         return []
-    found = [history_run(store.runs, f"{procedure_id}.{half}") for half in ("failover", "failback")]
+    found = [history_run(runs, f"{procedure_id}.{half}") for half in ("failover", "failback")]
     return [half for half in found if half is not None]
 
 

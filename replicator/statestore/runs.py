@@ -39,6 +39,10 @@ class RunStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    def __str__(self) -> str:
+        """The state store it is a part of (its URL without a password)."""
+        return str(self._db)
+
     # --- runs ---------------------------------------------------------------------
 
     def start(

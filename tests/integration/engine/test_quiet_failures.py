@@ -113,13 +113,13 @@ def test_stop_flow_refuses_to_report_a_stop_it_cannot_see(
     flow = _flow(_config_file(tmp_path, primary, bare))
 
     with pytest.raises(ReplicatorError) as error:
-        stop_flow(store, flow, "test", timeout_s=1)
+        stop_flow(store.flows, flow, "test", timeout_s=1)
     assert f"cannot confirm that flow {flow.name} stops, so it was not changed" in str(error.value)
     assert "no replicator has run for flow primary->dr there" in str(error.value)
     assert store.flows.get(flow.name) is None
 
     # With the source gone (required=False) the flow is set to stopped, flagged unconfirmed.
-    report = stop_flow(store, flow, "test", timeout_s=1, required=False)
+    report = stop_flow(store.flows, flow, "test", timeout_s=1, required=False)
     assert "does not exist on cluster 'dr'" in report["unconfirmed"]
     assert store.flows.get(flow.name).state == "stopped"
 

@@ -98,7 +98,7 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
             again = pause_flow(store, flow, "bob", "me too", timeout_s=60)
             assert again["already"] and again["by"] == operator
             # A procedure that stops and starts the flow (an offset reset) leaves it paused.
-            stop_flow(store, flow, "offset-reset-1", timeout_s=60)
+            stop_flow(store.flows, flow, "offset-reset-1", timeout_s=60)
             assert start_flow(store.flows, flow.name, "offset-reset-1")["state"] == "paused"
             assert store.flows.get(flow.name).detail["by"] == operator
             # An operator and a procedure never interleave: its lease is named.
@@ -119,7 +119,7 @@ def test_a_paused_flow_stops_copying_shows_paused_raises_no_alarm_and_resumes_ex
         )
         assert source_offsets_on_target(dr, remote, 0) == list(range(_RECORDS))
         # A flow a procedure stopped is the procedure's to start: neither verb applies.
-        stop_flow(store, flow, "failover-8", timeout_s=60)
+        stop_flow(store.flows, flow, "failover-8", timeout_s=60)
         with pytest.raises(ReplicatorError, match="stopped by failover-8, not paused"):
             resume_flow(store, flow, "alice")
         with pytest.raises(ReplicatorError, match="nothing to pause"):

@@ -39,7 +39,7 @@ def test_each_phase_is_its_steps_end_after_the_fence(store: StateStore) -> None:
         _step("commit_offsets", 2.2, 2.5),
         _step("switch", 2.5, 2.55),
     ]
-    phases = cutover_phases(store, steps, _T0 - timedelta(seconds=5), ["orders"], "dr")
+    phases = cutover_phases(store.applications, steps, _T0 - timedelta(seconds=5), ["orders"], "dr")
     assert phases == {
         "fence_issued": 0.0,
         "clients_fenced": 0.6,
@@ -64,7 +64,7 @@ def test_a_failback_drains_and_stops_its_reverse_flow_and_a_failed_step_is_no_ph
         _step("stop_reverse", 0.9, 1.2),
         _step("commit_offsets", 1.2, 1.5, state="failed"),
     ]
-    phases = cutover_phases(store, steps, _T0, ["orders"], "primary")
+    phases = cutover_phases(store.applications, steps, _T0, ["orders"], "primary")
     assert (phases["drained"], phases["flow_stopped"]) == (0.9, 1.2)
     assert phases["groups_translated"] is None and phases["switch_written"] is None
 
@@ -90,7 +90,7 @@ def test_the_first_client_resumed_is_the_first_running_report_at_the_switchs_epo
     assert again.last_seen > resumed.last_seen
 
     steps = [_Step("fence", "done", fence_at, fence_at)]
-    phases = cutover_phases(store, steps, fence_at, ["orders"], "dr")
+    phases = cutover_phases(store.applications, steps, fence_at, ["orders"], "dr")
     first = phases["first_client_resumed"]
     assert first is not None
     assert abs(first - (resumed.since - fence_at).total_seconds()) < 0.002
