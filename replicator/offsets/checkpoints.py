@@ -21,6 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -305,8 +306,11 @@ class Checkpointer(Checkpointing):
     One checkpointer lives as long as the loop that uses it: what it learnt (offset
     pairs, exact translations, the stored checkpoints, when each group was last
     done) makes the next round cost what changed (`BatchTranslator`). A round goes
-    through the groups in chunks, checkpointed longest ago first, and writes each
-    chunk's checkpoints (and syncs its groups) before translating the next.
+    through the groups in chunks, checkpointed longest ago first, and queues each
+    chunk's checkpoints before translating the next; a chunk's groups are synced on
+    the target (`sync.group.offsets.enabled`) in a thread of their own meanwhile, the
+    next chunk read from the source as the target commits, and the round ends when
+    every checkpoint is acknowledged and every sync done.
     """
 
     def __init__(self, flow: FlowConfig) -> None:
@@ -330,10 +334,17 @@ class Checkpointer(Checkpointing):
         self._group_sync = (
             GroupOffsetSync(GroupAdmin(flow.target)) if flow.sync_group_offsets_enabled else None
         )
+        #: The thread that syncs a chunk's groups on the target while the next chunk's
+        #: are read from the source and translated (`_emit_chunk`), and its jobs of
+        #: this round: a round waits for them before it ends.
+        self._sync_behind: ThreadPoolExecutor | None = None
+        self._syncing: list[Future[None]] = []
         #: The groups `warm_up` asks the target about (listed once).
         self._warm_groups: list[str] | None = None
 
     def close(self) -> None:
+        if self._sync_behind is not None:
+            self._sync_behind.shutdown(wait=True)  # a failed round's syncs still running
         super().close()
         self._batch.close()
         self._source_reader.close()
@@ -404,6 +415,22 @@ class Checkpointer(Checkpointing):
         round). A group that committed meanwhile is read by the next full round; its
         checkpoint is then behind by at most an interval, as with any round."""
         report = CheckpointReport(self.flow.name)
+        try:
+            self._emit_round(report, groups, chunk, partitions, positions_max_age_s)
+        finally:
+            self._synced_behind()
+        self._settle(report)
+        return report
+
+    def _emit_round(
+        self,
+        report: CheckpointReport,
+        groups: list[str] | None,
+        chunk: int | None,
+        partitions: Collection[tuple[str, int]] | None,
+        positions_max_age_s: float,
+    ) -> None:
+        """The round of `emit`, its checkpoints queued and its group syncs started."""
         self._batch.begin_round()
         wanted = self.groups() if groups is None else list(groups)
         wanted.sort(key=lambda g: self._done_at.get(g, 0.0))  # longest ago first
@@ -412,7 +439,7 @@ class Checkpointer(Checkpointing):
         partitions = every if share is None else [p for p in every if p in share]
         report.partitions = len(partitions)
         if not partitions:
-            return report
+            return
         if self._batch.check_targets(partitions):  # a target partition went back
             self._settled.clear()
         waiting = self._batch.not_started(partitions)
@@ -420,7 +447,7 @@ class Checkpointer(Checkpointing):
             report.not_started = len(waiting)
             partitions = [p for p in partitions if p not in waiting]
             if not partitions:
-                return report
+                return
         if self._group_sync is not None:
             try:
                 self._group_sync.prepare(wanted)
@@ -451,8 +478,13 @@ class Checkpointer(Checkpointing):
             # positions took, and the next round (8 s, every group read again) synced
             # them 13 s after the copy's end.
             self._emit_reached(wanted, waiting, report, chunk)
-        self._settle(report)
-        return report
+
+    def _synced_behind(self) -> None:
+        """Wait for the group syncs this round started (each catches what the target
+        refuses: an error here is a bug, and ends the round)."""
+        syncing, self._syncing = self._syncing, []
+        for job in wait(syncing).done:
+            job.result()
 
     def _emit_reached(
         self,
@@ -510,8 +542,17 @@ class Checkpointer(Checkpointing):
             elif not part:
                 self._settled[group] = committed[group]
         if self._group_sync is not None:
-            self._sync_groups(
-                self._group_sync, checkpoints, {g: committed[g] for g in settled}, report
+            # Synced on the target while the next chunk is read from the source.
+            if self._sync_behind is None:
+                self._sync_behind = ThreadPoolExecutor(1, thread_name_prefix="group-sync")
+            self._syncing.append(
+                self._sync_behind.submit(
+                    self._sync_groups,
+                    self._group_sync,
+                    checkpoints,
+                    {g: committed[g] for g in settled},
+                    report,
+                )
             )
         done = time.monotonic()
         for group in groups:

@@ -115,17 +115,17 @@ def test_a_round_that_held_positions_is_followed_by_the_next_within_seconds(
     assert len(loop._rounds.published) == 3
 
 
-def test_a_round_the_copy_has_reached_in_part_is_followed_by_the_next_within_seconds(
+def test_a_round_the_copy_has_not_reached_everywhere_is_followed_by_the_next_within_seconds(
     loop: CheckpointLoop,
 ) -> None:
-    """Remote partitions being created: while the copy has reached none of them, the
-    rounds keep their interval (they read nothing of them, and the target is busy);
-    once it reached some, the next round comes soon for the rest."""
+    """Remote partitions being created: while the copy has not reached all of them
+    (none, or some), the next round comes soon for the rest (it reads only their
+    bounds); once it reached every one, the interval again."""
     flow = loop._flows[0]
     checkpointer = loop._checkpointer(flow)
     checkpointer.not_started = 10  # all of them
     loop.round(flow)
-    assert loop.next_round_in(flow) == 60.0
+    assert loop.next_round_in(flow) == HELD_RECHECK_S
     checkpointer.not_started = 4
     loop.round(flow)
     assert loop.next_round_in(flow) == HELD_RECHECK_S
