@@ -155,7 +155,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             "(nothing read), %d left for the next round (the "
             "group moved on); positions answered from earlier rounds %d, from what this "
             "process wrote %d, by a read %d, by bisection %d; groups synced: %s; active "
-            "groups left alone: %s",
+            "groups left alone: %s; seconds spent: %s",
             flow.name,
             report.groups_done,
             report.partitions,
@@ -171,6 +171,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             answered["bisect"],
             _first(report.synced_groups) or "none",
             ", ".join(report.active_groups[:_SHOWN]) or "none",
+            ", ".join(f"{phase} {s:.1f}" for phase, s in report.seconds.items()) or "none",
         )
         if report.group_sync_errors:
             metrics.ERRORS.labels(flow.name, "group_sync").inc()

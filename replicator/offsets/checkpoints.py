@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -110,6 +111,22 @@ class CheckpointReport:
     not_started: int = 0
     #: How the round's positions were translated (`BatchTranslator.answered`).
     translations: Counter[str] = field(default_factory=Counter)
+    #: Where the round's time went, in seconds: `bounds` (the partitions' bounds on
+    #: both clusters), `read` (the groups' committed positions), `translate`, `write`
+    #: (queueing checkpoints, and the wait for their acknowledgement), `sync` (the
+    #: group syncs, in a thread of their own beside the rest) and `sync_wait` (the
+    #: round's wait for them at its end).
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Count the time of the `with` block to `phase` (`seconds`)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            took = time.monotonic() - started
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + took
 
 
 def read_checkpoints(cluster: ClusterConfig, topic: str) -> dict[CheckpointKey, Checkpoint]:
@@ -418,8 +435,10 @@ class Checkpointer(Checkpointing):
         try:
             self._emit_round(report, groups, chunk, partitions, positions_max_age_s)
         finally:
-            self._synced_behind()
-        self._settle(report)
+            with report.timed("sync_wait"):
+                self._synced_behind()
+        with report.timed("write"):
+            self._settle(report)
         return report
 
     def _emit_round(
@@ -440,9 +459,10 @@ class Checkpointer(Checkpointing):
         report.partitions = len(partitions)
         if not partitions:
             return
-        if self._batch.check_targets(partitions):  # a target partition went back
-            self._settled.clear()
-        waiting = self._batch.not_started(partitions)
+        with report.timed("bounds"):
+            if self._batch.check_targets(partitions):  # a target partition went back
+                self._settled.clear()
+            waiting = self._batch.not_started(partitions)
         if waiting:
             report.not_started = len(waiting)
             partitions = [p for p in partitions if p not in waiting]
@@ -498,7 +518,8 @@ class Checkpointer(Checkpointing):
         partitions lasts long enough for the copy to reach its last partitions (at
         5,000 partitions and 50 groups the next round came 4 s later and took 12 s).
         Returns those still not reached."""
-        reached, went_back = self._batch.reached(waiting)
+        with report.timed("bounds"):
+            reached, went_back = self._batch.reached(waiting)
         if went_back:
             self._settled.clear()
         if not reached:
@@ -525,7 +546,8 @@ class Checkpointer(Checkpointing):
         """Translate and write the checkpoints of `groups` on `partitions`. `again`:
         a second look in the same round (the groups are counted once); `part`: a part
         of the round's partitions only (what is settled stays the round's own)."""
-        committed = self._committed(groups, partitions, max_age_s)
+        with report.timed("read"):
+            committed = self._committed(groups, partitions, max_age_s)
         # The same partitions are asked in the same order every round, so a group that
         # committed nothing new answers an equal list (compared as tuples, in C).
         settled = {group for group in groups if self._settled.get(group) == committed[group]}
@@ -533,9 +555,11 @@ class Checkpointer(Checkpointing):
             report.unchanged += len(committed[group])
             report.translations["cache"] += len(committed[group])
         fresh = {g: found for g, found in committed.items() if g not in settled}
-        exact, unsettled = self._exact_checkpoints(fresh, report)
-        checkpoints = self._not_stale(exact, report, unsettled)
-        self._queue(checkpoints, report)
+        with report.timed("translate"):
+            exact, unsettled = self._exact_checkpoints(fresh, report)
+            checkpoints = self._not_stale(exact, report, unsettled)
+        with report.timed("write"):
+            self._queue(checkpoints, report)
         for group in fresh:
             if group in unsettled:
                 self._settled.pop(group, None)
@@ -622,7 +646,8 @@ class Checkpointer(Checkpointing):
             if not group_sync.unchanged(group):
                 checkpoints = [*checkpoints, *self._stored_of(group, positions)]
         try:
-            synced, active = group_sync.sync(checkpoints)
+            with report.timed("sync"):
+                synced, active = group_sync.sync(checkpoints)
         except (ReplicatorError, KafkaException) as exc:
             # The checkpoints stand (an unplanned failover resumes from them); the
             # groups not synced stay due and the next round syncs them. A target just
