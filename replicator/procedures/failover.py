@@ -157,7 +157,9 @@ class Failover(Procedure):
         source records that never reached the target."""
         step = "drain" if self.failover_mode == "planned" else "unreplicated"
         report = self.reported(step)
-        return None if report is None else int(report["records"])
+        if report is None or report["records"] is None:
+            return None  # not reported, or not known (no status to compare with)
+        return int(report["records"])
 
     # -- checks ----------------------------------------------------------------------
 
@@ -286,6 +288,18 @@ class Failover(Procedure):
             }
             for p in seen
         ]
+        if not seen:
+            # Nothing to compare with: the report must not read as "nothing lost".
+            return {
+                "records": None,
+                "partitions": [],
+                "unknown": (
+                    f"the status topic on {self.target.alias!r} holds no partition status of "
+                    f"flow {self.flow.name} (no replicator of the flow reported there yet, or "
+                    "its status was deleted): what the source held beyond the copy is not "
+                    "known; compare the remote topics with the source once it is back"
+                ),
+            }
         return {"records": sum(p.behind for p in seen), "partitions": partitions}
 
     # -- both modes ------------------------------------------------------------------------
