@@ -20,9 +20,13 @@ its own; MM2 in dedicated mode), and the benchmark polls the target for:
 
     .venv/bin/python bench/estate_scale.py --topics 250 --partitions 4 --groups 20
 
-Results go to bench/results/estate_scale-<UTC>.json (kept out of git) and a table on
-stdout. Goal: every group synced in at most half of MM2's time, with at most half its
-CPU.
+With `--repeats N` each system is measured N times, the order turned round each time
+and its target wiped before each run; the table shows each figure's median and a line
+per figure gives ours / MM2 run by run (MM2's own time to synced varies by half between
+runs on this machine: one pair of runs is no ratio).
+
+Results go to bench/results/estate_scale-<UTC>.json (every run) and a table on stdout.
+Goal: every group synced in at most half of MM2's time, with at most half its CPU.
 """
 
 from __future__ import annotations
@@ -474,6 +478,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(its figure is then the time of the last growth, and the count stays short)",
     )
     parser.add_argument("--systems", default="MM2,ours", help="which, in order")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="measure every system this many times, the order turned round each time and "
+        "every target wiped before its system starts; the table shows each figure's median "
+        "(MM2's own time varies by half between runs on one machine)",
+    )
     return parser.parse_args(argv)
 
 
@@ -495,8 +507,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             [TopicPartition(t, p, half) for t in topics for p in range(args.partitions)],
         )
         total = len(topics) * args.partitions * args.records
-        for system in args.systems.split(","):
+        for system in run_order(args.systems.split(","), args.repeats):
             target = TARGETS[system]
+            if any(r.system == system for r in results):  # measured before: a fresh target
+                stack.down([target.name], wipe=True)
+                stack.up(timeout=180, keep_running=True)
             remotes = [(f"{SOURCE.name}.{t}", p) for t in topics for p in range(args.partitions)]
             properties = mm2_properties(target.name, f"{GROUP_PREFIX}.*", args.interval)
             workdir = DATA_DIR / "runs" / system
@@ -517,11 +532,73 @@ def main(argv: Sequence[str] | None = None) -> int:
         "records_per_partition": args.records,
         "checkpoint_interval_s": args.interval,
         "broker_heap": BROKER_HEAP,
+        "repeats": args.repeats,
     }
     path = write_report("estate_scale", started_utc, machine, setup, [asdict(r) for r in results])
-    print(table(results))
+    print(table(medians(results)))
+    if args.repeats > 1:
+        print(ratios(results))
     print(f"results: {path}")
     return 0
+
+
+def run_order(systems: Sequence[str], repeats: int) -> list[str]:
+    """Each system `repeats` times, the order turned round every time (MM2, ours, ours,
+    MM2, ...): neither system always runs on brokers the other has just left."""
+    order: list[str] = []
+    for repeat in range(repeats):
+        order.extend(systems if repeat % 2 == 0 else reversed(systems))
+    return order
+
+
+#: The figures whose median the table shows over the repeats.
+_MEDIAN_FIELDS = (
+    "first_record_every_partition_s",
+    "every_record_s",
+    "every_group_synced_s",
+    "cpu_s_to_synced",
+    "idle_cpu_share",
+    "peak_rss_mib",
+)
+
+
+def medians(results: Sequence[Result]) -> list[Result]:
+    """One result per system: each figure of `_MEDIAN_FIELDS` the median of its runs,
+    the rest (counts, commands) those of its median run by time to every group synced
+    (a single run is its own median)."""
+    merged = []
+    for system in dict.fromkeys(r.system for r in results):
+        runs = [r for r in results if r.system == system]
+        by_synced = sorted(runs, key=lambda r: _or_inf(r.every_group_synced_s))
+        middle = by_synced[(len(by_synced) - 1) // 2]
+        figures = {}
+        for field in _MEDIAN_FIELDS:
+            values = [getattr(r, field) for r in runs if getattr(r, field) is not None]
+            figures[field] = round(statistics.median(values), 3) if values else None
+        merged.append(replace(middle, **figures))
+    return merged
+
+
+def ratios(results: Sequence[Result]) -> str:
+    """Ours over MM2 for each pair of runs (the n-th run of each), and of the medians."""
+    ours = [r for r in results if r.system == "ours"]
+    mm2 = [r for r in results if r.system == "MM2"]
+    lines = []
+    for field in ("every_group_synced_s", "cpu_s_to_synced", "every_record_s"):
+        pairs = [
+            _ratio(getattr(o, field), getattr(m, field)) for o, m in zip(ours, mm2, strict=False)
+        ]
+        shown = ", ".join("-" if r is None else f"{r:.2f}" for r in pairs)
+        lines.append(f"ours / MM2, {field}: runs {shown}")
+    return "\n".join(lines)
+
+
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    return None if ours is None or not theirs else ours / theirs
+
+
+def _or_inf(value: float | None) -> float:
+    return float("inf") if value is None else value
 
 
 def table(results: Sequence[Result]) -> str:

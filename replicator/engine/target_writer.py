@@ -155,7 +155,8 @@ class TargetWriter:
         """Make the target producer for the remote topics' `limits` (max.message.bytes
         by remote topic); `producer`: use that one instead (tests, benchmarks)."""
         self._limits.update(limits)
-        self._producer = producer or self._make_producer()
+        # `is None`: a producer with nothing queued is falsy (its `len` is 0).
+        self._producer = producer if producer is not None else self._make_producer()
         self._reporter.write_with(self._producer)
         deadline = self.bounds.deadline
         log.info(

@@ -165,18 +165,28 @@ ABSENT = frozenset(
 )
 
 
+#: Partitions asked for in one ListOffsets call of `partition_bounds`. librdkafka
+#: matches each partition of an answer to its request by a search through the request
+#: (n * n / 2 comparisons), and one call of 5,000 partitions cost 0.46 CPU-s for both
+#: bounds; in calls of 500, all sent before any answer is read, 0.22 CPU-s and no
+#: longer to wait (a checkpoint round reads an estate's bounds several times).
+BOUNDS_PER_REQUEST = 500
+
+
 def partition_bounds(
     cluster: ClusterConfig, partitions: list[Key], admin: AdminClient | None = None
 ) -> dict[Key, tuple[int, int]]:
-    """(log start, high watermark) of each partition that exists, two requests per
-    broker, sent together; a partition that does not exist (or has no leader yet) is
-    left out. (One
+    """(log start, high watermark) of each partition that exists, in requests of
+    `BOUNDS_PER_REQUEST` partitions, all sent together; a partition that does not exist
+    (or has no leader yet) is left out. (One
     such partition would fail the whole request: librdkafka's "No leaders found", so
     the cluster's metadata is asked first.) A caller that asks often passes its own
     `admin` of `cluster`: a new client each time costs the cluster a connection and a
     metadata request of its own (at 1,000 partitions, read every half second while
-    the target creates its partitions, that load slowed their creation)."""
-    admin = admin or admin_for(cluster)
+    the target creates its partitions, that load slowed their creation). Tested with
+    `is None`: a client with no request in flight is falsy (its `len` is 0), and a
+    round that passed its own made a new one every call."""
+    admin = admin if admin is not None else admin_for(cluster)
     try:
         topics = admin.list_topics(timeout=READ_TIMEOUT_S).topics
     except KafkaException as exc:
@@ -195,13 +205,14 @@ def partition_bounds(
     found: dict[Key, list[int | None]] = {}
     if not partitions:
         return {}
-    asked = [
-        admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=READ_TIMEOUT_S
-        )
-        for spec in (OffsetSpec.earliest(), OffsetSpec.latest())
-    ]
-    for slot, futures in enumerate(asked):
+    specs = (OffsetSpec.earliest(), OffsetSpec.latest())
+    asked = []
+    for at in range(0, len(partitions), BOUNDS_PER_REQUEST):
+        chunk = partitions[at : at + BOUNDS_PER_REQUEST]
+        for slot, spec in enumerate(specs):
+            wanted = {TopicPartition(t, p): spec for t, p in chunk}
+            asked.append((slot, admin.list_offsets(wanted, request_timeout=READ_TIMEOUT_S)))
+    for slot, futures in asked:
         for tp, future in futures.items():
             try:
                 offset = future.result(timeout=READ_TIMEOUT_S).offset

@@ -98,6 +98,15 @@ def test_the_producer_is_made_with_what_the_guarantees_rest_on() -> None:
     assert w.reporter.writers == [w.producers[0]]  # status goes through it too
 
 
+def test_a_producer_handed_in_is_the_one_used_even_with_nothing_queued() -> None:
+    w = _Writer()
+    given = FakeProducer({})
+    assert not given  # nothing queued: falsy, as a real producer is
+    w.writer.start({}, producer=given)
+    assert w.reporter.writers[-1] is given
+    assert len(w.producers) == 1  # the one `_Writer` started with; none made for this
+
+
 def test_a_run_is_produced_in_order_and_acknowledged_by_the_report_of_its_last_replica(
     w: _Writer,
 ) -> None:
