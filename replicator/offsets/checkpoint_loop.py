@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from contextlib import suppress
 
@@ -32,10 +33,12 @@ from replicator.offsets.checkpoints import Checkpointer, CheckpointReport
 
 log = logging.getLogger(__name__)
 
-#: A round that held positions back (their records were still being copied) is
-#: followed by the next this soon (or after a quarter of the time it took, if longer:
-#: the loop rests a fifth of the time at least), not a whole interval later: a copy
-#: catching up reaches them any moment.
+#: A round that left positions (their records were still being copied, or the copy had
+#: not reached their partitions) is followed by a round that catches up on them this
+#: soon, not a whole interval later: a copy under way reaches them any moment. The rest
+#: is longer, up to the interval, when that round is expected to take more than four
+#: times as long (the time of the round before, in proportion to the partitions left):
+#: the loop rests a fifth of the time at least, and leaves the copy its share.
 HELD_RECHECK_S = 1.0
 
 #: The first round waits this long at most for the checkpoint group to give this
@@ -66,8 +69,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         self._shares: dict[str, CheckpointShare] = {}
         #: Flows whose target has answered about their groups (`Checkpointer.warm_up`).
         self._warm: set[str] = set()
-        #: Per flow, how long its last round took when it held positions back.
-        self._held_round: dict[str, float] = {}
+        #: Per flow, what its last round left (`CheckpointReport.left`), how long that
+        #: round took, and on how many partitions: the next round catches up on them.
+        self._left: dict[str, tuple[set[tuple[str, int]], float, int]] = {}
+        #: Per flow, when its last full round (every partition of its share) ended:
+        #: catch-up rounds follow it for an interval at most, then a full round again.
+        self._full_ended: dict[str, float] = {}
         #: Each round's outcome, to the status topic (`checkpoint_status`).
         self._rounds = CheckpointRoundPublisher()
 
@@ -95,10 +102,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         return checkpointer
 
     def next_round_in(self, flow: FlowConfig) -> float:
-        held = self._held_round.get(flow.name)
-        if held is None:
+        left = self._left.get(flow.name)
+        if left is None:
             return self.interval(flow)
-        return min(self.interval(flow), max(HELD_RECHECK_S, held / 4))
+        partitions, took, of = left
+        expected = took * len(partitions) / max(1, of)
+        return min(self.interval(flow), max(HELD_RECHECK_S, expected / 4))
 
     def paused(self, flow: FlowConfig) -> None:
         """A stopped flow (paused, or the standby direction after a failover) writes no
@@ -114,16 +123,22 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         return _interval(flow)
 
     def round(self, flow: FlowConfig) -> None:
+        """A full round, or one that catches up on what the round before left (within
+        an interval of the last full round's end: every group's positions on every
+        partition are read at least once an interval and a round)."""
         started = time.monotonic()
-        # A round brought forward by held positions translates them again; the groups'
-        # positions read by the round before are reused (`Checkpointer.emit`).
-        recheck = self._held_round.pop(flow.name, None) is not None
+        left = self._left.pop(flow.name, None)
+        catch_up = left is not None and started - self._full_ended.get(
+            flow.name, -math.inf
+        ) < self.interval(flow)
         try:
             checkpointer = self._checkpointer(flow)
-            report = checkpointer.emit(
-                partitions=self._share_of(flow, checkpointer),
-                positions_max_age_s=self.interval(flow) if recheck else 0.0,
-            )
+            share = self._share_of(flow, checkpointer)
+            if left is not None and catch_up:
+                report = checkpointer.emit(partitions=left[0] & share, catch_up=True)
+            else:
+                report = checkpointer.emit(partitions=share)
+                self._full_ended[flow.name] = time.monotonic()
         except (ReplicatorError, KafkaException) as exc:
             self._drop(flow)
             metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)
@@ -138,18 +153,18 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             return
         took = time.monotonic() - started
         # Positions held, or partitions the copy has not reached: the copy is under way
-        # (their source holds records), so the next round comes soon. A round that
-        # found none reached reads nothing but their bounds; at 5,000 partitions the
-        # last such round ended as the copy did, and the next, an interval later, was
-        # the one that synced every group (5 s of the 14 s from the copy's end).
-        if report.held or report.not_started:
-            self._held_round[flow.name] = took
+        # (their source holds records), so the next round comes soon, for them. A round
+        # that found none reached reads nothing but their bounds; at 5,000 partitions
+        # the last such round ended as the copy did, and the next, an interval later,
+        # was the one that synced every group (5 s of the 14 s from the copy's end).
+        if report.left:
+            self._left[flow.name] = (report.left, took, report.partitions)
         metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
         self._publish_round(flow, report, took)
         answered = report.translations
         log.info(
-            "flow %s: checkpoints of %d groups on %d partitions in %.1f s: %d written, "
+            "flow %s: checkpoints of %d groups on %d partitions%s in %.1f s: %d written, "
             "%d unchanged, %d held "
             "(records before them not replicated yet), %d partitions not copied to yet "
             "(nothing read), %d left for the next round (the "
@@ -159,6 +174,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             flow.name,
             report.groups_done,
             report.partitions,
+            " (those the round before left)" if report.catch_up else "",
             took,
             len(report.emitted),
             report.unchanged,

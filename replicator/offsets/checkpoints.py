@@ -109,6 +109,11 @@ class CheckpointReport:
     #: Of those, partitions left out because nothing is copied to them yet
     #: (`BatchTranslator.not_started`): their positions wait for the copy.
     not_started: int = 0
+    #: The source partitions whose positions this round could not checkpoint yet (held,
+    #: or not reached by the copy): what the next round catches up on (`emit`).
+    left: set[tuple[str, int]] = field(default_factory=set)
+    #: Whether the round caught up on what the round before left, not a full round.
+    catch_up: bool = False
     #: How the round's positions were translated (`BatchTranslator.answered`).
     translations: Counter[str] = field(default_factory=Counter)
     #: Where the round's time went, in seconds: `bounds` (the partitions' bounds on
@@ -342,10 +347,6 @@ class Checkpointer(Checkpointing):
         #: positions that was of: while a group commits nothing new, its round costs
         #: one read of its offsets, nothing per position.
         self._settled: dict[str, list[Committed]] = {}
-        #: Each group's committed positions as last read (monotonic time, positions):
-        #: a round that re-checks held positions soon after reuses them (`emit`).
-        self._read: dict[str, tuple[float, list[Committed]]] = {}
-        self._read_on: list[tuple[str, int]] = []
         #: The flow's replicated topics and their partition counts, as last listed.
         self.topics: dict[str, int] = {}
         self._group_sync = (
@@ -416,24 +417,26 @@ class Checkpointer(Checkpointing):
         groups: list[str] | None = None,
         chunk: int | None = None,
         partitions: Collection[tuple[str, int]] | None = None,
-        positions_max_age_s: float = 0.0,
+        *,
+        catch_up: bool = False,
     ) -> CheckpointReport:
         """One round: translate every group (or `groups`) and write what moved forward,
         `chunk` group-partitions at a time (default `CHUNK_POSITIONS`), on every
         partition of the flow (or on those of `partitions` only: this process's share,
-        `CheckpointShare`).
+        `CheckpointShare`). The report's `left` names the partitions whose positions
+        it could not checkpoint yet (held, or not reached by the copy).
 
-        `positions_max_age_s`: a group's committed positions read less than this long
-        ago are not read again. The checkpoint loop passes its interval to a round
-        that follows a round with held positions early (their records were still
-        being copied): that round is there to translate them again as the copy goes
-        on, and reading every group's offsets from a source busy with the copy cost
-        it most of its time (at 5,000 partitions and 50 groups, a third of each such
-        round). A group that committed meanwhile is read by the next full round; its
-        checkpoint is then behind by at most an interval, as with any round."""
-        report = CheckpointReport(self.flow.name)
+        `catch_up`: `partitions` are only what the round before left, looked at again
+        soon after it (the checkpoint loop does so while the copy is under way). Such a
+        round reads the groups' positions on those partitions alone: at 5,000
+        partitions and 50 groups, the full round that followed a round during the copy
+        read and translated all 250,000 positions again for the 1,118 partitions the
+        copy had reached since, 8 s of the 21 s from the copy's end to every group
+        synced. A group that committed elsewhere meanwhile is read by the next full
+        round, an interval after the last one at most, as with any round."""
+        report = CheckpointReport(self.flow.name, catch_up=catch_up)
         try:
-            self._emit_round(report, groups, chunk, partitions, positions_max_age_s)
+            self._emit_round(report, groups, chunk, partitions)
         finally:
             with report.timed("sync_wait"):
                 self._synced_behind()
@@ -447,9 +450,11 @@ class Checkpointer(Checkpointing):
         groups: list[str] | None,
         chunk: int | None,
         partitions: Collection[tuple[str, int]] | None,
-        positions_max_age_s: float,
     ) -> None:
-        """The round of `emit`, its checkpoints queued and its group syncs started."""
+        """The round of `emit`, its checkpoints queued and its group syncs started.
+        A catch-up round's chunks are each a part of the flow's partitions
+        (`_emit_chunk`'s `part`)."""
+        part = report.catch_up
         self._batch.begin_round()
         wanted = self.groups() if groups is None else list(groups)
         wanted.sort(key=lambda g: self._done_at.get(g, 0.0))  # longest ago first
@@ -465,6 +470,7 @@ class Checkpointer(Checkpointing):
             waiting = self._batch.not_started(partitions)
         if waiting:
             report.not_started = len(waiting)
+            report.left = set(waiting)
             partitions = [p for p in partitions if p not in waiting]
             if not partitions:
                 return
@@ -478,9 +484,9 @@ class Checkpointer(Checkpointing):
             (chunk or CHUNK_POSITIONS) // max(1, len(partitions)),
         )
         for at in range(0, len(wanted), per_chunk):
-            self._emit_chunk(
-                wanted[at : at + per_chunk], partitions, report, max_age_s=positions_max_age_s
-            )
+            self._emit_chunk(wanted[at : at + per_chunk], partitions, report, part=part)
+        if part:
+            report.groups_done = len(wanted)
         if waiting:
             waiting = self._emit_reached(wanted, waiting, report, chunk)
         # Positions held because their records were still being copied when the round
@@ -491,13 +497,18 @@ class Checkpointer(Checkpointing):
             report.held = []
             self._batch.begin_round()  # their records were being copied: read the ends again
             for at in range(0, len(held), per_chunk):
-                self._emit_chunk(held[at : at + per_chunk], partitions, report, again=True)
+                self._emit_chunk(
+                    held[at : at + per_chunk], partitions, report, again=True, part=part
+                )
         if waiting:
             # And the partitions still not reached then: the copy went on meanwhile. At
             # 5,000 partitions and 50 groups, 776 were reached in the seconds the held
             # positions took, and the next round (8 s, every group read again) synced
             # them 13 s after the copy's end.
-            self._emit_reached(wanted, waiting, report, chunk)
+            waiting = self._emit_reached(wanted, waiting, report, chunk)
+        report.left = waiting | {
+            (p.translation.topic, p.translation.partition) for p in report.held
+        }
 
     def _synced_behind(self) -> None:
         """Wait for the group syncs this round started (each catches what the target
@@ -540,14 +551,14 @@ class Checkpointer(Checkpointing):
         report: CheckpointReport,
         *,
         again: bool = False,
-        max_age_s: float = 0.0,
         part: bool = False,
     ) -> None:
         """Translate and write the checkpoints of `groups` on `partitions`. `again`:
         a second look in the same round (the groups are counted once); `part`: a part
-        of the round's partitions only (what is settled stays the round's own)."""
+        of the flow's partitions only (what is settled, and when each group was done,
+        stay the full rounds')."""
         with report.timed("read"):
-            committed = self._committed(groups, partitions, max_age_s)
+            committed = self.source.committed_many(groups, partitions)
         # The same partitions are asked in the same order every round, so a group that
         # committed nothing new answers an equal list (compared as tuples, in C).
         settled = {group for group in groups if self._settled.get(group) == committed[group]}
@@ -578,9 +589,10 @@ class Checkpointer(Checkpointing):
                     report,
                 )
             )
-        done = time.monotonic()
-        for group in groups:
-            self._done_at[group] = done
+        if not part:
+            done = time.monotonic()
+            for group in groups:
+                self._done_at[group] = done
         if not again and not part:
             report.groups_done += len(groups)
         report.translations.update(self._batch.answered)
@@ -612,26 +624,6 @@ class Checkpointer(Checkpointing):
                     report.held.append(GroupPosition(group, t, metadata))
                     unsettled.add(group)
         return exact, unsettled
-
-    def _committed(
-        self, groups: list[str], partitions: list[tuple[str, int]], max_age_s: float
-    ) -> dict[str, list[Committed]]:
-        """The groups' committed positions on `partitions`: read, or as read less than
-        `max_age_s` ago on the same partitions."""
-        now = time.monotonic()
-        found: dict[str, list[Committed]] = {}
-        if max_age_s > 0 and partitions == self._read_on:
-            for group in groups:
-                read = self._read.get(group)
-                if read is not None and now - read[0] < max_age_s:
-                    found[group] = read[1]
-        unread = [group for group in groups if group not in found]
-        if unread:
-            for group, positions in self.source.committed_many(unread, partitions).items():
-                found[group] = positions
-                self._read[group] = (now, positions)
-            self._read_on = partitions
-        return found
 
     def _sync_groups(
         self,

@@ -17,7 +17,7 @@ from replicator.offsets.checkpoints import CheckpointReport
 
 
 class _Checkpointer:
-    """Answers `warm_up` False until told, and rounds with `held` positions."""
+    """Answers `warm_up` False until told, and rounds that leave `left` partitions."""
 
     made = 0
 
@@ -25,12 +25,10 @@ class _Checkpointer:
         type(self).made += 1
         self.warmed = 0
         self.ready = False
-        self.held: list[object] = []
-        #: Of `partitions` (the round's), those the copy has not reached yet.
-        self.not_started = 0
-        self.partitions = 10
-        #: `positions_max_age_s` of each round.
-        self.ages: list[float] = []
+        #: The partitions each round leaves (positions held, or not reached).
+        self.left: set[tuple[str, int]] = set()
+        #: Each round's partitions and whether it caught up on the round before's.
+        self.rounds: list[tuple[set[tuple[str, int]], bool]] = []
 
     def warm_up(self) -> bool:
         self.warmed += 1
@@ -39,15 +37,19 @@ class _Checkpointer:
     def list_topics(self) -> list[str]:
         return []
 
-    def emit(self, partitions: object = None, positions_max_age_s: float = 0.0) -> CheckpointReport:
-        self.ages.append(positions_max_age_s)
-        report = CheckpointReport("primary->dr")
-        report.held = list(self.held)
-        report.partitions, report.not_started = self.partitions, self.not_started
+    def emit(self, partitions: set[tuple[str, int]], *, catch_up: bool = False) -> CheckpointReport:
+        self.rounds.append((set(partitions), catch_up))
+        report = CheckpointReport("primary->dr", catch_up=catch_up)
+        report.partitions = len(partitions)
+        report.left = self.left & partitions
         return report
 
     def close(self) -> None:
         pass
+
+
+#: The flow's partitions, all this process's share.
+SHARE = {("orders", p) for p in range(10)}
 
 
 def _flow(interval: float = 60.0) -> SimpleNamespace:
@@ -75,7 +77,7 @@ def loop(monkeypatch: pytest.MonkeyPatch) -> CheckpointLoop:
     monkeypatch.setattr(checkpoint_loop, "Checkpointer", _Checkpointer)
     monkeypatch.setattr(_Checkpointer, "made", 0)
     made = CheckpointLoop([_flow()], threading.Event(), lambda: {"primary->dr": True})
-    monkeypatch.setattr(made, "_share_of", lambda flow, checkpointer: set())
+    monkeypatch.setattr(made, "_share_of", lambda flow, checkpointer: set(SHARE))
     monkeypatch.setattr(made, "_rounds", _Rounds())
     return made
 
@@ -95,40 +97,60 @@ def test_the_target_is_asked_about_groups_every_tick_until_it_answers(
     assert _Checkpointer.made == 1  # the round uses the same checkpointer
 
 
-def test_a_round_that_held_positions_is_followed_by_the_next_within_seconds(
+def test_a_round_that_left_partitions_is_followed_by_one_that_catches_up_on_them(
     loop: CheckpointLoop,
 ) -> None:
+    """Positions held, or partitions the copy has not reached: the next round comes
+    within seconds and reads those partitions alone; once none is left, the interval
+    and a full round again."""
     flow = loop._flows[0]
     checkpointer = loop._checkpointer(flow)
     loop.round(flow)
-    assert loop.next_round_in(flow) == 60.0  # nothing held: the interval
-    checkpointer.held = ["a position whose records are still being copied"]
+    assert loop.next_round_in(flow) == 60.0  # nothing left: the interval
+    checkpointer.left = {("orders", 3), ("orders", 7)}
     loop.round(flow)
     assert loop.next_round_in(flow) == HELD_RECHECK_S
-    checkpointer.held = []
+    loop.round(flow)  # the copy has not reached them yet: again
+    assert loop.next_round_in(flow) == HELD_RECHECK_S
+    checkpointer.left = set()
     loop.round(flow)
     assert loop.next_round_in(flow) == 60.0
-    # The round brought forward reuses the groups' positions read by the one before
-    # (read within the interval); every other round reads them.
-    assert checkpointer.ages == [0.0, 0.0, 60.0]
+    loop.round(flow)
+    assert checkpointer.rounds == [
+        (SHARE, False),
+        (SHARE, False),
+        ({("orders", 3), ("orders", 7)}, True),
+        ({("orders", 3), ("orders", 7)}, True),
+        (SHARE, False),
+    ]
     # Every round says it ended, written or not (a round at rest writes nothing).
-    assert len(loop._rounds.published) == 3
+    assert len(loop._rounds.published) == 5
 
 
-def test_a_round_the_copy_has_not_reached_everywhere_is_followed_by_the_next_within_seconds(
+def test_catching_up_gives_way_to_a_full_round_an_interval_after_the_last(
     loop: CheckpointLoop,
 ) -> None:
-    """Remote partitions being created: while the copy has not reached all of them
-    (none, or some), the next round comes soon for the rest (it reads only their
-    bounds); once it reached every one, the interval again."""
+    """A copy far behind leaves positions held round after round: groups that commit
+    elsewhere still get a full round an interval after the last one ended."""
     flow = loop._flows[0]
     checkpointer = loop._checkpointer(flow)
-    checkpointer.not_started = 10  # all of them
+    checkpointer.left = {("orders", 1)}
     loop.round(flow)
+    loop.round(flow)
+    loop._full_ended[flow.name] -= 60.0  # an interval has passed since the full round
+    loop.round(flow)
+    loop.round(flow)
+    assert [catch_up for _, catch_up in checkpointer.rounds] == [False, True, False, True]
+
+
+def test_the_rest_before_catching_up_follows_what_is_left(loop: CheckpointLoop) -> None:
+    """The loop rests a fifth of the time at least: a round that took 20 s and left a
+    tenth of its partitions is followed after a second (the catch-up should take 2 s),
+    one that left all of them after 5 s."""
+    flow = loop._flows[0]
+    loop._left[flow.name] = ({("orders", 1)}, 20.0, 10)
     assert loop.next_round_in(flow) == HELD_RECHECK_S
-    checkpointer.not_started = 4
-    loop.round(flow)
-    assert loop.next_round_in(flow) == HELD_RECHECK_S
-    checkpointer.not_started = 0
-    loop.round(flow)
-    assert loop.next_round_in(flow) == 60.0
+    loop._left[flow.name] = (set(SHARE), 20.0, 10)
+    assert loop.next_round_in(flow) == 5.0
+    loop._left[flow.name] = (set(SHARE), 400.0, 10)
+    assert loop.next_round_in(flow) == 60.0  # never more than the interval
