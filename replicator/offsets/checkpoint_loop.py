@@ -72,9 +72,10 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         #: Per flow, what its last round left (`CheckpointReport.left`), how long that
         #: round took, and on how many partitions: the next round catches up on them.
         self._left: dict[str, tuple[set[tuple[str, int]], float, int]] = {}
-        #: Per flow, when its last full round (every partition of its share) ended:
-        #: catch-up rounds follow it for an interval at most, then a full round again.
-        self._full_ended: dict[str, float] = {}
+        #: Per flow, when its last full round (every partition of its share) ended and
+        #: how long it took: catch-up rounds follow it for an interval, or that round's
+        #: own time if longer, then a full round again.
+        self._full: dict[str, tuple[float, float]] = {}
         #: Each round's outcome, to the status topic (`checkpoint_status`).
         self._rounds = CheckpointRoundPublisher()
 
@@ -109,6 +110,14 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         expected = took * len(partitions) / max(1, of)
         return min(self.interval(flow), max(HELD_RECHECK_S, expected / 4))
 
+    def _catching_up(self, flow: FlowConfig, now: float) -> bool:
+        """Whether catch-up rounds may still follow the last full round: for an interval
+        after its end, or for as long as it took if longer (every group's positions on
+        every partition are read at least once an interval and a round; a full round of
+        20 s with an interval of 5 s would otherwise be followed by full rounds only)."""
+        ended, took = self._full.get(flow.name, (-math.inf, 0.0))
+        return now - ended < max(self.interval(flow), took)
+
     def paused(self, flow: FlowConfig) -> None:
         """A stopped flow (paused, or the standby direction after a failover) writes no
         checkpoints on purpose: its checkpoint age is not published, so the stalled-
@@ -123,22 +132,24 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         return _interval(flow)
 
     def round(self, flow: FlowConfig) -> None:
-        """A full round, or one that catches up on what the round before left (within
-        an interval of the last full round's end: every group's positions on every
-        partition are read at least once an interval and a round)."""
+        """A full round, or one that catches up on the partitions the round before left
+        (`_catching_up`) when they are half the share at most (more cost a full round's
+        time anyway: the copy has reached few partitions yet)."""
         started = time.monotonic()
         left = self._left.pop(flow.name, None)
-        catch_up = left is not None and started - self._full_ended.get(
-            flow.name, -math.inf
-        ) < self.interval(flow)
         try:
             checkpointer = self._checkpointer(flow)
             share = self._share_of(flow, checkpointer)
-            if left is not None and catch_up:
-                report = checkpointer.emit(partitions=left[0] & share, catch_up=True)
+            only = None if left is None else left[0] & share
+            if (
+                only is not None
+                and len(only) <= len(share) / 2
+                and self._catching_up(flow, started)
+            ):
+                report = checkpointer.emit(partitions=only, catch_up=True)
             else:
                 report = checkpointer.emit(partitions=share)
-                self._full_ended[flow.name] = time.monotonic()
+                self._full[flow.name] = (time.monotonic(), time.monotonic() - started)
         except (ReplicatorError, KafkaException) as exc:
             self._drop(flow)
             metrics.CHECKPOINT_DURATION.labels(flow.name).observe(time.monotonic() - started)

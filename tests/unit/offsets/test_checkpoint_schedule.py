@@ -137,10 +137,27 @@ def test_catching_up_gives_way_to_a_full_round_an_interval_after_the_last(
     checkpointer.left = {("orders", 1)}
     loop.round(flow)
     loop.round(flow)
-    loop._full_ended[flow.name] -= 60.0  # an interval has passed since the full round
+    ended, took = loop._full[flow.name]
+    loop._full[flow.name] = (ended - 60.0, took)  # an interval has passed since then
     loop.round(flow)
     loop.round(flow)
     assert [catch_up for _, catch_up in checkpointer.rounds] == [False, True, False, True]
+
+
+def test_a_round_that_left_most_partitions_is_followed_by_a_full_round(
+    loop: CheckpointLoop,
+) -> None:
+    """The copy has reached few partitions yet: the round after reads the groups on all
+    of them, as a full round (which a catch-up may follow for as long as it took)."""
+    flow = loop._flows[0]
+    checkpointer = loop._checkpointer(flow)
+    checkpointer.left = set(SHARE) - {("orders", 0)}
+    loop.round(flow)
+    loop.round(flow)
+    checkpointer.left = {("orders", 2)}
+    loop.round(flow)
+    loop.round(flow)
+    assert [catch_up for _, catch_up in checkpointer.rounds] == [False, False, False, True]
 
 
 def test_the_rest_before_catching_up_follows_what_is_left(loop: CheckpointLoop) -> None:
