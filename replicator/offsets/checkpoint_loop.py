@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 #: the loop rests a fifth of the time at least, and leaves the copy its share.
 HELD_RECHECK_S = 1.0
 
+#: A round that left more than this share of its partitions is followed by a full
+#: round, not a catch-up: it would cost as much (at 5,000 partitions, before the copy
+#: reached any, a catch-up on 5,000 of the 5,001 was followed by a full round anyway,
+#: once an interval had passed). Left with half of them, a catch-up takes half the time.
+CATCH_UP_SHARE_AT_MOST = 0.9
+
 #: The first round waits this long at most for the checkpoint group to give this
 #: process its share of the partitions (joining takes a few seconds).
 _FIRST_SHARE_S = 30.0
@@ -133,8 +139,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
 
     def round(self, flow: FlowConfig) -> None:
         """A full round, or one that catches up on the partitions the round before left
-        (`_catching_up`) when they are half the share at most (more cost a full round's
-        time anyway: the copy has reached few partitions yet)."""
+        (`_catching_up`), unless they are nearly all of them (the copy has reached few
+        yet: `CATCH_UP_SHARE_AT_MOST`)."""
         started = time.monotonic()
         left = self._left.pop(flow.name, None)
         try:
@@ -143,7 +149,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             only = None if left is None else left[0] & share
             if (
                 only is not None
-                and len(only) <= len(share) / 2
+                and len(only) <= CATCH_UP_SHARE_AT_MOST * len(share)
                 and self._catching_up(flow, started)
             ):
                 report = checkpointer.emit(partitions=only, catch_up=True)
