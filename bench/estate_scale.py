@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -496,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     topics = topic_names(args.topics)
     half = args.records // 2
     groups = [f"{GROUP_PREFIX}{i:04d}" for i in range(args.groups)]
-    results = []
+    results: list[Result] = []
     with clusters() as stack:
         print(f"creating {len(topics)} topics x {args.partitions} partitions and filling them")
         create_topics(SOURCE.bootstrap, topics, args.partitions)
@@ -571,7 +572,7 @@ def medians(results: Sequence[Result]) -> list[Result]:
         runs = [r for r in results if r.system == system]
         by_synced = sorted(runs, key=lambda r: _or_inf(r.every_group_synced_s))
         middle = by_synced[(len(by_synced) - 1) // 2]
-        figures = {}
+        figures: dict[str, Any] = {}
         for field in _MEDIAN_FIELDS:
             values = [getattr(r, field) for r in runs if getattr(r, field) is not None]
             figures[field] = round(statistics.median(values), 3) if values else None
