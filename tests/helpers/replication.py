@@ -118,16 +118,25 @@ _POLL_FIRST_S, _POLL_MAX_S = 0.2, 1.0
 
 
 def wait_until(
-    condition: Callable[[], object], timeout: float, what: str, *, every_s: float | None = None
+    condition: Callable[[], object],
+    timeout: float,
+    what: str,
+    *,
+    every_s: float | None = None,
+    state: Callable[[], object] | None = None,
 ) -> None:
     """Poll `condition` until true, every 0.2 s at first and less often as the wait goes
     on (up to once a second), or every `every_s` (a wait that must catch a moment that
-    passes quickly); on timeout say what was awaited and what was last seen."""
+    passes quickly); on timeout say what was awaited and what was last seen (`state()`,
+    when given: what explains a wait that did not end)."""
     deadline = time.monotonic() + timeout
     pause = every_s or _POLL_FIRST_S
     while not (seen := condition()):
         left = deadline - time.monotonic()
-        assert left > 0, f"timed out after {timeout}s waiting for {what}"
+        assert left > 0, (
+            f"timed out after {timeout}s waiting for {what}; last seen: "
+            f"{seen!r}{'' if state is None else f', {state()}'}"
+        )
         time.sleep(min(pause, left))
         pause = every_s or min(_POLL_MAX_S, pause * 1.5)
     del seen

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -158,7 +159,10 @@ def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
         next_owner.init_transactions(30)  # fences the worker's Mover
         produce(2_000, 1_000)
         wait_until(
-            lambda: task._parts.partitions.get((topic, 0)) is None, 60, "the partition dropped"
+            lambda: task._parts.partitions.get((topic, 0)) is None,
+            60,
+            "the partition dropped",
+            state=lambda: _partition_state(task, (topic, 0), dr, remote),
         )
         time.sleep(2)  # nothing more of it is written
     after = REGISTRY.get_sample_value(
@@ -167,3 +171,21 @@ def test_a_partition_fenced_by_its_next_owner_is_given_up_on_the_compiled_path(
     assert (after or 0) - (before or 0) == 1
     assert "producer fenced" in caplog.text
     assert source_offsets_on_target(dr, remote, 0) == list(range(2_000))
+
+
+def _partition_state(task: Any, key: tuple[str, int], dr: str, remote: str) -> str:
+    """What the worker holds of a partition that was not given up: its tracker, whether
+    a Mover reads it, and the target's committed tail (a wait's explanation)."""
+    tracker = task._parts.partitions.get(key)
+    writer = task._parts.writer
+    shown = (
+        None
+        if tracker is None
+        else {
+            name: getattr(tracker, name) for name in ("resuming", "stopped", "epoch", "next_offset")
+        }
+    )
+    return (
+        f"tracker {shown}, Mover {writer.movers.get(key) is not None}, "
+        f"transaction taking {writer.movers.taking(key)}, target tail {next_offsets(dr, remote, 1)}"
+    )
