@@ -293,6 +293,13 @@ class TransactionalMoverWriter(MoverWriter):
         fail says what it means; a Mover that committed anyway is spent (it raises
         the failure again), so the partition resumes from the committed tail."""
         if settled is not None and settled.outcome is not Outcome.COMMITTED:
+            if settled.outcome is Outcome.RETRY:  # fenced and refused say so themselves
+                log.warning(
+                    "flow %s: %s[%d]: the data plane failed (%s) and the transaction did "
+                    "not commit (%s); the partition resumes from the committed tail",
+                    self.flow.name, tracker.topic, tracker.partition, error,
+                    reason(settled.error),
+                )  # fmt: skip
             self._settle_outcome(tracker, settled)
             return
         log.warning(

@@ -203,7 +203,9 @@ def test_a_commit_that_timed_out_resumes_from_the_tail_with_a_new_mover(p: _Path
     assert _mover(KEY) is not old and _names(_mover(KEY)) == ["init_transactions"]
 
 
-def test_rejected_records_stop_the_partition_a_lost_delivery_resumes_it(p: _Path) -> None:
+def test_rejected_records_stop_the_partition_a_lost_delivery_resumes_it(
+    p: _Path, caplog: Any
+) -> None:
     made = p.replicating()
     mover = _mover()
     mover.raises = FakeMoverError(
@@ -225,8 +227,13 @@ def test_rejected_records_stop_the_partition_a_lost_delivery_resumes_it(p: _Path
     mover.txn_raises["commit_transaction"] = FakeTransactionError(
         "_TRANSPORT", txn_requires_abort=True
     )
-    q.writer.move(0.1)
+    with caplog.at_level(logging.WARNING, logger="replicator.engine"):
+        q.writer.move(0.1)
     assert other.resuming and not other.stopped and mover.closed and not q.failures
+    # Said: a partition that rewinds silently looked, from outside, like one never fenced.
+    assert "Broker transport failure) and the transaction did not commit (_TRANSPORT" in (
+        caplog.text
+    )
 
 
 def test_a_consume_error_is_handled_after_the_commit(p: _Path) -> None:
