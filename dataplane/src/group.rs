@@ -32,7 +32,32 @@ pub struct TxnError {
     pub abortable: bool,
 }
 
+/// librdkafka's name of an error code (`rd_kafka_err2name`), e.g. `_FENCED`: the name
+/// Python's `KafkaError` has for it.
+pub fn code_name(code: RDKafkaErrorCode) -> String {
+    let Ok(raw) = rd::rd_kafka_resp_err_t::try_from(code as i32) else {
+        return format!("{code:?}"); // a code this librdkafka does not know
+    };
+    // SAFETY: `rd_kafka_err2name` takes any code and returns a static NUL-terminated
+    // string (a name, or a placeholder for an unknown code), never null (rdkafka.h).
+    unsafe { CStr::from_ptr(rd::rd_kafka_err2name(raw)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 impl TxnError {
+    /// The producer's fatal error (`rd_kafka_fatal_error`) as a transactional call's
+    /// failure: fatal, neither retriable nor abortable.
+    pub fn fatal(code: RDKafkaErrorCode, reason: String) -> Self {
+        TxnError {
+            code: code_name(code),
+            message: reason,
+            fatal: true,
+            retriable: false,
+            abortable: false,
+        }
+    }
+
     /// A failure of the mover's own in a transactional call (not a librdkafka error
     /// object): code `_STATE`, no flags.
     pub fn state(error: &Error) -> Self {
@@ -66,7 +91,7 @@ impl TxnError {
                     code: if timed_out {
                         "_TIMED_OUT".into()
                     } else {
-                        code.map_or_else(|| "_FAIL".into(), |c| format!("{c:?}"))
+                        code.map_or_else(|| "_FAIL".into(), code_name)
                     },
                     message: other.to_string(),
                     fatal: false,
@@ -143,4 +168,29 @@ pub fn send_offsets<C: ClientContext>(
     // it ours to free (rdkafka.h), and it is freed once, after its last use above.
     unsafe { rd::rd_kafka_consumer_group_metadata_destroy(metadata) };
     take(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_named_as_librdkafka_and_python_name_them() {
+        assert_eq!(code_name(RDKafkaErrorCode::Fenced), "_FENCED");
+        assert_eq!(code_name(RDKafkaErrorCode::OperationTimedOut), "_TIMED_OUT");
+        assert_eq!(
+            code_name(RDKafkaErrorCode::InvalidProducerEpoch),
+            "INVALID_PRODUCER_EPOCH"
+        );
+    }
+
+    #[test]
+    fn a_fatal_error_is_neither_retriable_nor_abortable() {
+        let fenced = TxnError::fatal(RDKafkaErrorCode::Fenced, "fenced by a newer one".into());
+        assert_eq!(fenced.code, "_FENCED");
+        assert!(fenced.fatal && !fenced.retriable && !fenced.abortable);
+        // Anything but a transactional call's own error is named the same way.
+        let flush = TxnError::from_kafka(&KafkaError::Flush(RDKafkaErrorCode::QueueFull));
+        assert_eq!(flush.code, "_QUEUE_FULL");
+    }
 }

@@ -19,6 +19,10 @@ use crate::move_loop::SEEK_TIMEOUT;
 use crate::state::Inner;
 use crate::txn::Txn;
 
+/// How often a transaction's wait for its records asks whether the producer failed
+/// fatally (fenced, most often).
+const FATAL_CHECK_EVERY: Duration = Duration::from_millis(100);
+
 /// The transactional mode's state: the open transaction's reach, the ledgers as
 /// they were when it began (restored by an abort), and what committed (reported by
 /// `progress` instead of what was merely acked).
@@ -81,11 +85,6 @@ pub fn settled(transactional: &mut Option<Transactional>, slot: usize, offset: i
     }
 }
 
-/// librdkafka's verdict on a transactional call of the producer.
-fn refused(error: KafkaError) -> Error {
-    Error::Transaction(TxnError::from_kafka(&error))
-}
-
 /// The transactional mode (`Mover(transactional_id=...)`).
 impl Inner {
     /// Transactional and no transaction open: nothing may be produced or skipped.
@@ -96,13 +95,46 @@ impl Inner {
         }
     }
 
+    /// librdkafka's verdict on a transactional call of the producer, or the
+    /// producer's fatal error when it has one: that is what ended the transaction. A
+    /// blocking call outlives the fatal error raised while it waits (librdkafka #3079:
+    /// a commit's flush waited its whole timeout for records a fenced producer never
+    /// sent, then said only `_TIMED_OUT`, and the partition was resumed by a new
+    /// producer of the same id, which fenced the partition's new owner in turn).
+    fn refused(&self, error: KafkaError) -> Error {
+        match self.producer.client().fatal_error() {
+            Some((code, reason)) => Error::Transaction(TxnError::fatal(code, reason)),
+            None => Error::Transaction(TxnError::from_kafka(&error)),
+        }
+    }
+
+    /// Wait until `deadline` for the transaction's records to be acknowledged,
+    /// serving their delivery reports; the producer's fatal error as soon as it has
+    /// one (see `refused`). Records still unacknowledged at the deadline are left to
+    /// the commit, whose own flush then reports the timeout.
+    fn settle_records(&self, deadline: Instant) -> Result<(), Error> {
+        while self.producer.in_flight_count() > 0 {
+            if let Some((code, reason)) = self.producer.client().fatal_error() {
+                return Err(Error::Transaction(TxnError::fatal(code, reason)));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.producer.poll(left.min(FATAL_CHECK_EVERY));
+        }
+        Ok(())
+    }
+
     fn txn_state(&mut self) -> Result<&mut Transactional, Error> {
         self.transactional.as_mut().ok_or(Error::NotTransactional)
     }
 
     pub fn init_transactions(&mut self, timeout: Duration) -> Result<(), Error> {
         self.txn_state()?;
-        self.producer.init_transactions(timeout).map_err(refused)?;
+        self.producer
+            .init_transactions(timeout)
+            .map_err(|e| self.refused(e))?;
         self.txn_state()?.initialized = true;
         Ok(())
     }
@@ -114,8 +146,9 @@ impl Inner {
         }
         state.txn.begin()?;
         if let Err(e) = self.producer.begin_transaction() {
+            let refused = self.refused(e);
             self.txn_state()?.txn.end();
-            return Err(refused(e));
+            return Err(refused);
         }
         let before = lock(&self.shared().ledgers).clone();
         self.txn_state()?.before = before;
@@ -154,9 +187,10 @@ impl Inner {
                 deadline.saturating_duration_since(Instant::now()),
             )?;
         }
+        self.settle_records(deadline)?;
         self.producer
             .commit_transaction(deadline.saturating_duration_since(Instant::now()))
-            .map_err(refused)?;
+            .map_err(|e| self.refused(e))?;
         // The commit flushed: every delivery report of the transaction was served.
         let reports: Vec<Report> = lock(&self.shared().ledgers)
             .iter_mut()
@@ -185,10 +219,10 @@ impl Inner {
         self.producer.purge(PurgeConfig::default().queue());
         self.producer
             .flush(deadline.saturating_duration_since(Instant::now()))
-            .map_err(refused)?;
+            .map_err(|e| self.refused(e))?;
         self.producer
             .abort_transaction(deadline.saturating_duration_since(Instant::now()))
-            .map_err(refused)?;
+            .map_err(|e| self.refused(e))?;
         let _ = self
             .producer
             .flush(deadline.saturating_duration_since(Instant::now()));

@@ -35,6 +35,8 @@ from replicator.kafka.errors import error_text, kafka_error
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 30.0
+#: How long a commit that failed with a retriable error is resumed for (`_resumed`).
+_RESUME_S = 0.5
 _FENCED = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
@@ -159,7 +161,11 @@ class TransactionalWriters:
         try:
             writer.producer.commit_transaction(_TIMEOUT_S)
         except KafkaException as exc:
-            return self._failed(key, kafka_error(exc))
+            first = kafka_error(exc)
+            resumable = first.retriable() and not is_fenced(first)
+            error = _resumed(writer.producer, first) if resumable else first
+            if error is not None:
+                return self._failed(key, error)
         return Settled(Outcome.COMMITTED)
 
     def _failed(self, key: Key, error: KafkaError) -> Settled:
@@ -203,6 +209,21 @@ class TransactionalWriters:
 
     def keys(self) -> list[Key]:
         return list(self._writers)
+
+
+def _resumed(producer: Producer, error: KafkaError) -> KafkaError | None:
+    """A commit that failed with a retriable `error`, called again briefly, as librdkafka
+    asks (it resumes where the first call stopped): None when it completes now; the
+    producer's fatal error when it has one, which is what ended the transaction (a
+    commit's flush outlives a fatal error raised while it waits, librdkafka #3079: a
+    fenced producer's commit said only `_TIMED_OUT` after its whole timeout); else
+    `error`."""
+    try:
+        producer.commit_transaction(_RESUME_S)
+    except KafkaException as exc:
+        again = kafka_error(exc)
+        return again if again.fatal() else error
+    return None
 
 
 def is_fenced(error: KafkaError) -> bool:
