@@ -102,10 +102,14 @@ impl Inner {
     /// sent, then said only `_TIMED_OUT`, and the partition was resumed by a new
     /// producer of the same id, which fenced the partition's new owner in turn).
     fn refused(&self, error: KafkaError) -> Error {
-        match self.producer.client().fatal_error() {
-            Some((code, reason)) => Error::Transaction(TxnError::fatal(code, reason)),
-            None => Error::Transaction(TxnError::from_kafka(&error)),
-        }
+        self.fatal()
+            .unwrap_or_else(|| Error::Transaction(TxnError::from_kafka(&error)))
+    }
+
+    /// The producer's fatal error (`rd_kafka_fatal_error`), as a transactional failure.
+    fn fatal(&self) -> Option<Error> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(Error::Transaction(TxnError::fatal(code, reason)))
     }
 
     /// Wait until `deadline` for the transaction's records to be acknowledged,
@@ -114,8 +118,8 @@ impl Inner {
     /// the commit, whose own flush then reports the timeout.
     fn settle_records(&self, deadline: Instant) -> Result<(), Error> {
         while self.producer.in_flight_count() > 0 {
-            if let Some((code, reason)) = self.producer.client().fatal_error() {
-                return Err(Error::Transaction(TxnError::fatal(code, reason)));
+            if let Some(fatal) = self.fatal() {
+                return Err(fatal);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
