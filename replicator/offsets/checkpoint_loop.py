@@ -99,7 +99,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         super().tick()
 
     def _warm_up(self, flow: FlowConfig) -> None:
-        if self._checkpointer(flow).warm_up():
+        """Join the flow's checkpoint group, open the checkpoint writer and ask the
+        target about the groups, before the first round (each takes seconds on a fresh
+        estate: the group's first rebalance waits `group.initial.rebalance.delay.ms`)."""
+        checkpointer = self._checkpointer(flow)
+        self._joined(flow, checkpointer)
+        if checkpointer.warm_up():
             self._warm.add(flow.name)
 
     def _checkpointer(self, flow: FlowConfig) -> Checkpointer:
@@ -242,13 +247,19 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 error_text(exc),
             )
 
-    def _share_of(self, flow: FlowConfig, checkpointer: Checkpointer) -> set[tuple[str, int]]:
-        """The partitions of `flow` this process checkpoints (its share in the flow's
-        checkpoint group, joined at the first round)."""
+    def _joined(self, flow: FlowConfig, checkpointer: Checkpointer) -> CheckpointShare:
+        """This process's member of the flow's checkpoint group, subscribed to the
+        flow's replicated topics as listed now (joined at the first call)."""
         share = self._shares.get(flow.name)
         if share is None:
             share = self._shares[flow.name] = CheckpointShare(flow)
         share.keep(checkpointer.list_topics())
+        return share
+
+    def _share_of(self, flow: FlowConfig, checkpointer: Checkpointer) -> set[tuple[str, int]]:
+        """The partitions of `flow` this process checkpoints (its share in the flow's
+        checkpoint group; the first round waits for it)."""
+        share = self._joined(flow, checkpointer)
         share.wait_assigned(_FIRST_SHARE_S, self._stop)
         return share.owned()
 

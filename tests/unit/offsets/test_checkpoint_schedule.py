@@ -78,8 +78,21 @@ def loop(monkeypatch: pytest.MonkeyPatch) -> CheckpointLoop:
     monkeypatch.setattr(_Checkpointer, "made", 0)
     made = CheckpointLoop([_flow()], threading.Event(), lambda: {"primary->dr": True})
     monkeypatch.setattr(made, "_share_of", lambda flow, checkpointer: set(SHARE))
+    made.joined = []  # type: ignore[attr-defined]
+    monkeypatch.setattr(made, "_joined", lambda flow, checkpointer: made.joined.append(flow.name))  # type: ignore[attr-defined]
     monkeypatch.setattr(made, "_rounds", _Rounds())
     return made
+
+
+def test_the_checkpoint_group_is_joined_at_the_first_tick_before_the_first_round(
+    loop: CheckpointLoop,
+) -> None:
+    """Joining takes seconds on a real estate (the group's first rebalance waits the
+    broker's `group.initial.rebalance.delay.ms`, 3 s by default): the member joins at
+    the first tick, so the first round finds its share assigned rather than waiting."""
+    loop.tick()
+    assert loop.joined == ["primary->dr"]  # type: ignore[attr-defined]
+    assert loop._checkpointers["primary->dr"].rounds == []
 
 
 def test_the_target_is_asked_about_groups_every_tick_until_it_answers(
