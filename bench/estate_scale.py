@@ -76,7 +76,9 @@ SOURCE = ClusterSpec("src", 16092)
 TARGETS = {"MM2": ClusterSpec("dstmm2", 26092), "ours": ClusterSpec("dstours", 36092)}
 DATA_DIR = Path(".data/bench-estate")
 GROUP_PREFIX = "estate-app-"
-POLL_S = 1.0
+#: The watch's shortest pause between two looks (a look that took long is followed by a
+#: longer one: `measure`).
+POLL_S = 0.5
 #: How often a watch prints where it stands.
 PROGRESS_S = 30.0
 _OFFSETS_PER_REQUEST = 500
@@ -393,8 +395,14 @@ def measure(
         pid = runner.pid()
         deadline = started + args.timeout
         while time.monotonic() < deadline:
+            # Each figure is the middle of the look that saw it: what a look finds was
+            # there by its end, and may have been since its start. (Until 2026-12-05 a
+            # figure was the end of its look, the groups' read included, and looks came
+            # a second apart at the least: a granularity of seconds on figures of ten.)
+            looked = time.monotonic()
             highs = view.highs()
-            now = time.monotonic() - started
+            read = time.monotonic()
+            now = (looked + read) / 2 - started
             if first_all is None and all(h > 0 for h in highs.values()):
                 first_all = now
             if every is None and sum(highs.values()) >= total_records:
@@ -404,6 +412,7 @@ def measure(
                 # again (at 10,000 partitions and 200 groups, reading every group every
                 # poll made the benchmark itself the busiest process on the machine).
                 unsynced = [g for g in groups if len(commits.get(g, ())) < remotes]
+                asked = time.monotonic()
                 with ThreadPoolExecutor(8) as pool:
                     for group, found in zip(
                         unsynced, pool.map(view.committed, unsynced), strict=True
@@ -412,7 +421,8 @@ def measure(
                             commits[group] = found
                 count = sum(len(c) for c in commits.values())
                 if count > synced or synced_at is None:  # the last time the count grew
-                    synced_at, cpu_synced = time.monotonic() - started, cpu_seconds(pid)
+                    seen = (asked + time.monotonic()) / 2 - started
+                    synced_at, cpu_synced = seen, cpu_seconds(pid)
                 synced = count
                 exact = sum(1 for c in commits.values() for offset in c.values() if offset == half)
                 if synced >= wanted_pairs:
@@ -428,7 +438,7 @@ def measure(
                 )
             # A poll that took long is followed by a pause twice as long: the watch
             # takes at most a third of the time it shares with what it watches.
-            time.sleep(max(POLL_S, 2 * (time.monotonic() - started - now)))
+            time.sleep(max(POLL_S, 2 * (time.monotonic() - read)))
         idle = None
         if synced_at is not None:
             before, t0 = cpu_seconds(pid), time.monotonic()

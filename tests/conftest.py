@@ -45,51 +45,55 @@ os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 #: The files that take longest, longest first, as measured in `make test`
-#: (.data/test-artifacts/junit-parallel.xml of the 2026-11-29 fresh-clone run; every
-#: file of 30 s or more). They are collected first, so pytest-xdist starts them first and
-#: the quick files fill the gaps, instead of one of them running alone at the end
-#: (`make test` passes --no-loadscope-reorder: by default xdist orders files by their
-#: number of tests). Re-measure and reorder when a file's time changes much.
+#: (.data/test-artifacts/junit-parallel.xml of the 2026-12-05 fresh-clone run of
+#: `c5681c3`; every file of 30 s or more). They are collected first, so pytest-xdist
+#: starts them first and the quick files fill the gaps, instead of one of them running
+#: alone at the end (`make test` passes --no-loadscope-reorder: by default xdist orders
+#: files by their number of tests). Re-measure and reorder when a file's time changes
+#: much (`python` over the junit file: the sum of each file's test times).
 _SLOW_FILES = (
-    "test_estate_failover.py",  # 1,000 partitions (issue 41); not yet measured in a run
-    "test_estate_checkpoints.py",
-    "test_notifications.py",
     "test_broker_faults.py",
+    "test_verify_incremental.py",
+    "test_long_outage_workers.py",
+    "test_mm2_running.py",
+    "test_verify.py",
+    "test_secured_stack.py",
     "test_browser.py",
     "test_secured_dags.py",
-    "test_secured_stack.py",
-    "test_packaging.py",
-    "test_verify.py",
-    "test_verify_after_failback.py",
-    "test_long_outage_workers.py",
-    "test_airflow_dags.py",
-    "test_failover_approval.py",
+    "test_estate_failover.py",
     "test_failover.py",
-    "test_mm2_takeover.py",
-    "test_exactly_once.py",
-    "test_forwarded_provenance.py",
-    "test_suite_collects.py",
-    "test_compiled_exactly_once.py",
-    "test_foreign_executors.py",
-    "test_scale_out.py",
-    "test_secured_verification.py",
+    "test_notifications.py",
+    "test_verify_wide.py",
+    "test_packaging.py",
+    "test_failover_approval.py",
     "test_store_outage.py",
-    "test_outage_logging.py",
+    "test_exactly_once.py",
+    "test_mm2_takeover.py",
+    "test_unplanned_rpo_markers.py",
     "test_offset_reset.py",
+    "test_outage_logging.py",
+    "test_scale_out.py",
+    "test_forwarded_headers_rate.py",
+    "test_verify_after_failback.py",
+    "test_estate_checkpoints.py",
     "test_quiet_failures.py",
-    "test_acl_sync_live.py",
-    "test_translation.py",
     "test_consumer_group_lag.py",
+    "test_topic_sync_live.py",
+    "test_airflow_dags.py",
     "test_abort_race.py",
-    "test_drill.py",
-    "test_failback.py",
-    "test_local_postgres.py",
-    "test_prometheus_scrape.py",
-    "test_browser_offline.py",
-    "test_mm2_interop.py",
-    "test_delivery_gaps.py",
-    "test_airflow_supervision.py",
+    "test_secured_verification.py",
+    "test_translation.py",
     "test_failure_policies.py",
+    "test_compiled_exactly_once.py",
+    "test_forwarded_provenance.py",
+    "test_prometheus_scrape.py",
+    "test_compiled_path.py",
+    "test_frozen_step.py",
+    "test_drill.py",
+    "test_acl_sync_live.py",
+    "test_init.py",
+    "test_pause_resume.py",
+    "test_crash_resume.py",
 )
 
 
