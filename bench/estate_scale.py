@@ -165,6 +165,15 @@ class TargetView:
         self.bootstrap = bootstrap
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
         self.remotes = remotes
+        #: A consumer per group, kept from look to look (one made per look cost its
+        #: connections, metadata and coordinator lookup every time: at 5,000 partitions
+        #: and 50 groups a look took seconds, and the pause after it twice that).
+        self._consumers: dict[str, Consumer] = {}
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
 
     def highs(self) -> dict[tuple[str, int], int]:
         futures = self._admin.list_offsets(
@@ -185,7 +194,13 @@ class TargetView:
         return found
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        """The group's committed offsets on the remote partitions ({} if not readable
+        yet). Called from one thread at a time per group."""
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = self._consumers[group] = Consumer(
+                {"bootstrap.servers": self.bootstrap, "group.id": group}
+            )
         try:
             wanted = [TopicPartition(t, p) for t, p in self.remotes]
             # A request at a time of _OFFSETS_PER_REQUEST partitions: librdkafka matches
@@ -198,8 +213,6 @@ class TargetView:
             }
         except Exception:  # the coordinator or the topics are not there yet
             return {}
-        finally:
-            consumer.close()
 
 
 def mm2_properties(flow_target: str, groups_regex: str, interval: int) -> dict[str, str]:
@@ -531,9 +544,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Each system starts on brokers at rest (the setup, or the system before it,
             # leaves them busy for a while): the order of the systems must not matter.
             quiet = wait_until_quiet(broker_pids(stack))
-            result = measure(
-                system, runner, view, groups=groups, total_records=total, half=half, args=args
-            )
+            try:
+                result = measure(
+                    system, runner, view, groups=groups, total_records=total, half=half, args=args
+                )
+            finally:
+                view.close()
             results.append(replace(result, quiet_wait_s=quiet))
     setup = {
         "topics": args.topics,
