@@ -89,8 +89,19 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         for name, share in self._shares.items():  # stay in the groups between rounds
             self.guarded(f"the checkpoint group of flow {name}", share.keep)
         running = self._running()
+        # Before the first round, each apart (each takes seconds on a fresh estate):
+        # join the flow's checkpoint group (its first rebalance waits the broker's
+        # `group.initial.rebalance.delay.ms`), open the checkpoint writer and ask the
+        # target about the groups.
         for flow in self._flows:
-            if flow.name not in self._warm and running.get(flow.name, True):
+            if not running.get(flow.name, True):
+                continue
+            if flow.name not in self._shares:
+                self.guarded(
+                    f"the checkpoint group of flow {flow.name}",
+                    functools.partial(self._join, flow),
+                )
+            if flow.name not in self._warm:
                 self.guarded(
                     f"the checkpoint writer and the target's group coordinators of flow "
                     f"{flow.name}",
@@ -98,13 +109,11 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                 )
         super().tick()
 
+    def _join(self, flow: FlowConfig) -> None:
+        self._joined(flow, self._checkpointer(flow))
+
     def _warm_up(self, flow: FlowConfig) -> None:
-        """Join the flow's checkpoint group, open the checkpoint writer and ask the
-        target about the groups, before the first round (each takes seconds on a fresh
-        estate: the group's first rebalance waits `group.initial.rebalance.delay.ms`)."""
-        checkpointer = self._checkpointer(flow)
-        self._joined(flow, checkpointer)
-        if checkpointer.warm_up():
+        if self._checkpointer(flow).warm_up():
             self._warm.add(flow.name)
 
     def _checkpointer(self, flow: FlowConfig) -> Checkpointer:

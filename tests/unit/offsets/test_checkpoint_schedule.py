@@ -95,6 +95,24 @@ def test_the_checkpoint_group_is_joined_at_the_first_tick_before_the_first_round
     assert loop._checkpointers["primary->dr"].rounds == []
 
 
+def test_a_join_that_fails_does_not_keep_the_target_from_being_asked(
+    loop: CheckpointLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source away at start (its topics cannot be listed to join): the checkpoint
+    writer and the target's coordinators are still readied, and the failure is the
+    checkpoint group's, as the log and `replicator status` name it."""
+
+    def refused(flow: SimpleNamespace, checkpointer: _Checkpointer) -> None:
+        raise RuntimeError("source away")
+
+    monkeypatch.setattr(loop, "_joined", refused)
+    loop.tick()
+    assert loop._checkpointers["primary->dr"].warmed == 1
+    assert loop.health().error == (
+        "the checkpoint group of flow primary->dr: RuntimeError: source away"
+    )
+
+
 def test_the_target_is_asked_about_groups_every_tick_until_it_answers(
     loop: CheckpointLoop,
 ) -> None:
