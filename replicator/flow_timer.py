@@ -143,6 +143,11 @@ class BackgroundLoop(ABC):
         """Whether the loop has work at all (no thread starts otherwise)."""
         return True
 
+    def pause_s(self) -> float:
+        """Seconds from one pass to the next: `tick_s`, unless the loop watches for
+        something sooner (see FlowTimer.due_early)."""
+        return self.tick_s
+
     def start(self) -> None:
         if self.wanted() and self._thread is None:
             self._spawn()
@@ -221,7 +226,7 @@ class BackgroundLoop(ABC):
     def _loop(self) -> None:
         try:
             self._beat_ms = _now_ms()
-            while not self._stop.wait(self.tick_s):
+            while not self._stop.wait(self.pause_s()):
                 self._beat_ms = _now_ms()
                 self.guarded(self.work, self.tick)
         finally:
@@ -273,6 +278,11 @@ class FlowTimer(BackgroundLoop, Generic[F]):
         left work that cannot wait that long (see CheckpointLoop)."""
         return self.interval(flow)
 
+    def due_early(self, flow: F) -> bool:
+        """Whether the flow's next round should start now, before `next_round_in` has
+        passed: what the round before left is ready (see CheckpointLoop)."""
+        return False
+
     def paused(self, flow: F) -> None:
         """The flow does not run now (the state store stopped it): no round, and what
         its rounds publish must not read as failing (see CheckpointLoop)."""
@@ -289,7 +299,7 @@ class FlowTimer(BackgroundLoop, Generic[F]):
             if not wanted.get(flow.name, True):
                 self.paused(flow)
                 continue
-            if time.monotonic() < self._due[flow.name]:
+            if time.monotonic() < self._due[flow.name] and not self.due_early(flow):
                 continue
             if self.guarded(f"the round of flow {flow.name}", lambda flow=flow: self.round(flow)):  # type: ignore[misc]
                 self._due[flow.name] = time.monotonic() + self.next_round_in(flow)

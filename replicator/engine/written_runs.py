@@ -181,6 +181,18 @@ class WrittenRuns:
                     found.append(None)
             return found
 
+    def copied(self, needs: dict[Key, int]) -> bool:
+        """Whether this process has written, on every partition of `needs`, the
+        records before its source offset there (0: any record): the copy has
+        reached what a checkpoint round left (`CheckpointLoop.due_early`). False for
+        a partition another process writes (its runs are not known here)."""
+        with self._lock:
+            for key, need in needs.items():
+                state = self._partitions.get(key)
+                if state is None or not state.lasts or state.lasts[-1] + 1 < need:
+                    return False
+            return True
+
 
 _FLOWS: dict[tuple[str, str, str], WrittenRuns] = {}
 _FLOWS_LOCK = threading.Lock()

@@ -5,9 +5,20 @@ which is what MirrorMaker 2 met at 2,500 topics x 4 partitions, retrying forever
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 from confluent_kafka.admin import NewTopic
 
-from replicator.engine.topic_sync import CREATE_PARTITIONS_PER_REQUEST, _batches
+from replicator.engine.topic_sync import (
+    COORDINATORS_WAIT_S,
+    CREATE_PARTITIONS_PER_REQUEST,
+    OFFSETS_TOPIC,
+    TopicSync,
+    _batches,
+)
+
+from helpers.replication import flow_config
 
 
 def test_an_estate_of_topics_is_created_in_requests_the_controller_accepts() -> None:
@@ -22,3 +33,48 @@ def test_an_estate_of_topics_is_created_in_requests_the_controller_accepts() -> 
 def test_a_topic_larger_than_a_request_goes_alone() -> None:
     topics = [NewTopic("small", 10), NewTopic("huge", CREATE_PARTITIONS_PER_REQUEST + 1)]
     assert [[t.topic for t in batch] for batch in _batches(topics)] == [["small"], ["huge"]]
+
+
+class _FreshTarget:
+    """An admin of a target that has no offsets topic until it is asked for a group
+    coordinator, and lists it `after` looks at its metadata from then on."""
+
+    def __init__(self, after: int | None) -> None:
+        self.after = after
+        self.calls: list[str] = []
+
+    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, object]:
+        self.calls.append("describe")
+        return {g: None for g in groups}
+
+    def list_topics(self, **_: object) -> SimpleNamespace:
+        self.calls.append("list")
+        looks = self.calls.count("list")
+        ready = "describe" in self.calls and self.after is not None and looks >= self.after
+        return SimpleNamespace(topics={OFFSETS_TOPIC: object()} if ready else {})
+
+
+def _topic_sync(admin: _FreshTarget) -> TopicSync:
+    flow = flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*")
+    sync = TopicSync(flow)
+    sync.target_admin = admin  # type: ignore[assignment]
+    return sync
+
+
+def test_the_partitions_are_created_once_the_offsets_topic_is_ahead_of_them() -> None:
+    """A fresh target creates its offsets topic when first asked for a coordinator:
+    the creation of thousands of partitions waits for that topic to be in its
+    metadata (so it is created first), not for the coordinator's answer (a second
+    on a fresh target)."""
+    admin = _FreshTarget(after=3)
+    began = time.monotonic()
+    _topic_sync(admin)._coordinators_first()
+    assert admin.calls == ["describe", "list", "list", "list"]
+    assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
+
+
+def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most() -> None:
+    admin = _FreshTarget(after=None)
+    began = time.monotonic()
+    _topic_sync(admin)._coordinators_first()
+    assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5

@@ -6,13 +6,16 @@ tests/integration/offsets."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 
+from replicator.engine.written_runs import written_runs
 from replicator.offsets import checkpoint_loop
-from replicator.offsets.checkpoint_loop import HELD_RECHECK_S, CheckpointLoop
+from replicator.offsets.checkpoint_loop import EARLY_LOOK_S, HELD_RECHECK_S, CheckpointLoop
 from replicator.offsets.checkpoints import CheckpointReport
 
 
@@ -27,6 +30,8 @@ class _Checkpointer:
         self.ready = False
         #: The partitions each round leaves (positions held, or not reached).
         self.left: set[tuple[str, int]] = set()
+        #: Positions each round holds back: (partition, source offset).
+        self.held: list[tuple[tuple[str, int], int]] = []
         #: Each round's partitions and whether it caught up on the round before's.
         self.rounds: list[tuple[set[tuple[str, int]], bool]] = []
 
@@ -42,6 +47,13 @@ class _Checkpointer:
         report = CheckpointReport("primary->dr", catch_up=catch_up)
         report.partitions = len(partitions)
         report.left = self.left & partitions
+        for (topic, partition), offset in self.held:
+            report.held.append(
+                SimpleNamespace(translation=SimpleNamespace(
+                    topic=topic, partition=partition, source_offset=offset
+                ))  # type: ignore[arg-type]
+            )  # fmt: skip
+            report.left.add((topic, partition))
         return report
 
     def close(self) -> None:
@@ -52,9 +64,17 @@ class _Checkpointer:
 SHARE = {("orders", p) for p in range(10)}
 
 
+#: Each test's flow has clusters of its own: what this process wrote is kept per
+#: flow and clusters (`written_runs`).
+_CLUSTERS = itertools.count()
+
+
 def _flow(interval: float = 60.0) -> SimpleNamespace:
+    at = next(_CLUSTERS)
     return SimpleNamespace(
         name="primary->dr",
+        source=SimpleNamespace(bootstrap_servers=f"source-{at}:9092"),
+        target=SimpleNamespace(bootstrap_servers=f"target-{at}:9092"),
         emit_checkpoints_enabled=True,
         emit_checkpoints_interval_seconds=interval,
         sync_group_offsets_enabled=True,
@@ -203,3 +223,39 @@ def test_the_rest_before_catching_up_follows_what_is_left(loop: CheckpointLoop) 
     assert loop.next_round_in(flow) == 5.0
     loop._left[flow.name] = (set(SHARE), 400.0, 10)
     assert loop.next_round_in(flow) == 60.0  # never more than the interval
+
+
+def test_the_catch_up_starts_as_soon_as_the_copy_has_written_what_was_left(
+    loop: CheckpointLoop,
+) -> None:
+    """The catch-up comes when this process's writers have copied what the round left
+    (a partition not reached: any record; a held position: every record before it),
+    looked for every `EARLY_LOOK_S`, not after its rest; leftovers that were copied
+    before a round began and are left again wait for their rest."""
+    flow = loop._flows[0]
+    loop.tick()  # the first round is seconds away
+    checkpointer = loop._checkpointers[flow.name]
+    checkpointer.left = {("orders", 3)}
+    checkpointer.held = [(("orders", 5), 50)]
+    loop.round(flow)
+    loop._due[flow.name] = time.monotonic() + 60.0  # its rest is far from over
+    assert loop.pause_s() == EARLY_LOOK_S
+    loop.tick()
+    assert len(checkpointer.rounds) == 1  # nothing copied yet
+
+    runs = written_runs(flow)  # type: ignore[arg-type]
+    for key in (("orders", 3), ("orders", 5)):
+        runs.track(key)
+    runs.acknowledged(("orders", 3), 0, 9, 10, 9, committed=True)
+    runs.acknowledged(("orders", 5), 0, 48, 49, 48, committed=True)
+    loop.tick()
+    assert len(checkpointer.rounds) == 1  # offset 49 of orders[5] is not written yet
+
+    runs.acknowledged(("orders", 5), 49, 99, 51, 99, committed=True)
+    loop.tick()
+    assert checkpointer.rounds[-1] == ({("orders", 3), ("orders", 5)}, True)
+    # Left again although copied: held for another reason, so the rest applies.
+    assert loop.pause_s() == loop.tick_s
+    loop._due[flow.name] = time.monotonic() + 60.0
+    loop.tick()
+    assert len(checkpointer.rounds) == 2
