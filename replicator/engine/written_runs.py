@@ -181,6 +181,13 @@ class WrittenRuns:
                     found.append(None)
             return found
 
+    def newest_target(self, key: Key) -> int | None:
+        """The target offset of the newest record written on the partition (None:
+        none known): a target end read before it is older than what memory knows."""
+        with self._lock:
+            state = self._partitions.get(key)
+            return state.last_target if state is not None and state.lasts else None
+
     def copied(self, needs: dict[Key, int]) -> bool:
         """Whether this process has written, on every partition of `needs`, the
         records before its source offset there (0: any record): the copy has

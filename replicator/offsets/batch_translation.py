@@ -286,6 +286,7 @@ class BatchTranslator:
             return results
         self.syncs.refresh()
         unknown = [where for where in wanted if where not in self._bounds]
+        unknown += self._behind_the_copy(wanted)
         if unknown:
             found = partition_bounds(self.flow.target, unknown, self._target_admin)
             self._bounds.update({where: found.get(where) for where in unknown})
@@ -359,6 +360,23 @@ class BatchTranslator:
             entry = wanted.setdefault((remote, partition), _Wanted(topic, remote, partition))
             entry.offsets.append(offset)
         return wanted
+
+    def _behind_the_copy(self, wanted: dict[Where, _Wanted]) -> list[Where]:
+        """The target partitions whose end, as this round read it, is behind the newest
+        record this process has written there since: read again, once per call.
+        Memory answers nothing where the target ends before its newest record (that
+        is how a truncated target shows), so a round's chunks that came after the
+        copy went on read what memory knew: at 1,000 partitions and 20 groups, the
+        catch-up after the copy read the target for nearly every position."""
+        behind = []
+        for where, entry in wanted.items():
+            if where not in self._bounds:
+                continue  # not read this round yet: read anyway
+            bounds = self._bounds[where]
+            newest = self.written.newest_target((entry.topic, entry.partition))
+            if newest is not None and (bounds is None or newest >= bounds[1]):
+                behind.append(where)
+        return behind
 
     def _check_high(self, where: Where, topic: str, bounds: tuple[int, int] | None) -> bool:
         """Forget what is known of a target partition whose end went back (recreated

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
 from replicator.engine.tail import Replica
+from replicator.engine.written_runs import WrittenRuns
 from replicator.errors import ReplicatorError
 from replicator.kafka.partition_scans import Scan, _route
 from replicator.offsets import batch_translation
@@ -484,3 +485,38 @@ def test_partitions_not_copied_to_yet_are_left_out_of_the_round(
     # Later in the round the copy reached orders[4]: `reached` reads its target again.
     target[("primary.orders", 4)] = (0, 12)
     assert translator.reached({("orders", 1), ("orders", 4)}) == ([("orders", 4)], False)
+
+
+def test_a_target_end_read_before_the_copy_went_on_is_read_again_not_scanned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The round read the target's end when the copy had written 40 records; the
+    writers have written all 100 since. Memory answers nothing past a target end
+    older than its newest record (that is how a truncated target shows), so the end
+    is read again, once, and the position is answered from what was written, with
+    no read of the records (at 1,000 partitions the catch-up after the copy read
+    the target for nearly every position)."""
+    ends = iter([(0, 40), (0, 100)])
+    asked: list[list[tuple[str, int]]] = []
+    scanned: list[object] = []
+
+    def bounds(_cluster: object, partitions: list, _admin: object) -> dict:
+        asked.append(list(partitions))
+        return {(_TOPIC, 0): next(ends)}
+
+    monkeypatch.setattr(batch_translation, "admin_for", lambda _cluster: None)
+    monkeypatch.setattr(batch_translation, "partition_bounds", bounds)
+    monkeypatch.setattr(batch_translation, "scan_partitions", lambda *a, **k: scanned.append(a))
+    monkeypatch.setattr(batch_translation, "OffsetSyncStore", lambda _flow: _NoPairs())
+    translator = batch_translation.BatchTranslator(flow(), None, None)  # type: ignore[arg-type]
+    translator.written = WrittenRuns()
+    translator.begin_round()
+    translator.check_targets([("orders", 0)])  # the round's read: 40 records then
+
+    translator.written.track(("orders", 0))
+    translator.written.acknowledged(("orders", 0), 0, 0, 1, 0, committed=True)
+    translator.written.acknowledged(("orders", 0), 1, 99, 99, 99, committed=True)
+    found = translator.translate([("orders", 0, 50)])
+    assert found["orders", 0, 50].exact and found["orders", 0, 50].target_offset == 50
+    assert translator.answered == {"written": 1}
+    assert asked == [[(_TOPIC, 0)], [(_TOPIC, 0)]] and scanned == []
