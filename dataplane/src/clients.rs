@@ -4,6 +4,7 @@
 //! mover (`Shared`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdkafka::client::ClientContext;
@@ -40,6 +41,8 @@ pub struct Shared {
     pub events: Mutex<Vec<(&'static str, String, String)>>,
     /// A fatal error of either client, raised by the next call.
     pub fatal: Mutex<Option<Error>>,
+    /// Delivery reports served so far (`Inner::serve_deliveries` counts on it).
+    pub served: AtomicU64,
 }
 
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,6 +128,7 @@ impl ProducerContext for TargetContext {
         if let Err(problem) = outcome {
             lock(&self.0.failures).push((slot, offset, problem));
         }
+        self.0.served.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -240,10 +240,10 @@ impl Inner {
                 }
             }
             if *moved % 1024 == 0 {
-                self.producer.poll(Duration::ZERO);
+                self.serve_deliveries();
             }
         }
-        self.producer.poll(Duration::ZERO);
+        self.serve_deliveries();
         self.failures()
     }
 

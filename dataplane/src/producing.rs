@@ -219,13 +219,13 @@ impl Inner {
     /// records are in flight (`Mover.purge_queue`).
     pub fn purge_queue(&self) -> i32 {
         self.producer.purge(PurgeConfig::default().queue());
-        self.producer.poll(Duration::ZERO);
+        self.serve_deliveries();
         self.producer.in_flight_count()
     }
 
     /// Records in flight, delivery reports served first (`Mover.outstanding`).
     pub fn outstanding(&self) -> i32 {
-        self.producer.poll(Duration::ZERO);
+        self.serve_deliveries();
         self.producer.in_flight_count()
     }
 
@@ -235,7 +235,7 @@ impl Inner {
         let _ = self
             .producer
             .flush(Duration::from_secs_f64(timeout.max(0.0)));
-        self.producer.poll(Duration::ZERO);
+        self.serve_deliveries();
         self.failures()?;
         Ok(self.producer.in_flight_count())
     }

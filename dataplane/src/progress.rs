@@ -5,7 +5,6 @@
 //! clients' errors and warnings (`events`).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use crate::clients::lock;
 use crate::error::Error;
@@ -22,7 +21,7 @@ impl Inner {
     /// The partitions with news since the last call, each with its report (see
     /// `Mover.progress`); slots of readings given up and fully reported are freed.
     pub fn progress(&mut self) -> Vec<(Partition, Report)> {
-        self.producer.poll(Duration::ZERO);
+        self.serve_deliveries();
         let shared = self.shared().clone();
         let mut ledgers = lock(&shared.ledgers);
         // The newest reading of each partition: an older one may be freed.

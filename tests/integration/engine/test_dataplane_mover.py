@@ -472,6 +472,35 @@ def test_partitions_added_to_a_target_topic_are_learnt_before_their_records(
         assert [r.headers[-3:] for r in copied] == [provenance(source, i) for i in range(5)]
 
 
+def test_one_progress_call_tells_every_partition_delivered_since(primary: str, dr: str) -> None:
+    """A worker writes hundreds of partitions, a batch each. The producer's `poll`
+    serves one event a call, one partition's delivery reports: `progress` told a
+    few partitions a call, and at 1,000 partitions what Python knew was written (the
+    offset syncs, the checkpoint rounds' memory) trailed the target by 14 s. Once
+    the target holds every record and its answers have come back, one call tells
+    every partition."""
+    partitions = 200
+    source, target = unique_topic("dp-many"), unique_topic("dp-many-dst")
+    create_topic(primary, source, partitions=partitions)
+    create_topic(dr, target, partitions=partitions)
+    produce(primary, source, [(p, b"k", b"v%d" % p, None, recent()) for p in range(partitions)])
+    mover = new_mover(primary, dr)
+    try:
+        mover.assign([(source, p, 0, target) for p in range(partitions)])
+        move_until(mover, partitions)
+        deadline = time.monotonic() + 60
+        while sum(log_end(dr, target, p) for p in range(0, partitions, 20)) < partitions // 20:
+            assert time.monotonic() < deadline, "the target never held the records"
+            time.sleep(0.2)
+        time.sleep(2.0)  # the target's answers reach the producer's queue
+        told = mover.progress()
+    finally:
+        mover.close()
+    delivered = {key for key, report in told.items() if report[3]}
+    assert len(delivered) == partitions, f"{len(delivered)} of {partitions} told"
+    assert all(told[source, p][:2] == (0, 0) for p in range(partitions))
+
+
 def test_settings_are_refused_by_key_without_their_values(primary: str, dr: str) -> None:
     secret = "hunter2-" + uuid.uuid4().hex
     with pytest.raises(ValueError, match=r"no\.such\.setting") as unknown:
