@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -181,10 +182,13 @@ class TopicSync:
     def _create(self, topics: list[NewTopic]) -> None:
         if not topics:
             return
+        asked: list[Future[object]] = []
         if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
-            self._coordinators_first()
+            asked = self._coordinators_first()
         for batch in _batches(topics):
             self._create_batch(batch)
+        # The coordinator's answer is not needed, but no request is left behind.
+        wait(asked, timeout=COORDINATORS_WAIT_S)
         self._wait_until_served([t.topic for t in topics])
 
     def _create_batch(self, topics: list[NewTopic]) -> None:
@@ -208,7 +212,7 @@ class TopicSync:
                     f"{error.str()}"
                 ) from exc
 
-    def _coordinators_first(self) -> None:
+    def _coordinators_first(self) -> list[Future[object]]:
         """Before creating thousands of partitions, have the target locate a group
         coordinator: on a cluster that has none yet it creates its offsets topic now,
         ahead of them. Created after them, it waited behind them (a broker applies
@@ -220,18 +224,23 @@ class TopicSync:
         target's metadata, its creation is ahead of ours. That is looked for every
         `COORDINATORS_LOOK_S`, for `COORDINATORS_WAIT_S` at most (waiting for the
         answer itself took the whole second on a fresh target, a tenth of the time
-        its broker then took to create 1,000 partitions)."""
+        its broker then took to create 1,000 partitions). Returns the request, which
+        the caller waits for once the remote topics are asked for."""
         group = self.flow.engine_group  # any name: the answer is not read
-        self.target_admin.describe_consumer_groups([group], request_timeout=COORDINATORS_WAIT_S)
+        asked = list(
+            self.target_admin.describe_consumer_groups(
+                [group], request_timeout=COORDINATORS_WAIT_S
+            ).values()
+        )
         deadline = time.monotonic() + COORDINATORS_WAIT_S
         while True:
             try:
                 topics = self.target_admin.list_topics(timeout=COORDINATORS_WAIT_S).topics
             except KafkaException as exc:  # the creation that follows says what is wrong
                 log.debug("flow %s: the target's metadata: %s", self.flow.name, error_text(exc))
-                return
+                return asked
             if OFFSETS_TOPIC in topics:
-                return
+                return asked
             if time.monotonic() > deadline:
                 log.info(
                     "flow %s: the target %r has no group coordinator yet (no %s after "
@@ -239,7 +248,7 @@ class TopicSync:
                     self.flow.name, self.flow.target.alias, OFFSETS_TOPIC,
                     COORDINATORS_WAIT_S,
                 )  # fmt: skip
-                return
+                return asked
             time.sleep(COORDINATORS_LOOK_S)
 
     def _wait_until_served(self, topics: list[str]) -> None:

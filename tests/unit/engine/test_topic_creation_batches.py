@@ -6,10 +6,13 @@ which is what MirrorMaker 2 met at 2,500 topics x 4 partitions, retrying forever
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from types import SimpleNamespace
 
+import pytest
 from confluent_kafka.admin import NewTopic
 
+from replicator.engine import topic_sync
 from replicator.engine.topic_sync import (
     COORDINATORS_WAIT_S,
     CREATE_PARTITIONS_PER_REQUEST,
@@ -43,9 +46,9 @@ class _FreshTarget:
         self.after = after
         self.calls: list[str] = []
 
-    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, object]:
+    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, Future[object]]:
         self.calls.append("describe")
-        return {g: None for g in groups}
+        return {g: Future() for g in groups}
 
     def list_topics(self, **_: object) -> SimpleNamespace:
         self.calls.append("list")
@@ -54,27 +57,31 @@ class _FreshTarget:
         return SimpleNamespace(topics={OFFSETS_TOPIC: object()} if ready else {})
 
 
-def _topic_sync(admin: _FreshTarget) -> TopicSync:
+def _topic_sync(admin: _FreshTarget, monkeypatch: pytest.MonkeyPatch) -> TopicSync:
+    """A topic sync whose clients are `admin` (no client connects anywhere)."""
+    monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: admin)
     flow = flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*")
-    sync = TopicSync(flow)
-    sync.target_admin = admin  # type: ignore[assignment]
-    return sync
+    return TopicSync(flow)
 
 
-def test_the_partitions_are_created_once_the_offsets_topic_is_ahead_of_them() -> None:
+def test_the_partitions_are_created_once_the_offsets_topic_is_ahead_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A fresh target creates its offsets topic when first asked for a coordinator:
     the creation of thousands of partitions waits for that topic to be in its
     metadata (so it is created first), not for the coordinator's answer (a second
     on a fresh target)."""
     admin = _FreshTarget(after=3)
     began = time.monotonic()
-    _topic_sync(admin)._coordinators_first()
+    _topic_sync(admin, monkeypatch)._coordinators_first()
     assert admin.calls == ["describe", "list", "list", "list"]
     assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
 
 
-def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most() -> None:
+def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     admin = _FreshTarget(after=None)
     began = time.monotonic()
-    _topic_sync(admin)._coordinators_first()
+    _topic_sync(admin, monkeypatch)._coordinators_first()
     assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
