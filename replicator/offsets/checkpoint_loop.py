@@ -86,7 +86,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         #: Per flow, what the copy must have written for that round to be due at once
         #: (`due_early`): per partition left, the source offset before which every
         #: record must be written (its held positions' highest; 0 where the copy had
-        #: not started: any record). Not set after a round that came early itself.
+        #: not started: any record). Not set after a round that began with its
+        #: leftovers already written (they wait for something else: its rest applies).
         self._needs: dict[str, dict[tuple[str, int], int]] = {}
         #: Per flow, when its last full round (every partition of its share) ended and
         #: how long it took: catch-up rounds follow it for an interval, or that round's
