@@ -1,0 +1,66 @@
+"""The task loop's timers: reports of every partition (metrics, status) are spaced by
+their own cost, so at thousands of partitions they never take the loop from the copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from replicator.engine import task
+
+from helpers.replication import flow_config
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    clock = _Clock()
+    monkeypatch.setattr(task.time, "monotonic", clock)
+    return clock
+
+
+def _timers() -> task._Timers:
+    return task._Timers(flow_config(("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), "t"))
+
+
+def test_a_cheap_report_comes_every_interval(clock: _Clock) -> None:
+    timers = _timers()
+    assert timers.due("metrics", clock.now, 1.0)
+    with timers.spaced("metrics", 1.0):
+        clock.now += 0.05  # a twentieth of its interval
+    assert not timers.due("metrics", clock.now + 0.9, 1.0)
+    assert timers.due("metrics", clock.now + 0.95, 1.0)  # 1 s after it began
+
+
+def test_a_report_that_takes_half_its_interval_comes_ten_times_its_cost_later(
+    clock: _Clock,
+) -> None:
+    """At 5,000 partitions beside a checkpoint round the metrics took 0.2 to 2 s; every
+    second, that left the copy a fraction of the loop (the copy took 15 to 23 s)."""
+    timers = _timers()
+    assert timers.due("metrics", clock.now, 1.0)
+    with timers.spaced("metrics", 1.0):
+        clock.now += 0.5
+    ended = clock.now
+    assert not timers.due("metrics", ended + 4.9, 1.0)
+    clock.now = ended + 5.0
+    assert timers.due("metrics", clock.now, 1.0)  # its time / _REPORTS_DUTY after it
+    # A cheap one after it is back to every second.
+    with timers.spaced("metrics", 1.0):
+        clock.now += 0.01
+    assert timers.due("metrics", ended + 6.0, 1.0)
+
+
+def test_the_status_is_spaced_from_its_own_interval(clock: _Clock) -> None:
+    timers = _timers()
+    assert timers.due("status", clock.now, 10.0)
+    with timers.spaced("status", 10.0):
+        clock.now += 0.5  # 5 s at a tenth: less than its interval, so the interval stands
+    assert not timers.due("status", clock.now + 9.0, 10.0)
+    assert timers.due("status", clock.now + 9.5, 10.0)
