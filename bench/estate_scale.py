@@ -294,6 +294,12 @@ class Ours:
         assert self._process is not None
         return self._process.pid
 
+    def failure(self) -> str | None:
+        """Why the process ended on its own (its log says more), or None while it runs."""
+        assert self._process is not None
+        code = self._process.poll()
+        return None if code is None else f"exited with {code}; see {self.log_file}"
+
     def commands(self) -> dict[str, float | int]:
         """How long `replicator status` and `flows list` take on this estate, and how
         many series the metrics endpoint serves."""
@@ -372,6 +378,9 @@ class Mm2:
     def rounds(self) -> list[float]:
         return []
 
+    def failure(self) -> str | None:
+        return None  # MirrorMaker's launcher restarts nothing: its log says when it fails
+
     def commands(self) -> dict[str, float | int]:
         return {}
 
@@ -408,6 +417,8 @@ def measure(
         pid = runner.pid()
         deadline = started + args.timeout
         while time.monotonic() < deadline:
+            if (died := runner.failure()) is not None:
+                raise RuntimeError(f"{system} stopped while measured: {died}")
             # Each figure is the middle of the look that saw it: what a look finds was
             # there by its end, and may have been since its start. (Until 2026-12-05 a
             # figure was the end of its look, the groups' read included, and looks came

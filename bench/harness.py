@@ -10,6 +10,7 @@ replicator's CPU time and peak memory are read from /proc before it is stopped.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import json
 import logging
@@ -393,6 +394,7 @@ def replicator_main(flow: FlowConfig) -> None:
     SIGINT is ignored so that a Ctrl-C in the terminal reaches only the parent,
     which then stops this process the same way as after a run.
     """
+    faulthandler.enable()  # a crash in a C library prints every thread's stack
     stop_event = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_event.set())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import sys
 from dataclasses import asdict, replace
@@ -64,6 +65,9 @@ def _run(
 ) -> int:
     if own_process():  # before any client starts a thread; see replicator.allocator
         allocator.reexecute_with_preferred()
+    # A crash inside a C library (librdkafka, the data plane) prints every thread's
+    # Python stack on stderr before the process dies, not nothing.
+    faulthandler.enable()
     flows = select_flows(load_config(config), flow)
     if force_takeover:
         flows = [replace(f, takeover_force=True) for f in flows]

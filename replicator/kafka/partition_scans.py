@@ -23,7 +23,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import cast
+from concurrent.futures import Future
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -173,6 +174,20 @@ ABSENT = frozenset(
 BOUNDS_PER_REQUEST = 500
 
 
+def _failure(future: Future[Any]) -> BaseException | None:
+    """How `future` failed, or None: asked, never raised. Raising the exception a
+    future holds (`result()`) writes the raising frames into it, and the frame that
+    catches it holds the futures: a reference cycle, with the admin client in it when
+    that frame holds the client. The cyclic garbage collector then frees the client,
+    at an allocation of any thread, and a confluent-kafka client torn down that way
+    while its librdkafka threads still call back crashed the process (a segmentation
+    fault in `list_offsets` beside thousands of partitions still getting leaders)."""
+    try:
+        return future.exception(timeout=READ_TIMEOUT_S)
+    except TimeoutError as exc:
+        return exc
+
+
 def partition_bounds(
     cluster: ClusterConfig, partitions: list[Key], admin: AdminClient | None = None
 ) -> dict[Key, tuple[int, int]]:
@@ -214,16 +229,17 @@ def partition_bounds(
             asked.append((slot, admin.list_offsets(wanted, request_timeout=READ_TIMEOUT_S)))
     for slot, futures in asked:
         for tp, future in futures.items():
-            try:
-                offset = future.result(timeout=READ_TIMEOUT_S).offset
-            except Exception as exc:
-                if error_code(exc) in ABSENT:
-                    continue
+            failed = _failure(future)
+            if failed is None:
+                offset = future.result().offset
+            elif error_code(failed) in ABSENT:
+                continue
+            else:
                 raise ReplicatorError(
                     f"cluster {cluster.alias!r} {tp.topic}[{tp.partition}]: offsets not read: "
-                    f"{error_text(exc)}; check that the cluster is reachable and the "
+                    f"{error_text(failed)}; check that the cluster is reachable and the "
                     "principal may DESCRIBE the topic"
-                ) from exc
+                ) from failed
             found.setdefault((tp.topic, tp.partition), [None, None])[slot] = offset
     # A partition answered by one request and not the other (its leader settled in
     # between) is left out: both bounds or neither.
