@@ -16,8 +16,10 @@ processes started with `spawn` log the same way as their runner.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import sys
 
 import structlog
 
@@ -94,3 +96,15 @@ def _json_formatter(worker: str | None) -> logging.Formatter:
             structlog.processors.JSONRenderer(),
         ],
     )
+
+
+def crash_stacks() -> None:
+    """Have a crash inside C code (librdkafka, the compiled data plane) print every
+    thread's Python stack on stderr before the process dies (`faulthandler`), when
+    stderr is a file the process owns; a host that captured stderr (a test runner,
+    an application embedding the engine) keeps its own arrangement."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # captured in memory: no descriptor
+        return
+    faulthandler.enable()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import sys
 from dataclasses import asdict, replace
 from typing import Annotated
 
-from replicator import allocator
+from replicator import allocator, logs
 from replicator.cli.app import ROOT, command, exit_statuses, own_process
 from replicator.cli.options import (
     ConfigOption,
@@ -65,9 +64,7 @@ def _run(
 ) -> int:
     if own_process():  # before any client starts a thread; see replicator.allocator
         allocator.reexecute_with_preferred()
-    # A crash inside a C library (librdkafka, the data plane) prints every thread's
-    # Python stack on stderr before the process dies, not nothing.
-    faulthandler.enable()
+    logs.crash_stacks()  # a crash inside C code prints every thread's stack
     flows = select_flows(load_config(config), flow)
     if force_takeover:
         flows = [replace(f, takeover_force=True) for f in flows]

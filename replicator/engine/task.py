@@ -74,7 +74,7 @@ _CONSUME_TIMEOUT_S = 0.2
 _HOUSEKEEPING_S = 1.0
 _STATUS_EVERY_S = 10.0
 #: The share of the loop's time the reports of every partition (metrics, status) may
-#: take: one that took longer than this share of its interval comes that much later.
+#: take: one that cost more than this share of its interval comes that much later.
 #: At 5,000 partitions a round of metrics took 0.2 to 2 s beside a checkpoint round;
 #: every second, it left the copy a fraction of the loop (`_Timers.spaced`).
 _REPORTS_DUTY = 0.1
@@ -496,13 +496,15 @@ class _Timers:
 
     @contextmanager
     def spaced(self, job: str, every_s: float) -> Iterator[None]:
-        """Time the run of `job` in the block: one that took more than `_REPORTS_DUTY`
-        of `every_s` is next due that many times its time after its end, so reports
-        of thousands of partitions never take more than that share of the loop from
-        the copy: they come less often instead."""
-        started = time.monotonic()
+        """Measure the run of `job` in the block by this thread's CPU time (its own
+        cost: a run kept waiting by other threads or processes is not spaced for
+        it): one that cost more than `_REPORTS_DUTY` of `every_s` is next due that
+        many times its cost after its end, so reports of thousands of partitions
+        never take more than that share of the loop from the copy: they come less
+        often instead."""
+        cost = time.thread_time()
         yield
-        ended = time.monotonic()
-        pause = (ended - started) / _REPORTS_DUTY
+        cost = time.thread_time() - cost
+        pause = cost / _REPORTS_DUTY
         if pause > every_s:
-            self._next[job] = ended + pause
+            self._next[job] = time.monotonic() + pause

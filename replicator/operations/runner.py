@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import faulthandler
 import logging
 import multiprocessing
 import os
@@ -467,7 +466,7 @@ def _worker_main(flow: FlowConfig, index: int, level: int, metrics_port: Synchro
     """Entry point of one worker process; it serves its metrics on a loopback port
     and tells the runner which in `metrics_port` (-1: none wanted)."""
     _die_with_parent()
-    faulthandler.enable()  # as `replicator run`: a crash in C code prints every stack
+    logs.crash_stacks()  # as `replicator run`: a crash in C code prints every stack
     pace_for_replication()
     logs.configure(level, worker=f"{flow.name}#{index}")  # the runner's format (see logs)
     stop = threading.Event()

@@ -11,6 +11,9 @@ from helpers.replication import flow_config
 
 
 class _Clock:
+    """The wall clock and the thread's CPU clock, both moved by hand: the test's reports
+    spend CPU time as they take wall time."""
+
     def __init__(self) -> None:
         self.now = 1000.0
 
@@ -22,6 +25,7 @@ class _Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     clock = _Clock()
     monkeypatch.setattr(task.time, "monotonic", clock)
+    monkeypatch.setattr(task.time, "thread_time", clock)
     return clock
 
 
@@ -55,6 +59,19 @@ def test_a_report_that_takes_half_its_interval_comes_ten_times_its_cost_later(
     with timers.spaced("metrics", 1.0):
         clock.now += 0.01
     assert timers.due("metrics", ended + 6.0, 1.0)
+
+
+def test_a_report_kept_waiting_by_other_threads_is_not_spaced(
+    clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its wall time is other threads' (or processes') doing: only its own CPU counts."""
+    cpu = 50.0
+    monkeypatch.setattr(task.time, "thread_time", lambda: cpu)
+    timers = _timers()
+    assert timers.due("metrics", clock.now, 1.0)
+    with timers.spaced("metrics", 1.0):
+        clock.now += 0.8  # waited, at no CPU cost of its own
+    assert timers.due("metrics", clock.now + 0.2, 1.0)
 
 
 def test_the_status_is_spaced_from_its_own_interval(clock: _Clock) -> None:

@@ -3,12 +3,15 @@ for our loggers and every library's, a worker's name and a traceback included.""
 
 from __future__ import annotations
 
+import faulthandler
+import io
 import json
 import logging
 import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +103,29 @@ def test_an_unknown_format_names_the_variable(
     _bare_root()
     with pytest.raises(ValueError, match=r"REPLICATOR_LOG_FORMAT='xml'.*text, json"):
         logs.configure(logging.INFO)
+
+
+def test_crash_stacks_leave_a_stderr_captured_in_memory_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`replicator run` called in a process that captured stderr in memory (a test's
+    runner, an application) runs on: faulthandler needs a file descriptor, and
+    enabling it there raised io.UnsupportedOperation before the run began."""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    logs.crash_stacks()  # no descriptor: left as it is, no error
+
+
+def test_crash_stacks_go_to_a_stderr_with_a_descriptor(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    was_enabled = faulthandler.is_enabled()
+    with (tmp_path / "stderr").open("w") as stderr:
+        monkeypatch.setattr(sys, "stderr", stderr)
+        faulthandler.disable()
+        try:
+            logs.crash_stacks()
+            assert faulthandler.is_enabled()
+        finally:
+            faulthandler.disable()
+            if was_enabled:
+                faulthandler.enable(file=sys.__stderr__)
