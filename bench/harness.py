@@ -10,7 +10,6 @@ replicator's CPU time and peak memory are read from /proc before it is stopped.
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import gc
 import json
 import logging
@@ -44,7 +43,7 @@ from confluent_kafka.admin import (
 )
 from thread_cpu import ThreadCpu, read_stat
 
-from replicator import allocator
+from replicator import allocator, logs
 from replicator.config import FlowConfig, load_config
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.task import ReplicationTask
@@ -394,7 +393,7 @@ def replicator_main(flow: FlowConfig) -> None:
     SIGINT is ignored so that a Ctrl-C in the terminal reaches only the parent,
     which then stops this process the same way as after a run.
     """
-    faulthandler.enable()  # a crash in a C library prints every thread's stack
+    logs.crash_stacks()  # as `replicator run`: a crash in C code prints every stack
     stop_event = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_event.set())

@@ -179,9 +179,10 @@ def _failure(future: Future[Any]) -> BaseException | None:
     future holds (`result()`) writes the raising frames into it, and the frame that
     catches it holds the futures: a reference cycle, with the admin client in it when
     that frame holds the client. The cyclic garbage collector then frees the client,
-    at an allocation of any thread, and a confluent-kafka client torn down that way
-    while its librdkafka threads still call back crashed the process (a segmentation
-    fault in `list_offsets` beside thousands of partitions still getting leaders)."""
+    at an allocation of any thread; confluent-kafka clients torn down that way while
+    their librdkafka threads still call back are reported to crash (its issues #1761,
+    #2129), the likely cause of the segmentation faults in `list_offsets` seen beside
+    thousands of partitions still getting their leaders."""
     try:
         return future.exception(timeout=READ_TIMEOUT_S)
     except TimeoutError as exc:
