@@ -36,7 +36,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import cast
@@ -481,10 +481,19 @@ class ReplicationTask:
 
 class _Timers:
     """When each periodic job of the loop is next due (each is due at once, but the
-    config sync: `_prepare` synced the configs, so it is one interval away)."""
+    config sync: `_prepare` synced the configs, so it is one interval away). `clock`
+    and `cpu_clock` are the wall clock and this thread's CPU clock (tests pass their
+    own: patching the `time` module would stop the clock of every thread)."""
 
-    def __init__(self, flow: FlowConfig) -> None:
-        now = time.monotonic()
+    def __init__(
+        self,
+        flow: FlowConfig,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+    ) -> None:
+        self._clock = clock
+        self._cpu_clock = cpu_clock
+        now = clock()
         self._next = {"config_sync": now + flow.sync_topic_configs_interval_seconds}
 
     def due(self, job: str, now: float, every_s: float) -> bool:
@@ -502,9 +511,9 @@ class _Timers:
         many times its cost after its end, so reports of thousands of partitions
         never take more than that share of the loop from the copy: they come less
         often instead."""
-        cost = time.thread_time()
+        cost = self._cpu_clock()
         yield
-        cost = time.thread_time() - cost
+        cost = self._cpu_clock() - cost
         pause = cost / _REPORTS_DUTY
         if pause > every_s:
-            self._next[job] = time.monotonic() + pause
+            self._next[job] = self._clock() + pause

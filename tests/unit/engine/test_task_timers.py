@@ -3,6 +3,8 @@ their own cost, so at thousands of partitions they never take the loop from the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from replicator.engine import task
@@ -22,19 +24,17 @@ class _Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    clock = _Clock()
-    monkeypatch.setattr(task.time, "monotonic", clock)
-    monkeypatch.setattr(task.time, "thread_time", clock)
-    return clock
+def clock() -> _Clock:
+    return _Clock()
 
 
-def _timers() -> task._Timers:
-    return task._Timers(flow_config(("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), "t"))
+def _timers(clock: _Clock, cpu_clock: Callable[[], float] | None = None) -> task._Timers:
+    flow = flow_config(("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), "t")
+    return task._Timers(flow, clock=clock, cpu_clock=cpu_clock or clock)
 
 
 def test_a_cheap_report_comes_every_interval(clock: _Clock) -> None:
-    timers = _timers()
+    timers = _timers(clock)
     assert timers.due("metrics", clock.now, 1.0)
     with timers.spaced("metrics", 1.0):
         clock.now += 0.05  # a twentieth of its interval
@@ -47,7 +47,7 @@ def test_a_report_that_takes_half_its_interval_comes_ten_times_its_cost_later(
 ) -> None:
     """At 5,000 partitions beside a checkpoint round the metrics took 0.2 to 2 s; every
     second, that left the copy a fraction of the loop (the copy took 15 to 23 s)."""
-    timers = _timers()
+    timers = _timers(clock)
     assert timers.due("metrics", clock.now, 1.0)
     with timers.spaced("metrics", 1.0):
         clock.now += 0.5
@@ -61,13 +61,9 @@ def test_a_report_that_takes_half_its_interval_comes_ten_times_its_cost_later(
     assert timers.due("metrics", ended + 6.0, 1.0)
 
 
-def test_a_report_kept_waiting_by_other_threads_is_not_spaced(
-    clock: _Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_report_kept_waiting_by_other_threads_is_not_spaced(clock: _Clock) -> None:
     """Its wall time is other threads' (or processes') doing: only its own CPU counts."""
-    cpu = 50.0
-    monkeypatch.setattr(task.time, "thread_time", lambda: cpu)
-    timers = _timers()
+    timers = _timers(clock, cpu_clock=lambda: 50.0)
     assert timers.due("metrics", clock.now, 1.0)
     with timers.spaced("metrics", 1.0):
         clock.now += 0.8  # waited, at no CPU cost of its own
@@ -75,7 +71,7 @@ def test_a_report_kept_waiting_by_other_threads_is_not_spaced(
 
 
 def test_the_status_is_spaced_from_its_own_interval(clock: _Clock) -> None:
-    timers = _timers()
+    timers = _timers(clock)
     assert timers.due("status", clock.now, 10.0)
     with timers.spaced("status", 10.0):
         clock.now += 0.5  # 5 s at a tenth: less than its interval, so the interval stands
