@@ -367,23 +367,41 @@ OFFSETS_TOPIC = "__consumer_offsets"
 #: How much longer `_wait_until_served` waits for each topic created at once.
 SERVED_S_PER_TOPIC = 0.05
 
-#: Partitions one CreateTopics request asks for at most. A KRaft controller refuses a
-#: request of more than 10,000 records (`max.records.per.user.op`) as a whole:
+#: Records one CreateTopics request has the controller write at most. A KRaft controller
+#: refuses a request of more than 10,000 records (`max.records.per.user.op`) as a whole:
 #: "PolicyViolationException: Unable to perform excessively large batch operation"
 #: (MirrorMaker 2 retries such a batch forever: at 2,500 topics x 4 partitions it
-#: never created a remote topic).
+#: never created a remote topic). A topic is a record, and so is each of its partitions
+#: and each config entry it is created with (`_records`): 4,000 topics of one partition
+#: and three configs each are 20,000.
+CREATE_RECORDS_PER_REQUEST = 9_000
+
+#: Partitions one CreateTopics request asks for at most, below the records' bound: a
+#: fresh broker given 5,000 partitions led them all after 8.9 and 17.2 s in requests of
+#: 4,000, and after 27.8 s in one request (`bench/partition_leadership.py`,
+#: docs/benchmarks.md).
 CREATE_PARTITIONS_PER_REQUEST = 4_000
 
 
+def _records(topic: NewTopic) -> int:
+    """The records the controller writes to create `topic`."""
+    return 1 + topic.num_partitions + len(topic.config or {})
+
+
 def _batches(topics: list[NewTopic]) -> list[list[NewTopic]]:
-    """`topics` in requests of at most `CREATE_PARTITIONS_PER_REQUEST` partitions (a
-    topic larger than that alone in its own)."""
+    """`topics` in requests of at most `CREATE_PARTITIONS_PER_REQUEST` partitions and
+    `CREATE_RECORDS_PER_REQUEST` records (a topic larger than that alone in its own)."""
     batches: list[list[NewTopic]] = []
-    size = 0
+    partitions = records = 0
     for topic in topics:
-        if not batches or size + topic.num_partitions > CREATE_PARTITIONS_PER_REQUEST:
+        if (
+            not batches
+            or partitions + topic.num_partitions > CREATE_PARTITIONS_PER_REQUEST
+            or records + _records(topic) > CREATE_RECORDS_PER_REQUEST
+        ):
             batches.append([])
-            size = 0
+            partitions = records = 0
         batches[-1].append(topic)
-        size += topic.num_partitions
+        partitions += topic.num_partitions
+        records += _records(topic)
     return batches

@@ -1,7 +1,8 @@
 """Remote topics are created in requests of at most `CREATE_PARTITIONS_PER_REQUEST`
-partitions (issue 41): a KRaft controller refuses a CreateTopics request of more than
-10,000 records as a whole ("Unable to perform excessively large batch operation"),
-which is what MirrorMaker 2 met at 2,500 topics x 4 partitions, retrying forever."""
+partitions and `CREATE_RECORDS_PER_REQUEST` records (issue 41): a KRaft controller refuses
+a CreateTopics request of more than 10,000 records as a whole ("Unable to perform
+excessively large batch operation"), which is what MirrorMaker 2 met at 2,500 topics x 4
+partitions, retrying forever."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from replicator.engine import topic_sync
 from replicator.engine.topic_sync import (
     COORDINATORS_WAIT_S,
     CREATE_PARTITIONS_PER_REQUEST,
+    CREATE_RECORDS_PER_REQUEST,
     OFFSETS_TOPIC,
     TopicSync,
     _batches,
@@ -31,6 +33,18 @@ def test_an_estate_of_topics_is_created_in_requests_the_controller_accepts() -> 
     sizes = [sum(t.num_partitions for t in batch) for batch in batches]
     assert sizes == [4_000, 4_000, 2_004]
     assert max(sizes) + len(batches[0]) < 10_000  # a record per partition and per topic
+
+
+def test_topics_of_one_partition_with_configs_stay_under_the_controllers_records() -> None:
+    """Each topic is a record, each partition one, each config entry one: 4,000 topics of
+    one partition and three configs are 20,000 records, which the controller refuses."""
+    config = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": "16777216"}
+    topics = [NewTopic(f"src.t-{i:05d}", 1, config=config) for i in range(4_000)]
+    batches = _batches(topics)
+    assert [t.topic for batch in batches for t in batch] == [t.topic for t in topics]
+    records = [sum(2 + len(config) for _ in batch) for batch in batches]
+    assert max(records) <= CREATE_RECORDS_PER_REQUEST < 10_000
+    assert len(batches) == 3  # 1,800 topics a request
 
 
 def test_a_topic_larger_than_a_request_goes_alone() -> None:
