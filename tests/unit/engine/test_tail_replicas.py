@@ -14,8 +14,9 @@ import pytest
 from confluent_kafka import Producer
 
 from replicator.config.model import ClusterConfig
+from replicator.engine import tail
 from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
-from replicator.engine.tail import NOT_NEAR_END, TAIL_OFFSETS, Replica, tail_replicas
+from replicator.engine.tail import NOT_NEAR_END, TAIL_OFFSETS, Replica, replica_of, tail_replicas
 
 from helpers.mock_cluster import MockCluster, mock_cluster
 
@@ -66,3 +67,31 @@ def test_no_replica_near_the_end_read_asks_to_read_back(target: MockCluster) -> 
     _replicate(target, range(1000, 1001))  # after the end read: not near it
     found = tail_replicas(_config(target), "primary", {(TOPIC, 0): (0, end)})
     assert found[TOPIC, 0] is NOT_NEAR_END
+
+
+def test_the_last_replica_before_records_of_others(target: MockCluster) -> None:
+    _replicate(target, range(100, 110))  # target offsets 0..9
+    producer = Producer({"bootstrap.servers": target.bootstrap_servers})
+    for _ in range(3):  # 10..12: the application's own, after the last replica
+        producer.produce(TOPIC, value=b"the application's own", partition=0)
+    assert producer.flush(10) == 0
+    found = tail_replicas(_config(target), "primary", {(TOPIC, 0): (0, 13)})
+    assert found[TOPIC, 0] == Replica(9, 109)
+
+
+def test_only_the_records_after_the_last_replica_have_their_headers_read(
+    target: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newest first, up to the first replica: at 5,000 partitions, the headers of every
+    record of each window were most of a supervisor run."""
+    looked = []
+
+    def counted(message: object, alias: bytes) -> Replica | None:
+        looked.append(message)
+        return replica_of(message, alias)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tail, "replica_of", counted)
+    _replicate(target, range(100, 110))
+    found = tail_replicas(_config(target), "primary", {(TOPIC, 0): (0, 10)})
+    assert found[TOPIC, 0] == Replica(9, 109)
+    assert len(looked) == 1
