@@ -19,15 +19,10 @@ from replicator.cli.options import (
 )
 from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
+from replicator.cli.status_table import FURTHEST_BEHIND, LISTED_PARTITIONS, status_table
 from replicator.config import load_config
 from replicator.engine.collector import pace_for_replication
-from replicator.engine.status import (
-    NoStatus,
-    PartitionStatus,
-    StatusRecord,
-    read_status,
-    status_values,
-)
+from replicator.engine.status import NoStatus, StatusRecord, read_status, status_values
 from replicator.engine.topic_sync import TopicSync
 from replicator.kafka.access import check_access
 from replicator.operations.runner import run_flows, select_flows
@@ -100,6 +95,15 @@ def _status(
     flow: FlowsOption = None,
     output: OutputOption = Output.table,
     json_: JsonOption = False,
+    every_partition: Annotated[
+        bool,
+        flag(
+            "--all",
+            f"list every partition in the table (by default a flow of more than "
+            f"{LISTED_PARTITIONS} lists those that need a look, the {FURTHEST_BEHIND} furthest "
+            "behind, and a row for the rest; -o json and -o yaml hold every one)",
+        ),
+    ] = False,
 ) -> int:
     """Every status row of the selected flows; exit 1 when a flow has none (nothing
     to show is not "all is well": no replicator has run for it on its target)."""
@@ -116,14 +120,20 @@ def _status(
             continue
         runners += read_thread_status(selected, values)
     threads = [{**asdict(r), "state": r.state} for r in runners]
-    emit([asdict(row) for row in rows] + threads, output, lambda: _print_all(rows, runners))
+    emit(
+        [asdict(row) for row in rows] + threads,
+        output,
+        lambda: _print_all(rows, runners, every_partition=every_partition),
+    )
     for problem in missing:
         print(f"replicator: error: {problem}", file=sys.stderr)
     return 1 if missing else 0
 
 
-def _print_all(rows: list[StatusRecord], runners: list[RunnerThreads]) -> None:
-    table = _status_rows(rows)
+def _print_all(
+    rows: list[StatusRecord], runners: list[RunnerThreads], *, every_partition: bool = False
+) -> None:
+    table = status_table(rows, every_partition=every_partition)
     for r in runners:  # `replicator run`'s background threads (checkpoints, ...)
         table.append((r.flow, f"threads of {r.runner}", r.state, r.summary()))
     print_table(("FLOW", "WHAT", "STATE", "DETAILS"), table)
@@ -131,31 +141,6 @@ def _print_all(rows: list[StatusRecord], runners: list[RunnerThreads]) -> None:
 
 def _print_status(rows: list[StatusRecord]) -> None:
     _print_all(rows, [])
-
-
-def _status_rows(rows: list[StatusRecord]) -> list[tuple[str, str, str, str]]:
-    """Each flow's workers, then its partitions."""
-    table = []
-    for row in sorted(rows, key=lambda r: (r.flow, isinstance(r, PartitionStatus), _where(r))):
-        if isinstance(row, PartitionStatus):
-            kind = f"partition {row.where}"
-            figures = (
-                f"next={row.next_offset} lag={row.lag} replicated={row.replicated} lost={row.lost}"
-            )
-            if row.skip_note:
-                figures += f" ({row.skip_note})"
-        else:
-            kind, figures = f"worker {row.worker}", f"partitions={row.partitions}"
-            if row.data_path:
-                figures += f" {row.data_path}"
-        if row.error:
-            figures += f"\nERROR: {row.error}"
-        table.append((row.flow, kind, row.state, figures))
-    return table
-
-
-def _where(row: StatusRecord) -> str:
-    return row.where if isinstance(row, PartitionStatus) else row.worker
 
 
 @command(
