@@ -19,12 +19,24 @@ import typer
 from rich.table import Table
 
 from replicator.cli.app import command, exit_statuses, group
-from replicator.cli.options import ConfigOption, OutputOption, StateUrlOption, TimeoutOption
+from replicator.cli.options import (
+    ConfigOption,
+    OutputOption,
+    StateUrlOption,
+    TimeoutOption,
+    flag,
+)
 from replicator.cli.output import Output, console, emit, plain, print_table
 from replicator.cli.state import state_url
+from replicator.cli.status_table import (
+    FURTHEST_BEHIND,
+    LISTED_PARTITIONS,
+    others_lag,
+    partitions_shown,
+)
 from replicator.config import load_config
 from replicator.config.model import FlowConfig, NameFilter, shell_safe
-from replicator.operations.dr_status import FlowStatus, flow_status, probe_cluster
+from replicator.operations.dr_status import FlowStatus, PartitionLag, flow_status, probe_cluster
 from replicator.procedures.pause import pause_flow, resume_flow
 from replicator.statestore import StateStore, StateStoreError
 from replicator.statestore.flow_states import RUNNING
@@ -217,6 +229,15 @@ def _describe_command(
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
+    every_partition: Annotated[
+        bool,
+        flag(
+            "--all",
+            f"list every partition in the table (by default a flow of more than "
+            f"{LISTED_PARTITIONS} lists those that need a look, the {FURTHEST_BEHIND} furthest "
+            "behind, and a row for the rest; -o json and -o yaml hold every one)",
+        ),
+    ] = False,
 ) -> int:
     chosen_flow = _one_flow(config, flow, flow_option)
     read = _Read([chosen_flow], state_url(state_url_))
@@ -225,11 +246,17 @@ def _describe_command(
     findings = _findings(status) + (
         [f"state store: {read.store_error}"] if read.store_error else []
     )
-    emit(data, output, lambda: _print_describe(flow_config, status, findings))
+    emit(
+        data,
+        output,
+        lambda: _print_describe(flow_config, status, findings, every_partition=every_partition),
+    )
     return 1 if findings else 0
 
 
-def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -> None:
+def _print_describe(
+    flow: FlowConfig, status: FlowStatus, findings: list[str], *, every_partition: bool = False
+) -> None:
     out = console()
     lag = "-" if status.total_lag is None else str(status.total_lag)
     about = Table.grid(padding=(0, 2))
@@ -262,18 +289,33 @@ def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -
             title="workers",
         )  # fmt: skip
     if status.partitions:
+        listed, others = partitions_shown(
+            status.partitions,
+            needs_a_look=_needs_a_look,
+            lag=lambda p: p.lag,
+            every_partition=every_partition,
+        )
+        rows = [
+            (
+                f"{p.topic}[{p.partition}]", p.state, _text(p.next_offset), _text(p.lag),
+                str(p.replicated), str(p.lost),
+                p.error or p.skipped or ("stale: its worker is silent" if p.stale else ""),
+            )
+            for p in listed
+        ]  # fmt: skip
+        if others:
+            rows.append(
+                (
+                    f"{len(others)} {'more ' if listed else ''}partitions", "replicating", "",
+                    others_lag(p.lag for p in others).removeprefix("lag="),
+                    str(sum(p.replicated for p in others)), "0", "`--all` lists each",
+                )
+            )  # fmt: skip
         print_table(
             ("PARTITION", "STATE", "NEXT", "LAG", "REPLICATED", "LOST", "NOTE"),
-            [
-                (
-                    f"{p.topic}[{p.partition}]", p.state, _text(p.next_offset), _text(p.lag),
-                    str(p.replicated), str(p.lost),
-                    p.error or p.skipped or ("stale: its worker is silent" if p.stale else ""),
-                )
-                for p in status.partitions
-            ],
+            rows,
             title="partitions",
-        )  # fmt: skip
+        )
     if status.checkpoint is not None:
         c = status.checkpoint
         groups = ", ".join(c.groups) or "none"
@@ -289,6 +331,10 @@ def _print_describe(flow: FlowConfig, status: FlowStatus, findings: list[str]) -
         out.print(f"threads of {b.runner}: {b.state}: {b.summary}")
     for finding in findings:
         out.print(f"FINDING: {finding}")
+
+
+def _needs_a_look(p: PartitionLag) -> bool:
+    return p.state != "replicating" or bool(p.error or p.skipped or p.lost or p.stale)
 
 
 def _text(value: int | None) -> str:

@@ -1,5 +1,6 @@
 """The rows `replicator status` prints for a person: each flow's workers, then its
-partitions.
+partitions; and which partitions a table lists (`partitions_shown`, `flows describe`
+too).
 
 A flow of more than `LISTED_PARTITIONS` partitions lists those that need a look (not
 replicating, an error, records skipped or lost) and the `FURTHEST_BEHIND` with the most
@@ -11,7 +12,8 @@ always hold every row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from replicator.engine.status import PartitionStatus, StatusRecord, WorkerStatus
 
@@ -22,6 +24,42 @@ LISTED_PARTITIONS = 50
 FURTHEST_BEHIND = 10
 
 Row = tuple[str, str, str, str]
+
+P = TypeVar("P")
+
+
+def partitions_shown(
+    partitions: Sequence[P],
+    *,
+    needs_a_look: Callable[[P], bool],
+    lag: Callable[[P], int | None],
+    every_partition: bool = False,
+) -> tuple[list[P], list[P]]:
+    """Of one flow's `partitions` (in the order to show them), those a table lists and
+    the rest it sums up in one row: all listed up to `LISTED_PARTITIONS` (or with
+    `every_partition`), else those that need a look and the `FURTHEST_BEHIND` with
+    the most lag. `replicator status` and `flows describe` list partitions so."""
+    if every_partition or len(partitions) <= LISTED_PARTITIONS:
+        return list(partitions), []
+    looks = {id(p) for p in partitions if needs_a_look(p)}
+    behind = sorted(
+        (p for p in partitions if id(p) not in looks and lag(p)), key=lambda p: -(lag(p) or 0)
+    )
+    chosen = looks | {id(p) for p in behind[:FURTHEST_BEHIND]}
+    listed: list[P] = []
+    others: list[P] = []
+    for p in partitions:
+        (listed if id(p) in chosen else others).append(p)
+    return listed, others
+
+
+def others_lag(lags: Iterable[int | None]) -> str:
+    """The lag of partitions summed up in one row: `lag=<sum> (at most <max>)`."""
+    known = [lag for lag in lags if lag is not None]
+    text = f"lag={sum(known)}" if known else "lag=None"
+    if known and max(known) > 0:
+        text += f" (at most {max(known)})"
+    return text
 
 
 def status_table(rows: Iterable[StatusRecord], *, every_partition: bool = False) -> list[Row]:
@@ -39,18 +77,15 @@ def status_table(rows: Iterable[StatusRecord], *, every_partition: bool = False)
         workers, partitions = flows[flow]
         table += [_worker_row(w) for w in sorted(workers, key=lambda w: w.worker)]
         partitions.sort(key=lambda p: p.where)
-        if every_partition or len(partitions) <= LISTED_PARTITIONS:
-            table += [_partition_row(p) for p in partitions]
-            continue
-        looks = [p for p in partitions if _needs_a_look(p)]
-        rest = [p for p in partitions if not _needs_a_look(p)]
-        behind = sorted((p for p in rest if p.lag), key=lambda p: -(p.lag or 0))
-        behind = behind[:FURTHEST_BEHIND]
-        listed = {p.where for p in behind}
-        table += [_partition_row(p) for p in sorted([*looks, *behind], key=lambda p: p.where)]
-        others = [p for p in rest if p.where not in listed]
+        listed, others = partitions_shown(
+            partitions,
+            needs_a_look=_needs_a_look,
+            lag=lambda p: p.lag,
+            every_partition=every_partition,
+        )
+        table += [_partition_row(p) for p in listed]
         if others:
-            table.append(_others_row(flow, others, more=bool(looks or behind)))
+            table.append(_others_row(flow, others, more=bool(listed)))
     return table
 
 
@@ -75,12 +110,9 @@ def _partition_row(row: PartitionStatus) -> Row:
 def _others_row(flow: str, rows: list[PartitionStatus], *, more: bool) -> Row:
     """One row for partitions that replicate with nothing to look at (`more`: after
     others of the flow, listed)."""
-    lags = [r.lag for r in rows if r.lag is not None]
-    lag = f"lag={sum(lags)}" if lags else "lag=None"
-    if lags and max(lags) > 0:
-        lag += f" (at most {max(lags)})"
-    unknown = len(rows) - len(lags)
-    if lags and unknown:
+    lag = others_lag(r.lag for r in rows)
+    unknown = sum(1 for r in rows if r.lag is None)
+    if unknown and unknown < len(rows):
         lag += f", not known on {unknown}"
     replicated = sum(r.replicated for r in rows)
     return (

@@ -1,11 +1,19 @@
-"""`replicator status` on a flow of thousands of partitions (issue 41): the table lists
-those that need a look and the furthest behind, then one row for the rest; `--all` and
-`-o json` hold every partition."""
+"""`replicator status` and `flows describe` on a flow of thousands of partitions (issue
+41): the table lists those that need a look and the furthest behind, then one row for the
+rest; `--all` and `-o json` hold every partition."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from replicator.cli.flows import _print_describe
 from replicator.cli.status_table import FURTHEST_BEHIND, LISTED_PARTITIONS, status_table
+from replicator.config import load_config
 from replicator.engine.status import PartitionStatus, WorkerStatus
+from replicator.operations.dr_status import FlowStatus, PartitionLag
 
 FLOW = "primary->dr"
 
@@ -68,3 +76,33 @@ def test_an_estate_with_nothing_to_look_at_is_one_row() -> None:
 
 def test_all_lists_every_partition_of_an_estate() -> None:
     assert len(status_table(_estate(5_000), every_partition=True)) == 5_001
+
+
+def test_flows_describe_lists_an_estates_partitions_the_same_way(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # no cell folds
+    flow = load_config(
+        {
+            "clusters": "primary, dr",
+            "primary.bootstrap.servers": "127.0.0.1:1",
+            "dr.bootstrap.servers": "127.0.0.1:2",
+            "primary->dr.enabled": "true",
+        }
+    ).flows[0]
+    now = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    partitions = [
+        PartitionLag(f"orders-{i // 4:04d}", i % 4, "replicating", 0, 100, 100, 0, None, now, False)
+        for i in range(5_000)
+    ]
+    partitions[7] = replace(partitions[7], lag=40)
+    partitions[9] = replace(partitions[9], stale=True)
+    status = FlowStatus(FLOW, "primary", "dr", "running", partitions=partitions)
+    _print_describe(flow, status, [])
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("orders-")]
+    assert listed == ["orders-0001[3]", "orders-0002[1]"]
+    [others] = [line.split() for line in out.splitlines() if line.startswith("4998 more")]
+    assert others[2:7] == ["partitions", "replicating", "0", "499800", "0"]
+    _print_describe(flow, status, [], every_partition=True)
+    assert capsys.readouterr().out.count("orders-") == 5_000
