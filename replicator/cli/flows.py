@@ -20,20 +20,15 @@ from rich.table import Table
 
 from replicator.cli.app import command, exit_statuses, group
 from replicator.cli.options import (
+    AllPartitionsOption,
     ConfigOption,
     OutputOption,
     StateUrlOption,
     TimeoutOption,
-    flag,
 )
 from replicator.cli.output import Output, console, emit, plain, print_table
 from replicator.cli.state import state_url
-from replicator.cli.status_table import (
-    FURTHEST_BEHIND,
-    LISTED_PARTITIONS,
-    others_lag,
-    partitions_shown,
-)
+from replicator.cli.status_table import others_lag, partitions_shown
 from replicator.config import load_config
 from replicator.config.model import FlowConfig, NameFilter, shell_safe
 from replicator.operations.dr_status import FlowStatus, PartitionLag, flow_status, probe_cluster
@@ -229,15 +224,7 @@ def _describe_command(
     config: ConfigOption,
     state_url_: StateUrlOption = None,
     output: OutputOption = Output.table,
-    every_partition: Annotated[
-        bool,
-        flag(
-            "--all",
-            f"list every partition in the table (by default a flow of more than "
-            f"{LISTED_PARTITIONS} lists those that need a look, the {FURTHEST_BEHIND} furthest "
-            "behind, and a row for the rest; -o json and -o yaml hold every one)",
-        ),
-    ] = False,
+    every_partition: AllPartitionsOption = False,
 ) -> int:
     chosen_flow = _one_flow(config, flow, flow_option)
     read = _Read([chosen_flow], state_url(state_url_))

@@ -1,6 +1,6 @@
 """The options several commands share, declared once so that they mean the same
 everywhere: `--config` (default `$REPLICATOR_CONFIG`), `--flow`, `--state-url`,
-`-o/--output` (and `--json`, deprecated), `--dry-run`, `--id`, `--timeout`."""
+`-o/--output` (and `--json`, deprecated), `--dry-run`, `--id`, `--timeout`, `--all`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import typer
 
 from replicator.cli.app import CONFIG_ENV
 from replicator.cli.output import Output
+from replicator.cli.status_table import FURTHEST_BEHIND, LISTED_PARTITIONS
 from replicator.statestore import STATE_URL_ENV, STATE_URL_FILE_ENV
 
 ConfigOption = Annotated[
@@ -89,3 +90,16 @@ TimeoutOption = Annotated[
 def flag(name: str, help_: str) -> Any:
     """A boolean option that is set by being given (`--force`)."""
     return typer.Option(name, metavar="", help=help_)
+
+
+#: `replicator status` and `flows describe`: every partition in the table
+#: (`replicator.cli.status_table`).
+AllPartitionsOption = Annotated[
+    bool,
+    flag(
+        "--all",
+        f"list every partition in the table (by default a flow of more than "
+        f"{LISTED_PARTITIONS} lists those that need a look, the {FURTHEST_BEHIND} furthest "
+        "behind, and a row for the rest; -o json and -o yaml hold every one)",
+    ),
+]

@@ -10,6 +10,7 @@ from typing import Annotated
 from replicator import allocator, logs
 from replicator.cli.app import ROOT, command, exit_statuses, own_process
 from replicator.cli.options import (
+    AllPartitionsOption,
     ConfigOption,
     FlowsOption,
     JsonOption,
@@ -19,7 +20,7 @@ from replicator.cli.options import (
 )
 from replicator.cli.output import Output, chosen, emit, print_table
 from replicator.cli.state import state_url
-from replicator.cli.status_table import FURTHEST_BEHIND, LISTED_PARTITIONS, status_table
+from replicator.cli.status_table import status_table
 from replicator.config import load_config
 from replicator.engine.collector import pace_for_replication
 from replicator.engine.status import NoStatus, StatusRecord, read_status, status_values
@@ -95,15 +96,7 @@ def _status(
     flow: FlowsOption = None,
     output: OutputOption = Output.table,
     json_: JsonOption = False,
-    every_partition: Annotated[
-        bool,
-        flag(
-            "--all",
-            f"list every partition in the table (by default a flow of more than "
-            f"{LISTED_PARTITIONS} lists those that need a look, the {FURTHEST_BEHIND} furthest "
-            "behind, and a row for the rest; -o json and -o yaml hold every one)",
-        ),
-    ] = False,
+    every_partition: AllPartitionsOption = False,
 ) -> int:
     """Every status row of the selected flows; exit 1 when a flow has none (nothing
     to show is not "all is well": no replicator has run for it on its target)."""
