@@ -7,7 +7,8 @@ supervisor's is chosen by `launcher_choice`, which imports the last two only whe
 chosen, so their client libraries load only where used), `supervision`
 (the supervisor DAG's run; its per-flow checks are `health`), `lag` measured
 from the data, `diagnose`, the periodic `sync_round` and the DR status page's
-snapshot (`dr_status`). It may
+snapshot (`dr_status`, whose checkpoint counts a page's server keeps between loads
+in `CheckpointTallies`). It may
 import `offsets`, `engine` and everything below them, and the other packages of
 its layer (`procedures`, `verification`) as long as no import
 circle forms; only `cli` (and the Airflow plugins) import it. The names below
@@ -15,6 +16,7 @@ are what `dags/` and `plugins/` use: they import them from here, not from the
 modules.
 """
 
+from replicator.operations.checkpoint_reads import CheckpointTallies
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD, diagnose
 from replicator.operations.dr_status import (
     HISTORY_KINDS,
@@ -46,6 +48,7 @@ __all__ = [
     "HISTORY_KINDS",
     "SEVERITY",
     "Bounds",
+    "CheckpointTallies",
     "Concern",
     "DrStatus",
     "FlowStatus",

@@ -6,8 +6,8 @@ checkpoints still coming (an unplanned failover starts consumers from them),
 where does each client application run, did the last verification pass, and
 what did past failovers and drills measure. `dr_status` gathers all of it from
 the configuration, the clusters and the DR state store, reusing the readers
-the engine itself uses (`read_status`, `live_workers`, `PartitionReader`,
-MM2's checkpoint format), so the page shows what the engine sees.
+the engine itself uses (`read_status`, `live_workers`, MM2's checkpoint format
+through `checkpoint_reads`), so the page shows what the engine sees.
 
 A page must never hang on a dead cluster: each cluster is first probed with a
 short metadata request, and a cluster that does not answer is shown as
@@ -32,7 +32,6 @@ from confluent_kafka import KafkaException
 
 from replicator.acls.status import read_acl_status
 from replicator.config.model import ClusterConfig, FlowConfig, ReplicatorConfig
-from replicator.engine.formats import Checkpoint
 from replicator.engine.status import (
     STALE_AFTER_S,
     NoStatus,
@@ -46,7 +45,12 @@ from replicator.errors import ReplicatorError
 from replicator.kafka.clients import quiet_admin
 from replicator.kafka.errors import error_text
 from replicator.offsets.checkpoint_status import CheckpointRound, read_checkpoint_round
-from replicator.offsets.translation import PartitionReader
+from replicator.operations.checkpoint_reads import (
+    CheckpointInfo,
+    CheckpointTallies,
+    CheckpointTally,
+    newest_checkpoint,
+)
 from replicator.operations.thread_status import read_thread_status
 from replicator.statestore import Application, RunRecord, StateStore, StateStoreError
 from replicator.statestore.flow_states import HALTED, RUNNING
@@ -105,23 +109,6 @@ class PartitionLag:
     stale: bool
     #: Records its worker did not replicate (loops), in words; None when none.
     skipped: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """The flow's checkpoints in `<source>.checkpoints.internal` on the target."""
-
-    topic: str
-    #: Current (group, topic, partition) entries of this flow, and their groups; None
-    #: and [] where only the newest was read (`flow_status(..., count=False)`).
-    checkpoints: int | None
-    groups: list[str]
-    last_at: datetime | None  # broker timestamp of the newest checkpoint record
-    #: How old the checkpoints are: since the newest record, or since the checkpoint
-    #: loop's last round if that is younger (a round at rest writes none).
-    age_seconds: float | None
-    #: When the loop's last round ended (`checkpoint_status`; None: not published).
-    last_round_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -280,9 +267,12 @@ def dr_status(
     *,
     probe_timeout_s: float = PROBE_TIMEOUT_S,
     history_limit: int = HISTORY_LIMIT,
+    tallies: CheckpointTallies | None = None,
 ) -> DrStatus:
     """The snapshot: clusters probed first, then each flow read from its target
-    (only if reachable), then the state store."""
+    (only if reachable), then the state store. A caller that asks again (the status
+    page's server) passes its `tallies`: each flow's checkpoints are then counted from
+    what was written since it last asked, not from the start of the topic."""
     with ThreadPoolExecutor(max_workers=max(1, len(config.clusters), len(config.flows))) as pool:
         clusters = list(
             pool.map(lambda c: probe_cluster(c, probe_timeout_s), config.clusters.values())
@@ -299,7 +289,12 @@ def dr_status(
             desired, applications, verifications, history = {}, [], [], []
         flows = list(
             pool.map(
-                lambda f: flow_status(f, desired.get(f.name, RUNNING), f.target.alias in reachable),
+                lambda f: flow_status(
+                    f,
+                    desired.get(f.name, RUNNING),
+                    f.target.alias in reachable,
+                    tally=None if tallies is None else tallies.of(f),
+                ),
                 config.flows,
             )
         )
@@ -326,11 +321,17 @@ def probe_cluster(cluster: ClusterConfig, timeout_s: float = PROBE_TIMEOUT_S) ->
 
 
 def flow_status(
-    flow: FlowConfig, desired_state: str, target_reachable: bool, *, count: bool = True
+    flow: FlowConfig,
+    desired_state: str,
+    target_reachable: bool,
+    *,
+    count: bool = True,
+    tally: CheckpointTally | None = None,
 ) -> FlowStatus:
     """Workers, per-partition lag and checkpoints of `flow`, read from its target; with
     `count` False only the newest checkpoint is read, not the count of them all (a
-    summary's cost stays the same at 20 checkpoints or 2,000,000)."""
+    summary's cost stays the same at 20 checkpoints or 2,000,000); `tally`: the count
+    kept since the caller last asked (else the checkpoints topic is read whole)."""
     status = FlowStatus(
         flow.name,
         flow.source.alias,
@@ -344,7 +345,7 @@ def flow_status(
         values = status_values(flow.target)  # read once: rows, threads, ACL sync
         rows = read_status(flow.target, flow.name, values=values)
         checkpoint = _with_round(
-            checkpoint_info(flow) if count else newest_checkpoint(flow),
+            (tally or CheckpointTally(flow)).read() if count else newest_checkpoint(flow),
             read_checkpoint_round(values, flow),
         )
         acl_sync = acl_sync_info(flow, values)
@@ -394,10 +395,6 @@ def acl_sync_info(flow: FlowConfig, values: dict[bytes, bytes] | None = None) ->
     )
 
 
-#: How many records `newest_checkpoint` reads back from the end at a time.
-_TAIL_WINDOW = 1_000
-
-
 def checkpoint_age_s(flow: FlowConfig, values: dict[bytes, bytes] | None = None) -> float | None:
     """How old the flow's checkpoints are: seconds since its newest checkpoint was
     written (its broker timestamp, `newest_checkpoint`), or since its checkpoint loop's
@@ -420,82 +417,6 @@ def _with_round(info: CheckpointInfo, last: CheckpointRound | None) -> Checkpoin
         return info
     ages = [age for age in (info.age_seconds, last.age_seconds) if age is not None]
     return replace(info, age_seconds=min(ages), last_round_at=_ms(last.ended_ms))
-
-
-def newest_checkpoint(flow: FlowConfig) -> CheckpointInfo:
-    """When the flow's newest checkpoint was written, not how many there are. The
-    checkpoints topic is read backwards from its end, a window at a time, to the first
-    record of the flow (the last record, unless another flow of the same source writes
-    there too): what the supervisor, the health check and `flows list` ask costs the
-    same at 20 checkpoints or 2,000,000, where `checkpoint_info` reads them all."""
-    topic = flow.checkpoints_topic
-    with PartitionReader(flow.target) as reader:
-        if not reader.exists(topic, 0):
-            return _checkpoint_info(topic, None, [], None)
-        low, end = reader.bounds(topic, 0)
-        while end > low:
-            start = max(low, end - _TAIL_WINDOW)
-            newest = None
-            for message in reader.messages(topic, 0, start, end):
-                key = message.key()
-                if key is not None and message.value() is not None and _flow_key(flow, key):
-                    newest = message.timestamp()[1]
-            if newest is not None:
-                return _checkpoint_info(topic, None, [], newest)
-            end = start
-    return _checkpoint_info(topic, None, [], None)
-
-
-def _flow_key(
-    flow: FlowConfig, key: bytes, topics: dict[str, bool] | None = None
-) -> tuple[str, str, int] | None:
-    """The (group, remote topic, partition) a checkpoint record's key names, if it is
-    one of `flow` (its topic is a remote topic of one of the flow's source topics).
-    A caller deciding many keys passes `topics`, where each topic's answer is kept."""
-    group, topic, partition = Checkpoint.decode_key(key)
-    ours = None if topics is None else topics.get(topic)
-    if ours is None:
-        ours = flow.topics.matches(flow.policy.upstream_topic(topic) or "")
-        if topics is not None:
-            topics[topic] = ours
-    return (group, topic, partition) if ours else None
-
-
-def checkpoint_info(flow: FlowConfig) -> CheckpointInfo:
-    """This flow's current checkpoints and the age of the newest one.
-
-    MM2's checkpoint value has no time of its own, so the age is the broker
-    timestamp of the newest record in the checkpoints topic that belongs to the
-    flow (its topic is a remote topic of one of the flow's source topics).
-
-    The topic holds a record per checkpoint written (hundreds of thousands at
-    an estate's size until compaction): each distinct key is decoded once, and
-    no value is (what is counted is which keys the flow has, and when)."""
-    topic = flow.checkpoints_topic
-    keys: dict[bytes, tuple[str, str, int] | None] = {}
-    topics: dict[str, bool] = {}
-    last_ms: int | None = None
-    with PartitionReader(flow.target) as reader:
-        if reader.exists(topic, 0):
-            low, high = reader.bounds(topic, 0)
-            for message in reader.messages(topic, 0, low, high):
-                key = message.key()
-                if key is None or message.value() is None:
-                    continue
-                if key not in keys:
-                    keys[key] = _flow_key(flow, key, topics)
-                if keys[key] is not None:
-                    last_ms = max(last_ms or 0, message.timestamp()[1])
-    mine = [k for k in keys.values() if k is not None]
-    return _checkpoint_info(topic, len(mine), sorted({group for group, _, _ in mine}), last_ms)
-
-
-def _checkpoint_info(
-    topic: str, count: int | None, groups: list[str], last_ms: int | None
-) -> CheckpointInfo:
-    last_at = None if last_ms is None else datetime.fromtimestamp(last_ms / 1000, UTC)
-    age = None if last_ms is None else round(max(0.0, time.time() - last_ms / 1000), 1)
-    return CheckpointInfo(topic, count, groups, last_at, age)
 
 
 def _current(workers: list[WorkerInfo], wanted: bool) -> list[WorkerInfo]:

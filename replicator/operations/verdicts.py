@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from replicator.config.model import FlowConfig, ReplicatorConfig, shell_safe
+from replicator.operations.checkpoint_reads import CheckpointTallies
 from replicator.operations.dr_status import DrStatus, FlowStatus, dr_status
 from replicator.operations.health import (
     Bounds,
@@ -122,10 +123,15 @@ class Overview:
         return data
 
 
-def overview(config: ReplicatorConfig, store: StateStore, window: timedelta) -> Overview:
-    """The snapshot (`dr_status`), the supervisor's samples of the last `window`, and
-    the verdicts they give."""
-    status = dr_status(config, store)
+def overview(
+    config: ReplicatorConfig,
+    store: StateStore,
+    window: timedelta,
+    tallies: CheckpointTallies | None = None,
+) -> Overview:
+    """The snapshot (`dr_status`, with the caller's checkpoint `tallies`), the
+    supervisor's samples of the last `window`, and the verdicts they give."""
+    status = dr_status(config, store, tallies=tallies)
     samples: dict[str, list[FlowSample]] = {}
     error = None
     try:

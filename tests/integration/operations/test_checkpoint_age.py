@@ -16,7 +16,8 @@ from replicator.engine.formats import Checkpoint
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.offsets.checkpoint_status import CheckpointRoundPublisher
 from replicator.offsets.checkpoints import CheckpointReport
-from replicator.operations.dr_status import checkpoint_age_s, checkpoint_info, newest_checkpoint
+from replicator.operations.checkpoint_reads import checkpoint_info, newest_checkpoint
+from replicator.operations.dr_status import checkpoint_age_s
 
 from helpers.kafka import unique_topic
 from helpers.replication import write_config
