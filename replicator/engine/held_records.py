@@ -76,5 +76,4 @@ class HeldRecords:
         update_size_limits(self._topics.sync(topics))
         for tracker in held:
             tracker.size.held = False
-            if self._partitions.is_current(tracker):
-                self._partitions.restart_fetch(tracker)
+        self._partitions.restart_fetch(*(t for t in held if self._partitions.is_current(t)))

@@ -195,16 +195,22 @@ class Partitions:
     def pause(self, tracker: PartitionTracker) -> None:
         self._consumer.pause([TopicPartition(tracker.topic, tracker.partition)])
 
-    def restart_fetch(self, tracker: PartitionTracker) -> None:
-        """Fetch the partition again from `tracker.next_offset`, or keep it paused when
-        it is stopped or waits to resume. Reassigning, not seeking: librdkafka refuses
-        a seek once an offset-reset error has stopped the partition's fetcher."""
-        tp = TopicPartition(tracker.topic, tracker.partition)
-        if tracker.stopped or tracker.resuming:
-            self._consumer.pause([tp])
+    def restart_fetch(self, *trackers: PartitionTracker) -> None:
+        """Fetch each partition again from its `tracker.next_offset`, or keep it paused
+        when it is stopped or waits to resume. Reassigning, not seeking: librdkafka
+        refuses a seek once an offset-reset error has stopped the partition's fetcher.
+        All of them in one call of each kind: each call is a round trip to the
+        consumer's main thread, and an estate resuming 5,000 partitions a call each
+        spent 5 s before its copy began."""
+        held = [t for t in trackers if t.stopped or t.resuming]
+        going = [t for t in trackers if not (t.stopped or t.resuming)]
+        if held:
+            self._consumer.pause([TopicPartition(t.topic, t.partition) for t in held])
+        if not going:
             return
-        self._consumer.incremental_unassign([tp])
+        partitions = [TopicPartition(t.topic, t.partition) for t in going]
+        self._consumer.incremental_unassign(partitions)
         self._consumer.incremental_assign(
-            [TopicPartition(tracker.topic, tracker.partition, tracker.next_offset)]
+            [TopicPartition(t.topic, t.partition, t.next_offset) for t in going]
         )
-        self._consumer.resume([tp])
+        self._consumer.resume(partitions)

@@ -169,8 +169,7 @@ class Rebalance:
         waiting = self._partitions.waiting()
         if not waiting or not self._settle.due(time.monotonic()):
             return
-        for tracker in self._resume(waiting):
-            self._partitions.restart_fetch(tracker)
+        self._partitions.restart_fetch(*self._resume(waiting))
 
     def _resume(self, trackers: list[PartitionTracker]) -> list[PartitionTracker]:
         """Find where each waiting partition continues: after its last committed

@@ -481,7 +481,10 @@ class ReplicationTask:
 
 class _Timers:
     """When each periodic job of the loop is next due (each is due at once, but the
-    config sync: `_prepare` synced the configs, so it is one interval away). `clock`
+    topic refresh and the config sync: `_prepare` listed the topics and synced their
+    remote topics and configs, so they are one interval away; refreshed at once, an
+    estate of 1,250 topics described every remote topic's configs again, a second
+    before its copy began). `clock`
     and `cpu_clock` are the wall clock and this thread's CPU clock (tests pass their
     own: patching the `time` module would stop the clock of every thread)."""
 
@@ -494,7 +497,10 @@ class _Timers:
         self._clock = clock
         self._cpu_clock = cpu_clock
         now = clock()
-        self._next = {"config_sync": now + flow.sync_topic_configs_interval_seconds}
+        self._next = {
+            "refresh": now + flow.refresh_topics_interval_seconds,
+            "config_sync": now + flow.sync_topic_configs_interval_seconds,
+        }
 
     def due(self, job: str, now: float, every_s: float) -> bool:
         """True (and the next one `every_s` from `now`) when `job` is due at `now`."""

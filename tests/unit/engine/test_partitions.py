@@ -76,6 +76,28 @@ def test_rewind_resets_the_tracker_pauses_it_and_resuming_fetches_it_from_its_po
     ]
 
 
+def test_partitions_resumed_together_are_fetched_again_in_one_call_of_each_kind(
+    partitions: Partitions, consumer: FakeConsumer
+) -> None:
+    """At an estate's start thousands of partitions resume at once: one call each was
+    5 s of round trips to the consumer's thread before the copy began."""
+    first, second, stopped = tracker(0, next_offset=7), tracker(1, next_offset=9), tracker(2)
+    for made in (first, second, stopped):
+        partitions.add(made)
+    partitions.stop(stopped, "stopped")
+    consumer.calls.clear()
+    partitions.restart_fetch(first, second, stopped)
+    assert consumer.calls == [
+        ("pause", [("orders", 2, -1001)]),
+        ("unassign", [("orders", 0, -1001), ("orders", 1, -1001)]),
+        ("assign", [("orders", 0, 7), ("orders", 1, 9)]),
+        ("resume", [("orders", 0, -1001), ("orders", 1, -1001)]),
+    ]
+    consumer.calls.clear()
+    partitions.restart_fetch()
+    assert consumer.calls == []
+
+
 def test_a_rewind_in_exactly_once_mode_drops_the_partitions_transactional_producer(
     consumer: FakeConsumer, syncs: FakeSyncs, reporter: FakeReporter
 ) -> None:

@@ -77,3 +77,15 @@ def test_the_status_is_spaced_from_its_own_interval(clock: _Clock) -> None:
         clock.now += 0.5  # 5 s at a tenth: less than its interval, so the interval stands
     assert not timers.due("status", clock.now + 9.0, 10.0)
     assert timers.due("status", clock.now + 9.5, 10.0)
+
+
+def test_the_topics_loaded_at_the_start_are_refreshed_an_interval_later(clock: _Clock) -> None:
+    """The start listed the topics and synced their remote topics and configs: doing it
+    again in the first round described 1,250 topics' configs a second before the copy
+    began."""
+    timers = _timers(clock)
+    flow = flow_config(("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), "t")
+    every = flow.refresh_topics_interval_seconds
+    assert not timers.due("refresh", clock.now, every)
+    assert not timers.due("config_sync", clock.now, flow.sync_topic_configs_interval_seconds)
+    assert timers.due("refresh", clock.now + every, every)
