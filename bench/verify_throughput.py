@@ -12,7 +12,8 @@ offset. "Records verified" counts the source records and their copies, so a
 5 M-record flow is 10 M records read. The Spark figure is end to end, as an
 operator waits for it: plan, spark-submit (JVM start included), the suites and
 Data Docs. A second run follows with nothing new (incremental: what the first
-proved is not read again), timed against the first.
+proved is not read again), timed against the first. Last, the clusters' floor: both
+sides read with nothing done per record (`bare_reads`), one after the other and at once.
 
 `--plan-only N` measures planning alone on N partitions (N/4 topics of 4, ten records
 each, and on the target their copies as the replicator writes them): the offsets, the
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -87,6 +89,30 @@ def single_reader(windows: list[PartitionWindow], source: str, target: str, alia
             seen.add(offset)
         faults += len(expected) - len(seen)
     return faults
+
+
+def bare_reads(windows: list[PartitionWindow], source: str, target: str) -> tuple[float, float]:
+    """The clusters' floor: seconds to read every record of both sides with nothing done
+    per record (librdkafka, whole batches), the two sides one after the other, then both
+    at once. No verifier reads faster on this machine."""
+
+    def side(bootstrap: str, ranges: list[tuple[str, int, int, int]]) -> None:
+        for topic, partition, start, end in ranges:
+            for _ in _read(bootstrap, topic, partition, start, end):
+                pass
+
+    sides = [
+        (source, [(w.topic, w.partition, w.source_start, w.source_end) for w in windows]),
+        (target, [(w.remote_topic, w.partition, w.target_start, w.target_end) for w in windows]),
+    ]
+    began = time.monotonic()
+    for bootstrap, ranges in sides:
+        side(bootstrap, ranges)
+    one_after_other = time.monotonic() - began
+    began = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda s: side(*s), sides))
+    return one_after_other, time.monotonic() - began
 
 
 def _fingerprint(message: object) -> bytes:
@@ -173,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         single_s = time.monotonic() - began
         if faults:
             raise RuntimeError(f"the single reader found {faults} faults on a correct copy")
+        print("bare reads (nothing done per record)")
+        bare_s, bare_parallel_s = bare_reads(windows, SOURCE.bootstrap, TARGET.bootstrap)
     figures = {
         "records": args.records,
         "records_read": read,
@@ -185,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spark_over_single": round(single_s / spark_s, 2),
         "spark_job_records_per_s": round(read / phases["spark"]),
         "spark_job_over_single": round(single_s / phases["spark"], 2),
+        "bare_read_seconds": round(bare_s, 1),
+        "bare_read_parallel_seconds": round(bare_parallel_s, 1),
         "second_run_seconds": round(again_s, 1),
         "second_over_first": round(again_s / spark_s, 3),
     }
@@ -207,6 +237,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "single-process confluent-kafka reader",
                     f"{single_s:.1f}",
                     f"{read / single_s:,.0f}",
+                ],
+                [
+                    "bare reads, both sides one after the other (the floor)",
+                    f"{bare_s:.1f}",
+                    f"{read / bare_s:,.0f}",
+                ],
+                [
+                    "bare reads, both sides at once (the floor)",
+                    f"{bare_parallel_s:.1f}",
+                    f"{read / bare_parallel_s:,.0f}",
                 ],
                 ["replicator verify again, nothing new", f"{again_s:.1f}", "-"],
             ],

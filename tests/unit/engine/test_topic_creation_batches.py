@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from replicator.engine import topic_sync
@@ -99,3 +100,77 @@ def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
     began = time.monotonic()
     _topic_sync(admin, monkeypatch)._coordinators_first()
     assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
+
+
+class _Cluster:
+    """An admin client of one cluster holding `topics` (name -> max.message.bytes),
+    recording which topics' configs were described; a topic named in `raced` is
+    created by someone else just before this client asks."""
+
+    def __init__(self, topics: dict[str, int], raced: frozenset[str] = frozenset()) -> None:
+        self.topics = dict(topics)
+        self.raced = raced
+        self.described: list[str] = []
+
+    def list_topics(self, **_: object) -> SimpleNamespace:
+        leader = SimpleNamespace(leader=1)
+        return SimpleNamespace(
+            topics={t: SimpleNamespace(error=None, partitions={0: leader}) for t in self.topics}
+        )
+
+    def describe_configs(self, resources: list[object], **_: object) -> dict[object, Future]:
+        answers: dict[object, Future] = {}
+        for resource in resources:
+            name = resource.name  # type: ignore[attr-defined]
+            self.described.append(name)
+            entry = SimpleNamespace(value=str(self.topics[name]), source=5)  # the default
+            answers[resource] = _done({topic_sync.MAX_MESSAGE_BYTES: entry})
+        return answers
+
+    def incremental_alter_configs(self, resources: list[object]) -> dict[object, Future]:
+        return {resource: _done(None) for resource in resources}  # not what is measured
+
+    def create_topics(self, new: list[NewTopic], **_: object) -> dict[str, Future]:
+        answers: dict[str, Future] = {}
+        for topic in new:
+            if topic.topic in self.raced:
+                self.topics[topic.topic] = 999  # the other creator's setting
+                answers[topic.topic] = _failed(KafkaError.TOPIC_ALREADY_EXISTS)
+                continue
+            self.topics[topic.topic] = int((topic.config or {})[topic_sync.MAX_MESSAGE_BYTES])
+            answers[topic.topic] = _done(None)
+        return answers
+
+
+def _done(value: object) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+def _failed(code: int) -> Future:
+    future: Future = Future()
+    future.set_exception(KafkaException(KafkaError(code)))
+    return future
+
+
+def test_the_limits_of_topics_created_now_are_known_without_describing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A remote topic created with max.message.bytes has exactly that: at 1,250 topics
+    describing them again right after took 1.1 s of the start. The topics that were
+    there, and one another worker created first, are described."""
+    source = _Cluster({"estate-0": 1000, "estate-1": 2000, "estate-2": 3000})
+    target = _Cluster({"src.estate-0": 5000}, raced=frozenset({"src.estate-2"}))
+    admins = iter([source, target])
+    monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: next(admins))
+    sync = TopicSync(flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*"))
+    report = sync.sync({"estate-0": 1, "estate-1": 1, "estate-2": 1})
+    headroom = topic_sync.HEADER_HEADROOM_BYTES
+    assert report.max_message_bytes == {
+        "src.estate-0": 5000,
+        "src.estate-1": 2000 + headroom,
+        "src.estate-2": 999,
+    }
+    # The topic that was there: for its configs' sync, then for its limit.
+    assert sorted(target.described) == ["src.estate-0", "src.estate-0", "src.estate-2"]
