@@ -27,16 +27,18 @@ class Counters:
     published_records: int = 0
     published_bytes: int = 0
 
-    def publish(self, labels: tuple[str, str, str]) -> bool:
-        """Add what was replicated since the last call to the metrics' counters; True
-        when there was something (the reporter then updates the age gauges)."""
+    def take(self) -> tuple[int, int] | None:
+        """The records and bytes replicated since the last call, for the metrics'
+        counters (which only take increments); None when there were none."""
         if self.replicated <= self.published_records:
-            return False
-        metrics.RECORDS.labels(*labels).inc(self.replicated - self.published_records)
-        metrics.BYTES.labels(*labels).inc(self.replicated_bytes - self.published_bytes)
+            return None
+        taken = (
+            self.replicated - self.published_records,
+            self.replicated_bytes - self.published_bytes,
+        )
         self.published_records = self.replicated
         self.published_bytes = self.replicated_bytes
-        return True
+        return taken
 
 
 @dataclass
