@@ -229,8 +229,12 @@ class MoverWriter:
         stopping: threading.Event,
         bounds: DeliveryBounds | None = None,
         make_producer: Callable[[dict[str, object]], Producer] = Producer,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.flow = flow
+        #: The wall clock (tests pass their own: patching the `time` module would stop
+        #: the clock of every thread).
+        self._clock = clock
         self._module = module
         self._partitions = partitions
         self._syncs = syncs
@@ -533,7 +537,7 @@ class MoverWriter:
         if acked_any or not any(self._in_flight.values()):
             self._waiting_since = None
         elif self._waiting_since is None:
-            self._waiting_since = time.monotonic()
+            self._waiting_since = self._clock()
 
     def _acknowledge(
         self, tracker: PartitionTracker, shifts: list[tuple[int, int]], newest: tuple[int, int]
@@ -691,7 +695,7 @@ class MoverWriter:
         deadline = self.bounds.deadline
         if deadline is None or self._waiting_since is None:
             return
-        age = time.monotonic() - self._waiting_since
+        age = self._clock() - self._waiting_since
         if age >= deadline:
             self.rewind_all(
                 f"records unacknowledged by {self.flow.target.alias!r} after {age:.0f} s "
@@ -758,7 +762,7 @@ class MoverWriter:
         return self._positions.get(key)
 
     def _read_movers(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._highs_read < max(_HIGHS_EVERY_S, self._highs_took / _HIGHS_DUTY):
             return
         self._highs_read = now
@@ -771,7 +775,7 @@ class MoverWriter:
             self._positions.update(
                 (key, offset) for key, offset in positions.items() if key in self._assigned
             )
-        self._highs_took = time.monotonic() - now
+        self._highs_took = self._clock() - now
 
     def flush(self, timeout: float) -> int:
         """Wait for the Mover's records in flight (and the status producer's); the

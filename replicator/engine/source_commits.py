@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Literal, Protocol, cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -51,8 +51,18 @@ class Committer(Protocol):
 class SourceCommits:
     """Commits a worker's acknowledged source positions under its consumer group."""
 
-    def __init__(self, flow: str, *, enabled: bool, transactional: bool) -> None:
+    def __init__(
+        self,
+        flow: str,
+        *,
+        enabled: bool,
+        transactional: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`clock`: the wall clock rounds are spaced by (tests pass their own: patching
+        the `time` module would stop the clock of every thread)."""
         self.flow = flow
+        self._clock = clock
         #: The source consumer's group (set when the task makes its consumer).
         self.group = "?"
         self.enabled = enabled
@@ -85,7 +95,7 @@ class SourceCommits:
         (`force`: now, as partitions are given up)."""
         if not self.enabled:
             return
-        now = time.monotonic()
+        now = self._clock()
         if not force and now < self._next_round:
             return
         self._next_round = now + COMMIT_EVERY_S

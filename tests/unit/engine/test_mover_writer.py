@@ -12,6 +12,8 @@ tests/integration/engine/test_compiled_path.py."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -50,7 +52,12 @@ KEY = ("orders", 0)
 class _Path:
     """A MoverWriter over fakes, and what it did to them."""
 
-    def __init__(self, topics: FakeTopics | None = None, **properties: str) -> None:
+    def __init__(
+        self,
+        topics: FakeTopics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        **properties: str,
+    ) -> None:
         self.flow = flow(**properties)
         self.module = FakeDataplane()
         self.consumer = FakeConsumer()
@@ -74,6 +81,7 @@ class _Path:
             ),
             stopping=threading.Event(),
             make_producer=FakeProducer,
+            clock=clock,
         )
         self.fetch.bind(self.writer)
         self.writer.start({})
@@ -479,13 +487,13 @@ def test_a_flow_with_python_callbacks_stays_on_the_python_loop(monkeypatch: Any)
 
 
 def test_the_movers_are_read_less_often_the_longer_a_read_takes(
-    p: _Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A read of the Movers' watermarks costs a search per partition in librdkafka:
     at 5,000 partitions over 1,250 topics, reading every 0.5 s kept most of a core busy
     with nothing moving. Reads are spaced to take at most `_HIGHS_DUTY` of the time."""
     clock = [1000.0]
-    monkeypatch.setattr(mover_writer.time, "monotonic", lambda: clock[0])
+    p = _Path(clock=lambda: clock[0])
     reads = []
 
     def watermarks() -> dict[tuple[str, int], int]:

@@ -37,14 +37,15 @@ def _tracker(partition: int, next_offset: int, acked_next: int = -1) -> Partitio
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    now = [1000.0]
-    monkeypatch.setattr(source_commits.time, "monotonic", lambda: now[0])
-    return now
+def clock() -> list[float]:
+    """The time the commits' rounds see, moved by hand (given to `SourceCommits`)."""
+    return [1000.0]
 
 
 def test_default_mode_commits_no_further_than_acknowledged(clock: list[float]) -> None:
-    commits = SourceCommits("primary->dr", enabled=True, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=True, transactional=False, clock=lambda: clock[0]
+    )
     consumer = _Consumer()
     # Partition 0 has runs in flight: its acknowledged position; partition 1 none: its
     # next offset (records after its last run were skipped, e.g. loops).
@@ -55,14 +56,16 @@ def test_default_mode_commits_no_further_than_acknowledged(clock: list[float]) -
 
 def test_exactly_once_commits_the_next_offset(clock: list[float]) -> None:
     """Every batch's transactions are settled before a round: next_offset is committed."""
-    commits = SourceCommits("primary->dr", enabled=True, transactional=True)
+    commits = SourceCommits("primary->dr", enabled=True, transactional=True, clock=lambda: clock[0])
     consumer = _Consumer()
     commits.commit_due(consumer, [_tracker(0, 500, acked_next=300)], {("orders", 0)})  # type: ignore[arg-type]
     assert consumer.commits == [[("orders", 0, 500)]]
 
 
 def test_rounds_are_rate_limited_and_send_only_what_moved(clock: list[float]) -> None:
-    commits = SourceCommits("primary->dr", enabled=True, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=True, transactional=False, clock=lambda: clock[0]
+    )
     consumer = _Consumer()
     trackers = [_tracker(0, 10), _tracker(1, 20)]
     commits.commit_due(consumer, trackers, set())  # type: ignore[arg-type]
@@ -80,7 +83,9 @@ def test_rounds_are_rate_limited_and_send_only_what_moved(clock: list[float]) ->
 
 
 def test_waiting_stopped_and_unknown_partitions_keep_their_last_commit(clock: list[float]) -> None:
-    commits = SourceCommits("primary->dr", enabled=True, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=True, transactional=False, clock=lambda: clock[0]
+    )
     consumer = _Consumer()
     waiting, stopped, unknown = _tracker(0, 10), _tracker(1, 20), _tracker(2, -1)
     waiting.resuming = True
@@ -90,7 +95,9 @@ def test_waiting_stopped_and_unknown_partitions_keep_their_last_commit(clock: li
 
 
 def test_off_commits_nothing(clock: list[float]) -> None:
-    commits = SourceCommits("primary->dr", enabled=False, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=False, transactional=False, clock=lambda: clock[0]
+    )
     consumer = _Consumer()
     commits.commit_due(consumer, [_tracker(0, 10)], set(), force=True)  # type: ignore[arg-type]
     assert consumer.commits == []
@@ -114,7 +121,9 @@ def test_a_failing_commit_is_counted_each_time_and_logged_once(
     clock: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="replicator.engine.source_commits")
-    commits = SourceCommits("primary->dr", enabled=True, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=True, transactional=False, clock=lambda: clock[0]
+    )
     commits.group = "replicator-primary-dr"
     before = _failed()
     denied = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "denied")
@@ -135,7 +144,9 @@ def test_a_failing_commit_is_counted_each_time_and_logged_once(
 
 
 def test_a_commit_refused_at_once_is_reported_not_raised(clock: list[float]) -> None:
-    commits = SourceCommits("primary->dr", enabled=True, transactional=False)
+    commits = SourceCommits(
+        "primary->dr", enabled=True, transactional=False, clock=lambda: clock[0]
+    )
     before = _failed()
     consumer = _Consumer(refuse=KafkaError(KafkaError._STATE, "no group membership"))
     commits.commit_due(consumer, [_tracker(0, 10)], set())  # type: ignore[arg-type]
