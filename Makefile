@@ -70,6 +70,7 @@ help:
 	@echo "make compose-up / compose-down - the whole system in docker-compose (.env made if absent)"
 
 setup: $(VENV)/.installed $(JVM_DIR)/kafka/.resolved $(JVM_DIR)/kafka.jsa $(JVM_DIR)/spark-kafka/.resolved \
+	$(JVM_DIR)/spark-verify.jsa \
 	$(BROWSER_STAMP) $(POSTGRES_STAMP) $(PROMETHEUS_STAMP) $(JEMALLOC_STAMP) $(DATA_DOCS_ASSETS)/.installed \
 	$(K8S_STAMPS) $(RUST_LINT_STAMP)
 
@@ -121,6 +122,14 @@ $(JVM_DIR)/spark-kafka/.resolved: include/jvm/spark-kafka/pom.xml include/jvm/se
 		-DincludeScope=runtime -DexcludeArtifactIds=$(SPARK_PROVIDED) \
 		-DoutputDirectory=$(abspath $(JVM_DIR)/spark-kafka)
 	touch $@
+
+# The verification job's driver class-data archive: a small local job run once over a
+# throwaway broker writes the classes its JVM loaded, and every later local job maps them
+# (about 3 s less a job; replicator/verification/driver_jvm.py). Made again when PySpark
+# or the connector's jars change.
+$(JVM_DIR)/spark-verify.jsa: $(JVM_DIR)/spark-kafka/.resolved $(JVM_DIR)/kafka.jsa $(VENV)/.installed
+	rm -f $@
+	$(BIN)/python -m replicator_lab.class_archive spark
 
 # Headless Chromium and its WebDriver from Debian, for the end-to-end browser test
 # (tests/integration/airflow/test_browser.py). The stamp records the installed version, so a second run

@@ -435,8 +435,15 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...
 def _provenanced(records: DataFrame, plan: VerificationPlan) -> DataFrame:
     """Target records, fingerprinted, with their topic as `remote_topic`: whether each
     is a copy of the flow (`from_source`) and of which source offset."""
-    provenance = F.element_at(F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), 1)
-    offset_header = F.element_at(F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), 1)
+    # `try_element_at`: a record with headers but none of ours (an application's own)
+    # has no first match, which `element_at` makes an error under ANSI SQL (Spark 4's
+    # default): the job failed on a target holding such a record.
+    provenance = F.try_element_at(
+        F.filter("headers", lambda h: h["key"] == SOURCE_HEADER), F.lit(1)
+    )
+    offset_header = F.try_element_at(
+        F.filter("headers", lambda h: h["key"] == OFFSET_HEADER), F.lit(1)
+    )
     return (
         _fingerprinted(records)
         .withColumnRenamed("topic", "remote_topic")

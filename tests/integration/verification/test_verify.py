@@ -79,7 +79,8 @@ def test_faults_are_named_and_the_command_fails(
     remote = f"primary.{topic}"
     create_topic(dr, remote, partitions=1)
     # A copy written by hand: offsets 40..49 missing, 60 twice, 70 with another value,
-    # and one record written on the target by someone else.
+    # and two records written on the target by someone else, one with headers of its
+    # own (the job failed on such a record until 2026-12-06).
     source = _records(primary, topic, records)
     producer = Producer({"bootstrap.servers": dr, "enable.idempotence": True})
     for offset, (key, value, timestamp) in enumerate(source):
@@ -96,6 +97,7 @@ def test_faults_are_named_and_the_command_fails(
                 headers=[(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(offset))],
             )
     producer.produce(remote, value=b"local", partition=0)
+    producer.produce(remote, value=b"local", partition=0, headers=[("trace-id", b"a1")])
     # A checkpoint that claims target offset 35 is where source offset 30 is.
     # (Other tests may have created the checkpoints topic already.)
     checkpoints = "primary.checkpoints.internal"
@@ -121,7 +123,7 @@ def test_faults_are_named_and_the_command_fails(
         ("missing", 40, 49),
         ("duplicated", 60, 60),
         ("mismatched", 70, 70),
-        ("no_provenance", records - 9, records - 9),  # the target offset of the local record
+        ("no_provenance", records - 9, records - 8),  # the target offsets of the local records
     }
     named = result.summary["suites"]["faults"]["failed"][0]["rows"]
     assert {(r["kind"], r["topic"], r["partition"], r["first"]) for r in named} == {
