@@ -26,10 +26,10 @@ DRIVER_MEMORY = "spark.driver.memory"
 #: `make setup` (`python -m replicator_lab.class_archive spark`: a small verification job
 #: run once with `-XX:ArchiveClassesAtExit`). A local job maps the classes of Spark, its
 #: Kafka connector and the JDK from it instead of loading and verifying them from the
-#: jars. Measured on 1,000,000 records of 1 KB read twice (a kept copy, 2 cores), runs
-#: interleaved: the job 30.0-30.6 s with it against 33.2-34.7 s without. An archive
-#: that does not match (another JDK or Spark) is ignored by the JVM, which says so in
-#: the job's log and loads the classes from the jars.
+#: jars. Measured on 1,000,000 records of 1 KB read twice (a kept copy, 2 cores), six
+#: interleaved pairs: the job 25.4-32.5 s with it (median 31.2) against 29.2-35.2 s
+#: without (median 34.8). An archive that does not match (another JDK or Spark) is
+#: ignored by the JVM (`-Xshare:auto`, its default), which loads the classes from the jars.
 CLASS_ARCHIVE = "spark-verify.jsa"
 
 #: A local run of a plan with fewer records than this (source and target windows
@@ -111,7 +111,8 @@ def _quoted(path: Path) -> str:
 
 def available_memory_mib(cgroup: Path = Path("/sys/fs/cgroup/memory.max")) -> int:
     """The memory this process may use, in MiB: the machine's, or its cgroup's limit
-    (a container's) when lower, as the JVM sizes its own default heap."""
+    (a container's, cgroup v2's `memory.max`) when lower, as the JVM sizes its own
+    default heap. Under cgroup v1 the machine's memory is taken."""
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     try:
         limit = cgroup.read_text(encoding="ascii").strip()
