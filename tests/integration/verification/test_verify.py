@@ -13,7 +13,12 @@ from replicator_spark.kafka_ranges import SMALL_RANGE_OFFSETS
 
 from replicator.cli import main
 from replicator.engine.formats import Checkpoint
-from replicator.engine.headers import OFFSET_HEADER, SOURCE_HEADER, encode_offset
+from replicator.engine.headers import (
+    OFFSET_HEADER,
+    SOURCE_HEADER,
+    TOPIC_HEADER,
+    encode_offset,
+)
 from replicator.engine.internal_topics import ensure_compacted_topic
 from replicator.statestore import StateStore
 from replicator.verification.plan import plan_verification
@@ -78,23 +83,28 @@ def test_faults_are_named_and_the_command_fails(
     preload(primary, topic, records, 1)
     remote = f"primary.{topic}"
     create_topic(dr, remote, partitions=1)
-    # A copy written by hand: offsets 40..49 missing, 60 twice, 70 with another value,
-    # and two records written on the target by someone else, one with headers of its
-    # own (the job failed on such a record until 2026-12-06).
+    # A copy written by hand: offsets 40..49 missing, 60 twice, 70 and 71 with another
+    # value, and two records written on the target by someone else, one with headers of
+    # its own (the job failed on such a record until 2026-12-06). Even offsets carry the
+    # headers as today's replicator writes them (the job reads those in compiled code),
+    # odd ones as a replicator older than the topic header did (read by a lambda).
     source = _records(primary, topic, records)
     producer = Producer({"bootstrap.servers": dr, "enable.idempotence": True})
     for offset, (key, value, timestamp) in enumerate(source):
         if 40 <= offset < 50:
             continue
+        headers = [(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(offset))]
+        if offset % 2 == 0:
+            headers.append((TOPIC_HEADER, topic.encode()))
         copies = 2 if offset == 60 else 1
         for _ in range(copies):
             producer.produce(
                 remote,
                 key=key,
-                value=b"changed" if offset == 70 else value,
+                value=b"changed" if offset in (70, 71) else value,
                 timestamp=timestamp,
                 partition=0,
-                headers=[(SOURCE_HEADER, b"primary"), (OFFSET_HEADER, encode_offset(offset))],
+                headers=headers,
             )
     producer.produce(remote, value=b"local", partition=0)
     producer.produce(remote, value=b"local", partition=0, headers=[("trace-id", b"a1")])
@@ -122,7 +132,7 @@ def test_faults_are_named_and_the_command_fails(
     assert faults == {
         ("missing", 40, 49),
         ("duplicated", 60, 60),
-        ("mismatched", 70, 70),
+        ("mismatched", 70, 71),
         ("no_provenance", records - 9, records - 8),  # the target offsets of the local records
     }
     named = result.summary["suites"]["faults"]["failed"][0]["rows"]
