@@ -98,9 +98,10 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
     Spark's first API (V1, the default for batch reads): that one hands each record over
     as an external `Row` which Spark then converts back into its own row: two more
     copies of every key, value and header (8.5 % of the tasks' time in a profile of
-    1,000,000 records of 1 KB read on both sides). With `_plain_copy` and `_write`, four
-    interleaved pairs on such a copy (2 cores): the job 35.6-38.0 s (median 37.3)
-    against 37.6-45.3 s (median 40.3), the tasks' CPU 17.9-19.2 s against 19.3-24.1 s.
+    1,000,000 records of 1 KB read on both sides). With `_plain_copy` and `_write`, seven
+    interleaved pairs on such a copy (2 cores): the job 34.8-38.0 s (median 37.4)
+    against 37.6-45.3 s (median 39.5), the tasks' CPU 17.1-19.2 s (median 18.2) against
+    19.3-24.1 s (median 21.9), faster in each pair.
     An operator's other V1 sources (`spark.sql.sources.useV1SourceList`) stay as they
     are."""
     key = "spark.sql.sources.useV1SourceList"
