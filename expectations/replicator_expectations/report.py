@@ -154,6 +154,11 @@ def _project(site: Path) -> DataContextConfig:
                     "base_directory": str(site),
                 },
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+                # The validation pages only: each lists its suite's expectations with
+                # what was found. A page per suite besides (and an empty profiling
+                # section) was 0.2 of the 0.75 s the suites take in a run with nothing
+                # new.
+                "site_section_builders": {"expectations": "0", "profiling": "0"},
             }
         },
     )
