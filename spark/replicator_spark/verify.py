@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -87,7 +86,8 @@ def main() -> None:
         "mappings": mappings(spark, plan, target),
         "lag": lag(spark, plan),
     }
-    _write(tables, args.out)
+    for name, table in tables.items():
+        table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
     # What the run proved, for `replicator.verification.incremental` (no Parquet
     # reader needed there): one small row per range.
     rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
@@ -101,7 +101,8 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
     Spark's first API (V1, the default for batch reads): that one hands each record over
     as an external `Row` which Spark then converts back into its own row: two more
     copies of every key, value and header (8.5 % of the tasks' time in a profile of
-    1,000,000 records of 1 KB read on both sides). With `_plain_copy` and `_write`, seven
+    1,000,000 records of 1 KB read on both sides). With `_plain_copy` (and the tables then
+    written from threads, since measured no faster and undone), seven
     interleaved pairs on such a copy (2 cores): the job 34.8-38.0 s (median 37.4)
     against 37.6-45.3 s (median 39.5), the tasks' CPU 17.1-19.2 s (median 18.2) against
     19.3-24.1 s (median 21.9), faster in each pair.
@@ -118,19 +119,6 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
             key,
         )
     spark.conf.set(key, ",".join(kept))
-
-
-def _write(tables: dict[str, DataFrame], out: Path) -> None:
-    """Each table as Parquet under `out`, all submitted at once: each write is a job of
-    its own whose planning, small stages and commit are mostly the driver's, so written
-    one after the other they left the task slots idle in between (not measured alone)."""
-    with ThreadPoolExecutor(len(tables)) as pool:
-        writes = [
-            pool.submit(table.coalesce(1).write.mode("overwrite").parquet, str(out / name))
-            for name, table in tables.items()
-        ]
-        for write in writes:
-            write.result()
 
 
 def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> DataFrame:
