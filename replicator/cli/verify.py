@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +19,12 @@ from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore
 from replicator.verification.incremental import SAMPLE_PERIOD
 from replicator.verification.run import DEFAULT_RESULTS, Verification, verify
+from replicator.verification.server import (
+    DEFAULT_PORT,
+    REMOTE_SCHEME,
+    server_command,
+    server_environment,
+)
 
 _SHOWN = 20
 
@@ -45,9 +52,14 @@ def _verify(
         list[str] | None,
         typer.Option("--topics", metavar="TOPIC...", help="only these source topics"),
     ] = None,
-    master: Annotated[str, typer.Option("--master", metavar="URL", help="Spark master URL")] = (
-        "local[2]"
-    ),
+    master: Annotated[
+        str,
+        typer.Option(
+            "--master",
+            metavar="URL",
+            help="Spark master URL, or a verification server's sc://HOST:PORT",
+        ),
+    ] = "local[2]",
     results: Annotated[
         Path, typer.Option("--results", metavar="PATH", help="results folder")
     ] = DEFAULT_RESULTS,
@@ -106,6 +118,32 @@ def _verify(
     ]
     emit(data, output, lambda: None)
     return 1 if any(not r.success for _, r in verified) else 0
+
+
+@command(
+    ROOT,
+    "verification-server",
+    panel="DR procedures",
+    help_="keep Spark warm for verification runs (a Spark Connect server)",
+    description="Runs a local Spark Connect server with the Kafka connector in the "
+    "foreground until stopped: `replicator verify --master sc://HOST:PORT` then runs "
+    "its job there, without starting, loading and compiling Spark for every run. The "
+    "server reads the flows' clusters itself (their key and trust stores at the "
+    "configuration's paths).",
+    epilog=exit_statuses("the server could not start or stopped with an error"),
+)
+def _verification_server(
+    *,
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, help="the port it listens on")
+    ] = DEFAULT_PORT,
+    cores: Annotated[
+        int, typer.Option("--cores", min=1, help="cores its jobs run on (local[N])")
+    ] = 2,
+) -> int:
+    command_ = server_command(port, cores)
+    print(f"verification server on {REMOTE_SCHEME}localhost:{port} (local[{cores}])", flush=True)
+    os.execve(command_[0], command_, server_environment())  # noqa: S606 (our spark-submit)
 
 
 def _print(verified: list[tuple[str, Verification]]) -> None:

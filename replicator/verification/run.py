@@ -41,6 +41,7 @@ from replicator.verification.job import (
 )
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
+from replicator.verification.server import client_command, is_remote
 from replicator.verification.submit import SparkSubmit
 
 #: Relative to the working directory, like the JVM jars (`$REPLICATOR_JVM_DIR`, else
@@ -106,7 +107,9 @@ def verify(
         )
         try:
             began = time.monotonic()
-            if records_to_read(run.plan):
+            if records_to_read(run.plan) and is_remote(master):
+                run_on_server(run, master)
+            elif records_to_read(run.plan):
                 run_spark(spark_job(run, master))
             # else no record to read on either side (nothing new since the last run): no
             # job; the suites take the plan's tables (lag and retention as planned).
@@ -141,7 +144,8 @@ def start(
     into the run's folder. `config_file`: the configuration `flow` comes from,
     whose security settings the job uses (none: PLAINTEXT); `connection`: the
     secrets its `${conn:NAME}` references resolve to. `ship_files`: ship its
-    truststores and keystores to the executors (default: unless `master` is local).
+    truststores and keystores to the executors (default: unless `master` is local or a
+    verification server, which read them where they are).
     Each partition's window starts after what earlier runs verified
     (`incremental`), and a share of what they verified is re-read so that all of
     it is within `sample_period`; `full`: from the source's log start, everything
@@ -154,7 +158,9 @@ def start(
     plan = plan_verification(flow, topics, verified, sampling)
     shipped: list[str] = []
     if config_file is not None:
-        ship = not master.startswith("local") if ship_files is None else ship_files
+        # A local job and a server read the files where they are.
+        local = master.startswith("local") or is_remote(master)
+        ship = not local if ship_files is None else ship_files
         files = tls_files(load_config(config_file, connection=connection)) if ship else []
         shipped_names(files)  # a clash of names fails here, before anything starts
         shipped = [str(path) for path in files]
@@ -215,6 +221,14 @@ def run_spark(submit: SparkSubmit) -> None:
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     with shipped_links(out, submit.files):
         _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+
+
+def run_on_server(run: VerificationRun, remote: str) -> None:
+    """The job of `run` as a client of the verification server at `remote` (`server`);
+    its output goes to `spark.log` in the run's folder, as `run_spark`'s does."""
+    out = run.directory
+    command = client_command(remote, run.plan, out)
+    _run(command, f"the Spark verification job (on {remote})", out / "spark.log")
 
 
 @contextmanager

@@ -60,40 +60,112 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--remote", metavar="URL", help="run on this Spark Connect server (sc://HOST:PORT)"
+    )
     args = parser.parse_args()
     plan = VerificationPlan.read(args.plan)
-    spark = (
-        SparkSession.builder.appName(f"verify {plan.flow}")
-        # The connector keeps a consumer per topic-partition read (64 by default):
-        # a wide flow's thousands of partitions were each a consumer made, evicted and
-        # made again. Room for every partition of both sides.
-        .config("spark.kafka.consumer.cache.capacity", str(max(64, 2 * len(plan.windows) + 64)))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
+    # The connector keeps a consumer per topic-partition read (64 by default): a wide
+    # flow's thousands of partitions were each a consumer made, evicted and made again.
+    # Room for every partition of both sides.
+    consumers = max(64, 2 * len(plan.windows) + 64)
+    if args.remote:
+        spark = SparkSession.builder.remote(args.remote).getOrCreate()
+        _check_consumer_cache(spark, consumers)
+    else:
+        spark = (
+            SparkSession.builder.appName(f"verify {plan.flow}")
+            .config(_CONSUMER_CACHE, str(consumers))
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("WARN")
     _read_kafka_as_rows_of_spark(spark)
     # Shuffles carry per-range sums, and records only of ranges that differ: a few
     # tasks per core, not one per Kafka partition (the default 200 are mostly empty).
-    cores = spark.sparkContext.defaultParallelism
+    cores = _parallelism(spark, remote=bool(args.remote))
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(len(plan.windows), 4 * cores))))
-    parity, faults, target, digests = compare(spark, plan)
-    sampled, sample_faults = samples(spark, plan)
+    kept = Kept()
+    try:
+        write_tables(spark, plan, args.out, kept, cores)
+    finally:
+        # A server's cache outlives the session (Spark Connect keeps what a session
+        # persisted after it closes): the run releases what it kept.
+        kept.release()
+    spark.stop()
+
+
+def write_tables(
+    spark: SparkSession, plan: VerificationPlan, out: Path, kept: Kept, cores: int
+) -> None:
+    """The run's tables (the module's docstring) under `out`."""
+    parity, faults, target, digests = compare(spark, plan, kept, cores)
+    sampled, sample_faults = samples(spark, plan, kept, cores)
     tables = {
         "parity": parity,
         "faults": faults.unionByName(sample_faults),
         "samples": sampled,
         "digests": digests,
-        "mappings": mappings(spark, plan, target),
+        "mappings": mappings(spark, plan, target, kept),
         "lag": lag(spark, plan),
     }
     for name, table in tables.items():
-        table.coalesce(1).write.mode("overwrite").parquet(str(args.out / name))
+        table.coalesce(1).write.mode("overwrite").parquet(str(out / name))
     # What the run proved, for `replicator.verification.incremental` (no Parquet
     # reader needed there): one small row per range.
     rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
-    (args.out / "digests.json").write_text(json.dumps(rows))
-    (args.out / "samples.json").write_text(json.dumps([r.asDict() for r in sampled.collect()]))
-    spark.stop()
+    (out / "digests.json").write_text(json.dumps(rows))
+    (out / "samples.json").write_text(json.dumps([r.asDict() for r in sampled.collect()]))
+
+
+class Kept:
+    """The frames a run keeps in memory (`keep`), all released by `release`."""
+
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        self._frames.append(frame.persist())
+        return frame
+
+    def release(self) -> None:
+        for frame in self._frames:
+            frame.unpersist()
+        self._frames.clear()
+
+
+def _parallelism(spark: SparkSession, remote: bool) -> int:
+    """The cores the job's work is sized by: Spark's default parallelism (a Connect
+    client cannot ask Spark's context: the server's `spark.default.parallelism`,
+    which `replicator verification-server` sets, else the cores of its local master)."""
+    if not remote:
+        return int(spark.sparkContext.defaultParallelism)
+    setting = spark.conf.get("spark.default.parallelism", None)
+    if setting:
+        return int(setting)
+    master = spark.conf.get("spark.master", None) or ""
+    cores = master.removeprefix("local[").removesuffix("]")
+    if master.startswith("local[") and cores.isdigit():
+        return int(cores)
+    raise SystemExit(
+        f"the Spark Connect server (master {master!r}) has no spark.default.parallelism: "
+        "set it to the cores its executors have (`replicator verification-server` does)"
+    )
+
+
+def _check_consumer_cache(spark: SparkSession, wanted: int) -> None:
+    """Say when a server keeps fewer connector consumers than this run reads
+    partitions (a session cannot change it: a setting of the server's start)."""
+    capacity = int(spark.conf.get(_CONSUMER_CACHE, "64") or 64)
+    if capacity < wanted:
+        log.warning(
+            "the verification server keeps %d Kafka consumers (%s) and this run reads "
+            "%d partitions: consumers are made again; start the server with %s=%d",
+            capacity,
+            _CONSUMER_CACHE,
+            wanted,
+            _CONSUMER_CACHE,
+            wanted,
+        )
 
 
 def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
@@ -107,12 +179,12 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
     against 37.6-45.3 s (median 39.5), the tasks' CPU 17.1-19.2 s (median 18.2) against
     19.3-24.1 s (median 21.9), faster in each pair.
     An operator's other V1 sources (`spark.sql.sources.useV1SourceList`) stay as they
-    are; an operator's list that names `kafka` is said to be overridden for this job
-    (both readers return the same records)."""
+    are; an operator's list (one that is not Spark's default) that names `kafka` is said
+    to be overridden for this job (both readers return the same records)."""
     key = "spark.sql.sources.useV1SourceList"
     sources = [s for s in (spark.conf.get(key) or "").split(",") if s.strip()]
     kept = [s for s in sources if s.strip().lower() != "kafka"]
-    if len(kept) < len(sources) and spark.sparkContext.getConf().contains(key):
+    if len(kept) < len(sources) and sources != _V1_SOURCES_DEFAULT:
         log.warning(
             "%s names kafka; this job reads Kafka with the connector's V2 reader all the "
             "same (the same records, two copies of each fewer)",
@@ -121,7 +193,9 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
     spark.conf.set(key, ",".join(kept))
 
 
-def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> DataFrame:
+def mappings(
+    spark: SparkSession, plan: VerificationPlan, target: DataFrame, kept: Kept
+) -> DataFrame:
     """Every checkpoint of the flow's remote topics and every offset sync of its
     partitions: does the target offset hold the copy of the source offset it
     claims (or is it the end of the log), is it within the target's log, and did
@@ -197,10 +271,10 @@ def mappings(spark: SparkSession, plan: VerificationPlan, target: DataFrame) -> 
     )
     columns = ["kind", "group", "topic", "partition", "remote_topic", "upstream", "downstream"]
     bounds = ["target_start", "target_end", "target_log_start"]
-    mapped = (
-        checkpoints.select(*columns, "monotonic", *bounds)
-        .unionByName(syncs.select(*columns, "monotonic", *bounds))
-        .persist()
+    mapped = kept.keep(
+        checkpoints.select(*columns, "monotonic", *bounds).unionByName(
+            syncs.select(*columns, "monotonic", *bounds)
+        )
     )
     # The copies the mappings point at, found by streaming the target's records past
     # the mapped offsets (broadcast): joined the other way round, every record of the
@@ -336,7 +410,9 @@ def lag(spark: SparkSession, plan: VerificationPlan) -> DataFrame:
     )
 
 
-def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...]:
+def compare(
+    spark: SparkSession, plan: VerificationPlan, kept: Kept, cores: int
+) -> tuple[DataFrame, ...]:
     """(per-partition parity, faults, the target's records, per-range digests) of the
     plan's windows.
 
@@ -367,15 +443,17 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...
         "topic string, partition int, remote_topic string, source_start long, "
         "source_end long, in_flight long, prior_start long",
     )
-    source = _in_windows(_read(spark, plan, plan.source_bootstrap, source_ranges), windows)
+    source = _in_windows(_read(spark, plan, plan.source_bootstrap, source_ranges, cores), windows)
     # The target is read once and kept for the four questions asked of it below
     # (copies, late copies, records without provenance, the mappings' claims): only its
     # narrow columns, as caching the windows' bounds and names with every record cost
     # more CPU than reading it.
     target = (
-        _provenanced(_read(spark, plan, plan.target_bootstrap, target_ranges), plan)
-        .select(*_KEPT)
-        .persist()
+        kept.keep(
+            _provenanced(
+                _read(spark, plan, plan.target_bootstrap, target_ranges, cores), plan
+            ).select(*_KEPT)
+        )
         .join(F.broadcast(windows), ["remote_topic", "partition"])
         .select(
             "remote_topic",
@@ -399,21 +477,20 @@ def compare(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, ...
         "fingerprint",
         F.col("offset").alias("target_offset"),
     )
-    digests = _digests(source, copies, windows, plan.range_offsets).persist()
+    digests = kept.keep(_digests(source, copies, windows, plan.range_offsets))
     differing = [
         (r["topic"], r["partition"], r["first"], r["end"])
         for r in digests.where("NOT clean").select("topic", "partition", "first", "end").collect()
     ]
-    per_offset = _per_offset(spark, plan, differing, copies, windows).persist()
+    per_offset = kept.keep(_per_offset(spark, plan, differing, copies, windows, cores=cores))
     local = target.where("NOT from_source OR source_offset IS NULL")
     # Copies of offsets earlier runs verified, written after the copies they verified.
-    late = (
+    late = kept.keep(
         target.where(
             "from_source AND source_offset >= prior_start AND source_offset < source_start"
         )
         .select("topic", "partition", F.col("source_offset").alias("offset"))
         .distinct()
-        .persist()
     )
     faults = (
         _ranges(per_offset.where("copies = 0"), "missing")
@@ -499,7 +576,9 @@ def _plain_copy() -> Column:
     return F.coalesce(plain, F.lit(False))
 
 
-def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, DataFrame]:
+def samples(
+    spark: SparkSession, plan: VerificationPlan, kept: Kept, cores: int
+) -> tuple[DataFrame, DataFrame]:
     """(per sampled range, what its copies sum to now and whether that is what was
     proved; the faults of the ranges that differ). Only the target is read, the
     ranges' own target offsets; a range that differs has its source records read
@@ -520,8 +599,8 @@ def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
         low, high = spans.get((r.remote_topic, r.partition), (r.target_first, r.target_end))
         spans[r.remote_topic, r.partition] = (min(low, r.target_first), max(high, r.target_end))
     read = [(topic, partition, low, high) for (topic, partition), (low, high) in spans.items()]
-    copies = (
-        _provenanced(_read(spark, plan, plan.target_bootstrap, read), plan)
+    copies = kept.keep(
+        _provenanced(_read(spark, plan, plan.target_bootstrap, read, cores), plan)
         .join(
             F.broadcast(
                 ranges.select("topic", "partition", "remote_topic", "source_first", "source_end")
@@ -536,12 +615,11 @@ def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
             F.col("source_offset").alias("offset"),
             "fingerprint",
         )
-        .persist()
     )
     found = copies.groupBy("topic", "partition", "source_first").agg(
         F.count("*").alias("found"), F.bit_xor(_placed("offset")).alias("found_digest")
     )
-    table = (
+    table = kept.keep(
         ranges.join(found, ["topic", "partition", "source_first"], "left")
         .fillna(0, ["found"])
         .withColumn(
@@ -550,7 +628,6 @@ def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
             & F.col("digest").eqNullSafe(F.col("found_digest")),
         )
         .select("topic", "partition", "source_first", "source_end", "records", "found", "matches")
-        .persist()
     )
     differing = [
         (r["topic"], r["partition"], r["source_first"], r["source_end"])
@@ -561,7 +638,9 @@ def samples(spark: SparkSession, plan: VerificationPlan) -> tuple[DataFrame, Dat
         [(t, p, first, end) for t, p, first, end in differing],
         "topic string, partition int, source_start long, source_end long",
     )
-    per_offset = _per_offset(spark, plan, differing, copies.drop("source_first"), bounds)
+    per_offset = _per_offset(
+        spark, plan, differing, copies.drop("source_first"), bounds, cores=cores
+    )
     faults = (
         _ranges(per_offset.where("copies = 0"), "missing")
         .unionByName(_ranges(per_offset.where("copies > 1"), "duplicated"))
@@ -650,6 +729,8 @@ def _per_offset(
     differing: list[tuple[str, int, int, int]],
     copies: DataFrame,
     windows: DataFrame,
+    *,
+    cores: int,
 ) -> DataFrame:
     """Per source offset of the `differing` ranges ((topic, partition, first, end)):
     its copies and how many of them differ from it. The source's records of those
@@ -671,7 +752,7 @@ def _per_offset(
             .select("topic", "partition", "offset", "fingerprint")
         )
 
-    source = in_ranges(_in_windows(_read(spark, plan, plan.source_bootstrap, read), windows))
+    source = in_ranges(_in_windows(_read(spark, plan, plan.source_bootstrap, read, cores), windows))
     their_copies = in_ranges(copies)
     # One shuffle: each source record meets its copies in a group of its offset.
     return (
@@ -696,6 +777,7 @@ def _read(
     plan: VerificationPlan,
     bootstrap: str,
     ranges: list[tuple[str, int, int, int]],
+    cores: int,
 ) -> DataFrame:
     """The records at offsets [start, end) of each (topic, partition, start, end): the
     small ranges read by this driver with one consumer (`kafka_ranges`), the others by
@@ -706,7 +788,7 @@ def _read(
         settings = client_settings(plan.config_file, bootstrap, plan.ship_files)
         read.append(read_ranges(spark, _cluster_name(plan, bootstrap), settings, small))
     if large:
-        read.append(_connector(spark, plan, bootstrap, large))
+        read.append(_connector(spark, plan, bootstrap, large, cores))
     if not read:
         return _local(spark, [], KAFKA_SCHEMA)
     return read[0] if len(read) == 1 else read[0].unionByName(read[1])
@@ -723,8 +805,10 @@ def _connector(
     plan: VerificationPlan,
     bootstrap: str,
     ranges: list[tuple[str, int, int, int]],
+    cores: int,
 ) -> DataFrame:
-    """The records of `ranges` (none empty) read by the Spark Kafka connector."""
+    """The records of `ranges` (none empty) read by the Spark Kafka connector, in work
+    for `cores` cores."""
     assign: dict[str, list[int]] = {}
     start: dict[str, dict[str, int]] = {}
     end: dict[str, dict[str, int]] = {}
@@ -732,7 +816,6 @@ def _connector(
         assign.setdefault(topic, []).append(partition)
         start.setdefault(topic, {})[str(partition)] = first
         end.setdefault(topic, {})[str(partition)] = stop
-    cores = spark.sparkContext.defaultParallelism
     records = (
         spark.read.format("kafka")
         .options(**READ_AHEAD)
@@ -818,6 +901,10 @@ def _local(spark: SparkSession, rows: list[tuple[object, ...]], schema: str) -> 
 #: The headers the replicator writes on the copy of a record that has none, in order
 #: (`replicator.engine.rewrite`, the data plane's `Inner::headers`).
 PLAIN_COPY = (SOURCE_HEADER, OFFSET_HEADER, TOPIC_HEADER)
+#: Spark's own `spark.sql.sources.useV1SourceList` (`_read_kafka_as_rows_of_spark`).
+_V1_SOURCES_DEFAULT = ["avro", "csv", "json", "kafka", "orc", "parquet", "text"]
+#: The connector's consumers kept per process (a static setting of Spark's).
+_CONSUMER_CACHE = "spark.kafka.consumer.cache.capacity"
 #: The most records one Spark task of the connector reads (`_connector`).
 RECORDS_PER_TASK = 1_000_000
 #: The target's columns `compare` keeps in memory.

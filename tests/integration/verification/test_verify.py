@@ -4,6 +4,7 @@ fault named by topic, partition and offsets, and the run fails."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,6 +28,7 @@ from replicator.verification.run import Verification, verify
 from helpers.kafka import create_topic, unique_topic
 from helpers.procedures import cluster_config
 from helpers.replication import flow_config, preload, running, wait_until, write_config
+from helpers.verification_server import verification_server
 
 # Spark and GX in subprocesses: on two loaded cores a run has taken over 300 s.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -67,16 +69,33 @@ def test_a_correct_copy_passes(tmp_path: Path, primary: str, dr: str, store: Sta
     assert (run.outcome, run.rpo_records) == ("succeeded", 300)
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A verification server (Spark Connect) for the module's tests that ask for it."""
+    with verification_server(tmp_path_factory.mktemp("server") / "server.log") as url:
+        yield url
+
+
 @pytest.mark.parametrize(
-    "records",
+    ("records", "on_server"),
     [
-        pytest.param(100, id="read-by-the-driver"),
+        pytest.param(100, False, id="read-by-the-driver"),
         # A window too large for the driver: the connector reads it.
-        pytest.param(SMALL_RANGE_OFFSETS + 100, id="read-by-the-connector"),
+        pytest.param(SMALL_RANGE_OFFSETS + 100, False, id="read-by-the-connector"),
+        # The job as a client of a verification server: the same faults, and again
+        # on the same server (what a run keeps in the server's memory it releases).
+        pytest.param(SMALL_RANGE_OFFSETS + 100, True, id="on-a-verification-server"),
     ],
 )
 def test_faults_are_named_and_the_command_fails(
-    tmp_path: Path, primary: str, dr: str, state_url: str, store: StateStore, records: int
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    state_url: str,
+    store: StateStore,
+    records: int,
+    on_server: bool,
 ) -> None:
     topic = unique_topic("faulty")
     create_topic(primary, topic, partitions=1)
@@ -117,12 +136,17 @@ def test_faults_are_named_and_the_command_fails(
     assert producer.flush(30) == 0
     config = write_config(tmp_path, primary, dr, topic)
 
-    code = main(
-        ["verify", "--config", str(config), "--results", str(tmp_path), "--state-url", state_url]
-    )
+    command = ["verify", "--config", str(config), "--results", str(tmp_path)]
+    command += ["--state-url", state_url]
+    if on_server:
+        command += ["--master", request.getfixturevalue("server")]
+        assert main(command) == 1  # the server's first run of this flow
+        command += ["--full"]  # everything again
+
+    code = main(command)
 
     assert code == 1
-    [run] = store.runs.recent("verification")
+    run = store.runs.recent("verification")[0]
     assert run.outcome == "failed"
     result = Verification(run.run_id, Path(run.details["results"]), False, run.details)
     faults = {

@@ -41,7 +41,8 @@ def test_one_page_per_help_panel_and_every_command_on_one() -> None:
 def test_every_command_documents_its_exit_statuses() -> None:
     groups = {"", "acls", "import", "flows", "offsets", "clients", "stack"}
     commands = [path for path in command_paths() if " ".join(path) not in groups]
-    assert len(commands) == 33  # the 29 of the argparse CLI; flows list, describe, pause, resume
+    # The 29 of the argparse CLI; flows list, describe, pause, resume; verification-server.
+    assert len(commands) == 34
     for path in commands:
         text = " ".join(help_text(path).split())
         assert "Exit status: 0" in text, path
@@ -64,6 +65,7 @@ _ACTIONS = {
     "stack serve",
     "stack prepare",
     "stack traffic",
+    "verification-server",
 }
 
 

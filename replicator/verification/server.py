@@ -1,0 +1,123 @@
+"""A verification server: a Spark Connect server that stays up between runs, and the
+job run as its client.
+
+`spark-submit` starts a JVM for every run, which then spends most of a run of a few
+million records loading, compiling and planning Spark before it reads a record (a JVM's
+JIT compilers alone took 17-19 CPU-seconds of a 1 KB run of 1,000,000 records on two
+cores). A server started once (`replicator verification-server`, or a service of the
+deployment) keeps all of that warm: a run with master `sc://HOST:PORT` runs the same
+job (`replicator_spark.verify --remote`) in a Python process that only sends Spark its
+queries. The server reads the flows' clusters itself: it needs the Kafka connector
+(given here) and, for a secured cluster, the configuration's truststores and keystores
+at the same paths as the client (the same machine or a shared volume).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from replicator.errors import ReplicatorError
+from replicator.verification.driver_jvm import QUICK_JIT_RECORDS, driver_conf
+from replicator.verification.jars import jvm_dir
+from replicator.verification.job import SPARK_JOB
+
+#: A Spark Connect URL names the server instead of a Spark master (`--master sc://...`).
+REMOTE_SCHEME = "sc://"
+#: Spark Connect's own default port.
+DEFAULT_PORT = 15002
+#: Spark's Connect server, in the Spark distribution PySpark installs.
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: What the server logs once it listens (Spark's `SparkConnectServer`).
+STARTED = "Spark Connect server started"
+#: Connector consumers the server keeps (one per topic-partition read: a run over a
+#: flow's thousands of partitions reads two per partition; the job itself sets this for
+#: its own process, which a server's sessions cannot).
+CONSUMER_CACHE = 20_000
+
+
+def is_remote(master: str) -> bool:
+    """Whether `master` names a verification server rather than a Spark master."""
+    return master.startswith(REMOTE_SCHEME)
+
+
+def server_command(port: int = DEFAULT_PORT, cores: int = 2) -> list[str]:
+    """`spark-submit` starting a local verification server on `port` with `cores`
+    cores: the Kafka connector's jars, the JVM options and heap of a large local job
+    (`driver_jvm`), Spark's UI off, room for `CONSUMER_CACHE` connector consumers and
+    the default parallelism set (the job sizes its work by it, and a Connect client
+    cannot ask Spark's context)."""
+    if port <= 0 or cores <= 0:
+        raise ValueError(f"a verification server needs a port and cores, not {port}, {cores}")
+    master = f"local[{cores}]"
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.default.parallelism": str(cores),
+        "spark.kafka.consumer.cache.capacity": str(CONSUMER_CACHE),
+        **driver_conf(master, QUICK_JIT_RECORDS),
+    }
+    jars = ",".join(str(jar) for jar in sorted((jvm_dir() / "spark-kafka").glob("*.jar")))
+    command = [spark_submit(), "--class", SERVER_CLASS, "--master", master, "--jars", jars]
+    for key, value in sorted(conf.items()):
+        command += ["--conf", f"{key}={value}"]
+    return [*command, "--name", "replicator verification server"]
+
+
+def client_command(remote: str, plan: Path, out: Path) -> list[str]:
+    """The job of `plan` as a client of the server at `remote` (an `sc://` URL)."""
+    arguments = ["--remote", remote, "--plan", str(plan), "--out", str(out)]
+    return [sys.executable, "-m", SPARK_JOB, *arguments]
+
+
+def spark_submit() -> str:
+    """This environment's `spark-submit` (PySpark's, beside this Python)."""
+    return str(Path(sys.executable).with_name("spark-submit"))
+
+
+def server_environment() -> dict[str, str]:
+    """The server's environment: this Python's tools first on the path (spark-submit
+    finds Spark's home with the `python3` it finds)."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path}
+
+
+@contextmanager
+def local_server(log: Path, cores: int = 2, timeout: float = 180) -> Iterator[str]:
+    """A verification server on a free local port for the block (benchmarks, tests):
+    its `sc://` URL once it listens. Its output goes to `log`; it is stopped after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with serving(server_command(port, cores), log, timeout):
+        yield f"{REMOTE_SCHEME}127.0.0.1:{port}"
+
+
+@contextmanager
+def serving(command: list[str], log: Path, timeout: float = 180) -> Iterator[None]:
+    """`command` (one that starts a verification server) running for the block, from
+    when the server listens (`STARTED` in `log`, where its output goes); stopped after."""
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=server_environment()
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        while STARTED not in log.read_text(errors="replace"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise ReplicatorError(f"the verification server did not start; see {log}")
+            time.sleep(0.5)
+        yield
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

@@ -1,0 +1,103 @@
+"""A verification server's command (Spark Connect, the Kafka connector, a large local
+job's JVM) and a run on a server (the job as its client), without Spark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from replicator.verification import run as run_module
+from replicator.verification.driver_jvm import (
+    DEFAULT_JAVA_OPTIONS,
+    DRIVER_MEMORY,
+    HOT_DRIVER_MEMORY_MIB,
+    HOT_JIT_OPTIONS,
+    available_memory_mib,
+)
+from replicator.verification.run import VerificationRun
+from replicator.verification.server import (
+    CONSUMER_CACHE,
+    SERVER_CLASS,
+    client_command,
+    is_remote,
+    server_command,
+)
+
+
+@pytest.fixture
+def jvm_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A JVM folder with the connector's jars and no class archive."""
+    folder = tmp_path / "jvm"
+    (folder / "spark-kafka").mkdir(parents=True)
+    for name in ("spark-sql-kafka.jar", "kafka-clients.jar"):
+        (folder / "spark-kafka" / name).touch()
+    monkeypatch.setenv("REPLICATOR_JVM_DIR", str(folder))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    return folder
+
+
+def _conf(command: list[str]) -> dict[str, str]:
+    pairs = [command[i + 1] for i, word in enumerate(command) if word == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def test_the_server_runs_spark_connect_with_the_connector_and_a_large_jobs_jvm(
+    jvm_dir: Path,
+) -> None:
+    command = server_command(port=15010, cores=4)
+
+    assert command[0] == str(Path(sys.executable).with_name("spark-submit"))
+    assert command[command.index("--class") + 1] == SERVER_CLASS
+    assert command[command.index("--master") + 1] == "local[4]"
+    jars = command[command.index("--jars") + 1].split(",")
+    assert jars == [
+        str(jvm_dir / "spark-kafka" / n) for n in ("kafka-clients.jar", "spark-sql-kafka.jar")
+    ]
+    conf = _conf(command)
+    assert conf["spark.connect.grpc.binding.port"] == "15010"
+    # The job sizes its work by it: a Connect client cannot ask Spark's context.
+    assert conf["spark.default.parallelism"] == "4"
+    assert conf["spark.kafka.consumer.cache.capacity"] == str(CONSUMER_CACHE)
+    assert conf[DEFAULT_JAVA_OPTIONS] == HOT_JIT_OPTIONS
+    heap = min(HOT_DRIVER_MEMORY_MIB, available_memory_mib() // 4)
+    assert conf.get(DRIVER_MEMORY) == (f"{heap}m" if heap > 1024 else None)
+    assert conf["spark.ui.enabled"] == "false"
+
+
+@pytest.mark.parametrize(("port", "cores"), [(0, 2), (15002, 0)])
+def test_a_server_without_a_port_or_cores_is_refused(port: int, cores: int) -> None:
+    with pytest.raises(ValueError, match="needs a port and cores"):
+        server_command(port, cores)
+
+
+def test_sc_urls_name_a_server_and_masters_do_not() -> None:
+    assert is_remote("sc://verifier:15002")
+    assert not any(is_remote(m) for m in ("local[2]", "spark://m:7077", "yarn", "k8s://h"))
+
+
+def test_a_run_on_a_server_runs_the_job_as_its_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[tuple[list[str], str, Path]] = []
+    monkeypatch.setattr(
+        run_module,
+        "_run",
+        lambda command, what, log, failing_ok=False: ran.append((command, what, log)),
+    )
+    run = VerificationRun("run-1", tmp_path, "primary->dr", 0)
+
+    run_module.run_on_server(run, "sc://verifier:15002")
+
+    [(command, what, log)] = ran
+    assert command == client_command("sc://verifier:15002", tmp_path / "plan.json", tmp_path)
+    assert command[:3] == [sys.executable, "-m", "replicator_spark.verify"]
+    assert command[3:] == [
+        "--remote", "sc://verifier:15002",
+        "--plan", str(tmp_path / "plan.json"),
+        "--out", str(tmp_path),
+    ]  # fmt: skip
+    assert "sc://verifier:15002" in what
+    assert log == tmp_path / "spark.log"
