@@ -45,9 +45,13 @@ OWN_PREFIX = "replicator-"
 #: The default prefix of a drill's shadow groups on the target (`Drill`): it commits
 #: the translated offsets to them, checks them and deletes them.
 DRILL_SHADOW_PREFIX = "drill-"
-#: The Spark Kafka connector's `groupIdPrefix` in verification jobs: its consumers'
-#: group ids are `<prefix>-<uuid>-executor` (never committed), not `spark-kafka-...`.
+#: The prefix of the verification jobs' consumer groups (never joined or committed).
 VERIFIER_GROUP_PREFIX = f"{OWN_PREFIX}verify"
+#: The Spark Kafka connector's group id in verification jobs (`kafka.group.id`), not
+#: Spark's `spark-kafka-relation-<uuid>`: one id for every run, so a verification
+#: server's pooled consumers serve the next run of the same partitions instead of
+#: piling up one set per run (the pool's key includes the group id).
+VERIFIER_CONNECTOR_GROUP = f"{VERIFIER_GROUP_PREFIX}-connector"
 
 #: The one CLUSTER resource of a Kafka cluster, as the Admin API names it.
 CLUSTER_RESOURCE = "kafka-cluster"
@@ -326,7 +330,7 @@ def verifier_rules(config: ReplicatorConfig, principal: str) -> list[AclRule]:
         for cluster in (source, target):
             rules.grant(
                 cluster, principal, "verifier", spark_groups, ("READ", "DESCRIBE"),
-                why=f"{flow.name}: the Spark Kafka connector's consumers (groupIdPrefix)",
+                why=f"{flow.name}: the Spark Kafka connector's consumers (kafka.group.id)",
             )  # fmt: skip
             rules.grant(
                 cluster, principal, "verifier", [Resource("GROUP", "PREFIXED", OWN_PREFIX)],

@@ -12,8 +12,8 @@ cluster that does not share the driver's filesystem they are shipped with
 `spark-submit --files` (`tls_files`): each lands in the executors' working
 directory under its own name (`shipped_names`), and the options name it so; the
 driver reads the same names from its working directory (`run.shipped_links`). The
-connector's consumers get our group id prefix (`VERIFIER_GROUP_PREFIX`), which the
-verifier's ACL plan grants, instead of Spark's `spark-kafka-relation-...`.
+connector's consumers get our group id (`VERIFIER_CONNECTOR_GROUP`, under the prefix
+the verifier's ACL plan grants) instead of Spark's `spark-kafka-relation-<uuid>`.
 
 Secrets the configuration takes from the Airflow connection (`${conn:NAME}`) reach
 the driver in its environment (`connection_environment`): the one way into the
@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from replicator.acls.plan import VERIFIER_GROUP_PREFIX
+from replicator.acls.plan import VERIFIER_CONNECTOR_GROUP
 from replicator.config import load_config
 from replicator.config.model import ClusterConfig, ReplicatorConfig
 from replicator.config.properties import connection_references, read_properties
@@ -87,10 +87,10 @@ _FILE_OPTIONS = ("kafka.ssl.truststore.location", "kafka.ssl.keystore.location")
 
 def cluster_options(config_file: str, bootstrap: str, shipped: bool = False) -> dict[str, str]:
     """The connector's options for the cluster of `config_file` whose bootstrap
-    servers are `bootstrap`: our group id prefix, and its security settings (none
+    servers are `bootstrap`: our group id, and its security settings (none
     without a configuration file). `shipped`: its truststore and keystore are
     named as `spark-submit --files` ships them (`shipped_names`)."""
-    options = {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
+    options = {"kafka.group.id": VERIFIER_CONNECTOR_GROUP}
     if not config_file:
         return options
     config, cluster = _cluster(config_file, bootstrap)

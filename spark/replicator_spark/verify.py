@@ -483,7 +483,9 @@ def compare(
         for r in digests.where("NOT clean").select("topic", "partition", "first", "end").collect()
     ]
     per_offset = kept.keep(_per_offset(spark, plan, differing, copies, windows, cores=cores))
-    local = target.where("NOT from_source OR source_offset IS NULL")
+    # Kept: parity counts them and faults names them (mostly none: a scan of the
+    # target's records each time).
+    local = kept.keep(target.where("NOT from_source OR source_offset IS NULL"))
     # Copies of offsets earlier runs verified, written after the copies they verified.
     late = kept.keep(
         target.where(
@@ -631,7 +633,7 @@ def samples(
     )
     differing = [
         (r["topic"], r["partition"], r["source_first"], r["source_end"])
-        for r in table.where("NOT matches").collect()
+        for r in (table.where("NOT matches").collect() if rows else [])
     ]
     bounds = _local(
         spark,
@@ -736,6 +738,8 @@ def _per_offset(
     its copies and how many of them differ from it. The source's records of those
     ranges are read again (only those); a copy of an offset that holds no record (a
     transaction marker, compacted away) has nothing to be compared with."""
+    if not differing:  # (most runs) nothing to read, nor to join the copies with
+        return _local(spark, [], _PER_OFFSET)
     ranges = F.broadcast(
         _local(spark, differing, "topic string, partition int, range_first long, range_end long")
     )
@@ -905,6 +909,8 @@ PLAIN_COPY = (SOURCE_HEADER, OFFSET_HEADER, TOPIC_HEADER)
 _V1_SOURCES_DEFAULT = ["avro", "csv", "json", "kafka", "orc", "parquet", "text"]
 #: The connector's consumers kept per process (a static setting of Spark's).
 _CONSUMER_CACHE = "spark.kafka.consumer.cache.capacity"
+#: `_per_offset`'s table.
+_PER_OFFSET = "topic string, partition int, offset long, copies long, mismatched_copies long"
 #: The most records one Spark task of the connector reads (`_connector`).
 RECORDS_PER_TASK = 1_000_000
 #: The target's columns `compare` keeps in memory.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.acls.plan import VERIFIER_GROUP_PREFIX, verifier_rules
+from replicator.acls.plan import VERIFIER_CONNECTOR_GROUP, VERIFIER_GROUP_PREFIX, verifier_rules
 from replicator.config import load_config
 from replicator.errors import ConfigError
 from replicator.verification.kafka_options import (
@@ -49,9 +49,11 @@ def test_the_connector_reads_as_our_group_prefix_which_the_verifier_plan_grants(
     tmp_path: Path,
 ) -> None:
     config = _config(tmp_path)
-    assert cluster_options("", "127.0.0.1:9093") == {"groupIdPrefix": VERIFIER_GROUP_PREFIX}
+    group = {"kafka.group.id": VERIFIER_CONNECTOR_GROUP}
+    assert cluster_options("", "127.0.0.1:9093") == group
+    assert VERIFIER_CONNECTOR_GROUP.startswith(f"{VERIFIER_GROUP_PREFIX}-")  # the ACL's prefix
     options = cluster_options(str(config), "127.0.0.1:9093")
-    assert options["groupIdPrefix"] == VERIFIER_GROUP_PREFIX
+    assert options["kafka.group.id"] == VERIFIER_CONNECTOR_GROUP
     assert options["kafka.ssl.truststore.location"] == str(tmp_path / "ca.pem")
     groups = {
         (rule.cluster, rule.name, rule.operation)
