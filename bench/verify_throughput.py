@@ -15,7 +15,7 @@ Data Docs. A second run follows with nothing new (incremental: what the first
 proved is not read again), timed against the first. Last, the clusters' floor: both
 sides read with nothing done per record (`bare_reads`), one after the other and at once.
 `--server` adds the same first run on a verification server (`replicator
-verification-server`, Spark Connect, local[2]) warmed by three runs before it
+verification-server`, Spark Connect, local[2]) warmed by five runs before it
 (`on_server`).
 
 `--plan-only N` measures planning alone on N partitions (N/4 topics of 4, ten records
@@ -71,8 +71,9 @@ DATA_DIR = Path(".data/bench-verify")
 TOPIC = "verify.bench"
 VALUE_BYTES = 100
 #: Runs that warm a verification server before the one measured (`on_server`): its JIT
-#: compilers and planner warm over several (1 KB: 30.5, 23.2, 21.5, then 19-22 s).
-WARM_UPS = 3
+#: compilers and planner warm over several (1 KB, 2026-12-06, the first four runs of a
+#: server: 36.4, 27.0, 25.4, 23.6 s; later ones 19-22 s).
+WARM_UPS = 5
 
 
 def single_reader(windows: list[PartitionWindow], source: str, target: str, alias: str) -> int:
