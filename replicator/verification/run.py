@@ -41,7 +41,13 @@ from replicator.verification.job import (
 )
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
-from replicator.verification.server import client_command, is_remote
+from replicator.verification.server import (
+    check_reachable,
+    client_command,
+    client_environment,
+    is_remote,
+    server_address,
+)
 from replicator.verification.submit import SparkSubmit
 
 #: Relative to the working directory, like the JVM jars (`$REPLICATOR_JVM_DIR`, else
@@ -171,7 +177,14 @@ def start(
             "check --topics against `replicator topics`"
         )
     run_id = store.runs.start(
-        "verification", flow.name, None, {"topics": topics, "master": master, "full": full}
+        "verification",
+        flow.name,
+        None,
+        {
+            "topics": topics,
+            "master": server_address(master) if is_remote(master) else master,
+            "full": full,
+        },
     )
     directory = (results / f"run={run_id}").resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -226,9 +239,10 @@ def run_spark(submit: SparkSubmit) -> None:
 def run_on_server(run: VerificationRun, remote: str) -> None:
     """The job of `run` as a client of the verification server at `remote` (`server`);
     its output goes to `spark.log` in the run's folder, as `run_spark`'s does."""
+    check_reachable(remote)
     out = run.directory
-    command = client_command(remote, run.plan, out)
-    _run(command, f"the Spark verification job (on {remote})", out / "spark.log")
+    what = f"the Spark verification job (on {server_address(remote)})"
+    _run(client_command(run.plan, out), what, out / "spark.log", env=client_environment(remote))
 
 
 @contextmanager
@@ -398,14 +412,21 @@ def _summary(directory: Path) -> dict[str, Any]:
     return json.loads(summary_file.read_text())
 
 
-def _run(command: list[str], what: str, log: Path, failing_ok: bool = False) -> None:
-    """Run `command` in the run's folder (the log's); its output goes to `log`."""
+def _run(
+    command: list[str],
+    what: str,
+    log: Path,
+    failing_ok: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Run `command` in the run's folder (the log's), with `env` added to the
+    environment; its output goes to `log`."""
     with log.open("wb") as out:
         code = subprocess.run(
             command,
             check=False,
             cwd=log.parent,
-            env=_environment(),
+            env={**_environment(), **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
         ).returncode

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from replicator.errors import ReplicatorError
 from replicator.verification.driver_jvm import QUICK_JIT_RECORDS, driver_conf
@@ -30,6 +31,8 @@ from replicator.verification.job import SPARK_JOB
 
 #: A Spark Connect URL names the server instead of a Spark master (`--master sc://...`).
 REMOTE_SCHEME = "sc://"
+#: PySpark's variable naming the Spark Connect server of a session.
+REMOTE_ENV = "SPARK_REMOTE"
 #: Spark Connect's own default port.
 DEFAULT_PORT = 15002
 #: Spark's Connect server, in the Spark distribution PySpark installs.
@@ -82,10 +85,49 @@ def server_command(port: int = DEFAULT_PORT, cores: int = 2) -> list[str]:
     return [*command, "--name", "replicator verification server"]
 
 
-def client_command(remote: str, plan: Path, out: Path) -> list[str]:
-    """The job of `plan` as a client of the server at `remote` (an `sc://` URL)."""
-    arguments = ["--remote", remote, "--plan", str(plan), "--out", str(out)]
-    return [sys.executable, "-m", SPARK_JOB, *arguments]
+def client_command(plan: Path, out: Path) -> list[str]:
+    """The job of `plan` as a client of the server its environment names
+    (`client_environment`)."""
+    return [sys.executable, "-m", SPARK_JOB, "--plan", str(plan), "--out", str(out)]
+
+
+def client_environment(remote: str) -> dict[str, str]:
+    """What names the server to the job: PySpark's own `SPARK_REMOTE`, not the command
+    line, where a URL's parameters (`;token=...`) would be visible to every user."""
+    return {REMOTE_ENV: remote}
+
+
+def server_address(remote: str) -> str:
+    """`remote` without its parameters (`sc://HOST:PORT`): what messages and the run's
+    history show of it (a URL's `;token=...` is a secret)."""
+    host, port = _host_port(remote)
+    return f"{REMOTE_SCHEME}{host}:{port}"
+
+
+def check_reachable(remote: str, timeout: float = 10) -> None:
+    """ReplicatorError unless a server accepts connections at `remote`, naming the fix."""
+    host, port = _host_port(remote)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ReplicatorError(
+            f"no verification server answers at {server_address(remote)} ({exc.strerror or exc}): "
+            f"start one there (`replicator verification-server --port {port}`) or give "
+            "--master another URL"
+        ) from None
+
+
+def _host_port(remote: str) -> tuple[str, int]:
+    """The host and port of an `sc://HOST[:PORT][/;param=value...]` URL."""
+    parsed = urlsplit(remote)
+    try:
+        port = parsed.port or DEFAULT_PORT
+    except ValueError:
+        port = 0
+    if parsed.scheme != REMOTE_SCHEME.removesuffix("://") or not parsed.hostname or not port:
+        shown = remote.split(";", 1)[0]  # never a parameter: it may be a token
+        raise ReplicatorError(f"not a Spark Connect URL (sc://HOST:PORT): {shown}")
+    return parsed.hostname, port
 
 
 def spark_submit() -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -61,7 +62,10 @@ def main() -> None:
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
-        "--remote", metavar="URL", help="run on this Spark Connect server (sc://HOST:PORT)"
+        "--remote",
+        metavar="URL",
+        default=os.environ.get("SPARK_REMOTE"),
+        help="run on this Spark Connect server (sc://HOST:PORT; default $SPARK_REMOTE)",
     )
     args = parser.parse_args()
     plan = VerificationPlan.read(args.plan)

@@ -3,11 +3,13 @@ job's JVM) and a run on a server (the job as its client), without Spark."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from replicator.errors import ReplicatorError
 from replicator.verification import run as run_module
 from replicator.verification.driver_jvm import (
     DEFAULT_JAVA_OPTIONS,
@@ -20,8 +22,9 @@ from replicator.verification.run import VerificationRun
 from replicator.verification.server import (
     CONSUMER_CACHE,
     SERVER_CLASS,
-    client_command,
+    check_reachable,
     is_remote,
+    server_address,
     server_command,
 )
 
@@ -81,23 +84,45 @@ def test_sc_urls_name_a_server_and_masters_do_not() -> None:
 def test_a_run_on_a_server_runs_the_job_as_its_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ran: list[tuple[list[str], str, Path]] = []
-    monkeypatch.setattr(
-        run_module,
-        "_run",
-        lambda command, what, log, failing_ok=False: ran.append((command, what, log)),
-    )
-    run = VerificationRun("run-1", tmp_path, "primary->dr", 0)
+    ran: list[tuple[list[str], str, Path, dict]] = []
 
-    run_module.run_on_server(run, "sc://verifier:15002")
+    def run(command: list[str], what: str, log: Path, failing_ok: bool = False, env=None) -> None:
+        ran.append((command, what, log, env))
 
-    [(command, what, log)] = ran
-    assert command == client_command("sc://verifier:15002", tmp_path / "plan.json", tmp_path)
-    assert command[:3] == [sys.executable, "-m", "replicator_spark.verify"]
-    assert command[3:] == [
-        "--remote", "sc://verifier:15002",
-        "--plan", str(tmp_path / "plan.json"),
-        "--out", str(tmp_path),
+    monkeypatch.setattr(run_module, "_run", run)
+    monkeypatch.setattr(run_module, "check_reachable", lambda remote: None)
+    run_ = VerificationRun("run-1", tmp_path, "primary->dr", 0)
+
+    run_module.run_on_server(run_, "sc://verifier:15002/;token=s3cret")
+
+    [(command, what, log, env)] = ran
+    assert command == [
+        sys.executable, "-m", "replicator_spark.verify",
+        "--plan", str(tmp_path / "plan.json"), "--out", str(tmp_path),
     ]  # fmt: skip
+    # The URL (and its token) reaches the job in its environment, never its command line.
+    assert env == {"SPARK_REMOTE": "sc://verifier:15002/;token=s3cret"}
+    assert "s3cret" not in " ".join(command) + what
     assert "sc://verifier:15002" in what
     assert log == tmp_path / "spark.log"
+
+
+def test_messages_name_a_server_without_its_parameters() -> None:
+    assert server_address("sc://verifier:15010/;token=s3cret;user_id=x") == "sc://verifier:15010"
+    assert server_address("sc://verifier") == "sc://verifier:15002"
+    for bad in ("sc://:15002/;token=s3cret", "sc://verifier:port/;token=s3cret"):
+        with pytest.raises(ReplicatorError, match="not a Spark Connect URL") as raised:
+            server_address(bad)
+        assert "s3cret" not in str(raised.value)
+
+
+def test_an_absent_server_is_named_with_the_fix() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ReplicatorError) as raised:
+        check_reachable(f"sc://127.0.0.1:{port}/;token=s3cret", timeout=2)
+    message = str(raised.value)
+    assert f"no verification server answers at sc://127.0.0.1:{port}" in message
+    assert f"replicator verification-server --port {port}" in message
+    assert "s3cret" not in message
