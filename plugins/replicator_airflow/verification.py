@@ -23,7 +23,9 @@ from replicator.verification import (
     VerificationRun,
     connection_environment,
     finish,
+    is_remote,
     records_to_read,
+    run_on_server,
     run_suites,
     shipped_links,
     spark_job,
@@ -94,7 +96,9 @@ class VerificationSubmitOperator(SparkSubmitOperator):
     answers the driver's own path, which executors on other hosts do not have. The
     provider's hook sets no working directory, so this task's process (it runs this
     task only) moves into the folder while it submits. A plan with no record to read
-    submits nothing (the suites take the plan's tables).
+    submits nothing (the suites take the plan's tables). A connection whose master is a
+    verification server (host `sc://HOST`, its port) runs the job as the server's client
+    (`run_on_server`, as `replicator verify --master sc://...` does), submitting nothing.
 
     Secrets of the replicator's connection that the configuration references reach
     the driver in spark-submit's environment (`connection_environment`), added here
@@ -121,7 +125,8 @@ class VerificationSubmitOperator(SparkSubmitOperator):
         settings = ReplicatorHook(self.replicator_conn_id).settings()
         secrets = connection_environment(Path(settings.config), settings.secrets)
         master = spark_master(self.spark_conn_id)
-        if secrets and not master.startswith(("local", "spark://")):
+        on_server = is_remote(master)
+        if secrets and not (on_server or master.startswith(("local", "spark://"))):
             raise ReplicatorError(
                 f"the configuration takes secrets from Airflow connection "
                 f"{self.replicator_conn_id!r} (${{conn:...}}), which reach the Spark driver "
@@ -133,6 +138,9 @@ class VerificationSubmitOperator(SparkSubmitOperator):
             # Nothing new since the last run and no sample due: the suites take the
             # plan's tables, as `replicator verify` does; no Spark application starts.
             self.log.info("nothing to read for %s: no Spark job", directory.name)
+            return
+        if on_server:  # the job as the verification server's client: nothing to submit
+            run_on_server(directory, master, secrets)
             return
         self.env_vars = {**(self.env_vars or {}), **secrets}
         files = [Path(name) for name in self.files.split(",")] if self.files else []

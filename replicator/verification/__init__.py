@@ -23,21 +23,25 @@ if TYPE_CHECKING:
         VerificationRun,
         finish,
         records_to_read,
+        run_on_server,
         run_suites,
         shipped_links,
         spark_job,
         start,
         verify,
     )
+    from replicator.verification.server import is_remote
 
 #: Each name, and the module it comes from.
 _EXPORTS = {
     "SAMPLE_PERIOD": "replicator.verification.incremental",
     "connection_environment": "replicator.verification.kafka_options",
+    "is_remote": "replicator.verification.server",
     "Verification": "replicator.verification.run",
     "VerificationRun": "replicator.verification.run",
     "finish": "replicator.verification.run",
     "records_to_read": "replicator.verification.run",
+    "run_on_server": "replicator.verification.run",
     "run_suites": "replicator.verification.run",
     "shipped_links": "replicator.verification.run",
     "spark_job": "replicator.verification.run",
@@ -51,7 +55,9 @@ __all__ = [
     "VerificationRun",
     "connection_environment",
     "finish",
+    "is_remote",
     "records_to_read",
+    "run_on_server",
     "run_suites",
     "shipped_links",
     "spark_job",

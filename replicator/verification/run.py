@@ -114,7 +114,7 @@ def verify(
         try:
             began = time.monotonic()
             if records_to_read(run.plan) and is_remote(master):
-                run_on_server(run, master)
+                run_on_server(run.directory, master)
             elif records_to_read(run.plan):
                 run_spark(spark_job(run, master))
             # else no record to read on either side (nothing new since the last run): no
@@ -236,13 +236,17 @@ def run_spark(submit: SparkSubmit) -> None:
         _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
 
 
-def run_on_server(run: VerificationRun, remote: str) -> None:
-    """The job of `run` as a client of the verification server at `remote` (`server`);
-    its output goes to `spark.log` in the run's folder, as `run_spark`'s does."""
+def run_on_server(
+    directory: Path, remote: str, environment: Mapping[str, str] | None = None
+) -> None:
+    """The job of the run in `directory` as a client of the verification server at
+    `remote` (`server`), with `environment` added to its own (the connection's secrets
+    in Airflow); its output goes to `spark.log` there, as `run_spark`'s does."""
     check_reachable(remote)
-    out = run.directory
     what = f"the Spark verification job (on {server_address(remote)})"
-    _run(client_command(run.plan, out), what, out / "spark.log", env=client_environment(remote))
+    command = client_command(directory / "plan.json", directory)
+    env = {**(environment or {}), **client_environment(remote)}
+    _run(command, what, directory / "spark.log", env=env)
 
 
 @contextmanager

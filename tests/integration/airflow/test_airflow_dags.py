@@ -5,6 +5,7 @@ the state store. (The failover's approval: test_failover_approval.py.)"""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ from helpers.airflow import (
 )
 from helpers.procedures import SceneMaker, committed_offsets
 from helpers.replication import wait_until
+from helpers.verification_server import verification_server
 
 pytestmark = pytest.mark.integration
 
@@ -169,6 +171,44 @@ def test_verify_and_drill_dags_store_their_results(
     assert (Path(verified.details["results"]) / "parity").is_dir()
     assert second.details["verified"]["records_now"] == 0
     assert not (Path(second.details["results"]) / "parity").exists()  # no Spark job
+
+
+def test_the_verify_dag_runs_its_job_on_a_verification_server(
+    airflow_home: Path,
+    procedure_scene: SceneMaker,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The Spark connection names a verification server (host sc://..., its port): the
+    DAG's Spark task runs the job as the server's client and submits nothing."""
+    scene = procedure_scene("dag.server", records=2_000, offsets={0: 300})
+    [flow] = scene.flows
+    with verification_server(tmp_path / "server.log") as url:
+        host, port = url.rsplit(":", 1)
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_LOCAL",
+            json.dumps({"conn_type": "spark", "host": host, "port": int(port)}),
+        )
+        with scene.running():
+            wait_until(
+                lambda: sum(w.source_end for w in plan_verification(flow).windows) == 2_000,
+                90,
+                "everything replicated",
+            )
+        verification = (
+            dagbag()
+            .get_dag("verify_replication")
+            .test(run_conf={"flow": "primary->dr", "topics": [scene.topic]})
+        )
+
+    assert verification.state == "success"
+    [verified] = scene.store.runs.recent("verification")
+    assert verified.outcome == "succeeded"
+    assert verified.params["master"] == url  # the server, as the history names it
+    results = Path(verified.details["results"])
+    assert (results / "parity").is_dir()
+    # The job's client wrote its output there; a submit's goes to the task's log.
+    assert (results / "spark.log").is_file()
 
 
 def test_a_run_conf_cannot_choose_the_configuration_or_the_state_store(

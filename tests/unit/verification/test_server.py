@@ -18,7 +18,6 @@ from replicator.verification.driver_jvm import (
     HOT_JIT_OPTIONS,
     available_memory_mib,
 )
-from replicator.verification.run import VerificationRun
 from replicator.verification.server import (
     CONSUMER_CACHE,
     SERVER_CLASS,
@@ -91,9 +90,9 @@ def test_a_run_on_a_server_runs_the_job_as_its_client(
 
     monkeypatch.setattr(run_module, "_run", run)
     monkeypatch.setattr(run_module, "check_reachable", lambda remote: None)
-    run_ = VerificationRun("run-1", tmp_path, "primary->dr", 0)
+    secrets = {"REPLICATOR_CONN_PASSWORD": "pw"}  # the Airflow connection's, in Airflow
 
-    run_module.run_on_server(run_, "sc://verifier:15002/;token=s3cret")
+    run_module.run_on_server(tmp_path, "sc://verifier:15002/;token=s3cret", secrets)
 
     [(command, what, log, env)] = ran
     assert command == [
@@ -101,7 +100,7 @@ def test_a_run_on_a_server_runs_the_job_as_its_client(
         "--plan", str(tmp_path / "plan.json"), "--out", str(tmp_path),
     ]  # fmt: skip
     # The URL (and its token) reaches the job in its environment, never its command line.
-    assert env == {"SPARK_REMOTE": "sc://verifier:15002/;token=s3cret"}
+    assert env == {**secrets, "SPARK_REMOTE": "sc://verifier:15002/;token=s3cret"}
     assert "s3cret" not in " ".join(command) + what
     assert "sc://verifier:15002" in what
     assert log == tmp_path / "spark.log"
