@@ -2,7 +2,8 @@
 exactly its planned ACLs the Spark job verifies the copy, its truststore shipped to
 the executors with `spark-submit --files` and named as shipped; one ACL less and the
 run stops before Spark is submitted, naming the operation, the resource and the
-principal; no password in any file the run leaves, Spark's included."""
+principal; no password in any file the run leaves, Spark's included; the same on a
+verification server, whose log holds no password either."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from replicator_spark.kafka_ranges import SMALL_RANGE_OFFSETS
 
 from replicator.acls.plan import VERIFIER_GROUP_PREFIX, AclRule, verifier_rules
 from replicator.config import load_config
@@ -19,11 +21,12 @@ from replicator.config.model import FlowConfig, NameFilter
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
 from replicator.verification.plan import VerificationPlan
-from replicator.verification.run import finish, run_spark, run_suites, spark_job, start
+from replicator.verification.run import finish, run_spark, run_suites, spark_job, start, verify
 
 from helpers.kafka import create_topic
 from helpers.replication import preload, running, wait_until
 from helpers.secured import SecuredPair
+from helpers.verification_server import verification_server
 
 
 def _copied_topic(pair: SecuredPair, name: str, records: int) -> str:
@@ -148,6 +151,35 @@ def test_the_verifier_role_verifies_with_the_truststore_shipped_and_leaks_nothin
         for user, password in pair.passwords().items()
         for folder in (run.directory, spark_files)
         for path in folder.rglob("*")
+        if path.is_file() and not path.is_symlink() and password in path.read_bytes()
+    }
+    assert not leaked
+
+
+@pytest.mark.timeout(900)  # a server, a Spark job and the GX suites on a busy machine
+def test_the_verifier_role_verifies_on_a_verification_server_and_leaks_nothing(
+    secured_pair: SecuredPair, tmp_path: Path, store: StateStore
+) -> None:
+    """The job as a verification server's client: the server reads both clusters with
+    the connector (windows too large for the client's own reads) as the verifier, with
+    the configuration's truststore where it is; no password in the run's files or the
+    server's log."""
+    pair = secured_pair
+    topic = _copied_topic(pair, "served", 2 * (SMALL_RANGE_OFFSETS + 100))
+    config = _verifier(pair, tmp_path)
+    flow = _only(load_config(config).flow("primary->dr"), topic)
+    with verification_server(tmp_path / "server.log") as url:
+        result = verify(
+            flow, store, topics=[topic], master=url, results=tmp_path / "results",
+            config_file=config,
+        )  # fmt: skip
+
+    assert result.success, result.summary
+    assert not VerificationPlan.read(result.directory / "plan.json").ship_files
+    leaked = {
+        str(path): user
+        for user, password in pair.passwords().items()
+        for path in tmp_path.rglob("*")
         if path.is_file() and not path.is_symlink() and password in path.read_bytes()
     }
     assert not leaked
