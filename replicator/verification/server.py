@@ -43,8 +43,6 @@ STARTED = "Spark Connect server started"
 #: flow's thousands of partitions reads two per partition; the job itself sets this for
 #: its own process, which a server's sessions cannot).
 CONSUMER_CACHE = 20_000
-
-
 #: How long the server keeps a Kafka consumer, and what it fetched, that no run uses.
 IDLE_RELEASE = "30s"
 
