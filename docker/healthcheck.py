@@ -12,6 +12,7 @@ the commands running in the container and asks that role's own health question:
   the scheduler: its own health server (`[scheduler] enable_health_check`);
   the dag processor and the triggerer: the API server reports their heartbeat healthy;
 - Spark's master and worker: their web UI answers with the master ALIVE;
+- the verification server (Spark Connect): its port accepts connections;
 - anything else (the demo application, one-shot jobs): running is healthy.
 
 Exit 0 when healthy, 1 with one line saying what is not.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import urllib.request
 from pathlib import Path
@@ -84,6 +86,13 @@ def _spark(port: int) -> str | None:
     return None if status == "ALIVE" else f"Spark master is {status}"
 
 
+def _spark_connect(command: list[str]) -> str | None:
+    port_conf = "spark.connect.grpc.binding.port="
+    [port] = [part.removeprefix(port_conf) for part in command if part.startswith(port_conf)]
+    socket.create_connection(("127.0.0.1", int(port)), timeout=_TIMEOUT_S).close()
+    return None
+
+
 def check() -> str | None:
     """None when healthy, else what is wrong."""
     for command in _commands():
@@ -93,10 +102,11 @@ def check() -> str | None:
         # broker that does not answer yet is not healthy, whichever process runs.
         if "kafka.Kafka" in command or ("replicator" in names and "serve" in command):
             return _kafka()
-        if "org.apache.spark.deploy.master.Master" in joined:
-            return _spark(8080)
-        if "org.apache.spark.deploy.worker.Worker" in joined:
-            return _spark(8081)
+        for daemon, ui_port in (("master.Master", 8080), ("worker.Worker", 8081)):
+            if f"org.apache.spark.deploy.{daemon}" in joined:
+                return _spark(ui_port)
+        if "org.apache.spark.sql.connect.service.SparkConnectServer" in command:
+            return _spark_connect(command)
         if "replicator" in names and "run" in command and "--config" in command:
             return _replicator(command)
         if "airflow" in names:

@@ -118,7 +118,6 @@ AIRFLOW_PORT=${AIRFLOW_PORT:-38080}
 PRIMARY_KAFKA_PORT=${PRIMARY_KAFKA_PORT:-39092}
 DR_KAFKA_PORT=${DR_KAFKA_PORT:-49092}
 POSTGRES_PORT=${POSTGRES_PORT:-35432}
-SPARK_UI_PORT=${SPARK_UI_PORT:-38090}
 ENV
 mv "$out.tmp" "$out"
 echo "make-env: wrote $out and $secrets_dir/ (Airflow users admin and approver; their" \

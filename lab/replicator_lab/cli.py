@@ -18,6 +18,7 @@ from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.errors import ReplicatorError
 from replicator.statestore import StateStore
+from replicator.verification.server import DEFAULT_PORT
 from replicator_lab import DEFAULT_CLUSTERS, ClusterSpec, LocalStack, StackError
 from replicator_lab.client_config import CLIENTS_FILE
 from replicator_lab.container import (
@@ -190,6 +191,15 @@ def _run(
     airflow_port: Annotated[
         int, typer.Option("--airflow-port", metavar="PORT", help="Airflow UI port (loopback)")
     ] = 8080,
+    verification_port: Annotated[
+        int,
+        typer.Option(
+            "--verification-port",
+            metavar="PORT",
+            help="with --airflow, a verification server on PORT (loopback) that the "
+            "verify_replication DAG runs its Spark job on; 0: none (a spark-submit per run)",
+        ),
+    ] = DEFAULT_PORT,
     state_url_: StateUrlOption = None,
 ) -> int:
     """Foreground supervisor of the embedded default; stops only what it started."""
@@ -207,6 +217,7 @@ def _run(
         demo_rate=None if no_demo else rate,
         demo_app=demo_app,
         airflow_port=airflow_port if airflow else None,
+        verification_port=verification_port if airflow and verification_port else None,
         cluster_timeout_s=timeout,
     )
     system = EmbeddedSystem(_stack(cluster, data_dir, heap, security), options)
@@ -251,6 +262,12 @@ def _print_where_to_look(system: EmbeddedSystem, replicate: Path | None, rate: i
         print(f"Airflow: {airflow.url}  user {airflow.username}  password {airflow.password}")
         print(f"  DR status page: {airflow.url}/dr-status/   log: {airflow.log_file}")
         print("  failover: trigger the `failover` DAG (form: flow, mode, applications)")
+    if system.verification is not None:
+        url = system.verification_url
+        print(f"Verification server: {url}  log: {system.verification.log}")
+        if replicate is not None:
+            token = f"SPARK_CONNECT_AUTHENTICATE_TOKEN=$(cat {system.verification_token_file})"
+            print(f"  {token} .venv/bin/replicator verify --config {replicate} --master {url}")
     print("Status: .venv/bin/replicator stack status    Stop: Ctrl-C\n", flush=True)
 
 

@@ -3,8 +3,14 @@
 Two local clusters, the replicator (a worker under `LocalProcessLauncher`, so the
 `replicator_supervisor` DAG can restart it), a DR-aware demo application whose
 ledgers prove a failover lost and duplicated nothing, background demo traffic,
-and Airflow standalone with our DAGs and the DR status page. Everything shares
-one state store and finds each other through the environment Airflow is given.
+Airflow standalone with our DAGs and the DR status page, and a verification server
+(`replicator verification-server`) that the `verify_replication` DAG runs its Spark
+job on (its `spark_local` connection names it). Everything shares one state store
+and finds each other through the environment Airflow is given.
+
+The verification server listens on loopback and answers only clients holding the
+token made for this start (Airflow's tasks have it in their environment; a person
+finds it in the 0600 file `verification-server.token` beside its log).
 
 Airflow's approval policy (docs/failover-approval.md), unless `$REPLICATOR_APPROVAL`
 is set already (then that one): `LOCAL_APPROVAL_POLICY`. The local `admin` answers
@@ -23,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +44,12 @@ from replicator.operations.launchers import (
     LocalProcessLauncher,
 )
 from replicator.statestore import STATE_URL_ENV, LedgerCheck, StateStore
+from replicator.verification.server import TOKEN_ENV, ServerProcess, server_command
 from replicator_lab.airflow import AirflowStandalone
 from replicator_lab.client_config import DEMO_FILE
 from replicator_lab.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
 from replicator_lab.demo_apps import DemoApplication, DemoApplicationProcesses
-from replicator_lab.private import private_umask
+from replicator_lab.private import private_umask, write_private
 from replicator_lab.security import DEMO_USER
 from replicator_lab.stack import LocalStack
 
@@ -55,6 +63,8 @@ APPROVAL_ENV = "REPLICATOR_APPROVAL"
 #: failbacks may skip the question (only when they ask to, with `skip_approval`).
 LOCAL_APPROVAL_POLICY = {"approvers": ["admin"], "skip": ["planned_failover", "failback"]}
 DEMO_APP_TOPIC = "demo.orders"
+#: The verification DAG's Spark connection (`spark_local`), as Airflow reads it.
+SPARK_CONNECTION_ENV = "AIRFLOW_CONN_SPARK_LOCAL"
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,9 @@ class SystemOptions:
     #: The DAGs that run on their schedule (None: all of them); the others run only
     #: when triggered. A test runs the supervisor alone (no hourly Spark verification).
     airflow_scheduled: frozenset[str] | None = None
+    #: A verification server on this loopback port, for the `verify_replication` DAG
+    #: (with Airflow) and `replicator verify --master sc://127.0.0.1:PORT`.
+    verification_port: int | None = None
     cluster_timeout_s: float = 90.0
     #: Airflow's start gives up after this long without progress (it may take longer).
     airflow_timeout_s: float = 300.0
@@ -108,9 +121,23 @@ class EmbeddedSystem:
         )
         self.worker: LaunchResult | None = None
         self.airflow: AirflowStandalone | None = None
+        self.verification: ServerProcess | None = None
         self.demo: DemoTraffic | None = None
         self.app: DemoApplicationProcesses | None = None
         self._started_clusters: list[str] = []
+        self._verification_token = secrets.token_urlsafe(24)
+
+    @property
+    def verification_url(self) -> str | None:
+        """The verification server's `sc://` URL, when one runs."""
+        port = self.options.verification_port
+        # `localhost`: PySpark sends a token in plain gRPC to no other name.
+        return None if port is None else f"sc://localhost:{port}"
+
+    @property
+    def verification_token_file(self) -> Path:
+        """Where a person finds the verification server's token (0600)."""
+        return self.options.work_dir / "verification-server.token"
 
     @property
     def home(self) -> str:
@@ -127,6 +154,13 @@ class EmbeddedSystem:
     def _start(self, progress: Callable[[str], None] | None) -> None:
         options = self.options
         self._started_clusters = self.stack.up(timeout=options.cluster_timeout_s, keep_running=True)
+        if options.verification_port is not None:  # its JVM starts while the rest does
+            write_private(self.verification_token_file, self._verification_token)
+            self.verification = ServerProcess(
+                server_command(options.verification_port),
+                options.work_dir / "verification-server.log",
+                token=self._verification_token,
+            ).start()
         if options.replicate is not None:
             self._prepare_state(options.replicate)
             self.worker = self.launcher.ensure_running(WORKER_NAME, options.replicate)
@@ -146,6 +180,8 @@ class EmbeddedSystem:
                 env=self._airflow_env(),
                 scheduled=options.airflow_scheduled,
             ).start(timeout=options.airflow_timeout_s, progress=progress)
+        if self.verification is not None:
+            self.verification.wait_started()
 
     def problems(self) -> list[str]:
         """What stopped by itself since the start, for the operator's console."""
@@ -162,6 +198,8 @@ class EmbeddedSystem:
             ]
         if self.airflow is not None and not self.airflow.running:
             found.append(f"Airflow standalone exited; see {self.airflow.log_file}")
+        if self.verification is not None and not self.verification.running:
+            found.append(f"the verification server exited; see {self.verification.log}")
         return found
 
     def stop(self) -> StopReport:
@@ -169,6 +207,8 @@ class EmbeddedSystem:
         ledgers = None
         if self.airflow is not None:
             self.airflow.stop()
+        if self.verification is not None:
+            self.verification.stop()
         if self.demo is not None:
             self.demo.stop()
         if self.app is not None:
@@ -217,4 +257,13 @@ class EmbeddedSystem:
         env[APPROVAL_ENV] = os.environ.get(APPROVAL_ENV) or json.dumps(LOCAL_APPROVAL_POLICY)
         if self.options.replicate is not None:
             env["REPLICATOR_CONFIG"] = str(self.options.replicate.resolve())
+        if self.options.verification_port is not None:
+            env[SPARK_CONNECTION_ENV] = json.dumps(
+                {
+                    "conn_type": "spark",
+                    "host": "sc://localhost",
+                    "port": self.options.verification_port,
+                }
+            )
+            env[TOKEN_ENV] = self._verification_token
         return env

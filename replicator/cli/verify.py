@@ -21,6 +21,7 @@ from replicator.verification.incremental import SAMPLE_PERIOD
 from replicator.verification.run import DEFAULT_RESULTS, Verification, verify
 from replicator.verification.server import (
     DEFAULT_PORT,
+    LOOPBACK,
     REMOTE_SCHEME,
     server_command,
     server_environment,
@@ -129,7 +130,10 @@ def _verify(
     "foreground until stopped: `replicator verify --master sc://HOST:PORT` then runs "
     "its job there, without starting, loading and compiling Spark for every run. The "
     "server reads the flows' clusters itself (their key and trust stores at the "
-    "configuration's paths).",
+    "configuration's paths). Whoever reaches it runs code as its user: it listens on "
+    "loopback unless `--host` says otherwise (then keep it on a private network), and "
+    "with `$SPARK_CONNECT_AUTHENTICATE_TOKEN` set it answers only clients holding that "
+    "token (`replicator verify` sends it from the same variable; localhost clients only).",
     epilog=exit_statuses("the server could not start or stopped with an error"),
 )
 def _verification_server(
@@ -140,9 +144,14 @@ def _verification_server(
     cores: Annotated[
         int, typer.Option("--cores", min=1, help="cores its jobs run on (local[N])")
     ] = 2,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="the interface it listens on (0.0.0.0: every interface)"),
+    ] = LOOPBACK,
 ) -> int:
-    command_ = server_command(port, cores)
-    print(f"verification server on {REMOTE_SCHEME}localhost:{port} (local[{cores}])", flush=True)
+    command_ = server_command(port, cores, host)
+    shown = "localhost" if host == LOOPBACK else host
+    print(f"verification server on {REMOTE_SCHEME}{shown}:{port} (local[{cores}])", flush=True)
     os.execve(command_[0], command_, server_environment())  # noqa: S606 (our spark-submit)
 
 

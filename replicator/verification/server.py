@@ -10,6 +10,13 @@ job (`replicator_spark.verify --remote`) in a Python process that only sends Spa
 queries. The server reads the flows' clusters itself: it needs the Kafka connector
 (given here) and, for a secured cluster, the configuration's truststores and keystores
 at the same paths as the client (the same machine or a shared volume).
+
+Whoever reaches a Spark Connect server runs code as its user. It listens on the
+loopback interface unless told otherwise, and a server started with Spark's
+`SPARK_CONNECT_AUTHENTICATE_TOKEN` in its environment answers only clients that send
+that token (PySpark sends one in plain gRPC only to `localhost`; to another host it
+insists on TLS, which the server does not speak): a client of ours takes it from the
+same variable when the URL carries none.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ REMOTE_SCHEME = "sc://"
 REMOTE_ENV = "SPARK_REMOTE"
 #: Spark Connect's own default port.
 DEFAULT_PORT = 15002
+#: The interface a server listens on unless told otherwise.
+LOOPBACK = "127.0.0.1"
+#: Spark's variable holding the token a server requires of its clients (and ours hold).
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - a variable's name
 #: Spark's Connect server, in the Spark distribution PySpark installs.
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: What the server logs once it listens (Spark's `SparkConnectServer`).
@@ -52,9 +63,9 @@ def is_remote(master: str) -> bool:
     return master.startswith(REMOTE_SCHEME)
 
 
-def server_command(port: int = DEFAULT_PORT, cores: int = 2) -> list[str]:
-    """`spark-submit` starting a local verification server on `port` with `cores`
-    cores: the Kafka connector's jars, the JVM options and heap of a large local job
+def server_command(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBACK) -> list[str]:
+    """`spark-submit` starting a local verification server on `host`:`port` with
+    `cores` cores: the Kafka connector's jars, the JVM options and heap of a large local job
     (`driver_jvm`), Spark's UI off, room for `CONSUMER_CACHE` connector consumers and
     the default parallelism set (the job sizes its work by it, and a Connect client
     cannot ask Spark's context)."""
@@ -63,6 +74,7 @@ def server_command(port: int = DEFAULT_PORT, cores: int = 2) -> list[str]:
     master = f"local[{cores}]"
     conf = {
         "spark.ui.enabled": "false",
+        "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
         "spark.default.parallelism": str(cores),
         "spark.kafka.consumer.cache.capacity": str(CONSUMER_CACHE),
@@ -91,7 +103,11 @@ def client_command(plan: Path, out: Path) -> list[str]:
 
 def client_environment(remote: str) -> dict[str, str]:
     """What names the server to the job: PySpark's own `SPARK_REMOTE`, not the command
-    line, where a URL's parameters (`;token=...`) would be visible to every user."""
+    line, where a URL's parameters (`;token=...`) would be visible to every user; with
+    `$SPARK_CONNECT_AUTHENTICATE_TOKEN`'s token when the URL has none."""
+    token = os.environ.get(TOKEN_ENV)
+    if token and ";token=" not in remote:
+        remote += f";token={token}" if ";" in remote else f"/;token={token}"
     return {REMOTE_ENV: remote}
 
 
@@ -155,21 +171,57 @@ def local_server(log: Path, cores: int = 2, timeout: float = 180) -> Iterator[st
 def serving(command: list[str], log: Path, timeout: float = 180) -> Iterator[None]:
     """`command` (one that starts a verification server) running for the block, from
     when the server listens (`STARTED` in `log`, where its output goes); stopped after."""
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=server_environment()
-        )
+    server = ServerProcess(command, log).start()
     try:
-        deadline = time.monotonic() + timeout
-        while STARTED not in log.read_text(errors="replace"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise ReplicatorError(f"the verification server did not start; see {log}")
-            time.sleep(0.5)
+        server.wait_started(timeout)
         yield
     finally:
-        server.terminate()
+        server.stop()
+
+
+class ServerProcess:
+    """A verification server as a child process (`make run`'s, a test's): `start` returns
+    at once (the JVM starts while the caller starts other parts), `wait_started` once it
+    listens (`STARTED` in `log`, where its output goes), `stop` ends it."""
+
+    def __init__(self, command: list[str], log: Path, token: str | None = None) -> None:
+        self.command = command
+        self.log = log
+        self._token = token  # required of every client when given
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"ServerProcess(log={self.log}, running={self.running})"
+
+    def start(self) -> ServerProcess:
+        env = server_environment()
+        if self._token is not None:
+            env[TOKEN_ENV] = self._token
+        with self.log.open("wb") as out:
+            self._process = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def wait_started(self, timeout: float = 180) -> None:
+        """Return once the server listens; ReplicatorError naming its log if it exits
+        or does not listen within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while STARTED not in self.log.read_text(errors="replace"):
+            if not self.running or time.monotonic() > deadline:
+                raise ReplicatorError(f"the verification server did not start; see {self.log}")
+            time.sleep(0.5)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
         try:
-            server.wait(30)
+            self._process.wait(timeout)
         except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            self._process.kill()
+            self._process.wait()

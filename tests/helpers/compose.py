@@ -31,7 +31,7 @@ TIMEOUT_S = 180.0
 BUILD_TIMEOUT_S = 1800.0
 #: docker/engine.sh exits with this when no engine answers and none can be started.
 _NO_ENGINE = 2
-_PORTS = ("AIRFLOW_PORT", "PRIMARY_KAFKA_PORT", "DR_KAFKA_PORT", "POSTGRES_PORT", "SPARK_UI_PORT")
+_PORTS = ("AIRFLOW_PORT", "PRIMARY_KAFKA_PORT", "DR_KAFKA_PORT", "POSTGRES_PORT")
 #: The replicator workers' image (Dockerfile target `engine`) and its size bound.
 ENGINE_IMAGE = "replicator-engine:latest"
 ENGINE_IMAGE_MAX_BYTES = 400_000_000

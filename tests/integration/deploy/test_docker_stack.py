@@ -10,8 +10,8 @@ own on ports of its own. On that stack:
 - the `failover` and `failback` DAGs, triggered through Airflow's REST API by the admin
   and approved there by the stack's second user (`approver`), move the demo application
   to `dr` and back with nothing lost and nothing processed twice;
-- `verify_replication` runs its Spark job on the standalone cluster (the master lists
-  the finished application) and writes Data Docs on the shared volume;
+- `verify_replication` runs its Spark job on the verification server (the server's
+  log shows the job's session) and writes Data Docs on the shared volume;
 - a replicator container killed with `docker kill` comes back (the supervisor DAG
   starts it again through the Docker launcher) and nothing is lost;
 - `docker-compose down -v` leaves no container, network or volume of the project.
@@ -129,7 +129,7 @@ def test_the_whole_system_in_docker_compose(
         own_approval_refused(api)
         fail_over_and_back(api, approver, consumed, figures)
 
-        # Verification on the Spark standalone cluster, Data Docs on the shared volume.
+        # Verification on the verification server, Data Docs on the shared volume.
         started = time.monotonic()
         run_id = run_dag(api, "verify_replication", {"flow": "primary->dr"})
         figures.timed("verify_replication DAG", started)
@@ -137,8 +137,11 @@ def test_the_whole_system_in_docker_compose(
         result = api.request("GET", f"{xcom}/xcomEntries/return_value")["value"]
         result = json.loads(result) if isinstance(result, str) else result
         assert _host_path(project, result["data_docs"]).is_file(), result
-        master = httpx.get(f"http://127.0.0.1:{project.env['SPARK_UI_PORT']}/json/").json()
-        assert [app["name"] for app in master["completedapps"]], master
+        [server] = project.containers("verification-server")
+        server_log = subprocess.run(
+            ["docker", "logs", server], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert "SessionHolder: Session with" in server_log.stdout + server_log.stderr
 
         # A replicator container killed comes back, started by the supervisor DAG.
         victim = project.containers("replicator")[0]

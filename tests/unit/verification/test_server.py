@@ -20,8 +20,11 @@ from replicator.verification.driver_jvm import (
 )
 from replicator.verification.server import (
     CONSUMER_CACHE,
+    REMOTE_ENV,
     SERVER_CLASS,
+    TOKEN_ENV,
     check_reachable,
+    client_environment,
     is_remote,
     server_address,
     server_command,
@@ -60,6 +63,11 @@ def test_the_server_runs_spark_connect_with_the_connector_and_a_large_jobs_jvm(
     ]
     conf = _conf(command)
     assert conf["spark.connect.grpc.binding.port"] == "15010"
+    # Whoever reaches it runs code as its user: loopback unless told otherwise.
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert _conf(server_command(15010, 4, "0.0.0.0"))["spark.connect.grpc.binding.address"] == (
+        "0.0.0.0"
+    )
     # The job sizes its work by it: a Connect client cannot ask Spark's context.
     assert conf["spark.default.parallelism"] == "4"
     assert conf["spark.kafka.consumer.cache.capacity"] == str(CONSUMER_CACHE)
@@ -125,3 +133,20 @@ def test_an_absent_server_is_named_with_the_fix() -> None:
     assert f"no verification server answers at sc://127.0.0.1:{port}" in message
     assert f"replicator verification-server --port {port}" in message
     assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
+    ("remote", "sent"),
+    [
+        ("sc://localhost:15002", "sc://localhost:15002/;token=t0k"),
+        ("sc://localhost:15002/;user_id=ops", "sc://localhost:15002/;user_id=ops;token=t0k"),
+        ("sc://localhost:15002/;token=mine", "sc://localhost:15002/;token=mine"),
+    ],
+)
+def test_the_client_sends_the_token_of_its_environment_unless_the_url_has_one(
+    remote: str, sent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "t0k")
+    assert client_environment(remote) == {REMOTE_ENV: sent}
+    monkeypatch.delenv(TOKEN_ENV)
+    assert client_environment(remote) == {REMOTE_ENV: remote}

@@ -1,0 +1,67 @@
+"""`make run`'s verification server (`EmbeddedSystem` with a verification port): it
+listens on loopback once the system has started, runs a query for a client holding the
+token made for this start (in a 0600 file) and refuses one without it, and stops with
+the system (the clusters it did not start keep running)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replicator.errors import ReplicatorError
+from replicator.verification.server import REMOTE_ENV, check_reachable
+from replicator_lab import LocalStack
+from replicator_lab.system import EmbeddedSystem, SystemOptions
+
+from helpers.kafka import free_port_pair
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_system_starts_and_stops_its_verification_server(
+    kafka_stack: LocalStack, tmp_path: Path
+) -> None:
+    port = free_port_pair()
+    options = SystemOptions(
+        state_url=f"sqlite:///{tmp_path}/state.db",
+        work_dir=tmp_path,
+        demo_rate=None,
+        verification_port=port,
+    )
+    system = EmbeddedSystem(kafka_stack, options)
+    try:
+        system.start()
+        url = system.verification_url
+        assert url == f"sc://localhost:{port}"
+        check_reachable(url)
+        token_file = system.verification_token_file
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text()
+        assert _count(f"{url}/;token={token}") == "5"
+        assert "UNAUTHENTICATED" in _count(url)
+        assert token not in system.verification.log.read_text()
+        assert system.problems() == []
+    finally:
+        report = system.stop()
+    assert report.stopped_clusters == []  # the session's clusters were running already
+    with pytest.raises(ReplicatorError, match=f"--port {port}"):
+        check_reachable(url, timeout=2)
+
+
+def _count(remote: str) -> str:
+    """What a Spark Connect client at `remote` counts of five rows, or its error."""
+    query = "from pyspark.sql import SparkSession as S; print(S.builder.create().range(5).count())"
+    done = subprocess.run(
+        [sys.executable, "-c", query],
+        check=False,
+        env={**os.environ, REMOTE_ENV: remote},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout.strip() if done.returncode == 0 else done.stderr
