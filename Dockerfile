@@ -5,6 +5,7 @@
 #   replicator stack broker ...             a single-node KRaft Kafka cluster (the launcher
 #                                           the embedded default uses)
 #   airflow api-server|scheduler|dag-processor|triggerer
+#   replicator verification-server ...     the verification server (Spark Connect)
 #   spark-class org.apache.spark.deploy.master.Master | ...worker.Worker spark://...
 # The HEALTHCHECK finds the role from the running command (docker/healthcheck.py).
 # The project is installed as its wheel with the extras every role needs, pinned by
