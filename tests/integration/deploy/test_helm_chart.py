@@ -15,6 +15,11 @@
 - the readiness probe's script against the engine's own metric families, served by
   prometheus_client as `replicator run` serves them: ready only when every worker loop
   runs and every cluster answers.
+- the optional verification server (`verificationServer`): its Deployment, Service and
+  NetworkPolicy created with strict validation, the full image running
+  `replicator verification-server` with the workers' configuration and Secrets at the
+  workers' paths and the shared results claim, reachable only from Airflow's pods; off by
+  default, refused without its claim.
 
 No Pod runs here (the API server alone: tests/helpers/kube.py); the chart's Pods run
 on the single node of tests/integration/deploy/test_kube_node.py.
@@ -35,6 +40,7 @@ import pytest
 import yaml
 
 from replicator.config import load_config
+from replicator.operations.kubernetes_launcher import DEFAULT_SELECTOR
 
 from helpers.kafka import free_port_pairs
 from helpers.kube import ApiServer, Kube, api_server, helm, render
@@ -134,7 +140,9 @@ def custom(server: ApiServer, values_file: Path) -> list[dict]:
 
 
 def test_lint(server: ApiServer, values_file: Path) -> None:
-    for extra in ([], ["--values", str(values_file)]):
+    verification = ["--set", "verificationServer.enabled=true"]
+    verification += ["--set", "verificationServer.resultsClaim=replicator-verification"]
+    for extra in ([], ["--values", str(values_file)], verification):
         result = helm("lint", "--strict", str(CHART), *extra, home=server.helm_home)
         assert "0 chart(s) failed" in result.stdout, result.stdout
 
@@ -183,6 +191,8 @@ def test_defaults_are_created_and_least_privileged(server: ApiServer, defaults: 
     config.write_text(config_map["data"]["mm2.properties"])
     (flow,) = load_config(config).flows
     assert flow.metrics_port == 9404 == container["ports"][0]["containerPort"]
+    # The verification server is off by default: nothing of it is rendered.
+    assert not [o for o in defaults if "verification" in o["metadata"]["name"]]
 
 
 def test_custom_values_mount_secrets_and_state_store(server: ApiServer, custom: list[dict]) -> None:
@@ -330,6 +340,21 @@ def test_engine_service_account_is_refused_everything(
             {"networkPolicy": {"egress": {"clusters": [{"cidr": "10.0.0.0/8"}]}}},
             "missing property 'ports'",
         ),
+        # A verification server needs the folder it shares with Airflow's tasks.
+        ({"verificationServer": {"enabled": True}}, "verificationServer.resultsClaim"),
+        # An empty selector would admit every pod of the namespace.
+        (
+            {
+                "verificationServer": {
+                    "enabled": True,
+                    "resultsClaim": "replicator-verification",
+                    "clientPodSelector": {"matchLabels": None, "matchExpressions": None},
+                }
+            },
+            "verificationServer.clientPodSelector: an empty selector",
+        ),
+        ({"verificationServer": {"claim": "x"}}, "additional properties 'claim'"),
+        ({"verificationServer": {"heap": "lots"}}, "/verificationServer/heap"),
     ],
 )
 def test_render_refuses(tmp_path: Path, values: dict, message: str) -> None:
@@ -401,6 +426,177 @@ def test_network_policy_when_asked(server: ApiServer, tmp_path: Path) -> None:
     server.kube.create_namespace("netpol")
     response = server.kube.create(policy, "netpol")
     assert response.status_code == 201, response.text
+
+
+# The official Airflow chart's pod labels (its scheduler Deployment or StatefulSet, its
+# workers' pod template and StatefulSet, and pods that must not connect), release `airflow`.
+AIRFLOW_PODS = {
+    component: {"tier": "airflow", "component": component, "release": "airflow"}
+    for component in ("scheduler", "worker", "triggerer", "api-server", "dag-processor")
+}
+
+
+def _selects(selector: dict, labels: dict[str, str]) -> bool:
+    """Whether a LabelSelector (matchLabels, matchExpressions) selects `labels`."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        present = key in labels
+        if not {
+            "In": present and labels.get(key) in (values or []),
+            "NotIn": not present or labels[key] not in (values or []),
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]:
+            return False
+    return True
+
+
+def test_verification_server_when_asked(server: ApiServer, tmp_path: Path) -> None:
+    """The verification server: one pod of the full image running `replicator
+    verification-server` on all interfaces, with the workers' configuration and Secrets at
+    the workers' paths, the results claim at the run folder, the workers' security
+    context and TCP probes on its port; a ClusterIP Service on that port; a NetworkPolicy
+    admitting only Airflow's scheduler and worker pods, on that port. The API server
+    creates all of it with strict field validation."""
+    kube, namespace = server.kube, "verification"
+    values = {
+        "secrets": ["source-user", "source-cluster-ca"],
+        "verificationServer": {
+            "enabled": True,
+            "resultsClaim": "replicator-verification",
+            "port": 16002,
+            "cores": 3,
+        },
+    }
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    objects = render(CHART, "dr", namespace, tmp_path / "helm", path)
+    _apply(kube, namespace, objects)
+    name = "dr-replicator-verification"
+    assert sorted(o["kind"] for o in objects if o["metadata"]["name"] == name) == [
+        "ConfigMap",
+        "Deployment",
+        "NetworkPolicy",
+        "Service",
+    ]
+
+    def stored(api: str, kind: str, obj: str = name) -> dict:
+        response = kube.request("GET", kube.path(api, kind, namespace, obj))
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    deployment = stored("apps/v1", "Deployment")
+    workers = stored("apps/v1", "Deployment", "dr-replicator")
+    assert deployment["spec"]["replicas"] == 1
+    # Not a worker Deployment to the supervisor's KubernetesLauncher (its selector).
+    launcher = dict(term.split("=") for term in DEFAULT_SELECTOR.split(","))
+    assert _selects({"matchLabels": launcher}, workers["metadata"]["labels"])
+    assert not _selects({"matchLabels": launcher}, deployment["metadata"]["labels"])
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == workers["spec"]["template"]["spec"]["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    (container,) = pod["containers"]
+    (worker,) = workers["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "replicator:0.1.0"  # the full image, not replicator-engine
+    assert container["command"] == [
+        "replicator",
+        "verification-server",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "16002",
+        "--cores",
+        "3",
+    ]
+    assert container["securityContext"] == worker["securityContext"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["resources"]["limits"]["memory"] == "5Gi"
+    (port,) = container["ports"]
+    assert (port["name"], port["containerPort"]) == ("spark-connect", 16002)
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["tcpSocket"] == {"port": "spark-connect"}, probe
+
+    # Mounts: the workers' configuration and Secrets at the workers' paths (the key and
+    # trust stores the plan names), the shared claim at the run folder, a writable /tmp
+    # (the working directory: the root file system is read-only).
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    worker_volumes = {v["name"]: v for v in workers["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    worker_mounts = {m["mountPath"]: m for m in worker["volumeMounts"]}
+    shared = ["/etc/replicator/mm2.properties"]
+    shared += [f"/etc/replicator/secrets/{s}" for s in values["secrets"]]
+    for mount_path in shared:
+        mount, theirs = mounts[mount_path], worker_mounts[mount_path]
+        assert mount == theirs, mount_path
+        assert mount["readOnly"] is True
+        assert volumes[mount["name"]] == worker_volumes[theirs["name"]], mount_path
+    assert volumes[mounts["/etc/replicator/mm2.properties"]["name"]]["configMap"] == {
+        "name": "dr-replicator",
+        "defaultMode": 0o644,  # the API server's default
+    }
+    results = mounts["/opt/replicator/.data/verification"]
+    assert results.get("readOnly", False) is False
+    assert volumes[results["name"]]["persistentVolumeClaim"] == {
+        "claimName": "replicator-verification"
+    }
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert container["workingDir"] == "/tmp"
+    # The heap, in the spark-defaults.conf spark-submit reads.
+    (env,) = container["env"]
+    assert env["name"] == "SPARK_CONF_DIR"
+    spark_conf = volumes[mounts[env["value"]]["name"]]["configMap"]["name"]
+    spark_defaults = stored("v1", "ConfigMap", spark_conf)["data"]["spark-defaults.conf"]
+    assert "spark.driver.memory 3g" in spark_defaults.splitlines()
+
+    # The Service: ClusterIP, the server's port, its pod only (not the workers').
+    service = stored("v1", "Service")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert _selects({"matchLabels": service["spec"]["selector"]}, pod_labels)
+    worker_labels = workers["spec"]["template"]["metadata"]["labels"]
+    assert not _selects({"matchLabels": service["spec"]["selector"]}, worker_labels)
+    metrics = stored("v1", "Service", "dr-replicator-metrics")
+    assert not _selects({"matchLabels": metrics["spec"]["selector"]}, pod_labels)
+    (service_port,) = service["spec"]["ports"]
+    assert (service_port["port"], service_port["targetPort"]) == (16002, "spark-connect")
+
+    # The NetworkPolicy: the server's pod, ingress on its port from the client selector
+    # only; its egress is not restricted (networkPolicy.enabled is off).
+    policy = stored("networking.k8s.io/v1", "NetworkPolicy")["spec"]
+    assert _selects(policy["podSelector"], pod_labels)
+    assert not _selects(policy["podSelector"], worker_labels)
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": 16002, "protocol": "TCP"}]
+    (peer,) = rule["from"]
+    assert list(peer) == ["podSelector"]  # this namespace's pods only
+    clients = peer["podSelector"]
+    admitted = sorted(c for c, labels in AIRFLOW_PODS.items() if _selects(clients, labels))
+    assert admitted == ["scheduler", "worker"]
+    assert not _selects(clients, worker_labels)
+    assert not _selects(clients, {**AIRFLOW_PODS["scheduler"], "release": "other"})
+
+    # With networkPolicy.enabled, the server's egress is the workers': the clusters, DNS.
+    values["networkPolicy"] = {
+        "enabled": True,
+        "egress": {"clusters": [{"cidr": "10.0.12.0/24", "ports": [9093]}]},
+    }
+    path.write_text(yaml.safe_dump(values))
+    policies = {
+        p["metadata"]["name"]: p["spec"]
+        for p in _by_kind(render(CHART, "dr", "verification-egress", tmp_path / "helm", path))[
+            "NetworkPolicy"
+        ]
+    }
+    ours, theirs = policies[name], policies["dr-replicator"]
+    assert ours["policyTypes"] == ["Ingress", "Egress"]
+    assert ours["egress"] == theirs["egress"]
+    assert ours["ingress"] == [rule]
 
 
 def test_grafana_dashboard_when_asked(tmp_path: Path) -> None:

@@ -70,3 +70,47 @@ periodSeconds: {{ int .periodSeconds }}
 timeoutSeconds: {{ int .timeoutSeconds }}
 failureThreshold: {{ int .failureThreshold }}
 {{- end }}
+
+{{/*
+The verification server's name (its Deployment, Service, NetworkPolicy and ConfigMap)
+and labels: the chart's, with component `verification` instead of the workers' `engine`,
+so that the workers' Service, PodDisruptionBudget and NetworkPolicy leave its pod out.
+*/}}
+{{- define "replicator.verificationName" -}}
+{{- printf "%s-verification" (include "replicator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "replicator.verificationSelectorLabels" -}}
+{{- include "replicator.selectorLabels" . | replace "app.kubernetes.io/component: engine" "app.kubernetes.io/component: verification" }}
+{{- end }}
+
+{{- define "replicator.verificationLabels" -}}
+{{- include "replicator.labels" . | replace "app.kubernetes.io/component: engine" "app.kubernetes.io/component: verification" }}
+{{- end }}
+
+{{/*
+The workers' egress rules of networkPolicy: the Kafka clusters, `egress.extra`, DNS. The
+verification server reads the same clusters: its policy has the same rules.
+*/}}
+{{- define "replicator.egressRules" -}}
+{{- range .Values.networkPolicy.egress.clusters }}
+- to:
+    - ipBlock:
+        cidr: {{ .cidr }}
+  ports:
+    {{- range .ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+{{- end }}
+{{- with .Values.networkPolicy.egress.extra }}
+{{ toYaml . }}
+{{- end }}
+{{- if .Values.networkPolicy.egress.dns }}
+- ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end }}
+{{- end }}
