@@ -28,6 +28,8 @@ SUITES_LAUNCHER = "replicator_expectations.launch"
 #: Its one argument when started before its run is planned
 #: (`replicator_expectations.launch.AHEAD`; the arguments follow on its input).
 SUITES_AHEAD = "--ahead"
+#: The job's, on a verification server (`replicator_spark.verify.AHEAD`).
+JOB_AHEAD = "--ahead"
 #: The packages the executors import, zipped for `--py-files`.
 EXECUTOR_PACKAGES = ("replicator", "replicator_spark")
 PY_FILES_NAME = "verification-packages.zip"

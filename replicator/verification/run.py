@@ -16,11 +16,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
@@ -34,6 +34,7 @@ from replicator.verification.driver_jvm import driver_conf
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
 from replicator.verification.jars import jvm_dir
 from replicator.verification.job import (
+    JOB_AHEAD,
     SUITES_AHEAD,
     SUITES_LAUNCHER,
     py_files,
@@ -99,7 +100,9 @@ def verify(
 ) -> Verification:
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
-    with SuitesAhead(thresholds) as suites:
+    with ExitStack() as ahead:
+        suites = ahead.enter_context(SuitesAhead(thresholds))
+        job = ahead.enter_context(JobAhead(master)) if is_remote(master) else None
         run = start(
             flow,
             store,
@@ -116,8 +119,8 @@ def verify(
             if not records_to_read(run.plan):
                 pass  # nothing new since the last run, on either side: no job; the
                 # suites take the plan's tables (lag and retention as planned)
-            elif is_remote(master):
-                run_on_server(run.directory, master)
+            elif job is not None:
+                job.run(run.directory)
             else:
                 run_spark(spark_job(run, master))
             spark_s = time.monotonic() - began
@@ -245,9 +248,13 @@ def run_on_server(
     in Airflow); its output goes to `spark.log` there, as `run_spark`'s does."""
     check_reachable(remote)
     what = f"the Spark verification job (on {server_address(remote)})"
-    command = client_command(directory / "plan.json", directory)
+    command = [*client_command(), *_job_arguments(directory)]
     env = {**(environment or {}), **client_environment(remote)}
     _run(command, what, directory / "spark.log", env=env)
+
+
+def _job_arguments(directory: Path) -> list[str]:
+    return ["--plan", str(directory / "plan.json"), "--out", str(directory)]
 
 
 @contextmanager
@@ -370,39 +377,69 @@ def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any
     return _summary(directory)
 
 
-class SuitesAhead:
-    """The suites' process started before its run is planned, so that its import of GX
-    (about 1.5 s, most of a run with nothing new) overlaps the plan and the Spark job;
-    `run` hands it the run's folder and waits for the summary, as `run_suites` does.
-    Leaving the `with` ends a process never asked (the run failed before its suites)."""
+class Ahead:
+    """A process started before its run is planned, so that what it does before it
+    needs the run (imports, a session with a server) overlaps the planning: `ask`
+    hands it its arguments (a JSON list, one line on its input) and waits for it.
+    Leaving the `with` ends a process never asked (the run failed, or needs no job)."""
 
-    def __init__(self, thresholds: Path | None = None) -> None:
-        self._thresholds = thresholds
+    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
         self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD],
+            command,
             stdin=subprocess.PIPE,
             stdout=self._output,
             stderr=subprocess.STDOUT,
-            env=_environment(),
+            env={**_environment(), **(env or {})},
         )
 
-    def run(self, directory: Path) -> dict[str, Any]:
-        arguments = json.dumps(_suites_arguments(directory, self._thresholds))
-        self._process.communicate(f"{arguments}\n".encode())
-        log = directory / "suites.log"
+    def ask(self, arguments: list[str], log: Path) -> int:
+        """Its exit code once it ran with `arguments`; its output goes to `log`."""
+        self._process.communicate(f"{json.dumps(arguments)}\n".encode())
         self._output.seek(0)
         log.write_bytes(self._output.read())
-        _check(self._process.returncode, "the verification suites", log, failing_ok=True)
-        return _summary(directory)
+        return self._process.returncode
 
-    def __enter__(self) -> SuitesAhead:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_: object) -> None:
         if self._process.poll() is None:
             self._process.communicate(b"")  # nothing asked: it exits at once
         self._output.close()
+
+
+class SuitesAhead(Ahead):
+    """The suites' process, ahead: its import of GX (about 1.5 s, most of a run with
+    nothing new) overlaps the plan and the Spark job; `run` waits for the summary, as
+    `run_suites` does."""
+
+    def __init__(self, thresholds: Path | None = None) -> None:
+        super().__init__([sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD])
+        self._thresholds = thresholds
+
+    def run(self, directory: Path) -> dict[str, Any]:
+        log = directory / "suites.log"
+        code = self.ask(_suites_arguments(directory, self._thresholds), log)
+        _check(code, "the verification suites", log, failing_ok=True)
+        return _summary(directory)
+
+
+class JobAhead(Ahead):
+    """The Spark job as a verification server's client, ahead: its import of PySpark
+    and its session with the server (about 1.5 s) overlap the planning; `run` hands it
+    the run's plan and folder, as `run_on_server` does. A server that does not answer
+    fails the run before it is planned."""
+
+    def __init__(self, remote: str) -> None:
+        check_reachable(remote)
+        super().__init__([*client_command(), JOB_AHEAD], client_environment(remote))
+        self._where = server_address(remote)
+
+    def run(self, directory: Path) -> None:
+        log = directory / "spark.log"
+        code = self.ask(_job_arguments(directory), log)
+        _check(code, f"the Spark verification job (on {self._where})", log, failing_ok=False)
 
 
 def _suites_arguments(directory: Path, thresholds: Path | None) -> list[str]:

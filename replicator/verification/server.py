@@ -95,10 +95,10 @@ def server_command(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBAC
     return [*command, "--name", "replicator verification server"]
 
 
-def client_command(plan: Path, out: Path) -> list[str]:
-    """The job of `plan` as a client of the server its environment names
-    (`client_environment`)."""
-    return [sys.executable, "-m", SPARK_JOB, "--plan", str(plan), "--out", str(out)]
+def client_command() -> list[str]:
+    """The job as a client of the server its environment names (`client_environment`),
+    without its arguments (`--plan`, `--out`)."""
+    return [sys.executable, "-m", SPARK_JOB]
 
 
 def client_environment(remote: str) -> dict[str, str]:

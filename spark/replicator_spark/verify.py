@@ -43,6 +43,8 @@ import argparse
 import json
 import logging
 import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -58,35 +60,31 @@ log = logging.getLogger(__name__)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument(
-        "--remote",
-        metavar="URL",
-        default=os.environ.get("SPARK_REMOTE"),
-        help="run on this Spark Connect server (sc://HOST:PORT; default $SPARK_REMOTE)",
-    )
-    args = parser.parse_args()
-    plan = VerificationPlan.read(args.plan)
-    # The connector keeps a consumer per topic-partition read (64 by default): a wide
-    # flow's thousands of partitions were each a consumer made, evicted and made again.
-    # Room for every partition of both sides.
-    consumers = max(64, 2 * len(plan.windows) + 64)
+    args = _arguments()
     if args.remote:
         spark = SparkSession.builder.remote(args.remote).getOrCreate()
-        _check_consumer_cache(spark, consumers)
+        _read_kafka_as_rows_of_spark(spark)
+        cores = _parallelism(spark, remote=True)
+        if args.ahead:  # connected while the run was planned: now its plan
+            asked = sys.stdin.readline()
+            if not asked.strip():  # the run needs no job
+                spark.stop()
+                return
+            args = _arguments([str(argument) for argument in json.loads(asked)])
+        plan = VerificationPlan.read(args.plan)
+        _check_consumer_cache(spark, _consumers(plan))
     else:
+        plan = VerificationPlan.read(args.plan)
         spark = (
             SparkSession.builder.appName(f"verify {plan.flow}")
-            .config(_CONSUMER_CACHE, str(consumers))
+            .config(_CONSUMER_CACHE, str(_consumers(plan)))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
-    _read_kafka_as_rows_of_spark(spark)
+        _read_kafka_as_rows_of_spark(spark)
+        cores = _parallelism(spark, remote=False)
     # Shuffles carry per-range sums, and records only of ranges that differ: a few
     # tasks per core, not one per Kafka partition (the default 200 are mostly empty).
-    cores = _parallelism(spark, remote=bool(args.remote))
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(len(plan.windows), 4 * cores))))
     kept = Kept()
     try:
@@ -98,27 +96,73 @@ def main() -> None:
     spark.stop()
 
 
+def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        default=os.environ.get("SPARK_REMOTE"),
+        help="run on this Spark Connect server (sc://HOST:PORT; default $SPARK_REMOTE)",
+    )
+    parser.add_argument(
+        AHEAD,
+        action="store_true",
+        help="on a server: connect, then read the other arguments as a JSON list from "
+        "standard input (empty: exit); `replicator verify` starts it before it plans",
+    )
+    args = parser.parse_args(argv)
+    if args.ahead and not args.remote:
+        parser.error(f"{AHEAD} runs on a verification server: give --remote")
+    if not args.ahead and (args.plan is None or args.out is None):
+        parser.error("--plan and --out are required")
+    return args
+
+
+def _consumers(plan: VerificationPlan) -> int:
+    """The connector keeps a consumer per topic-partition read (64 by default): a wide
+    flow's thousands of partitions were each a consumer made, evicted and made again.
+    Room for every partition of both sides."""
+    return max(64, 2 * len(plan.windows) + 64)
+
+
 def write_tables(
     spark: SparkSession, plan: VerificationPlan, out: Path, kept: Kept, cores: int
 ) -> None:
-    """The run's tables (the module's docstring) under `out`."""
-    parity, faults, target, digests = compare(spark, plan, kept, cores)
-    sampled, sample_faults = samples(spark, plan, kept, cores)
-    tables = {
-        "parity": parity,
-        "faults": faults.unionByName(sample_faults),
-        "samples": sampled,
-        "digests": digests,
-        "mappings": mappings(spark, plan, target, kept),
-        "lag": lag(spark, plan),
-    }
-    for name, table in tables.items():
-        table.coalesce(1).write.mode("overwrite").parquet(str(out / name))
-    # What the run proved, for `replicator.verification.incremental` (no Parquet
-    # reader needed there): one small row per range.
-    rows = [row.asDict() for row in digests.drop("remote_topic").collect()]
-    (out / "digests.json").write_text(json.dumps(rows))
-    (out / "samples.json").write_text(json.dumps([r.asDict() for r in sampled.collect()]))
+    """The run's tables (the module's docstring) under `out`.
+
+    Past the reading of both sides (the comparison's), every query is small: a few tasks
+    that wait on Spark's planning and scheduling more than they use the cores (one
+    after the other they took about 5 s of a 16 s run on two cores). So they run side
+    by side, as do the samples' and the mappings' own reads beside the comparison."""
+    with ThreadPoolExecutor(max_workers=_SIDE_BY_SIDE, thread_name_prefix="verify") as pool:
+        mapped = _mapped(spark, plan, kept)
+        mapped_read = pool.submit(mapped.count)  # kept: its reads happen here, once
+        sampling = pool.submit(samples, spark, plan, kept, cores)
+        parity, faults, target, digests = compare(spark, plan, kept, cores)
+        sampled, sample_faults = sampling.result()
+        mapped_read.result()
+        tables = {
+            "parity": parity,
+            "faults": faults.unionByName(sample_faults),
+            "samples": sampled,
+            "digests": digests,
+            "mappings": mappings(mapped, target),
+            "lag": lag(spark, plan),
+        }
+        written = [
+            pool.submit(table.coalesce(1).write.mode("overwrite").parquet, str(out / name))
+            for name, table in tables.items()
+        ]
+        # What the run proved, for `replicator.verification.incremental` (no Parquet
+        # reader needed there): one small row per range.
+        proved = pool.submit(digests.drop("remote_topic").collect)
+        sampled_rows = pool.submit(sampled.collect)
+        for write in written:
+            write.result()
+        (out / "digests.json").write_text(json.dumps([r.asDict() for r in proved.result()]))
+        (out / "samples.json").write_text(json.dumps([r.asDict() for r in sampled_rows.result()]))
 
 
 class Kept:
@@ -197,13 +241,10 @@ def _read_kafka_as_rows_of_spark(spark: SparkSession) -> None:
     spark.conf.set(key, ",".join(kept))
 
 
-def mappings(
-    spark: SparkSession, plan: VerificationPlan, target: DataFrame, kept: Kept
-) -> DataFrame:
-    """Every checkpoint of the flow's remote topics and every offset sync of its
-    partitions: does the target offset hold the copy of the source offset it
-    claims (or is it the end of the log), is it within the target's log, and did
-    the group's checkpoints only move forwards (unless the group rewound)?
+def _mapped(spark: SparkSession, plan: VerificationPlan, kept: Kept) -> DataFrame:
+    """Every checkpoint of the flow's remote topics (did the group's checkpoints only
+    move forwards, unless the group rewound?) and every offset sync of its partitions,
+    with their windows' target bounds: what `mappings` checks against the copies.
 
     Both topics are read up to their ends when the run was planned, which were
     taken before the windows: a mapping read never points past its window's end
@@ -267,18 +308,23 @@ def mappings(
         .withColumn("monotonic", F.lit(True))
         .withColumn("kind", F.lit("offset_sync"))
     )
+    bounds = ["target_start", "target_end", "target_log_start"]
+    return kept.keep(
+        checkpoints.select(*_MAPPING, "monotonic", *bounds).unionByName(
+            syncs.select(*_MAPPING, "monotonic", *bounds)
+        )
+    )
+
+
+def mappings(mapped: DataFrame, target: DataFrame) -> DataFrame:
+    """The checkpoints and offset syncs of `_mapped`: does the target offset hold the
+    copy of the source offset it claims (or is it the end of the log), and is it
+    within the target's log?"""
     claims = target.where("from_source").select(
         "remote_topic",
         "partition",
         F.col("offset").alias("downstream"),
         F.col("source_offset").alias("claimed"),
-    )
-    columns = ["kind", "group", "topic", "partition", "remote_topic", "upstream", "downstream"]
-    bounds = ["target_start", "target_end", "target_log_start"]
-    mapped = kept.keep(
-        checkpoints.select(*columns, "monotonic", *bounds).unionByName(
-            syncs.select(*columns, "monotonic", *bounds)
-        )
     )
     # The copies the mappings point at, found by streaming the target's records past
     # the mapped offsets (broadcast): joined the other way round, every record of the
@@ -301,7 +347,7 @@ def mappings(
             F.col("downstream").between(F.col("target_log_start"), F.col("target_end")),
         )
         .fillna(False, ["points_at_claimed"])
-        .select(*columns, "claimed", "points_at_claimed", "within_log", "monotonic", "in_window")
+        .select(*_MAPPING, "claimed", "points_at_claimed", "within_log", "monotonic", "in_window")
     )
 
 
@@ -917,6 +963,14 @@ _CONSUMER_CACHE = "spark.kafka.consumer.cache.capacity"
 _PER_OFFSET = "topic string, partition int, offset long, copies long, mismatched_copies long"
 #: The most records one Spark task of the connector reads (`_connector`).
 RECORDS_PER_TASK = 1_000_000
+#: The argument that starts the job before its run is planned (`main`; the others
+#: follow on its input): `replicator.verification.job.JOB_AHEAD`.
+AHEAD = "--ahead"
+#: Queries a run has Spark answer at once once both sides are read (`write_tables`):
+#: its six tables, and the two small ones it collects.
+_SIDE_BY_SIDE = 8
+#: What a checkpoint or offset sync maps (`mappings`).
+_MAPPING = ("kind", "group", "topic", "partition", "remote_topic", "upstream", "downstream")
 #: The target's columns `compare` keeps in memory.
 _KEPT = ("remote_topic", "partition", "offset", "fingerprint", "from_source", "source_offset")
 #: The connector's consumers fetch more at a time than the Kafka client's defaults (a

@@ -150,3 +150,47 @@ def test_the_client_sends_the_token_of_its_environment_unless_the_url_has_one(
     assert client_environment(remote) == {REMOTE_ENV: sent}
     monkeypatch.delenv(TOKEN_ENV)
     assert client_environment(remote) == {REMOTE_ENV: remote}
+
+
+def test_the_job_started_ahead_takes_its_plan_on_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replicator verify` on a server starts the job's client before it plans (its
+    PySpark import and session overlap the planning), then hands it the run."""
+    client = (
+        "import json, os, sys; print(sys.argv[1:], os.environ['SPARK_REMOTE']); "
+        "asked = json.loads(sys.stdin.readline()); print(asked); sys.exit(asked[-1] != 'ok')"
+    )
+    monkeypatch.setattr(run_module, "client_command", lambda: [sys.executable, "-c", client])
+    monkeypatch.setattr(run_module, "check_reachable", lambda remote: None)
+    monkeypatch.setattr(run_module, "_job_arguments", lambda directory: ["--out", "ok"])
+
+    with run_module.JobAhead("sc://verifier:15002/;token=s3cret") as job:
+        job.run(tmp_path)
+    assert (tmp_path / "spark.log").read_text().splitlines() == [
+        "['--ahead'] sc://verifier:15002/;token=s3cret",
+        "['--out', 'ok']",
+    ]
+
+    monkeypatch.setattr(run_module, "_job_arguments", lambda directory: ["--out", "bad"])
+    with (
+        pytest.raises(
+            ReplicatorError, match=r"job \(on sc://verifier:15002\) exited with 1"
+        ) as raised,
+        run_module.JobAhead("sc://verifier:15002/;token=s3cret") as job,
+    ):
+        job.run(tmp_path)
+    assert "s3cret" not in str(raised.value).split(":\n")[0]  # the message, before the log's tail
+
+
+def test_a_run_on_an_absent_server_fails_before_it_is_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    planned = []
+    monkeypatch.setattr(run_module, "start", lambda *a, **k: planned.append(a))
+    with pytest.raises(ReplicatorError, match=f"--port {port}"):
+        run_module.verify(None, None, master=f"sc://127.0.0.1:{port}")  # type: ignore[arg-type]
+    assert planned == []
