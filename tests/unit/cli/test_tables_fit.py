@@ -199,7 +199,9 @@ def test_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     headers = ("CLUSTER", "BOOTSTRAP", "STATE", "TOPICS")
     _table(capsys.readouterr().out, headers, SOURCE, TOPIC, GROUP)
     stack = SimpleNamespace(clusters=[ClusterSpec(SOURCE, 19092)], data_dir=tmp_path)
-    system = SimpleNamespace(stack=stack, demo=None, worker=None, app=None, airflow=None)
+    system = SimpleNamespace(
+        stack=stack, demo=None, worker=None, app=None, airflow=None, verification=None
+    )
     _print_where_to_look(system, None, 50)  # type: ignore[arg-type]
     _table(capsys.readouterr().out, ("CLUSTER", "CLIENTS CONNECT WITH"), SOURCE)
 
