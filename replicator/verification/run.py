@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from replicator.config import load_config
 from replicator.config.model import FlowConfig
@@ -380,11 +380,11 @@ def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any
 class Ahead:
     """A process started before its run is planned, so that what it does before it
     needs the run (imports, a session with a server) overlaps the planning: `ask`
-    hands it its arguments (a JSON list, one line on its input) and waits for it.
-    Leaving the `with` ends a process never asked (the run failed, or needs no job)."""
+    hands it its arguments (a JSON list, one line on its input) and waits for it;
+    `close` ends one never asked (the run failed, or needs no job)."""
 
     def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
-        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         self._process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -400,46 +400,57 @@ class Ahead:
         log.write_bytes(self._output.read())
         return self._process.returncode
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_: object) -> None:
+    def close(self) -> int:
+        """Its exit code, once it ended (at once when it was never asked)."""
         if self._process.poll() is None:
             self._process.communicate(b"")  # nothing asked: it exits at once
         self._output.close()
+        return self._process.returncode
 
 
-class SuitesAhead(Ahead):
-    """The suites' process, ahead: its import of GX (about 1.5 s, most of a run with
-    nothing new) overlaps the plan and the Spark job; `run` waits for the summary, as
-    `run_suites` does."""
+class SuitesAhead:
+    """The suites' process, ahead (`Ahead`): its import of GX (about 1.5 s, most of a
+    run with nothing new) overlaps the plan and the Spark job; `run` waits for the
+    summary, as `run_suites` does."""
 
     def __init__(self, thresholds: Path | None = None) -> None:
-        super().__init__([sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD])
+        self._process = Ahead([sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD])
         self._thresholds = thresholds
 
     def run(self, directory: Path) -> dict[str, Any]:
         log = directory / "suites.log"
-        code = self.ask(_suites_arguments(directory, self._thresholds), log)
+        code = self._process.ask(_suites_arguments(directory, self._thresholds), log)
         _check(code, "the verification suites", log, failing_ok=True)
         return _summary(directory)
 
+    def __enter__(self) -> SuitesAhead:
+        return self
 
-class JobAhead(Ahead):
-    """The Spark job as a verification server's client, ahead: its import of PySpark
-    and its session with the server (about 1.5 s) overlap the planning; `run` hands it
-    the run's plan and folder, as `run_on_server` does. A server that does not answer
-    fails the run before it is planned."""
+    def __exit__(self, *_: object) -> None:
+        self._process.close()
+
+
+class JobAhead:
+    """The Spark job as a verification server's client, ahead (`Ahead`): its import of
+    PySpark and its session with the server (about 1 s) overlap the planning; `run`
+    hands it the run's plan and folder, as `run_on_server` does. A server that does not
+    answer fails the run before it is planned."""
 
     def __init__(self, remote: str) -> None:
         check_reachable(remote)
-        super().__init__([*client_command(), JOB_AHEAD], client_environment(remote))
+        self._process = Ahead([*client_command(), JOB_AHEAD], client_environment(remote))
         self._where = server_address(remote)
 
     def run(self, directory: Path) -> None:
         log = directory / "spark.log"
-        code = self.ask(_job_arguments(directory), log)
+        code = self._process.ask(_job_arguments(directory), log)
         _check(code, f"the Spark verification job (on {self._where})", log, failing_ok=False)
+
+    def __enter__(self) -> JobAhead:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._process.close()
 
 
 def _suites_arguments(directory: Path, thresholds: Path | None) -> list[str]:
