@@ -622,7 +622,8 @@ def _target_sums(
     own (`at`: its target offset): a record without provenance (`local`), a copy of
     an offset earlier runs verified (`late`), or a record at an offset a checkpoint or
     offset sync of `mapped` points at (`claimed`, with its `from_source` and
-    `source_offset`). A rare copy in the window is in both its range's row and its own."""
+    `source_offset`). A rare copy in the window has a row keyed by both its `bucket` and
+    its `at`: `compare` sums the rows of a range whatever their `at`."""
     pointed = (
         mapped.select("remote_topic", "partition", F.col("downstream").alias("offset"))
         .distinct()
