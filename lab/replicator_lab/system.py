@@ -44,7 +44,8 @@ from replicator.operations.launchers import (
     LocalProcessLauncher,
 )
 from replicator.statestore import STATE_URL_ENV, LedgerCheck, StateStore
-from replicator.verification.server import TOKEN_ENV, ServerProcess, server_command
+from replicator.verification.host import host_command
+from replicator.verification.server import TOKEN_ENV, ServerProcess
 from replicator_lab.airflow import AirflowStandalone
 from replicator_lab.client_config import DEMO_FILE
 from replicator_lab.demo import DEMO_TOPICS, DemoTraffic, ensure_topics
@@ -157,7 +158,7 @@ class EmbeddedSystem:
         if options.verification_port is not None:  # its JVM starts while the rest does
             write_private(self.verification_token_file, self._verification_token)
             self.verification = ServerProcess(
-                server_command(options.verification_port),
+                host_command(options.verification_port),
                 options.work_dir / "verification-server.log",
                 token=self._verification_token,
             ).start()

@@ -148,12 +148,17 @@ class VerificationSubmitOperator(SparkSubmitOperator):
             super().execute(context)
 
 
-def check(planned: dict, conn_id: str = ReplicatorHook.default_conn_name) -> dict:
+def check(
+    planned: dict,
+    conn_id: str = ReplicatorHook.default_conn_name,
+    spark_conn_id: str = SPARK_CONN_ID,
+) -> dict:
     """Run the suites over the Spark job's tables and record the verdict; a wrong
     copy fails the task (and the DAG run) with the failing rows, and opens the
-    flow's incident (told once; a later right copy resolves it: `notifiers`)."""
+    flow's incident (told once; a later right copy resolves it: `notifiers`). On a
+    verification server (the Spark connection's master), its warm suites run them."""
     run = VerificationRun(**{**planned["run"], "directory": Path(planned["run"]["directory"])})
-    summary = run_suites(run.directory)
+    summary = run_suites(run.directory, master=spark_master(spark_conn_id))
     store = StateStore(ReplicatorHook(conn_id).settings().state_url)
     verification = finish(store, run, summary)
     wrong = None
@@ -171,5 +176,6 @@ def check(planned: dict, conn_id: str = ReplicatorHook.default_conn_name) -> dic
         "run_id": run.run_id,
         "data_docs": summary["data_docs"],
         "suites": summary["suites"],
+        "suites_ran": summary["suites_ran"],
         "verified": verification.summary["verified"],
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -17,15 +16,10 @@ from replicator.cli.state import state_url
 from replicator.config import load_config
 from replicator.operations.runner import select_flows
 from replicator.statestore import StateStore
+from replicator.verification.host import serve
 from replicator.verification.incremental import SAMPLE_PERIOD
 from replicator.verification.run import DEFAULT_RESULTS, Verification, verify
-from replicator.verification.server import (
-    DEFAULT_PORT,
-    LOOPBACK,
-    REMOTE_SCHEME,
-    server_command,
-    server_environment,
-)
+from replicator.verification.server import DEFAULT_PORT, LOOPBACK, REMOTE_SCHEME, suites_port
 
 _SHOWN = 20
 
@@ -125,21 +119,26 @@ def _verify(
     ROOT,
     "verification-server",
     panel="DR procedures",
-    help_="keep Spark warm for verification runs (a Spark Connect server)",
+    help_="keep Spark and the suites warm for verification runs (a Spark Connect server)",
     description="Runs a local Spark Connect server with the Kafka connector in the "
     "foreground until stopped: `replicator verify --master sc://HOST:PORT` then runs "
-    "its job there, without starting, loading and compiling Spark for every run. The "
+    "its job there, without starting, loading and compiling Spark for every run, and "
+    "its GX suites in a process kept ready on the next port (PORT + 1). The "
     "server reads the flows' clusters itself (their key and trust stores at the "
     "configuration's paths). Whoever reaches it runs code as its user: it listens on "
     "loopback unless `--host` says otherwise (then keep it on a private network), and "
     "with `$SPARK_CONNECT_AUTHENTICATE_TOKEN` set it answers only clients holding that "
-    "token (`replicator verify` sends it from the same variable; localhost clients only).",
+    "token (`replicator verify` sends it from the same variable; localhost clients only). "
+    "Its clients share the results folder with it, at the same path.",
     epilog=exit_statuses("the server could not start or stopped with an error"),
 )
 def _verification_server(
     *,
     port: Annotated[
-        int, typer.Option("--port", min=1, max=65535, help="the port it listens on")
+        int,
+        typer.Option(
+            "--port", min=1, max=65534, help="the port it listens on (its suites on the next)"
+        ),
     ] = DEFAULT_PORT,
     cores: Annotated[
         int, typer.Option("--cores", min=1, help="cores its jobs run on (local[N])")
@@ -149,10 +148,13 @@ def _verification_server(
         typer.Option("--host", help="the interface it listens on (0.0.0.0: every interface)"),
     ] = LOOPBACK,
 ) -> int:
-    command_ = server_command(port, cores, host)
     shown = "localhost" if host == LOOPBACK else host
-    print(f"verification server on {REMOTE_SCHEME}{shown}:{port} (local[{cores}])", flush=True)
-    os.execve(command_[0], command_, server_environment())  # noqa: S606 (our spark-submit)
+    print(
+        f"verification server on {REMOTE_SCHEME}{shown}:{port} (local[{cores}]); "
+        f"warm suites on port {suites_port(port)}",
+        flush=True,
+    )
+    return serve(port, cores, host)
 
 
 def _print(verified: list[tuple[str, Verification]]) -> None:

@@ -10,12 +10,10 @@ plan, tables, summary and Data Docs are under `<results>/run=<run id>/`.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -33,15 +31,10 @@ from replicator.verification.access import check_access
 from replicator.verification.driver_jvm import driver_conf
 from replicator.verification.incremental import SAMPLE_PERIOD, Window, proved
 from replicator.verification.jars import jvm_dir
-from replicator.verification.job import (
-    JOB_AHEAD,
-    SUITES_AHEAD,
-    SUITES_LAUNCHER,
-    py_files,
-    spark_application,
-)
+from replicator.verification.job import JOB_AHEAD, py_files, spark_application
 from replicator.verification.kafka_options import shipped_names, tls_files
 from replicator.verification.plan import Sampling, VerificationPlan, plan_verification
+from replicator.verification.processes import Ahead, check_exit, run_process
 from replicator.verification.server import (
     check_reachable,
     client_command,
@@ -50,11 +43,11 @@ from replicator.verification.server import (
     server_address,
 )
 from replicator.verification.submit import SparkSubmit
+from replicator.verification.warm_suites import suites_for
 
 #: Relative to the working directory, like the JVM jars (`$REPLICATOR_JVM_DIR`, else
 #: `.cache/jvm`): a checkout's root under `make run`, `/opt/replicator` in the image.
 DEFAULT_RESULTS = Path(".data") / "verification"
-_OUTPUT_TAIL = 4000
 #: The runs of the history searched for a flow's previous verification.
 _RUNS_SEARCHED = 500
 
@@ -101,7 +94,7 @@ def verify(
     """Verify `flow`'s copy (all its topics, or `topics`) and record the run: the
     phases below in one go (the Airflow DAG runs them as separate tasks)."""
     with ExitStack() as ahead:
-        suites = ahead.enter_context(SuitesAhead(thresholds))
+        suites = ahead.enter_context(suites_for(master, thresholds))
         job = ahead.enter_context(JobAhead(master)) if is_remote(master) else None
         run = start(
             flow,
@@ -149,7 +142,7 @@ def start(
     sample_period: timedelta = SAMPLE_PERIOD,
 ) -> VerificationRun:
     """Check the principal may read what the job reads (`access`: Spark's own
-    error would not say which ACL is missing), plan the run
+    error would not say which ACL is missing) while planning the run
     (`replicator.verification.plan`), start it in the history, and write the plan
     into the run's folder. `config_file`: the configuration `flow` comes from,
     whose security settings the job uses (none: PLAINTEXT); `connection`: the
@@ -160,12 +153,20 @@ def start(
     (`incremental`), and a share of what they verified is re-read so that all of
     it is within `sample_period`; `full`: from the source's log start, everything
     again."""
-    check_access(flow, topics)
     verified, sampling = None, None
     if not full:
         verified = store.verified.ranges(flow.name)
         sampling = Sampling(datetime.now(UTC), _last_run(store.runs, flow.name), sample_period)
-    plan = plan_verification(flow, topics, verified, sampling)
+    # The access check and the plan ask the brokers at once (a run with nothing new is
+    # mostly these two); a missing ACL is the error told, whatever the plan met.
+    with ThreadPoolExecutor(1, thread_name_prefix="access-check") as pool:
+        access = pool.submit(check_access, flow, topics)
+        try:
+            plan = plan_verification(flow, topics, verified, sampling)
+        except Exception:
+            access.result()
+            raise
+        access.result()
     shipped: list[str] = []
     if config_file is not None:
         # A local job and a server read the files where they are.
@@ -237,7 +238,7 @@ def run_spark(submit: SparkSubmit) -> None:
     out = Path(submit.arguments[submit.arguments.index("--out") + 1])
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     with shipped_links(out, submit.files):
-        _run(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
+        run_process(submit.command(spark_submit), "the Spark verification job", out / "spark.log")
 
 
 def run_on_server(
@@ -250,7 +251,7 @@ def run_on_server(
     what = f"the Spark verification job (on {server_address(remote)})"
     command = [*client_command(), *_job_arguments(directory)]
     env = {**(environment or {}), **client_environment(remote)}
-    _run(command, what, directory / "spark.log", env=env)
+    run_process(command, what, directory / "spark.log", env=env)
 
 
 def _job_arguments(directory: Path) -> list[str]:
@@ -368,66 +369,14 @@ def _first(r: VerifiedRange) -> int:
     return r.source_first
 
 
-def run_suites(directory: Path, thresholds: Path | None = None) -> dict[str, Any]:
-    """The GX suites over the run's tables (a subprocess: no GX import here; its
-    launcher imports only what of GX the suites use)."""
-    log = directory / "suites.log"
-    command = [sys.executable, "-m", SUITES_LAUNCHER, *_suites_arguments(directory, thresholds)]
-    _run(command, "the verification suites", log, failing_ok=True)
-    return _summary(directory)
-
-
-class Ahead:
-    """A process started before its run is planned, so that what it does before it
-    needs the run (imports, a session with a server) overlaps the planning: `ask`
-    hands it its arguments (a JSON list, one line on its input) and waits for it;
-    `close` ends one never asked (the run failed, or needs no job)."""
-
-    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
-        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=self._output,
-            stderr=subprocess.STDOUT,
-            env={**_environment(), **(env or {})},
-        )
-
-    def ask(self, arguments: list[str], log: Path) -> int:
-        """Its exit code once it ran with `arguments`; its output goes to `log`."""
-        self._process.communicate(f"{json.dumps(arguments)}\n".encode())
-        self._output.seek(0)
-        log.write_bytes(self._output.read())
-        return self._process.returncode
-
-    def close(self) -> int:
-        """Its exit code, once it ended (at once when it was never asked)."""
-        if self._process.poll() is None:
-            self._process.communicate(b"")  # nothing asked: it exits at once
-        self._output.close()
-        return self._process.returncode
-
-
-class SuitesAhead:
-    """The suites' process, ahead (`Ahead`): its import of GX (about 1.5 s, most of a
-    run with nothing new) overlaps the plan and the Spark job; `run` waits for the
-    summary, as `run_suites` does."""
-
-    def __init__(self, thresholds: Path | None = None) -> None:
-        self._process = Ahead([sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD])
-        self._thresholds = thresholds
-
-    def run(self, directory: Path) -> dict[str, Any]:
-        log = directory / "suites.log"
-        code = self._process.ask(_suites_arguments(directory, self._thresholds), log)
-        _check(code, "the verification suites", log, failing_ok=True)
-        return _summary(directory)
-
-    def __enter__(self) -> SuitesAhead:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._process.close()
+def run_suites(
+    directory: Path, thresholds: Path | None = None, master: str | None = None
+) -> dict[str, Any]:
+    """The GX suites over the run's tables: on the verification server `master` names,
+    when it keeps them warm (`warm_suites`), else in a process of their own (no GX
+    import here)."""
+    with suites_for(master, thresholds) as suites:
+        return suites.run(directory)
 
 
 class JobAhead:
@@ -444,58 +393,10 @@ class JobAhead:
     def run(self, directory: Path) -> None:
         log = directory / "spark.log"
         code = self._process.ask(_job_arguments(directory), log)
-        _check(code, f"the Spark verification job (on {self._where})", log, failing_ok=False)
+        check_exit(code, f"the Spark verification job (on {self._where})", log, failing_ok=False)
 
     def __enter__(self) -> JobAhead:
         return self
 
     def __exit__(self, *_: object) -> None:
         self._process.close()
-
-
-def _suites_arguments(directory: Path, thresholds: Path | None) -> list[str]:
-    arguments = ["--results", str(directory), "--gx-root", str(directory / "gx")]
-    return arguments if thresholds is None else [*arguments, "--thresholds", str(thresholds)]
-
-
-def _summary(directory: Path) -> dict[str, Any]:
-    summary_file = directory / "summary.json"
-    if not summary_file.exists():
-        raise ReplicatorError(f"the verification suites wrote no summary; see {directory}")
-    return json.loads(summary_file.read_text())
-
-
-def _run(
-    command: list[str],
-    what: str,
-    log: Path,
-    failing_ok: bool = False,
-    env: Mapping[str, str] | None = None,
-) -> None:
-    """Run `command` in the run's folder (the log's), with `env` added to the
-    environment; its output goes to `log`."""
-    with log.open("wb") as out:
-        code = subprocess.run(
-            command,
-            check=False,
-            cwd=log.parent,
-            env={**_environment(), **(env or {})},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        ).returncode
-    _check(code, what, log, failing_ok)
-
-
-def _environment() -> dict[str, str]:
-    """The subprocesses' environment: this Python for Spark's driver, and for its
-    workers unless a cluster's own is set (they need only PySpark, see
-    `job.py_files`)."""
-    return {"PYSPARK_PYTHON": sys.executable, **os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable}
-
-
-def _check(code: int | None, what: str, log: Path, failing_ok: bool) -> None:
-    """Exit code 1 is the suites' "failed"; any other but 0 an error, with the log's tail."""
-    if code == 0 or (failing_ok and code == 1):
-        return
-    tail = log.read_text(errors="replace")[-_OUTPUT_TAIL:]
-    raise ReplicatorError(f"{what} exited with {code}; its log is {log}:\n{tail}")

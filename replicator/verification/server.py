@@ -54,6 +54,8 @@ STARTED = "Spark Connect server started"
 #: flow's thousands of partitions reads two per partition; the job itself sets this for
 #: its own process, which a server's sessions cannot).
 CONSUMER_CACHE = 20_000
+#: The warm suites listen on the port after Spark Connect's (`warm_suites`).
+SUITES_PORT_OFFSET = 1
 #: How long the server keeps a Kafka consumer, and what it fetched, that no run uses.
 IDLE_RELEASE = "30s"
 
@@ -111,6 +113,27 @@ def client_environment(remote: str) -> dict[str, str]:
     return {REMOTE_ENV: remote}
 
 
+def client_token(remote: str) -> str | None:
+    """The token a client of `remote` sends: the URL's `;token=`, else
+    `$SPARK_CONNECT_AUTHENTICATE_TOKEN`'s (None: neither)."""
+    for parameter in remote.split(";")[1:]:
+        key, _, value = parameter.partition("=")
+        if key.strip() == "token":
+            return value
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def suites_port(port: int) -> int:
+    """The port of the warm suites of the server listening on `port`."""
+    return port + SUITES_PORT_OFFSET
+
+
+def suites_address(remote: str) -> tuple[str, int]:
+    """The host and port of the warm suites of the server at `remote`."""
+    host, port = _host_port(remote)
+    return host, suites_port(port)
+
+
 def server_address(remote: str) -> str:
     """`remote` without its parameters (`sc://HOST:PORT`): what messages and the run's
     history show of it (a URL's `;token=...` is a secret)."""
@@ -154,17 +177,6 @@ def server_environment() -> dict[str, str]:
     finds Spark's home with the `python3` it finds)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     return {**os.environ, "PATH": path}
-
-
-@contextmanager
-def local_server(log: Path, cores: int = 2, timeout: float = 180) -> Iterator[str]:
-    """A verification server on a free local port for the block (benchmarks, tests):
-    its `sc://` URL once it listens. Its output goes to `log`; it is stopped after."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with serving(server_command(port, cores), log, timeout):
-        yield f"{REMOTE_SCHEME}127.0.0.1:{port}"
 
 
 @contextmanager

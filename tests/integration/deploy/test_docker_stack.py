@@ -137,6 +137,7 @@ def test_the_whole_system_in_docker_compose(
         result = api.request("GET", f"{xcom}/xcomEntries/return_value")["value"]
         result = json.loads(result) if isinstance(result, str) else result
         assert _host_path(project, result["data_docs"]).is_file(), result
+        assert result["suites_ran"] == "warm, on verification-server:15003", result
         [server] = project.containers("verification-server")
         server_log = subprocess.run(
             ["docker", "logs", server], capture_output=True, text=True, timeout=60, check=True

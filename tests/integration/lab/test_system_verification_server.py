@@ -1,7 +1,8 @@
 """`make run`'s verification server (`EmbeddedSystem` with a verification port): it
 listens on loopback once the system has started, runs a query for a client holding the
-token made for this start (in a 0600 file) and refuses one without it, and stops with
-the system (the clusters it did not start keep running)."""
+token made for this start (in a 0600 file) and refuses one without it, keeps the
+suites warm on the next port (the same token), and stops with the system (the clusters
+it did not start keep running)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import pytest
 
 from replicator.errors import ReplicatorError
 from replicator.verification.server import REMOTE_ENV, check_reachable
+from replicator.verification.warm_suites import WarmSuitesClient, find_warm_suites
 from replicator_lab import LocalStack
 from replicator_lab.system import EmbeddedSystem, SystemOptions
 
+from helpers.data_docs import write_tables
 from helpers.kafka import free_port_pair
 
 pytestmark = pytest.mark.integration
@@ -44,13 +47,23 @@ def test_the_system_starts_and_stops_its_verification_server(
         token = token_file.read_text()
         assert _count(f"{url}/;token={token}") == "5"
         assert "UNAUTHENTICATED" in _count(url)
+        run = tmp_path / "results" / "run=1"
+        write_tables(run, "orders")
+        (run / "plan.json").write_text("{}")
+        warm = find_warm_suites(f"{url}/;token={token}")
+        assert isinstance(warm, WarmSuitesClient)
+        assert warm.run(run)["suites"]["parity"]["success"] is True
+        with pytest.raises(ReplicatorError, match="token does not match"):
+            WarmSuitesClient("localhost", port + 1, None).run(run)
         assert token not in system.verification.log.read_text()
+        assert token not in (run / "suites.log").read_text()
         assert system.problems() == []
     finally:
         report = system.stop()
     assert report.stopped_clusters == []  # the session's clusters were running already
     with pytest.raises(ReplicatorError, match=f"--port {port}"):
         check_reachable(url, timeout=2)
+    assert find_warm_suites(url) is None  # the suites stopped with it
 
 
 def _count(remote: str) -> str:

@@ -96,7 +96,7 @@ def test_a_run_on_a_server_runs_the_job_as_its_client(
     def run(command: list[str], what: str, log: Path, failing_ok: bool = False, env=None) -> None:
         ran.append((command, what, log, env))
 
-    monkeypatch.setattr(run_module, "_run", run)
+    monkeypatch.setattr(run_module, "run_process", run)
     monkeypatch.setattr(run_module, "check_reachable", lambda remote: None)
     secrets = {"REPLICATOR_CONN_PASSWORD": "pw"}  # the Airflow connection's, in Airflow
 

@@ -5,6 +5,7 @@ ahead of its run, it runs the suites it is handed, or exits when handed nothing.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from replicator_expectations import launch
 
 from replicator.verification.job import SUITES_AHEAD, SUITES_LAUNCHER
 from replicator.verification.plan import PartitionWindow, VerificationPlan
-from replicator.verification.run import Ahead, SuitesAhead
+from replicator.verification.processes import Ahead
+from replicator.verification.suites import SuitesAhead
 
 PROBE = """
 import sys
@@ -41,11 +43,12 @@ def test_replicator_starts_the_launcher_by_its_own_names() -> None:
     assert SUITES_AHEAD == launch.AHEAD
 
 
-def test_a_process_started_ahead_and_never_asked_exits_at_once() -> None:
+def test_a_process_started_ahead_and_never_asked_is_stopped() -> None:
     with SuitesAhead():
         pass  # the run failed before its suites
     ahead = Ahead([sys.executable, "-m", SUITES_LAUNCHER, SUITES_AHEAD])
-    assert ahead.close() == 0
+    assert ahead.close() == -signal.SIGTERM  # stopped while it imports, not waited for
+    assert not ahead.alive
 
 
 def test_a_process_started_ahead_runs_the_suites_of_the_run_it_is_handed(tmp_path: Path) -> None:
