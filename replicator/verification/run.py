@@ -110,8 +110,11 @@ def verify(
         try:
             began = time.monotonic()
             if not records_to_read(run.plan):
-                pass  # nothing new since the last run, on either side: no job; the
-                # suites take the plan's tables (lag and retention as planned)
+                # Nothing new since the last run, on either side: no job (its client
+                # stops now, not to take the suites' cores); the suites take the
+                # plan's tables (lag and retention as planned).
+                if job is not None:
+                    job.close()
             elif job is not None:
                 job.run(run.directory)
             else:
@@ -395,8 +398,12 @@ class JobAhead:
         code = self._process.ask(_job_arguments(directory), log)
         check_exit(code, f"the Spark verification job (on {self._where})", log, failing_ok=False)
 
+    def close(self) -> None:
+        """Stop it unless it ran (a run with no job)."""
+        self._process.close()
+
     def __enter__(self) -> JobAhead:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._process.close()
+        self.close()

@@ -128,20 +128,32 @@ class WarmSuitesClient:
 
 class WarmSuites:
     """Suites processes kept ready, GX imported (`suites.suites_command`): `take` hands
-    one over (or starts one, when none is ready), `refill` tops them up to `READY` once
-    a run's suites are done (not while they run: an import would take their cores).
-    Two, so that a run right after another (a flow's runs back to back, flows one after
-    the other) finds one ready while the next imports; each holds about 160 MiB."""
+    one over (or starts one, when none is ready), `done` tops them up to `READY`: at
+    once when none is left, else once no run's suites have been asked for `QUIET_S`
+    seconds, so that an import (1.5 CPU-seconds) does not take the cores of runs
+    that follow one another (a flow's runs back to back, flows one after the other).
+    Each holds about 160 MiB."""
 
     READY = 2
+    QUIET_S = 10.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: list[Ahead] = []
-        self.refill()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        self._refill()
+
+    @property
+    def ready(self) -> int:
+        """How many processes are ready."""
+        with self._lock:
+            return len(self._ready)
 
     def take(self) -> Ahead:
         with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
             while self._ready:
                 process = self._ready.pop(0)
                 if process.alive:
@@ -149,13 +161,28 @@ class WarmSuites:
                 _log.warning("a warm suites process ended with %s", process.close())
         return Ahead(suites_command())
 
-    def refill(self) -> None:
+    def done(self) -> None:
+        """A run's suites are done: top up now if none is ready, else once quiet."""
         with self._lock:
-            while len(self._ready) < self.READY:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._ready:
+                self._timer = threading.Timer(self.QUIET_S, self._refill)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+        self._refill()
+
+    def _refill(self) -> None:
+        with self._lock:
+            while not self._closed and len(self._ready) < self.READY:
                 self._ready.append(Ahead(suites_command()))
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
             ready, self._ready = self._ready, []
         for process in ready:
             process.close()
@@ -216,7 +243,7 @@ class SuitesService(socketserver.ThreadingTCPServer):
         except OSError as exc:  # it died before it read the request
             raise ReplicatorError(f"the suites process could not run: {exc}") from None
         finally:
-            self._warm.refill()
+            self._warm.done()
 
     def _run_folder(self, run: str) -> Path:
         """`run` when it is a run's folder (an absolute path, with the run's plan)."""

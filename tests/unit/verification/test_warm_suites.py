@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from replicator.verification.suites import SuitesAhead
 from replicator.verification.warm_suites import (
     THRESHOLDS_FILE,
     SuitesService,
+    WarmSuites,
     WarmSuitesClient,
     find_warm_suites,
     suites_for,
@@ -111,3 +113,30 @@ def test_the_token_comes_from_the_url_then_the_environment(
     monkeypatch.delenv(TOKEN_ENV)
     assert client_token("sc://h:15002") is None
     assert suites_port(15002) == 15003
+
+
+def test_the_server_tops_up_its_ready_processes_once_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(WarmSuites, "QUIET_S", 0.5)
+    warm = WarmSuites()
+    try:
+        assert warm.ready == WarmSuites.READY
+        first = warm.take()
+        assert warm.ready == 1
+        warm.done()  # one is still ready: the next import waits for a quiet moment
+        assert warm.ready == 1
+        second = warm.take()  # a run right after: it finds one ready
+        assert warm.ready == 0
+        warm.done()  # none left: topped up at once
+        assert warm.ready == WarmSuites.READY
+        first.close()
+        second.close()
+        taken = warm.take()
+        warm.done()
+        time.sleep(2)  # quiet: topped up again
+        assert warm.ready == WarmSuites.READY
+        taken.close()
+    finally:
+        warm.close()
+    assert warm.ready == 0
