@@ -180,7 +180,8 @@ def test_the_verify_dag_runs_its_job_on_a_verification_server(
     tmp_path: Path,
 ) -> None:
     """The Spark connection names a verification server (host sc://..., its port): the
-    DAG's Spark task runs the job as the server's client and submits nothing."""
+    DAG's Spark task runs the job as the server's client and submits nothing, and its
+    suites task runs them in the server's warm suites."""
     scene = procedure_scene("dag.server", records=2_000, offsets={0: 300})
     [flow] = scene.flows
     with verification_server(tmp_path / "server.log") as url:
@@ -209,6 +210,8 @@ def test_the_verify_dag_runs_its_job_on_a_verification_server(
     assert (results / "parity").is_dir()
     # The job's client wrote its output there; a submit's goes to the task's log.
     assert (results / "spark.log").is_file()
+    # The suites task ran GX in the process the server kept ready, on its next port.
+    assert verified.details["suites_ran"] == f"warm, on 127.0.0.1:{int(port) + 1}"
 
 
 def test_a_run_conf_cannot_choose_the_configuration_or_the_state_store(

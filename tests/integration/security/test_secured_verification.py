@@ -176,6 +176,7 @@ def test_the_verifier_role_verifies_on_a_verification_server_and_leaks_nothing(
 
     assert result.success, result.summary
     assert not VerificationPlan.read(result.directory / "plan.json").ship_files
+    assert result.summary["suites_ran"].startswith("warm, on 127.0.0.1:")
     leaked = {
         str(path): user
         for user, password in pair.passwords().items()
