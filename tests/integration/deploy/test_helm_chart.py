@@ -515,8 +515,8 @@ def test_verification_server_when_asked(server: ApiServer, tmp_path: Path) -> No
     assert container["securityContext"] == worker["securityContext"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["resources"]["limits"]["memory"] == "5Gi"
-    (port,) = container["ports"]
-    assert (port["name"], port["containerPort"]) == ("spark-connect", 16002)
+    ports = [(port["name"], port["containerPort"]) for port in container["ports"]]
+    assert ports == [("spark-connect", 16002), ("suites", 16003)]  # the warm suites: + 1
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["tcpSocket"] == {"port": "spark-connect"}, probe
 
@@ -552,7 +552,7 @@ def test_verification_server_when_asked(server: ApiServer, tmp_path: Path) -> No
     spark_defaults = stored("v1", "ConfigMap", spark_conf)["data"]["spark-defaults.conf"]
     assert "spark.driver.memory 3g" in spark_defaults.splitlines()
 
-    # The Service: ClusterIP, the server's port, its pod only (not the workers').
+    # The Service: ClusterIP, the server's ports, its pod only (not the workers').
     service = stored("v1", "Service")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["type"] == "ClusterIP"
@@ -562,17 +562,22 @@ def test_verification_server_when_asked(server: ApiServer, tmp_path: Path) -> No
     assert not _selects({"matchLabels": service["spec"]["selector"]}, worker_labels)
     metrics = stored("v1", "Service", "dr-replicator-metrics")
     assert not _selects({"matchLabels": metrics["spec"]["selector"]}, pod_labels)
-    (service_port,) = service["spec"]["ports"]
-    assert (service_port["port"], service_port["targetPort"]) == (16002, "spark-connect")
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [
+        (16002, "spark-connect"),
+        (16003, "suites"),
+    ]
 
-    # The NetworkPolicy: the server's pod, ingress on its port from the client selector
+    # The NetworkPolicy: the server's pod, ingress on its ports from the client selector
     # only; its egress is not restricted (networkPolicy.enabled is off).
     policy = stored("networking.k8s.io/v1", "NetworkPolicy")["spec"]
     assert _selects(policy["podSelector"], pod_labels)
     assert not _selects(policy["podSelector"], worker_labels)
     assert policy["policyTypes"] == ["Ingress"]
     (rule,) = policy["ingress"]
-    assert rule["ports"] == [{"port": 16002, "protocol": "TCP"}]
+    assert rule["ports"] == [
+        {"port": 16002, "protocol": "TCP"},
+        {"port": 16003, "protocol": "TCP"},
+    ]
     (peer,) = rule["from"]
     assert list(peer) == ["podSelector"]  # this namespace's pods only
     clients = peer["podSelector"]
