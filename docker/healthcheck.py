@@ -12,7 +12,7 @@ the commands running in the container and asks that role's own health question:
   the scheduler: its own health server (`[scheduler] enable_health_check`);
   the dag processor and the triggerer: the API server reports their heartbeat healthy;
 - Spark's master and worker: their web UI answers with the master ALIVE;
-- the verification server (Spark Connect): its port accepts connections;
+- the verification server (Spark Connect): its port and its warm suites' accept connections;
 - anything else (the demo application, one-shot jobs): running is healthy.
 
 Exit 0 when healthy, 1 with one line saying what is not.
@@ -90,6 +90,8 @@ def _spark_connect(command: list[str]) -> str | None:
     port_conf = "spark.connect.grpc.binding.port="
     [port] = [part.removeprefix(port_conf) for part in command if part.startswith(port_conf)]
     socket.create_connection(("127.0.0.1", int(port)), timeout=_TIMEOUT_S).close()
+    # Its warm suites, on the next port (`replicator.verification.server.suites_port`).
+    socket.create_connection(("127.0.0.1", int(port) + 1), timeout=_TIMEOUT_S).close()
     return None
 
 
