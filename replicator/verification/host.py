@@ -5,6 +5,7 @@ stopped (SIGTERM or SIGINT stop both) or the JVM ends."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -28,6 +29,9 @@ from replicator.verification.server import (
 )
 from replicator.verification.warm_suites import SuitesService
 
+#: prctl(2)'s option: the signal the calling process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
+
 
 def serve(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBACK) -> int:
     """Serve on `host`: Spark Connect on `port`, the warm suites on `suites_port(port)`;
@@ -39,7 +43,9 @@ def serve(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBACK) -> int
     env = server_environment()
     if token is not None:
         env[TOKEN_ENV] = token
-    jvm = subprocess.Popen(server_command(port, cores, host), env=env)
+    # Started before this process starts a thread (the suites' server's come after).
+    command = server_command(port, cores, host)
+    jvm = subprocess.Popen(command, env=env, preexec_fn=_ends_with_us)  # noqa: PLW1509
     stopped = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -55,6 +61,14 @@ def serve(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBACK) -> int
         suites.shutdown()
         suites.server_close()
     return 0 if stopped.is_set() else code
+
+
+def _ends_with_us() -> None:
+    """In the JVM's process before it runs: it gets SIGTERM when this process ends,
+    however it ends (a supervisor killed with SIGKILL, a test's timeout), rather than
+    keep the port and the cores (Linux's PR_SET_PDEATHSIG; kept across exec)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def host_command(port: int = DEFAULT_PORT, cores: int = 2, host: str = LOOPBACK) -> list[str]:

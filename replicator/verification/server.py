@@ -216,6 +216,11 @@ class ServerProcess:
         return self
 
     @property
+    def pid(self) -> int | None:
+        """Its process id, once started."""
+        return None if self._process is None else self._process.pid
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

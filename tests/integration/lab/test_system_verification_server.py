@@ -7,6 +7,7 @@ it did not start keep running)."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -15,13 +16,15 @@ from pathlib import Path
 import pytest
 
 from replicator.errors import ReplicatorError
-from replicator.verification.server import REMOTE_ENV, check_reachable
+from replicator.verification.host import host_command
+from replicator.verification.server import REMOTE_ENV, ServerProcess, check_reachable
 from replicator.verification.warm_suites import WarmSuitesClient, find_warm_suites
 from replicator_lab import LocalStack
 from replicator_lab.system import EmbeddedSystem, SystemOptions
 
 from helpers.data_docs import write_tables
 from helpers.kafka import free_port_pair
+from helpers.replication import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +81,50 @@ def _count(remote: str) -> str:
         timeout=120,
     )
     return done.stdout.strip() if done.returncode == 0 else done.stderr
+
+
+def test_the_servers_processes_end_with_it_however_it_ends(tmp_path: Path) -> None:
+    """`replicator verification-server` killed with SIGKILL (no handler runs): its JVM
+    (told by the kernel) and its warm suites (their input closed) end too, not keep the
+    port and the cores."""
+    port = free_port_pair()
+    server = ServerProcess(host_command(port), tmp_path / "server.log").start()
+    try:
+        server.wait_started()
+        jvm = _processes(f"spark.connect.grpc.binding.port={port}")
+        suites = _children(server.pid, "replicator_expectations.launch")
+        assert len(jvm) == 1 and len(suites) == 2, (jvm, suites)
+        os.kill(server.pid, signal.SIGKILL)
+        wait_until(
+            lambda: not any(Path(f"/proc/{pid}").exists() for pid in jvm + suites),
+            60,
+            "the JVM and the warm suites ended",
+        )
+    finally:
+        server.stop()
+
+
+def _processes(marker: str) -> list[int]:
+    """The processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _children(parent: int | None, marker: str) -> list[int]:
+    """The processes of `parent` whose command line holds `marker`."""
+    children = []
+    for pid in _processes(marker):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            children.append(pid)
+    return children
