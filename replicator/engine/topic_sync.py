@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, wait
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -31,6 +32,7 @@ from confluent_kafka.admin import (
 from replicator.config.model import FlowConfig
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import AdminClient, admin_for
+from replicator.kafka.coordinator import located
 from replicator.kafka.errors import error_text, kafka_error
 from replicator.kafka.topic_metadata import unserved
 
@@ -193,14 +195,12 @@ class TopicSync:
         worker created meanwhile)."""
         if not topics:
             return set()
-        asked: list[Future[object]] = []
-        if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
-            asked = self._coordinators_first()
         created = set()
-        for batch in _batches(topics):
-            created |= self._create_batch(batch)
-        # The coordinator's answer is not needed, but no request is left behind.
-        wait(asked, timeout=COORDINATORS_WAIT_S)
+        with ExitStack() as asking:
+            if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
+                asking.enter_context(self._coordinators_first())
+            for batch in _batches(topics):
+                created |= self._create_batch(batch)
         self._wait_until_served([t.topic for t in topics])
         return created
 
@@ -228,44 +228,43 @@ class TopicSync:
                 ) from exc
         return created
 
-    def _coordinators_first(self) -> list[Future[object]]:
+    @contextmanager
+    def _coordinators_first(self) -> Iterator[None]:
         """Before creating thousands of partitions, have the target locate a group
         coordinator: on a cluster that has none yet it creates its offsets topic now,
         ahead of them. Created after them, it waited behind them (a broker applies
         created partitions in order): at 5,000 partitions the checkpoint round after
         the copy found the target's coordinators not loaded and synced no group.
 
-        The answer itself is not needed (the checkpoint loop asks again and reports
-        what fails), only its place in the queue: once the offsets topic is in the
-        target's metadata, its creation is ahead of ours. That is looked for every
-        `COORDINATORS_LOOK_S`, for `COORDINATORS_WAIT_S` at most (waiting for the
-        answer itself took the whole second on a fresh target, a tenth of the time
-        its broker then took to create 1,000 partitions). Returns the request, which
-        the caller waits for once the remote topics are asked for."""
-        group = self.flow.engine_group  # any name: the answer is not read
-        asked = list(
-            self.target_admin.describe_consumer_groups(
-                [group], request_timeout=COORDINATORS_WAIT_S
-            ).values()
-        )
-        deadline = time.monotonic() + COORDINATORS_WAIT_S
-        while True:
-            try:
-                topics = self.target_admin.list_topics(timeout=COORDINATORS_WAIT_S).topics
-            except KafkaException as exc:  # the creation that follows says what is wrong
-                log.debug("flow %s: the target's metadata: %s", self.flow.name, error_text(exc))
-                return asked
-            if OFFSETS_TOPIC in topics:
-                return asked
-            if time.monotonic() > deadline:
-                log.info(
-                    "flow %s: the target %r has no group coordinator yet (no %s after "
-                    "%gs); creating the remote topics after asking for one",
-                    self.flow.name, self.flow.target.alias, OFFSETS_TOPIC,
-                    COORDINATORS_WAIT_S,
-                )  # fmt: skip
-                return asked
-            time.sleep(COORDINATORS_LOOK_S)
+        The answer itself is not needed, only its place in the queue: once the
+        offsets topic is in the target's metadata, its creation is ahead of ours. That
+        is looked for every `COORDINATORS_LOOK_S`, for `COORDINATORS_WAIT_S` at most
+        (waiting for the answer itself took the whole second on a fresh target, a
+        tenth of the time its broker then took to create 1,000 partitions). The
+        coordinator is asked through a consumer of the engine group (`located`), not
+        DescribeConsumerGroups: that request, given this second as its timeout, took
+        the process down when the coordinator answered after it (see `UNEXPIRED_S`).
+        The caller creates the topics inside the block."""
+        with located(self.flow.target, self.flow.engine_group):
+            deadline = time.monotonic() + COORDINATORS_WAIT_S
+            while True:
+                try:
+                    topics = self.target_admin.list_topics(timeout=COORDINATORS_WAIT_S).topics
+                except KafkaException as exc:  # the creation that follows says what is wrong
+                    log.debug("flow %s: the target's metadata: %s", self.flow.name, error_text(exc))
+                    break
+                if OFFSETS_TOPIC in topics:
+                    break
+                if time.monotonic() > deadline:
+                    log.info(
+                        "flow %s: the target %r has no group coordinator yet (no %s after "
+                        "%gs); creating the remote topics after asking for one",
+                        self.flow.name, self.flow.target.alias, OFFSETS_TOPIC,
+                        COORDINATORS_WAIT_S,
+                    )  # fmt: skip
+                    break
+                time.sleep(COORDINATORS_LOOK_S)
+            yield
 
     def _wait_until_served(self, topics: list[str]) -> None:
         """A created topic is not described or produced to until every partition

@@ -26,7 +26,7 @@ from replicator.config.model import ClusterConfig, ReplicatorConfig
 from replicator.errors import ReplicatorError
 from replicator.init.report import InitReport
 from replicator.kafka.clients import admin_for
-from replicator.kafka.coordinator import SETTLING, NotSettled, until_settled
+from replicator.kafka.coordinator import SETTLING, UNEXPIRED_S, NotSettled, until_settled
 from replicator.kafka.errors import error_code, error_text
 
 STEP = "permissions"
@@ -169,12 +169,14 @@ def _describe_groups(cluster: ClusterConfig, names: set[str]) -> dict[str, Allow
 def _describe_groups_once(cluster: ClusterConfig, names: list[str]) -> dict[str, Allowed]:
     admin = admin_for(cluster)  # held until answered
     futures = admin.describe_consumer_groups(
-        names, include_authorized_operations=True, request_timeout=_GROUP_TIMEOUT_S
+        names,
+        include_authorized_operations=True,
+        request_timeout=UNEXPIRED_S,  # never shorter than the wait: see there
     )
     answers = {}
     for name, future in futures.items():
         try:
-            answers[name] = _answer(future, _GROUP_TIMEOUT_S + 5)
+            answers[name] = _answer(future, _GROUP_TIMEOUT_S)
         except FutureTimeout:
             raise NotSettled(f"no answer about group {name}") from None
         except KafkaException as exc:

@@ -1,21 +1,28 @@
-"""Group coordinators that are still loading or moving.
+"""Group coordinators that are still loading or moving, and how to ask them safely.
 
 A cluster that just started creates and loads `__consumer_offsets` first, and a broker
 that restarts hands its groups to another: for a while their coordinator answers
 describe and offset calls with one of `SETTLING`. A caller raises `NotSettled` for
 those (`settling`) and `until_settled` asks again with a short exponential pause,
 for at most the time it allows.
+
+Coordinator-bound admin requests are sent with the request timeout `UNEXPIRED_S` (a
+shorter one can take the process down: see there), and `located` has a cluster locate
+a group's coordinator without any admin request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from confluent_kafka import KafkaError
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
+from replicator.kafka.clients import Consumer
 from replicator.kafka.errors import error_code
 
 SETTLING = frozenset(
@@ -52,3 +59,32 @@ def until_settled(within_s: float, call: Callable[P, T], *args: P.args, **kwargs
         reraise=True,
     )
     return retrying(call, *args, **kwargs)
+
+
+#: The request timeout of every coordinator-bound admin request (DescribeConsumerGroups,
+#: DeleteConsumerGroups): librdkafka's longest. librdkafka 2.16 aborts the process when
+#: such a request times out before the group's coordinator answered and the coordinator
+#: answers later (assertion `eonce->refcnt > 0` in rd_kafka_enq_once_del_source_return;
+#: librdkafka issue #4605, fix proposed in pull request #5397): a describe with a 1 s
+#: timeout, sent while a fresh target created its offsets topic, took `replicator run`
+#: down at 5,000 partitions, and a 10 ms timeout does it on any cluster. So such a
+#: request never times out inside librdkafka while the process lives; the caller waits
+#: for its future with a timeout of its own (a request still unanswered when its client
+#: goes is dropped safely). A process that lives long (`replicator run`) sends none:
+#: it reads group states with ListGroups and locates coordinators with `located`.
+UNEXPIRED_S = 3600.0
+
+
+@contextmanager
+def located(cluster: ClusterConfig, group: str) -> Iterator[None]:
+    """While open, `cluster` is locating `group`'s coordinator for a consumer of the group
+    that never joins it: a group consumer asks for its coordinator as it starts, and a
+    cluster without an offsets topic creates it then. Nothing waits for the answer."""
+    consumer = Consumer(
+        {**cluster.consumer, "group.id": group, "enable.auto.commit": False},
+        cluster=cluster.alias,
+    )
+    try:
+        yield
+    finally:
+        consumer.close()

@@ -9,6 +9,9 @@ ListConsumerGroupOffsets / AlterConsumerGroupOffsets. librdkafka 2.16's admin pa
 takes the process down when the group's coordinator is loading or has moved, as it
 does after any broker restart (SIGSEGV in `rd_kafka_cgrp_op`, or the assertion
 `eonce->refcnt > 0`; librdkafka issue #5040); the consumer's own path retries there.
+For the same reason no call here sends DescribeConsumerGroups: whether a group has
+active members is read with ListGroups, and coordinators are located by a consumer
+(`replicator.kafka.coordinator.UNEXPIRED_S` says why).
 """
 
 from __future__ import annotations
@@ -30,9 +33,8 @@ from replicator.kafka.errors import error_code, error_text
 T = TypeVar("T")
 
 _TIMEOUT_S = 30.0
-#: How long `ask_about` gives the cluster: a request sent while the coordinator is not
-#: ready is answered only at its timeout, so it is asked again soon instead.
-_ASK_TIMEOUT_S = 5.0
+#: The partition whose committed offset `ask_about` asks for: any answer will do.
+_PROBE = ("__replicator-coordinator-probe", 0)
 #: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
 #: is a few round trips to the group's coordinator, most of its time waiting.
 _PARALLEL_READS = 8
@@ -65,12 +67,15 @@ class GroupAdmin:
         #: The threads `committed_many` and `commit_many` read and write with, made at
         #: the first call and kept (a pool a call started eight threads every chunk).
         self._pool: ThreadPoolExecutor | None = None
+        #: The thread `ask_about` asks in, made at its first call.
+        self._asking: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
         """Stop the threads of the many-group calls (the admin client needs no close)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        for pool in (self._pool, self._asking):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._pool = self._asking = None
 
     def _parallel(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -132,11 +137,7 @@ class GroupAdmin:
 
     def is_idle(self, group: str) -> bool:
         """True when the group has no active members (its offsets can be set)."""
-        futures = self._admin.describe_consumer_groups([group], request_timeout=_TIMEOUT_S)
-        description = self._result(
-            futures[group], f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
-        )
-        return description.state in _IDLE
+        return group in self.idle([group])
 
     def committed_many(
         self, groups: list[str], partitions: list[tuple[str, int]]
@@ -156,28 +157,59 @@ class GroupAdmin:
         list(self._parallel().map(lambda item: self.commit(*item), positions.items()))
 
     def idle(self, groups: list[str]) -> dict[str, bool]:
-        """Those of `groups` with no active members, in one request per coordinator,
-        each with whether the cluster knows it at all: a group it does not know (state
-        DEAD: never committed, or its offsets expired) has no committed offset to read."""
+        """Those of `groups` with no active members, each with whether the cluster knows
+        it at all (one it does not know has no committed offset to read): one ListGroups
+        request per broker, not DescribeConsumerGroups (see `UNEXPIRED_S`). A group is
+        listed by its coordinator; one not listed while a broker did not answer may be
+        that broker's, so its state is not known: ReplicatorError, naming the groups."""
         if not groups:
             return {}
-        futures = self._admin.describe_consumer_groups(groups, request_timeout=_TIMEOUT_S)
-        states = {
-            group: self._result(future, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")).state
-            for group, future in futures.items()
-        }
+        future = self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S)
+        listed = self._result(future, " (listing its groups)", ("DESCRIBE", "GROUP *"))
+        states = {g.group_id: g.state for g in listed.valid}
+        unknown = [group for group in groups if group not in states]
+        if listed.errors and unknown:
+            raise ReplicatorError(
+                f"cluster {self.cluster.alias!r}: {len(listed.errors)} broker(s) did not list "
+                f"their groups ({error_text(listed.errors[0])}), so whether "
+                f"{_names(unknown)} have active members is not known; the next round asks "
+                "again"
+            )
         return {
-            group: state != ConsumerGroupState.DEAD
-            for group, state in states.items()
-            if state in _IDLE
+            group: group in states and states[group] != ConsumerGroupState.DEAD
+            for group in groups
+            if states.get(group, ConsumerGroupState.DEAD) in _IDLE
         }
 
     def ask_about(self, groups: list[str]) -> list[Future[object]]:
-        """Describe `groups` without waiting for the answer: the cluster locates their
-        coordinators meanwhile (on a cluster just started, it creates and loads its
-        offsets topic first). `answered` reads the futures."""
-        futures = self._admin.describe_consumer_groups(groups, request_timeout=_ASK_TIMEOUT_S)
-        return list(futures.values())
+        """Have the cluster locate the coordinators of `groups` without waiting for the
+        answer (on a cluster just started, it creates and loads its offsets topic
+        first), in a thread of its own: each group's coordinator is asked for an offset
+        by a consumer of the group (`_locate`). Not DescribeConsumerGroups, whose request
+        timing out before the coordinator answered takes the process down (see
+        `UNEXPIRED_S`). `answered` reads the futures."""
+        if self._asking is None:
+            self._asking = ThreadPoolExecutor(1, thread_name_prefix="group-coordinators")
+        return [self._asking.submit(self._locate_all, groups)]
+
+    def _locate_all(self, groups: list[str]) -> None:
+        if len(groups) <= 1:
+            for group in groups:
+                self._locate(group)
+            return
+        list(self._parallel().map(self._locate, groups))
+
+    def _locate(self, group: str) -> None:
+        """Returns once `group`'s coordinator answered an offset fetch, whatever it said
+        about the partition asked (`_PROBE`, which the principal may not even see): its
+        coordinator is located and loaded. Raises what the group itself got."""
+        with self._group_consumer(group) as consumer:
+            try:
+                consumer.committed([TopicPartition(*_PROBE)], timeout=_TIMEOUT_S)
+            except KafkaException as exc:
+                raise self._refused(
+                    exc, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
+                ) from exc
 
     def answered(self, asked: list[Future[object]]) -> bool | None:
         """None while `ask_about`'s futures are pending, True once all answered;
@@ -293,6 +325,11 @@ class GroupAdmin:
             f"cluster {self.cluster.alias!r}{what}: {error_text(exc)}; check that the "
             "cluster is reachable and the principal may DESCRIBE (and READ) consumer groups"
         )
+
+
+def _names(groups: list[str], shown: int = 5) -> str:
+    more = f" and {len(groups) - shown} more" if len(groups) > shown else ""
+    return ", ".join(repr(g) for g in groups[:shown]) + more
 
 
 def _listed(partitions: list[TopicPartition]) -> str:

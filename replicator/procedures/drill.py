@@ -44,6 +44,7 @@ from replicator.engine.status import live_workers
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
+from replicator.kafka.coordinator import UNEXPIRED_S
 from replicator.kafka.errors import error_code, error_text
 from replicator.offsets.checkpoints import Checkpointer
 from replicator.offsets.groups import GroupAdmin
@@ -367,10 +368,17 @@ class Drill(Procedure):
         for shadow in self._shadows():
             self._check_shadow_is_ours(target, shadow)
         admin = admin_for(self.target)
-        futures = admin.delete_consumer_groups(self._shadows(), request_timeout=_ADMIN_TIMEOUT_S)
+        # A request timeout never shorter than the wait (see `UNEXPIRED_S`).
+        futures = admin.delete_consumer_groups(self._shadows(), request_timeout=UNEXPIRED_S)
         for shadow, future in futures.items():
             try:
                 future.result(timeout=_ADMIN_TIMEOUT_S)
+            except TimeoutError:
+                raise ReplicatorError(
+                    f"shadow group {shadow} on {self.target.alias!r}: no answer to its "
+                    f"deletion within {_ADMIN_TIMEOUT_S:.0f} s; retry with the same id once "
+                    "the cluster answers"
+                ) from None
             except Exception as exc:
                 if error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                     continue  # deleted before: a retry

@@ -24,7 +24,7 @@ from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.topic_sync import TopicSync
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
-from replicator.kafka.coordinator import SETTLING, NotSettled, until_settled
+from replicator.kafka.coordinator import SETTLING, UNEXPIRED_S, NotSettled, until_settled
 from replicator.kafka.errors import error_code, error_text
 
 _TIMEOUT_S = 30.0
@@ -97,7 +97,7 @@ def _group_once(cluster: ClusterConfig) -> list[str]:
     futures = admin.describe_consumer_groups(
         [probe for probe, _, _ in _GROUPS],
         include_authorized_operations=True,
-        request_timeout=_TIMEOUT_S,
+        request_timeout=UNEXPIRED_S,  # never shorter than the wait: see there
     )
     return [
         lack
@@ -119,6 +119,11 @@ def _lacks(
     """DESCRIBE and `operations` as the broker's answer about `resource` shows them."""
     try:
         described = future.result(timeout=_TIMEOUT_S)
+    except TimeoutError:
+        raise ReplicatorError(
+            f"cluster {cluster.alias!r}: no answer about {resource} within {_TIMEOUT_S:.0f} s; "
+            "check that the cluster is reachable"
+        ) from None
     except KafkaException as exc:
         code = error_code(exc)
         if absent_ok and code in _ABSENT:

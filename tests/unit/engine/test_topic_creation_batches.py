@@ -7,7 +7,9 @@ partitions, retrying forever."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -61,20 +63,24 @@ class _FreshTarget:
         self.after = after
         self.calls: list[str] = []
 
-    def describe_consumer_groups(self, groups: list[str], **_: object) -> dict[str, Future[object]]:
-        self.calls.append("describe")
-        return {g: Future() for g in groups}
+    @contextmanager
+    def located(self, _cluster: object, group: str) -> Iterator[None]:
+        """`replicator.kafka.coordinator.located`: the cluster asked about `group`."""
+        self.calls.append("locate")
+        yield
+        self.calls.append("closed")
 
     def list_topics(self, **_: object) -> SimpleNamespace:
         self.calls.append("list")
         looks = self.calls.count("list")
-        ready = "describe" in self.calls and self.after is not None and looks >= self.after
+        ready = "locate" in self.calls and self.after is not None and looks >= self.after
         return SimpleNamespace(topics={OFFSETS_TOPIC: object()} if ready else {})
 
 
 def _topic_sync(admin: _FreshTarget, monkeypatch: pytest.MonkeyPatch) -> TopicSync:
     """A topic sync whose clients are `admin` (no client connects anywhere)."""
     monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: admin)
+    monkeypatch.setattr(topic_sync, "located", admin.located)
     flow = flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*")
     return TopicSync(flow)
 
@@ -88,9 +94,10 @@ def test_the_partitions_are_created_once_the_offsets_topic_is_ahead_of_them(
     on a fresh target)."""
     admin = _FreshTarget(after=3)
     began = time.monotonic()
-    _topic_sync(admin, monkeypatch)._coordinators_first()
-    assert admin.calls == ["describe", "list", "list", "list"]
-    assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
+    with _topic_sync(admin, monkeypatch)._coordinators_first():
+        assert admin.calls == ["locate", "list", "list", "list"]
+        assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
+    assert admin.calls[-1] == "closed"  # once the caller asked for the topics
 
 
 def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
@@ -98,8 +105,8 @@ def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
 ) -> None:
     admin = _FreshTarget(after=None)
     began = time.monotonic()
-    _topic_sync(admin, monkeypatch)._coordinators_first()
-    assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
+    with _topic_sync(admin, monkeypatch)._coordinators_first():
+        assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
 
 
 class _Cluster:
