@@ -13,9 +13,8 @@ its own, as in MM2. Admin requests wait at most `admin.timeout.ms`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -32,7 +31,7 @@ from confluent_kafka.admin import (
 from replicator.config.model import FlowConfig
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.clients import AdminClient, admin_for
-from replicator.kafka.coordinator import located
+from replicator.kafka.coordinator import ask_coordinator
 from replicator.kafka.errors import error_text, kafka_error
 from replicator.kafka.topic_metadata import unserved
 
@@ -195,12 +194,11 @@ class TopicSync:
         worker created meanwhile)."""
         if not topics:
             return set()
+        if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
+            self._coordinators_first()
         created = set()
-        with ExitStack() as asking:
-            if sum(t.num_partitions for t in topics) >= COORDINATORS_FIRST_PARTITIONS:
-                asking.enter_context(self._coordinators_first())
-            for batch in _batches(topics):
-                created |= self._create_batch(batch)
+        for batch in _batches(topics):
+            created |= self._create_batch(batch)
         self._wait_until_served([t.topic for t in topics])
         return created
 
@@ -228,8 +226,7 @@ class TopicSync:
                 ) from exc
         return created
 
-    @contextmanager
-    def _coordinators_first(self) -> Iterator[None]:
+    def _coordinators_first(self) -> None:
         """Before creating thousands of partitions, have the target locate a group
         coordinator: on a cluster that has none yet it creates its offsets topic now,
         ahead of them. Created after them, it waited behind them (a broker applies
@@ -240,31 +237,41 @@ class TopicSync:
         offsets topic is in the target's metadata, its creation is ahead of ours. That
         is looked for every `COORDINATORS_LOOK_S`, for `COORDINATORS_WAIT_S` at most
         (waiting for the answer itself took the whole second on a fresh target, a
-        tenth of the time its broker then took to create 1,000 partitions). The
-        coordinator is asked through a consumer of the engine group (`located`), not
-        DescribeConsumerGroups: that request, given this second as its timeout, took
-        the process down when the coordinator answered after it (see `UNEXPIRED_S`).
-        The caller creates the topics inside the block."""
-        with located(self.flow.target, self.flow.engine_group):
-            deadline = time.monotonic() + COORDINATORS_WAIT_S
-            while True:
-                try:
-                    topics = self.target_admin.list_topics(timeout=COORDINATORS_WAIT_S).topics
-                except KafkaException as exc:  # the creation that follows says what is wrong
-                    log.debug("flow %s: the target's metadata: %s", self.flow.name, error_text(exc))
-                    break
-                if OFFSETS_TOPIC in topics:
-                    break
-                if time.monotonic() > deadline:
-                    log.info(
-                        "flow %s: the target %r has no group coordinator yet (no %s after "
-                        "%gs); creating the remote topics after asking for one",
-                        self.flow.name, self.flow.target.alias, OFFSETS_TOPIC,
-                        COORDINATORS_WAIT_S,
-                    )  # fmt: skip
-                    break
-                time.sleep(COORDINATORS_LOOK_S)
-            yield
+        tenth of the time its broker then took to create 1,000 partitions), while a
+        thread asks (`ask_coordinator`, a consumer of the engine group; not
+        DescribeConsumerGroups, which, given this second as its timeout, took the
+        process down when the coordinator answered after it: see `UNEXPIRED_S`)."""
+        threading.Thread(
+            target=self._ask_coordinator, name="coordinator-first", daemon=True
+        ).start()
+        deadline = time.monotonic() + COORDINATORS_WAIT_S
+        while True:
+            try:
+                topics = self.target_admin.list_topics(timeout=COORDINATORS_WAIT_S).topics
+            except KafkaException as exc:  # the creation that follows says what is wrong
+                log.debug("flow %s: the target's metadata: %s", self.flow.name, error_text(exc))
+                return
+            if OFFSETS_TOPIC in topics:
+                return
+            if time.monotonic() > deadline:
+                log.info(
+                    "flow %s: the target %r has no group coordinator yet (no %s after "
+                    "%gs); creating the remote topics after asking for one",
+                    self.flow.name, self.flow.target.alias, OFFSETS_TOPIC,
+                    COORDINATORS_WAIT_S,
+                )  # fmt: skip
+                return
+            time.sleep(COORDINATORS_LOOK_S)
+
+    def _ask_coordinator(self) -> None:
+        """The question of `_coordinators_first`; what it gets is not needed (the
+        checkpoint loop asks again and reports what fails)."""
+        try:
+            ask_coordinator(self.flow.target, self.flow.engine_group, COORDINATORS_ANSWER_S)
+        except KafkaException as exc:
+            log.debug(
+                "flow %s: the target's group coordinator: %s", self.flow.name, error_text(exc)
+            )
 
     def _wait_until_served(self, topics: list[str]) -> None:
         """A created topic is not described or produced to until every partition
@@ -374,6 +381,8 @@ class TopicSync:
 #: coordinator (`TopicSync._coordinators_first`), and waits this long at most for it.
 COORDINATORS_FIRST_PARTITIONS = 1_000
 COORDINATORS_WAIT_S = 1.0
+#: How long the question of `_coordinators_first` may wait for its answer, in its thread.
+COORDINATORS_ANSWER_S = 60.0
 COORDINATORS_LOOK_S = 0.05
 #: The topic a cluster's group coordinators keep their groups in, created at the
 #: first request that looks for a coordinator.

@@ -7,17 +7,16 @@ those (`settling`) and `until_settled` asks again with a short exponential pause
 for at most the time it allows.
 
 Coordinator-bound admin requests are sent with the request timeout `UNEXPIRED_S` (a
-shorter one can take the process down: see there), and `located` has a cluster locate
-a group's coordinator without any admin request.
+shorter one can take the process down: see there), and `ask_coordinator` has a cluster
+locate a group's coordinator without any admin request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from replicator.config.model import ClusterConfig
@@ -71,20 +70,27 @@ def until_settled(within_s: float, call: Callable[P, T], *args: P.args, **kwargs
 #: request never times out inside librdkafka while the process lives; the caller waits
 #: for its future with a timeout of its own (a request still unanswered when its client
 #: goes is dropped safely). A process that lives long (`replicator run`) sends none:
-#: it reads group states with ListGroups and locates coordinators with `located`.
+#: it reads group states with ListGroups and locates coordinators with
+#: `ask_coordinator`.
 UNEXPIRED_S = 3600.0
 
 
-@contextmanager
-def located(cluster: ClusterConfig, group: str) -> Iterator[None]:
-    """While open, `cluster` is locating `group`'s coordinator for a consumer of the group
-    that never joins it: a group consumer asks for its coordinator as it starts, and a
-    cluster without an offsets topic creates it then. Nothing waits for the answer."""
+#: The partition whose committed offset `ask_coordinator` asks for: any answer will do.
+PROBE = ("__replicator-coordinator-probe", 0)
+
+
+def ask_coordinator(cluster: ClusterConfig, group: str, timeout_s: float) -> None:
+    """Returns once `group`'s coordinator on `cluster` answered an offset fetch from a
+    consumer of the group (which never joins it), whatever it said about the partition
+    asked (`PROBE`, which the principal may not even see): the coordinator is located
+    and loaded, and a cluster without an offsets topic created it on the way (the
+    fetch asks for the coordinator at once). KafkaException for what the group itself
+    got: not authorized, or no answer within `timeout_s`."""
     consumer = Consumer(
         {**cluster.consumer, "group.id": group, "enable.auto.commit": False},
         cluster=cluster.alias,
     )
     try:
-        yield
+        consumer.committed([TopicPartition(*PROBE)], timeout=timeout_s)
     finally:
         consumer.close()

@@ -28,13 +28,12 @@ from replicator.acls.principal import missing_acl
 from replicator.config.model import ENGINE_COMMIT_METADATA, ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Consumer, admin_for
+from replicator.kafka.coordinator import ask_coordinator
 from replicator.kafka.errors import error_code, error_text
 
 T = TypeVar("T")
 
 _TIMEOUT_S = 30.0
-#: The partition whose committed offset `ask_about` asks for: any answer will do.
-_PROBE = ("__replicator-coordinator-probe", 0)
 #: Groups whose offsets `committed_many` reads (and `commit_many` writes) at once: each
 #: is a few round trips to the group's coordinator, most of its time waiting.
 _PARALLEL_READS = 8
@@ -185,7 +184,7 @@ class GroupAdmin:
         """Have the cluster locate the coordinators of `groups` without waiting for the
         answer (on a cluster just started, it creates and loads its offsets topic
         first), in a thread of its own: each group's coordinator is asked for an offset
-        by a consumer of the group (`_locate`). Not DescribeConsumerGroups, whose request
+        by a consumer of the group (`ask_coordinator`). Not DescribeConsumerGroups, whose request
         timing out before the coordinator answered takes the process down (see
         `UNEXPIRED_S`). `answered` reads the futures."""
         if self._asking is None:
@@ -200,16 +199,10 @@ class GroupAdmin:
         list(self._parallel().map(self._locate, groups))
 
     def _locate(self, group: str) -> None:
-        """Returns once `group`'s coordinator answered an offset fetch, whatever it said
-        about the partition asked (`_PROBE`, which the principal may not even see): its
-        coordinator is located and loaded. Raises what the group itself got."""
-        with self._group_consumer(group) as consumer:
-            try:
-                consumer.committed([TopicPartition(*_PROBE)], timeout=_TIMEOUT_S)
-            except KafkaException as exc:
-                raise self._refused(
-                    exc, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")
-                ) from exc
+        try:
+            ask_coordinator(self.cluster, group, _TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._refused(exc, f" group {group!r}", ("DESCRIBE", f"GROUP {group}")) from exc
 
     def answered(self, asked: list[Future[object]]) -> bool | None:
         """None while `ask_about`'s futures are pending, True once all answered;

@@ -122,15 +122,11 @@ _LATE_ANSWERS = textwrap.dedent(
     )
     flow = flow_config(("any", bootstrap), ("other", bootstrap), "late-.*")
 
-    def coordinators_first():
-        with TopicSync(flow)._coordinators_first():
-            pass
-
     calls = (
         lambda: groups.GroupAdmin(cluster).idle([f"g-{uuid.uuid4().hex[:8]}"]),
         lambda: groups.GroupAdmin(cluster).is_idle(f"g-{uuid.uuid4().hex[:8]}"),
         lambda: groups.GroupAdmin(cluster).ask_about([f"g-{uuid.uuid4().hex[:8]}"]),
-        coordinators_first,
+        lambda: TopicSync(flow)._coordinators_first(),
         lambda: access._group_once(cluster),
         lambda: permissions._describe_groups_once(cluster, [f"g-{uuid.uuid4().hex[:8]}"]),
     )

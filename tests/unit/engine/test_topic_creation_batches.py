@@ -6,10 +6,9 @@ partitions, retrying forever."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -62,25 +61,25 @@ class _FreshTarget:
     def __init__(self, after: int | None) -> None:
         self.after = after
         self.calls: list[str] = []
+        self.asked = threading.Event()  # set: the question ends
 
-    @contextmanager
-    def located(self, _cluster: object, group: str) -> Iterator[None]:
-        """`replicator.kafka.coordinator.located`: the cluster asked about `group`."""
-        self.calls.append("locate")
-        yield
-        self.calls.append("closed")
+    def ask_coordinator(self, _cluster: object, group: str, timeout_s: float) -> None:
+        """`replicator.kafka.coordinator.ask_coordinator`: the cluster asked about `group`,
+        and no answer comes for as long as the caller waits (it runs in a thread)."""
+        self.calls.append("ask")
+        self.asked.wait(timeout_s)
 
     def list_topics(self, **_: object) -> SimpleNamespace:
         self.calls.append("list")
         looks = self.calls.count("list")
-        ready = "locate" in self.calls and self.after is not None and looks >= self.after
+        ready = "ask" in self.calls and self.after is not None and looks >= self.after
         return SimpleNamespace(topics={OFFSETS_TOPIC: object()} if ready else {})
 
 
 def _topic_sync(admin: _FreshTarget, monkeypatch: pytest.MonkeyPatch) -> TopicSync:
     """A topic sync whose clients are `admin` (no client connects anywhere)."""
     monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: admin)
-    monkeypatch.setattr(topic_sync, "located", admin.located)
+    monkeypatch.setattr(topic_sync, "ask_coordinator", admin.ask_coordinator)
     flow = flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*")
     return TopicSync(flow)
 
@@ -94,10 +93,10 @@ def test_the_partitions_are_created_once_the_offsets_topic_is_ahead_of_them(
     on a fresh target)."""
     admin = _FreshTarget(after=3)
     began = time.monotonic()
-    with _topic_sync(admin, monkeypatch)._coordinators_first():
-        assert admin.calls == ["locate", "list", "list", "list"]
-        assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
-    assert admin.calls[-1] == "closed"  # once the caller asked for the topics
+    _topic_sync(admin, monkeypatch)._coordinators_first()
+    admin.asked.set()
+    assert admin.calls == ["ask", "list", "list", "list"]
+    assert time.monotonic() - began < COORDINATORS_WAIT_S / 2
 
 
 def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
@@ -105,8 +104,9 @@ def test_a_target_that_creates_no_offsets_topic_is_waited_for_a_second_at_most(
 ) -> None:
     admin = _FreshTarget(after=None)
     began = time.monotonic()
-    with _topic_sync(admin, monkeypatch)._coordinators_first():
-        assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
+    _topic_sync(admin, monkeypatch)._coordinators_first()
+    admin.asked.set()
+    assert COORDINATORS_WAIT_S <= time.monotonic() - began < COORDINATORS_WAIT_S + 0.5
 
 
 class _Cluster:
