@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import NamedTuple, TypeVar
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ENGINE_COMMIT_METADATA, ClusterConfig, NameFilter
@@ -60,9 +60,11 @@ class Committed(NamedTuple):
 class GroupAdmin:
     """Group operations on one cluster."""
 
-    def __init__(self, cluster: ClusterConfig) -> None:
+    def __init__(self, cluster: ClusterConfig, admin: AdminClient | None = None) -> None:
+        """`admin`: a client of `cluster` the caller already has (connected, its
+        metadata read), rather than a new one."""
         self.cluster = cluster
-        self._admin = admin_for(cluster)
+        self._admin = admin_for(cluster) if admin is None else admin
         #: The threads `committed_many` and `commit_many` read and write with, made at
         #: the first call and kept (a pool a call started eight threads every chunk).
         self._pool: ThreadPoolExecutor | None = None
