@@ -78,6 +78,7 @@ class FakeConsumer:
     def get_watermark_offsets(
         self, tp: TopicPartition, timeout: float = -1, cached: bool = False
     ) -> tuple[int, int]:
+        self.calls.append(("watermarks", [(tp.topic, tp.partition, cached)]))
         return 0, self.high
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:

@@ -301,6 +301,8 @@ def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
     reporter.read_lag_with(p.fetch)
     made = p.replicating(next_offset=10)
     assert reporter.lag(made) is None  # not fetched yet: unknown, not 0
+    # ... and the group consumer, which never fetches, is not asked for its cache.
+    assert not [call for call in p.consumer.calls if call[0] == "watermarks"]
     p.mover.highs[KEY] = 16
     assert reporter.lag(made) == 6
     p.partitions.pause(made)  # stopped: the Mover no longer reads it
