@@ -9,7 +9,7 @@ its own; MM2 in dedicated mode), and the benchmark polls the target for:
 
 - the first record on every partition, and every record (the copy);
 - every group's offset on every partition committed on the target (synced), and how
-  many of those are exact (the record right after the group's position: half the
+  many of those are exact at the end (the record right after the group's position: half the
   partition, the copy being one to one); a replicator that stops short (no growth for
   `--settle-seconds`) is reported with the count it reached and when it last grew;
 - the replicator's CPU seconds until then, its CPU at rest afterwards (share of one
@@ -164,10 +164,16 @@ def commit_groups(bootstrap: str, groups: Sequence[str], partitions: list[TopicP
 class TargetView:
     """What one target cluster holds: high watermarks, and the groups' commits."""
 
-    def __init__(self, bootstrap: str, remotes: list[tuple[str, int]]) -> None:
+    def __init__(self, bootstrap: str, remotes: list[tuple[str, int]], full: int) -> None:
         self.bootstrap = bootstrap
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
         self.remotes = remotes
+        #: Each remote partition's high watermark as last seen; a partition holding all
+        #: `full` records of its source is not asked again (at 5,000 partitions, asking
+        #: every one every look, with a new admin client while any was empty, took a
+        #: third of a core from the replicator and brokers it watched).
+        self._full = full
+        self._highs = dict.fromkeys(remotes, 0)
         #: A consumer per group, kept from look to look (one made per look cost its
         #: connections, metadata and coordinator lookup every time: at 5,000 partitions
         #: and 50 groups a look took seconds, and the pause after it twice that).
@@ -179,33 +185,38 @@ class TargetView:
         self._consumers.clear()
 
     def highs(self) -> dict[tuple[str, int], int]:
+        asked = [key for key, high in self._highs.items() if high < self._full]
+        if not asked:
+            return dict(self._highs)
         futures = self._admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.latest() for t, p in self.remotes},
-            request_timeout=60,
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in asked}, request_timeout=60
         )
-        found = {}
+        failed = False
         for tp, future in futures.items():
             try:
-                found[tp.topic, tp.partition] = future.result(60).offset
+                self._highs[tp.topic, tp.partition] = future.result(60).offset
             except Exception:  # not created yet
-                found[tp.topic, tp.partition] = 0
-        if len(found) > sum(1 for high in found.values() if high):
+                failed = True
+        if failed:
             # An admin client that asked about a topic before it existed keeps failing
             # for it after it was created (at 5,000 partitions, created in two requests,
             # the watch saw 400,000 of 500,000 records for ever; a new client saw all).
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        return found
+        return dict(self._highs)
 
-    def committed(self, group: str) -> dict[tuple[str, int], int]:
-        """The group's committed offsets on the remote partitions ({} if not readable
-        yet). Called from one thread at a time per group."""
+    def committed(
+        self, group: str, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
+        """The group's committed offsets on `partitions` (default: every remote
+        partition; {} if not readable yet). Called from one thread at a time per group."""
         consumer = self._consumers.get(group)
         if consumer is None:
             consumer = self._consumers[group] = Consumer(
                 {"bootstrap.servers": self.bootstrap, "group.id": group}
             )
         try:
-            wanted = [TopicPartition(t, p) for t, p in self.remotes]
+            keys = self.remotes if partitions is None else partitions
+            wanted = [TopicPartition(t, p) for t, p in keys]
             # A request at a time of _OFFSETS_PER_REQUEST partitions: librdkafka matches
             # the answer to the request by a search, n * n / 2 comparisons a request.
             return {
@@ -404,6 +415,32 @@ def clusters() -> Iterator[LocalStack]:
         stack.down()
 
 
+class SyncWatch:
+    """How many (group, remote partition) pairs have an offset on the target. A
+    partition synced stays so: a look asks each group only about its partitions without
+    one (at 10,000 partitions and 200 groups, reading every group every look made the
+    benchmark the busiest process on the machine; at 5,000 and 50 the last looks read
+    250,000 offsets to find a few more)."""
+
+    def __init__(self, view: TargetView, groups: Sequence[str]) -> None:
+        self._view = view
+        self._synced = 0
+        #: Per group, the remote partitions it has no offset on yet: all a look asks.
+        self._missing = {g: list(view.remotes) for g in groups}
+
+    def look(self) -> int:
+        groups = list(self._missing)
+        with ThreadPoolExecutor(8) as pool:
+            answers = pool.map(self._view.committed, groups, [self._missing[g] for g in groups])
+            for group, found in zip(groups, answers, strict=True):
+                left = [key for key in self._missing[group] if key not in found]
+                self._synced += len(self._missing[group]) - len(left)
+                self._missing[group] = left
+                if not left:
+                    del self._missing[group]
+        return self._synced
+
+
 def measure(
     system: str,
     runner: Ours | Mm2,
@@ -418,9 +455,9 @@ def measure(
     wanted_pairs = len(groups) * remotes
     started = time.monotonic()
     first_all = every = synced_at = cpu_synced = None
-    synced = exact = 0
+    synced = 0
     shown = 0.0
-    commits: dict[str, dict[tuple[str, int], int]] = {}
+    watch = SyncWatch(view, groups)
     with runner:
         pid = runner.pid()
         deadline = started + args.timeout
@@ -432,7 +469,8 @@ def measure(
             # figure was the end of its look, the groups' read included, and looks came
             # a second apart at the least: a granularity of seconds on figures of ten.)
             looked = time.monotonic()
-            highs = view.highs()
+            if every is None:  # every record there stays there: not asked again
+                highs = view.highs()
             read = time.monotonic()
             now = (looked + read) / 2 - started
             if first_all is None and all(h > 0 for h in highs.values()):
@@ -440,23 +478,16 @@ def measure(
             if every is None and sum(highs.values()) >= total_records:
                 every = now
             if every is not None:
-                # A group synced on every partition stays so: only the others are read
+                # A partition synced stays so: only a group's other partitions are read
                 # again (at 10,000 partitions and 200 groups, reading every group every
-                # poll made the benchmark itself the busiest process on the machine).
-                unsynced = [g for g in groups if len(commits.get(g, ())) < remotes]
+                # poll made the benchmark itself the busiest process on the machine; at
+                # 5,000 and 50 the last looks read 250,000 offsets to find a few more).
                 asked = time.monotonic()
-                with ThreadPoolExecutor(8) as pool:
-                    for group, found in zip(
-                        unsynced, pool.map(view.committed, unsynced), strict=True
-                    ):
-                        if found:  # a read that failed keeps the group's last answer
-                            commits[group] = found
-                count = sum(len(c) for c in commits.values())
+                count = watch.look()
                 if count > synced or synced_at is None:  # the last time the count grew
                     seen = (asked + time.monotonic()) / 2 - started
                     synced_at, cpu_synced = seen, cpu_seconds(pid)
                 synced = count
-                exact = sum(1 for c in commits.values() for offset in c.values() if offset == half)
                 if synced >= wanted_pairs:
                     break
                 if now - synced_at > args.settle_seconds:  # no more to come
@@ -471,6 +502,11 @@ def measure(
             # A poll that took long is followed by a pause twice as long: the watch
             # takes at most a third of the time it shares with what it watches.
             time.sleep(max(POLL_S, 2 * (time.monotonic() - read)))
+        # The offsets as they stand at the end, every one read again (a look asks
+        # only about partitions without one, and a replicator may move them later).
+        with ThreadPoolExecutor(8) as pool:
+            final = list(pool.map(view.committed, groups))
+        exact = sum(1 for found in final for offset in found.values() if offset == half)
         idle = None
         if synced_at is not None:
             before, t0 = cpu_seconds(pid), time.monotonic()
@@ -559,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             properties = mm2_properties(target.name, f"{GROUP_PREFIX}.*", args.interval)
             workdir = DATA_DIR / "runs" / system
             runner = Ours(properties, workdir) if system == "ours" else Mm2(properties, workdir)
-            view = TargetView(target.bootstrap, remotes)
+            view = TargetView(target.bootstrap, remotes, args.records)
             # Each system starts on brokers at rest (the setup, or the system before it,
             # leaves them busy for a while): the order of the systems must not matter.
             quiet = wait_until_quiet(broker_pids(stack))
