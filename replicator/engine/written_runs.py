@@ -188,17 +188,18 @@ class WrittenRuns:
             state = self._partitions.get(key)
             return state.last_target if state is not None and state.lasts else None
 
-    def copied(self, needs: dict[Key, int]) -> bool:
-        """Whether this process has written, on every partition of `needs`, the
-        records before its source offset there (0: any record): the copy has
-        reached what a checkpoint round left (`CheckpointLoop.due_early`). False for
-        a partition another process writes (its runs are not known here)."""
+    def copied(self, needs: dict[Key, int]) -> set[Key]:
+        """The partitions of `needs` on which this process has written the records
+        before its source offset there (0: any record): the copy has reached what a
+        checkpoint round left (`CheckpointLoop.due_early`). Never a partition another
+        process writes (its runs are not known here)."""
         with self._lock:
+            reached = set()
             for key, need in needs.items():
                 state = self._partitions.get(key)
-                if state is None or not state.lasts or state.lasts[-1] + 1 < need:
-                    return False
-            return True
+                if state is not None and state.lasts and state.lasts[-1] + 1 >= need:
+                    reached.add(key)
+            return reached
 
 
 _FLOWS: dict[tuple[str, str, str], WrittenRuns] = {}

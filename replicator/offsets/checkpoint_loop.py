@@ -46,6 +46,13 @@ HELD_RECHECK_S = 1.0
 #: copy has reached them (`CheckpointLoop.due_early`), rather than once a second.
 EARLY_LOOK_S = 0.2
 
+#: A catch-up is due before its rest once the copy has written this share of what the
+#: round before left (all of it, when less is left), and reads those partitions alone;
+#: the rest wait for the next. At 5,000 partitions, a catch-up that waited for all of
+#: them came as the copy ended, with two thirds of the groups' positions still to
+#: translate, write and sync on one thread while the copy's core stood idle.
+EARLY_SHARE = 0.25
+
 #: A round that left more than this share of its partitions is followed by a full
 #: round, not a catch-up: it would cost as much (at 5,000 partitions, before the copy
 #: reached any, a catch-up on 5,000 of the 5,001 was followed by a full round anyway,
@@ -83,11 +90,11 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         #: Per flow, what its last round left (`CheckpointReport.left`), how long that
         #: round took, and on how many partitions: the next round catches up on them.
         self._left: dict[str, tuple[set[tuple[str, int]], float, int]] = {}
-        #: Per flow, what the copy must have written for that round to be due at once
+        #: Per flow, what the copy must have written for a catch-up to be due at once
         #: (`due_early`): per partition left, the source offset before which every
         #: record must be written (its held positions' highest; 0 where the copy had
-        #: not started: any record). Not set after a round that began with its
-        #: leftovers already written (they wait for something else: its rest applies).
+        #: not started: any record). A partition that a round began with already
+        #: written, and left again, waits for something else: its rest applies.
         self._needs: dict[str, dict[tuple[str, int], int]] = {}
         #: Per flow, when its last full round (every partition of its share) ended and
         #: how long it took: catch-up rounds follow it for an interval, or that round's
@@ -142,13 +149,13 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         return min(self.interval(flow), max(HELD_RECHECK_S, expected / 4))
 
     def due_early(self, flow: FlowConfig) -> bool:
-        """The catch-up is due as soon as this process's writers have copied what the
-        round before left (`WrittenRuns.copied`), not after a rest: at 1,000
-        partitions and 20 groups, the copy's last records came as a round ended, and
-        its catch-up came a second later. Writers in other processes (`tasks.max` >
-        1) are not known here: their partitions' rounds keep their rest."""
+        """The catch-up is due as soon as this process's writers have copied
+        `EARLY_SHARE` of what the round before left (`WrittenRuns.copied`), not after a
+        rest: at 1,000 partitions and 20 groups, the copy's last records came as a
+        round ended, and its catch-up came a second later. Writers in other processes
+        (`tasks.max` > 1) are not known here: their partitions' rounds keep their rest."""
         needs = self._needs.get(flow.name)
-        return needs is not None and written_runs(flow).copied(needs)
+        return needs is not None and _enough(written_runs(flow).copied(needs), needs)
 
     def pause_s(self) -> float:
         return EARLY_LOOK_S if self._needs else self.tick_s
@@ -180,14 +187,19 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         yet: `CATCH_UP_SHARE_AT_MOST`)."""
         started = time.monotonic()
         left = self._left.pop(flow.name, None)
-        # Leftovers copied before the round began, and left again: they wait for
+        needs = self._needs.pop(flow.name, {})
+        # Leftovers copied before the round began: read now. Left again, they wait for
         # something else than this process's copy, and the next round for its rest.
-        was_copied = self.due_early(flow)
-        self._needs.pop(flow.name, None)
+        copied = written_runs(flow).copied(needs)
+        #: Leftovers this round does not read (a catch-up on what the copy has written
+        #: so far): the next catch-up's, with what they wait for.
+        later: set[tuple[str, int]] = set()
         try:
             checkpointer = self._checkpointer(flow)
             share = self._share_of(flow, checkpointer)
             only = None if left is None else left[0] & share
+            if _enough(copied, needs) and only is not None:
+                later, only = only - copied, only & copied
             if (
                 only is not None
                 and len(only) <= CATCH_UP_SHARE_AT_MOST * len(share)
@@ -195,6 +207,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
             ):
                 report = checkpointer.emit(partitions=only, catch_up=True)
             else:
+                later = set()
                 report = checkpointer.emit(partitions=share)
                 self._full[flow.name] = (time.monotonic(), time.monotonic() - started)
         except (ReplicatorError, KafkaException) as exc:
@@ -215,10 +228,12 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         # that found none reached reads nothing but their bounds; at 5,000 partitions
         # the last such round ended as the copy did, and the next, an interval later,
         # was the one that synced every group (5 s of the 14 s from the copy's end).
-        if report.left:
-            self._left[flow.name] = (report.left, took, report.partitions)
-            if not was_copied:
-                self._needs[flow.name] = _needs(report)
+        if report.left or later:
+            self._left[flow.name] = (report.left | later, took, report.partitions)
+            waiting = {key: n for key, n in _needs(report).items() if key not in copied}
+            waiting.update((key, needs[key]) for key in later if key in needs)
+            if waiting:
+                self._needs[flow.name] = waiting
         metrics.CHECKPOINT_DURATION.labels(flow.name).observe(took)
         metrics.CHECKPOINT_TIMESTAMP.labels(flow.name).set(time.time())
         self._publish_round(flow, report, took)
@@ -342,6 +357,11 @@ def _needs(report: CheckpointReport) -> dict[tuple[str, int], int]:
         key = (t.topic, t.partition)
         needs[key] = max(needs.get(key, 0), t.source_offset)
     return needs
+
+
+def _enough(copied: set[tuple[str, int]], needs: dict[tuple[str, int], int]) -> bool:
+    """Whether the copy has written enough of what a round left for a catch-up now."""
+    return bool(copied) and len(copied) >= EARLY_SHARE * len(needs)
 
 
 def _interval(flow: FlowConfig) -> float:

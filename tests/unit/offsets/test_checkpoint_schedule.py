@@ -225,13 +225,14 @@ def test_the_rest_before_catching_up_follows_what_is_left(loop: CheckpointLoop) 
     assert loop.next_round_in(flow) == 60.0  # never more than the interval
 
 
-def test_the_catch_up_starts_as_soon_as_the_copy_has_written_what_was_left(
+def test_the_catch_up_starts_as_soon_as_the_copy_has_written_a_share_of_what_was_left(
     loop: CheckpointLoop,
 ) -> None:
-    """The catch-up comes when this process's writers have copied what the round left
-    (a partition not reached: any record; a held position: every record before it),
-    looked for every `EARLY_LOOK_S`, not after its rest; leftovers that were copied
-    before a round began and are left again wait for their rest."""
+    """The catch-up comes when this process's writers have copied `EARLY_SHARE` of
+    what the round left (a partition not reached: any record; a held position: every
+    record before it), looked for every `EARLY_LOOK_S`, not after its rest, and reads
+    those partitions alone; the others wait for the next catch-up. Leftovers that were
+    copied before a round began and are left again wait for their rest."""
     flow = loop._flows[0]
     loop.tick()  # the first round is seconds away
     checkpointer = loop._checkpointers[flow.name]
@@ -246,16 +247,45 @@ def test_the_catch_up_starts_as_soon_as_the_copy_has_written_what_was_left(
     runs = written_runs(flow)  # type: ignore[arg-type]
     for key in (("orders", 3), ("orders", 5)):
         runs.track(key)
-    runs.acknowledged(("orders", 3), 0, 9, 10, 9, committed=True)
     runs.acknowledged(("orders", 5), 0, 48, 49, 48, committed=True)
     loop.tick()
     assert len(checkpointer.rounds) == 1  # offset 49 of orders[5] is not written yet
 
+    runs.acknowledged(("orders", 3), 0, 9, 10, 9, committed=True)
+    loop.tick()
+    assert checkpointer.rounds[-1] == ({("orders", 3)}, True)  # half of what was left
+    assert loop.pause_s() == EARLY_LOOK_S  # orders[5] still waits for the copy
+    loop._due[flow.name] = time.monotonic() + 60.0
+    loop.tick()
+    assert len(checkpointer.rounds) == 2
+
     runs.acknowledged(("orders", 5), 49, 99, 51, 99, committed=True)
     loop.tick()
-    assert checkpointer.rounds[-1] == ({("orders", 3), ("orders", 5)}, True)
+    assert checkpointer.rounds[-1] == ({("orders", 5)}, True)
     # Left again although copied: held for another reason, so the rest applies.
     assert loop.pause_s() == loop.tick_s
     loop._due[flow.name] = time.monotonic() + 60.0
     loop.tick()
-    assert len(checkpointer.rounds) == 2
+    assert len(checkpointer.rounds) == 3
+
+
+def test_a_catch_up_waits_for_a_share_of_what_was_left(loop: CheckpointLoop) -> None:
+    """One partition copied of the eight a round left is not worth a round of its own
+    (each reads every group's offsets); two are."""
+    flow = loop._flows[0]
+    loop.tick()
+    checkpointer = loop._checkpointers[flow.name]
+    checkpointer.left = {("orders", p) for p in range(8)}
+    loop.round(flow)
+    checkpointer.left = set()
+    loop._due[flow.name] = time.monotonic() + 60.0
+    runs = written_runs(flow)  # type: ignore[arg-type]
+    for p in range(8):
+        runs.track(("orders", p))
+    runs.acknowledged(("orders", 0), 0, 9, 10, 9, committed=True)
+    loop.tick()
+    assert len(checkpointer.rounds) == 1
+    runs.acknowledged(("orders", 1), 0, 9, 10, 9, committed=True)
+    loop.tick()
+    assert checkpointer.rounds[-1] == ({("orders", 0), ("orders", 1)}, True)
+    assert loop._left[flow.name][0] == {("orders", p) for p in range(2, 8)}
