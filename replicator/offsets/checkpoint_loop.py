@@ -50,7 +50,7 @@ EARLY_LOOK_S = 0.2
 #: round before left (all of it, when less is left), and reads those partitions alone;
 #: the rest wait for the next. At 5,000 partitions, a catch-up that waited for all of
 #: them came as the copy ended, with two thirds of the groups' positions still to
-#: translate, write and sync on one thread while the copy's core stood idle.
+#: translate, write and sync after it.
 EARLY_SHARE = 0.25
 
 #: A round that left more than this share of its partitions is followed by a full
