@@ -289,3 +289,37 @@ def test_a_catch_up_waits_for_a_share_of_what_was_left(loop: CheckpointLoop) -> 
     loop.tick()
     assert checkpointer.rounds[-1] == ({("orders", 0), ("orders", 1)}, True)
     assert loop._left[flow.name][0] == {("orders", p) for p in range(2, 8)}
+
+
+def test_partitions_another_process_copies_wait_for_the_rest_not_for_this_copy(
+    loop: CheckpointLoop,
+) -> None:
+    """With `tasks.max` > 1 a process checkpoints partitions another process copies
+    (the checkpoint group's share is not the copy's): this process never sees them
+    written, so its early catch-ups read only what it copied itself, and what the other
+    process copies is read by the catch-up after the rest, not waited for for good."""
+    flow = loop._flows[0]
+    loop.tick()
+    checkpointer = loop._checkpointers[flow.name]
+    ours, theirs = {("orders", 0), ("orders", 1)}, {("orders", 8), ("orders", 9)}
+    checkpointer.left = ours | theirs
+    loop.round(flow)
+    checkpointer.left = theirs  # copied elsewhere by now, but not known here
+    runs = written_runs(flow)  # type: ignore[arg-type]
+    for key in ours:
+        runs.track(key)
+    loop._due[flow.name] = time.monotonic() + 60.0
+    for key in sorted(ours):
+        runs.acknowledged(key, 0, 9, 10, 9, committed=True)
+        loop.tick()
+        assert checkpointer.rounds[-1] == ({key}, True)
+    assert len(checkpointer.rounds) == 3
+    assert loop._left[flow.name][0] == theirs
+    assert not loop.due_early(flow)  # nothing here will say they were copied
+    loop.tick()
+    assert len(checkpointer.rounds) == 3
+    loop._due[flow.name] = time.monotonic()  # the rest is over
+    checkpointer.left = set()
+    loop.tick()
+    assert checkpointer.rounds[-1] == (theirs, True)
+    assert flow.name not in loop._left
