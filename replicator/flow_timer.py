@@ -296,6 +296,8 @@ class FlowTimer(BackgroundLoop, Generic[F]):
             self._due = {f.name: start + min(FIRST_ROUND_S, self.interval(f)) for f in self._flows}
         wanted = self._running()
         for flow in self._flows:
+            if self._stop.is_set():  # asked to stop: no other flow's round starts
+                return
             if not wanted.get(flow.name, True):
                 self.paused(flow)
                 continue

@@ -112,6 +112,8 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
         # `group.initial.rebalance.delay.ms`), open the checkpoint writer and ask the
         # target about the groups.
         for flow in self._flows:
+            if self._stop.is_set():  # each step may wait for a cluster that is away
+                return
             if not running.get(flow.name, True):
                 continue
             if flow.name not in self._shares:
@@ -119,7 +121,7 @@ class CheckpointLoop(FlowTimer[FlowConfig]):
                     f"the checkpoint group of flow {flow.name}",
                     functools.partial(self._join, flow),
                 )
-            if flow.name not in self._warm:
+            if flow.name not in self._warm and not self._stop.is_set():
                 self.guarded(
                     f"the checkpoint writer and the target's group coordinators of flow "
                     f"{flow.name}",

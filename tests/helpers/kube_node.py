@@ -338,17 +338,24 @@ def _wait_node_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Pa
                 )
         response = kube.request("GET", f"/api/v1/nodes/{NODE_NAME}")
         if response.status_code == 200:
-            conditions = response.json().get("status", {}).get("conditions", [])
+            node = response.json()
+            conditions = node.get("status", {}).get("conditions", [])
+            # Ready, and untainted: the controller manager lifts `not-ready` once the
+            # kubelet says Ready, and a pressure taint would keep every Pod off the node.
+            taints = node.get("spec", {}).get("taints", [])
             ready = [c for c in conditions if c["type"] == "Ready"]
-            if ready and ready[0]["status"] == "True":
+            if ready and ready[0]["status"] == "True" and not taints:
                 return
             state = (
-                f"{ready[0]['reason']}: {ready[0]['message']}" if ready else "no Ready condition"
+                (f"{ready[0]['reason']}: {ready[0]['message']}" if ready else "no Ready condition")
+                + f"; taints {[t['key'] for t in taints]}; conditions "
+                + ", ".join(f"{c['type']}={c['status']}" for c in conditions)
             )
         time.sleep(0.5)
     log = processes["kubelet"][1]
     raise AssertionError(
-        f"node {NODE_NAME} not Ready in {READY_TIMEOUT_S:.0f} s ({state}); the kubelet's log "
+        f"node {NODE_NAME} not Ready and untainted in {READY_TIMEOUT_S:.0f} s ({state}); the "
+        f"kubelet's log "
         f"({log}):\n{log_tail(log, 60)}"
     )
 

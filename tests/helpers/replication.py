@@ -256,18 +256,25 @@ class PacedProduction:
 
 
 def write_config(
-    tmp_path: Path, primary: str, dr: str, topic: str, extra: tuple[str, ...] = ()
+    tmp_path: Path,
+    primary: str,
+    dr: str,
+    topic: str,
+    extra: tuple[str, ...] = (),
+    source: str = "primary",
 ) -> Path:
-    """An mm2.properties for `replicator run`: primary->dr for `topic`."""
+    """An mm2.properties for `replicator run`: primary->dr for `topic` (`source`->dr
+    when the source cluster goes by another alias: a flow of its own, with its own
+    consumer group, on the same clusters)."""
     path = tmp_path / "mm2.properties"
     path.write_text(
         "\n".join(
             [
-                "clusters = primary, dr",
-                f"primary.bootstrap.servers = {primary}",
+                f"clusters = {source}, dr",
+                f"{source}.bootstrap.servers = {primary}",
                 f"dr.bootstrap.servers = {dr}",
-                "primary->dr.enabled = true",
-                f"primary->dr.topics = {topic}",
+                f"{source}->dr.enabled = true",
+                f"{source}->dr.topics = {topic}",
                 "replication.factor = 1",
                 "heartbeats.topic.replication.factor = 1",
                 "checkpoints.topic.replication.factor = 1",

@@ -8,9 +8,11 @@ A flow's failure stays that flow's: one whose target is away at start does not s
 another flow of the same `run`.
 
 The clusters are this module's own (killing the session's would harm other tests).
-Each mode's run is a module fixture (`fault_run`), so further checks of the same run
-(e.g. what the replicator logged during an outage: `Outage.lines()`) are one more
-test function, not one more run.
+Both modes run at once, as two flows of their own on the same clusters (the source
+cluster goes by another alias in each mode's configuration, so each flow has its own
+consumer group and topics), through the same two outages: one module fixture
+(`fault_runs`), so further checks of a mode's run (e.g. what the replicator logged during
+an outage: `Outage.lines()`) are one more test function, not one more run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,15 +54,16 @@ from helpers.replication import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-GROUP = "replicator-primary-dr"  # the flow's consumer group on the source
-RATE = 1_500  # records per second, round-robin over the partitions
+RATE = 1_500  # records per second per mode, round-robin over the partitions
 #: How long each broker stays dead. The default mode's run sets the target producer's
 #: delivery timeout well below it, so records time out in the producer during the
 #: outage (a target outage longer than the producer's message timeout).
 OUTAGE_S = 15.0
+#: Per mode: the source cluster's alias in its configuration (its flow's name, consumer
+#: group and remote topics follow it), and its settings.
 MODES = {
-    "default": ("dr.producer.delivery.timeout.ms = 6000",),
-    "exactly_once": ("exactly.once = true",),
+    "default": ("primary", ("dr.producer.delivery.timeout.ms = 6000",)),
+    "exactly_once": ("east", ("exactly.once = true",)),
 }
 _CATCH_UP_S = 150.0
 #: A restarted broker recovers its logs (unclean shutdown) before it answers for them.
@@ -74,9 +79,9 @@ def fault_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSt
 
 @dataclass(frozen=True)
 class Outage:
-    """One broker's outage, and where it sits in the replicator's captured log."""
+    """One broker's outage, and where it sits in one mode's captured log."""
 
-    cluster: str
+    cluster: str  # its alias in that mode's configuration
     log: Path
     start: int  # byte offset of the log when the broker was killed
     end: int  # byte offset of the log when it answered again
@@ -160,10 +165,10 @@ class SteadyProducer:
             self._stop.wait(max(0.0, next_tick - time.monotonic()))
 
 
-def _committed_tails(dr: str, remote: str) -> list[int]:
+def _committed_tails(dr: str, remote: str, source: str) -> list[int]:
     """Per partition, the source offset after the last committed copy on the target
-    (0 while it has none or cannot be read)."""
-    reader = TailReader({"bootstrap.servers": dr}, "primary")
+    (0 while it has none or cannot be read); `source`: the source cluster's alias."""
+    reader = TailReader({"bootstrap.servers": dr}, source)
     try:
         return [reader.position(remote, p).next_source_offset or 0 for p in range(PARTITIONS)]
     except ReplicatorError:  # the remote topic may not exist yet, or leadership settles
@@ -182,13 +187,13 @@ def _logged_since(log: Path, start: int) -> str:
         return text.read().decode(errors="replace")
 
 
-def _rebalance(primary: str, topic: str, log: Path, start: int) -> None:
-    """A second member joins the flow's consumer group and leaves again: the
-    replicator gives partitions up and is assigned them back."""
+def _rebalance(primary: str, source: str, topic: str, log: Path, start: int) -> None:
+    """A second member joins the flow's consumer group (`source`->dr's) and leaves
+    again: the replicator gives partitions up and is assigned them back."""
     intruder = Consumer(
         {
             "bootstrap.servers": primary,
-            "group.id": GROUP,
+            "group.id": f"replicator-{source}-dr",
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False,
         }
@@ -212,24 +217,33 @@ def _rebalance(primary: str, topic: str, log: Path, start: int) -> None:
 
 
 def _kill_and_restart(
-    stack: LocalStack, cluster: str, log: Path, meanwhile: Callable[[int], None] | None = None
-) -> Outage:
-    """kill -9 the cluster's broker, keep it dead for OUTAGE_S (doing `meanwhile`,
-    given where the log stood at the kill), start it again."""
+    stack: LocalStack,
+    cluster: str,
+    runs: list[_Replication],
+    meanwhile: Callable[[_Replication, int], None] | None = None,
+) -> None:
+    """kill -9 the cluster's broker, keep it dead for OUTAGE_S (doing `meanwhile` for
+    each run at once, given where its log stood at the kill), start it again; each run
+    keeps the outage as its log saw it."""
     broker = stack.brokers[cluster]
     pids = broker.pids()
     assert pids, f"{cluster} is not running"
-    start = log.stat().st_size
+    starts = [run.log.stat().st_size for run in runs]
     began = time.monotonic()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not broker.pids(), 30, f"{cluster}'s broker gone")
     if meanwhile is not None:
-        meanwhile(start)
+        with ThreadPoolExecutor(len(runs)) as pool:
+            for done in [pool.submit(meanwhile, r, at) for r, at in zip(runs, starts, strict=True)]:
+                done.result()
     # The outage's length is the experiment itself, not a wait for a condition.
     time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - began)))
     stack.up(timeout=120, keep_running=True)
-    return Outage(cluster, log, start, log.stat().st_size, time.monotonic() - began)
+    seconds = time.monotonic() - began
+    for run, start in zip(runs, starts, strict=True):
+        alias = run.source if cluster == "primary" else cluster
+        run.outages.append(Outage(alias, run.log, start, run.log.stat().st_size, seconds))
 
 
 def _stop(process: subprocess.Popen[bytes]) -> int | None:
@@ -243,72 +257,117 @@ def _stop(process: subprocess.Popen[bytes]) -> int | None:
     return process.returncode
 
 
-@pytest.fixture(scope="module", params=list(MODES))
-def fault_run(
-    request: pytest.FixtureRequest,
-    fault_clusters: LocalStack,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> FaultRun:
-    """Replicate while first the target, then the source broker is killed and restarted."""
-    mode = request.param
-    primary, dr = fault_clusters.bootstrap("primary"), fault_clusters.bootstrap("dr")
-    folder = tmp_path_factory.mktemp(f"faults-{mode}")
-    topic = unique_topic(f"faults-{mode}")
-    remote = f"primary.{topic}"
-    create_topic(primary, topic, partitions=PARTITIONS)
-    config = write_config(folder, primary, dr, topic, extra=MODES[mode])
-    log = folder / "replicator.log"
-    process = start_replicator(config, log, "--state-url", f"sqlite:///{folder / 'state.db'}")
-    outages: list[Outage] = []
-    tails: list[int] = []
+@dataclass
+class _Replication:
+    """One mode's flow while the brokers fail: its `replicator run`, its producer and
+    how far its copy got."""
 
-    def replicated(wanted: list[int] | None) -> bool:
+    mode: str
+    source: str  # the source cluster's alias in its configuration
+    topic: str
+    config: Path
+    log: Path
+    process: subprocess.Popen[bytes]
+    producer: SteadyProducer
+    outages: list[Outage] = field(default_factory=list)
+    tails: list[int] = field(default_factory=list)
+
+    @property
+    def remote(self) -> str:
+        return f"{self.source}.{self.topic}"
+
+    def replicated(self, dr: str, wanted: list[int] | None) -> bool:
         """The target holds source offsets up to `wanted` (each partition's end), or
         at least one record per partition; fails at once if the replicator exited."""
-        if process.poll() is not None:
-            raise AssertionError(f"`replicator run` exited:\n{_log_tail(log)}")
-        tails[:] = _committed_tails(dr, remote)
-        return all(t >= w for t, w in zip(tails, wanted or [1] * PARTITIONS, strict=True))
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.mode}: `replicator run` exited:\n{_log_tail(self.log)}")
+        self.tails[:] = _committed_tails(dr, self.remote, self.source)
+        return all(t >= w for t, w in zip(self.tails, wanted or [1] * PARTITIONS, strict=True))
 
-    def caught_up(wanted: list[int] | None, what: str, timeout: float = _CATCH_UP_S) -> None:
-        """Wait for `replicated(wanted)`; on timeout say how far each partition got and
-        what the replicator logged last (a stall seen once in CI had neither)."""
+
+def _caught_up(
+    runs: list[_Replication], dr: str, wanted: list[list[int]] | None, what: str,
+    timeout: float = _CATCH_UP_S,
+) -> None:  # fmt: skip
+    """Wait for every run's `replicated` (`wanted`: per run); on timeout say how far
+    each partition got and what the replicator logged last (a stall seen once in CI
+    had neither)."""
+    for at, run in enumerate(runs):
+        want = wanted[at] if wanted is not None else None
         try:
-            wait_until(lambda: replicated(wanted), timeout, what)
+            wait_until(partial(run.replicated, dr, want), timeout, what)
         except AssertionError as late:
             raise AssertionError(
-                f"{late}\ncopied up to {tails}, wanted {wanted}\n{_log_tail(log)}"
+                f"{run.mode}: {late}\ncopied up to {run.tails}, wanted {want}\n{_log_tail(run.log)}"
             ) from None
 
-    try:
-        with SteadyProducer(primary, topic) as producer:
-            caught_up(None, "replication began", 90)
+
+@pytest.fixture(scope="module")
+def fault_runs(
+    fault_clusters: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, FaultRun]:
+    """Replicate in both modes at once while first the target, then the source broker
+    is killed and restarted."""
+    primary, dr = fault_clusters.bootstrap("primary"), fault_clusters.bootstrap("dr")
+    runs: list[_Replication] = []
+    with ExitStack() as stack:
+        for mode, (source, extra) in MODES.items():
+            folder = tmp_path_factory.mktemp(f"faults-{mode}")
+            topic = unique_topic(f"faults-{mode}")
+            create_topic(primary, topic, partitions=PARTITIONS)
+            config = write_config(folder, primary, dr, topic, extra=extra, source=source)
+            log = folder / "replicator.log"
+            process = start_replicator(
+                config, log, "--state-url", f"sqlite:///{folder / 'state.db'}"
+            )
+            stack.callback(_stop, process)
+            producer = stack.enter_context(SteadyProducer(primary, topic))
+            runs.append(_Replication(mode, source, topic, config, log, process, producer))
+        _caught_up(runs, dr, None, "replication began", 90)
+
+        def rebalance(run: _Replication, start: int) -> None:
             # The target's outage spans a rebalance (partitions assigned while it is away).
-            rebalance = partial(_rebalance, primary, topic, log)
-            for cluster, meanwhile in (("dr", rebalance), ("primary", None)):
-                outages.append(_kill_and_restart(fault_clusters, cluster, log, meanwhile))
-                backlog = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
-                caught_up(backlog, f"the target caught up after the {cluster} outage")
-        assert not producer.failed, producer.failed[:5]
-        source_ends = settled_end_offsets(primary, topic, PARTITIONS, _ANSWER_S)
-        caught_up(source_ends, "every record")
-        alive = process.poll() is None
-        flow = load_config(config).flow("primary->dr")
-        statuses = read_status(flow.target, flow.name)
-    finally:
-        exit_code = _stop(process)
-    return FaultRun(
-        mode=mode,
-        log=log,
-        config=config,
-        remote=remote,
-        source_ends=source_ends,
-        acknowledged=dict(producer.acknowledged),
-        outages=outages,
-        alive_after=alive,
-        statuses=statuses,
-        exit_code=exit_code,
-    )
+            _rebalance(primary, run.source, run.topic, run.log, start)
+
+        for cluster, meanwhile in (("dr", rebalance), ("primary", None)):
+            _kill_and_restart(fault_clusters, cluster, runs, meanwhile)
+            backlogs = [
+                settled_end_offsets(primary, run.topic, PARTITIONS, _ANSWER_S) for run in runs
+            ]
+            _caught_up(runs, dr, backlogs, f"the target caught up after the {cluster} outage")
+        for run in runs:
+            run.producer.stop()
+            assert not run.producer.failed, (run.mode, run.producer.failed[:5])
+        source_ends = [
+            settled_end_offsets(primary, run.topic, PARTITIONS, _ANSWER_S) for run in runs
+        ]
+        _caught_up(runs, dr, source_ends, "every record")
+        alive = [run.process.poll() is None for run in runs]
+        statuses = []
+        for run in runs:
+            flow = load_config(run.config).flow(f"{run.source}->dr")
+            statuses.append(read_status(flow.target, flow.name))
+        exit_codes = [_stop(run.process) for run in runs]
+    return {
+        run.mode: FaultRun(
+            mode=run.mode,
+            log=run.log,
+            config=run.config,
+            remote=run.remote,
+            source_ends=source_ends[at],
+            acknowledged=dict(run.producer.acknowledged),
+            outages=run.outages,
+            alive_after=alive[at],
+            statuses=statuses[at],
+            exit_code=exit_codes[at],
+        )
+        for at, run in enumerate(runs)
+    }
+
+
+@pytest.fixture(params=list(MODES))
+def fault_run(request: pytest.FixtureRequest, fault_runs: dict[str, FaultRun]) -> FaultRun:
+    return fault_runs[request.param]
 
 
 def test_the_run_rides_out_both_outages(fault_run: FaultRun) -> None:

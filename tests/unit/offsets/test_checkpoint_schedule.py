@@ -323,3 +323,28 @@ def test_partitions_another_process_copies_wait_for_the_rest_not_for_this_copy(
     loop.tick()
     assert checkpointer.rounds[-1] == (theirs, True)
     assert flow.name not in loop._left
+
+
+def test_a_stop_asked_during_one_flows_step_starts_no_other_flows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each step of a tick may wait out a cluster's timeout (30 s when it is away):
+    once `replicator run` is asked to stop, no other flow's step or round starts, so
+    the process stops after the step in progress, not after one step per flow (a run
+    with a flow whose target was away took 60 s to stop)."""
+    monkeypatch.setattr(checkpoint_loop, "Checkpointer", _Checkpointer)
+    stop = threading.Event()
+    flows = [_flow(), _flow()]
+    flows[1].name = "primary->gone"
+    loop = CheckpointLoop(flows, stop, lambda: {f.name: True for f in flows})
+    monkeypatch.setattr(loop, "_join", lambda flow: None)
+    warmed: list[str] = []
+
+    def warm_up(flow: SimpleNamespace) -> None:
+        warmed.append(flow.name)
+        stop.set()  # SIGTERM while the first flow's target is asked
+
+    monkeypatch.setattr(loop, "_warm_up", warm_up)
+    monkeypatch.setattr(loop, "round", lambda flow: pytest.fail("a round after the stop"))
+    loop.tick()
+    assert warmed == ["primary->dr"]
