@@ -105,6 +105,8 @@ class ThreadStatusLoop(BackgroundLoop):
     def tick(self) -> None:
         threads = [loop.health() for loop in self._loops]
         for flow in self._flows:
+            if self._stop.is_set():  # a cluster away can hold each flow's publish
+                return
             try:
                 self._publish(flow, RunnerThreads(flow.name, self._runner, threads))
             except KafkaException as exc:  # a cluster away: said once by the loop's rule
