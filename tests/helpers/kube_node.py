@@ -146,16 +146,7 @@ class KubeNode:
         and the end of `container`'s log in each pod, for an assertion's message."""
         pods = self.pods(namespace)
         node = self.kube.request("GET", f"/api/v1/nodes/{self.name}").json()
-        out = [
-            "node taints: " + yaml.safe_dump(node.get("spec", {}).get("taints", [])),
-            "node conditions: "
-            + yaml.safe_dump(
-                [
-                    {k: c.get(k) for k in ("type", "status", "reason", "message")}
-                    for c in node.get("status", {}).get("conditions", [])
-                ]
-            ),
-        ]
+        out = [f"node {self.name}: {_node_state(node)}"]
         out += [yaml.safe_dump(pod.get("status", {})) for pod in pods]
         events = self.kube.request("GET", f"/api/v1/namespaces/{namespace}/events").json()
         for event in events.get("items", []):
@@ -328,6 +319,16 @@ def _drain(kube: Kube, controller_manager: subprocess.Popen) -> None:
         pass  # the cgroups' cleanup kills what is left
 
 
+def _node_state(node: dict) -> str:
+    """A node's taints and conditions (each with its reason and message), in a line."""
+    taints = [f"{t['key']}:{t.get('effect')}" for t in node.get("spec", {}).get("taints", [])]
+    conditions = [
+        f"{c['type']}={c['status']} ({c.get('reason')}: {c.get('message')})"
+        for c in node.get("status", {}).get("conditions", [])
+    ]
+    return f"taints {taints or 'none'}; conditions: {'; '.join(conditions) or 'none'}"
+
+
 def _wait_node_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Path]]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     state = "not registered"
@@ -348,17 +349,12 @@ def _wait_node_ready(kube: Kube, processes: dict[str, tuple[subprocess.Popen, Pa
             ready = [c for c in conditions if c["type"] == "Ready"]
             if ready and ready[0]["status"] == "True" and not taints:
                 return
-            state = (
-                (f"{ready[0]['reason']}: {ready[0]['message']}" if ready else "no Ready condition")
-                + f"; taints {[t['key'] for t in taints]}; conditions "
-                + ", ".join(f"{c['type']}={c['status']}" for c in conditions)
-            )
+            state = _node_state(node)
         time.sleep(0.5)
     log = processes["kubelet"][1]
     raise AssertionError(
-        f"node {NODE_NAME} not Ready and untainted in {READY_TIMEOUT_S:.0f} s ({state}); the "
-        f"kubelet's log "
-        f"({log}):\n{log_tail(log, 60)}"
+        f"node {NODE_NAME} not Ready and untainted in {READY_TIMEOUT_S:.0f} s ({state}); "
+        f"the kubelet's log ({log}):\n{log_tail(log, 60)}"
     )
 
 
