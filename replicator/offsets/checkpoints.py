@@ -57,6 +57,9 @@ CHUNK_POSITIONS = 20_000
 #: offsets several at once, and two groups a chunk (at 10,000 partitions) left them
 #: waiting on one another's round trips.
 CHUNK_GROUPS_AT_LEAST = 8
+#: Groups whose consumers a checkpointer keeps from round to round, on each cluster
+#: (`GroupConsumers`): it reads the same groups' positions every round.
+KEPT_GROUP_CONSUMERS = 64
 
 
 class UnprovenPosition(ReplicatorError):
@@ -337,7 +340,7 @@ class Checkpointer(Checkpointing):
 
     def __init__(self, flow: FlowConfig) -> None:
         super().__init__(flow, flow.target, flow.checkpoints_topic)
-        self.source = GroupAdmin(flow.source)
+        self.source = GroupAdmin(flow.source, keep_consumers=KEPT_GROUP_CONSUMERS)
         self._source_reader = PartitionReader(flow.source)
         self._topics = TopicSync(flow)
         self._batch = BatchTranslator(flow, self._index, self._source_reader)
@@ -350,7 +353,9 @@ class Checkpointer(Checkpointing):
         #: The flow's replicated topics and their partition counts, as last listed.
         self.topics: dict[str, int] = {}
         self._group_sync = (
-            GroupOffsetSync(GroupAdmin(flow.target)) if flow.sync_group_offsets_enabled else None
+            GroupOffsetSync(GroupAdmin(flow.target, keep_consumers=KEPT_GROUP_CONSUMERS))
+            if flow.sync_group_offsets_enabled
+            else None
         )
         #: The thread that syncs a chunk's groups on the target while the next chunk's
         #: are read from the source and translated (`_emit_chunk`), and its jobs of

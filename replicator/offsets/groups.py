@@ -16,9 +16,8 @@ active members is read with ListGroups, and coordinators are located by a consum
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import NamedTuple, TypeVar
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
@@ -27,9 +26,10 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replicator.acls.principal import missing_acl
 from replicator.config.model import ENGINE_COMMIT_METADATA, ClusterConfig, NameFilter
 from replicator.errors import ReplicatorError
-from replicator.kafka.clients import Consumer, admin_for
+from replicator.kafka.clients import admin_for
 from replicator.kafka.coordinator import ask_coordinator
 from replicator.kafka.errors import error_code, error_text
+from replicator.offsets.group_consumers import GroupConsumers
 
 T = TypeVar("T")
 
@@ -60,11 +60,16 @@ class Committed(NamedTuple):
 class GroupAdmin:
     """Group operations on one cluster."""
 
-    def __init__(self, cluster: ClusterConfig, admin: AdminClient | None = None) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, admin: AdminClient | None = None, *, keep_consumers: int = 0
+    ) -> None:
         """`admin`: a client of `cluster` the caller already has (connected, its
-        metadata read), rather than a new one."""
+        metadata read), rather than a new one. `keep_consumers`: keep the consumers of
+        that many groups from one call to the next (`GroupConsumers`), for a loop that
+        asks the same groups every round; `close` closes them."""
         self.cluster = cluster
         self._admin = admin_for(cluster) if admin is None else admin
+        self._consumers = GroupConsumers(cluster, keep_consumers)
         #: The threads `committed_many` and `commit_many` read and write with, made at
         #: the first call and kept (a pool a call started eight threads every chunk).
         self._pool: ThreadPoolExecutor | None = None
@@ -72,11 +77,13 @@ class GroupAdmin:
         self._asking: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
-        """Stop the threads of the many-group calls (the admin client needs no close)."""
+        """Stop the threads of the many-group calls and close the kept consumers (the
+        admin client needs no close)."""
         for pool in (self._pool, self._asking):
             if pool is not None:
                 pool.shutdown(wait=False)
         self._pool = self._asking = None
+        self._consumers.close()
 
     def _parallel(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -108,7 +115,7 @@ class GroupAdmin:
         )
         if not wanted:
             return []
-        with self._group_consumer(group) as consumer:
+        with self._consumers.lend(group) as consumer:
             try:
                 found = [
                     tp
@@ -219,7 +226,7 @@ class GroupAdmin:
         """Set `group`'s committed offsets; the group must have no active members."""
         if not positions:
             return
-        with self._group_consumer(group) as consumer:
+        with self._consumers.lend(group) as consumer:
             try:  # `_OFFSETS_PER_REQUEST` at a time (each partition's commit stands alone)
                 result = [
                     tp
@@ -280,19 +287,6 @@ class GroupAdmin:
             and topic.error is None
             for partition in sorted(topic.partitions)
         ]
-
-    @contextmanager
-    def _group_consumer(self, group: str) -> Iterator[Consumer]:
-        """A consumer of `group` that reads or writes its offsets only: it never
-        subscribes, so it never joins the group or changes its members."""
-        consumer = Consumer(
-            {**self.cluster.consumer, "group.id": group, "enable.auto.commit": False},
-            cluster=self.cluster.alias,
-        )
-        try:
-            yield consumer
-        finally:
-            consumer.close()
 
     def _result(self, future: Future[T], what: str, needs: tuple[str, str] | None = None) -> T:
         """The future's result; a refusal names the ACL `needs` (operation, resource)
