@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "replicator.flow_timer",
         "replicator.probe",
         "replicator.allocator",
+        "replicator.listing",
     ),
     ("replicator.config",),
     # Who a cluster's clients are to its authorizer (config only): the engine names it in errors.

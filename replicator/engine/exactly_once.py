@@ -21,6 +21,7 @@ from replicator.engine.offset_syncs import Key, OffsetSyncWriter
 from replicator.engine.partition import PartitionTracker
 from replicator.engine.transactions import Outcome, Settled, TransactionalWriters
 from replicator.kafka.clients import Producer
+from replicator.listing import partitions_text
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class ExactlyOnce:
     def commit(self, trackers: Mapping[Key, PartitionTracker]) -> None:
         """Commit every partition's open transaction (one per consume batch) and emit
         the offset syncs of what committed; see `settle` for the others."""
-        retried: list[str] = []
+        retried: list[Key] = []
         why: KafkaError | None = None
         for key, settled in self.writers.commit_open().items():
             tracker = trackers.get(key)
@@ -85,14 +86,14 @@ class ExactlyOnce:
                 self._syncs.committed(key)
                 continue
             if settled.outcome is Outcome.RETRY:
-                retried.append(f"{key[0]}[{key[1]}]")
+                retried.append(key)
                 why = settled.error
             self.settle(tracker, settled)
         if retried:
             log.warning(
                 "flow %s: the transactions of %s did not commit (%s); they resume from "
                 "the committed tail on %r",
-                self.flow.name, ", ".join(retried), reason(why), self.flow.target.alias,
+                self.flow.name, partitions_text(retried), reason(why), self.flow.target.alias,
             )  # fmt: skip
 
     def settle(self, tracker: PartitionTracker, settled: Settled) -> None:

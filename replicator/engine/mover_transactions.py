@@ -63,6 +63,7 @@ from replicator.engine.transactional_movers import TransactionalMovers
 from replicator.engine.transactions import Outcome, Settled, is_away
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import Producer
+from replicator.listing import partitions_text
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,7 @@ class TransactionalMoverWriter(MoverWriter):
     def _commit(self, errors: dict[Key, Exception]) -> None:
         """Commit every transaction that took records, and settle how each ended."""
         away: KafkaError | None = None
-        retried: list[str] = []
+        retried: list[Key] = []
         for key in self.movers.partitions():
             tracker = self._partitions.get(key)
             if tracker is None or tracker.resuming or not self._partitions.is_current(tracker):
@@ -267,13 +268,13 @@ class TransactionalMoverWriter(MoverWriter):
             if settled.error is not None and is_away(settled.error):
                 away = settled.error
             if settled.outcome is Outcome.RETRY:
-                retried.append(f"{key[0]}[{key[1]}]")
+                retried.append(key)
             self._settle_outcome(tracker, settled)
         if retried:
             log.warning(
                 "flow %s: the transactions of %s did not commit (%s); they resume from "
                 "the committed tail on %r",
-                self.flow.name, ", ".join(retried), reason(away), self.flow.target.alias,
+                self.flow.name, partitions_text(retried), reason(away), self.flow.target.alias,
             )  # fmt: skip
 
     def _committed(self, key: Key, mover: Any) -> None:

@@ -38,6 +38,7 @@ from replicator.engine.takeover import TakeoverRefused
 from replicator.engine.transactions import TransactionsRefused
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.kafka.watermarks import WatermarkSource
+from replicator.listing import partitions_text
 
 log = logging.getLogger(__name__)
 
@@ -323,8 +324,16 @@ class Rebalance:
         return True
 
 
+#: A rebalance's log line names each partition and its offset up to this many; a
+#: larger one names its topics' partitions in runs and counts them (`partitions_text`).
+_DESCRIBED_ONE_BY_ONE = 20
+
+
 def _describe(partitions: list[TopicPartition]) -> str:
-    """topic[partition]@offset for the log lines of rebalances."""
+    """topic[partition]@offset for the log lines of rebalances, bounded: at 1,000
+    partitions the list was a line of 17 KB."""
+    if len(partitions) > _DESCRIBED_ONE_BY_ONE:
+        return partitions_text((tp.topic, tp.partition) for tp in partitions)
     return ", ".join(
         f"{tp.topic}[{tp.partition}]" + (f"@{tp.offset}" if tp.offset >= 0 else "")
         for tp in partitions

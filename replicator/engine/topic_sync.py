@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -34,6 +35,7 @@ from replicator.kafka.clients import AdminClient, admin_for
 from replicator.kafka.coordinator import ask_coordinator
 from replicator.kafka.errors import error_text, kafka_error
 from replicator.kafka.topic_metadata import unserved
+from replicator.listing import counted, first_of
 
 log = logging.getLogger(__name__)
 
@@ -203,28 +205,44 @@ class TopicSync:
         return created
 
     def _create_batch(self, topics: list[NewTopic]) -> set[str]:
+        """Create `topics` in one request; the names of those created. One log line
+        tells what was created, even when a refusal ends the batch."""
         futures = self.target_admin.create_topics(topics, operation_timeout=self.timeout_s)
-        created = set()
-        for name, future in futures.items():
-            try:
-                future.result(timeout=self.timeout_s)
-                log.info("created remote topic %s on %s", name, self.flow.target.alias)
-                created.add(name)
-            except KafkaException as exc:
-                error = kafka_error(exc)
-                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
-                    raise ConfigError(
-                        f"replication.factor={self.flow.replication_factor} for flow "
-                        f"{self.flow.name}: cluster {self.flow.target.alias!r} cannot create "
-                        f"{name} ({error.str()}); lower replication.factor"
-                    ) from exc
-                raise ReplicatorError(
-                    f"cannot create remote topic {name} on {self.flow.target.alias!r}: "
-                    f"{error.str()}"
-                ) from exc
+        created: set[str] = set()
+        try:
+            for name, future in futures.items():
+                self._created(name, future, created)
+        finally:
+            if created:
+                partitions = sum(t.num_partitions for t in topics if t.topic in created)
+                log.info(
+                    "created %s (%s) on %s: %s",
+                    counted(len(created), "remote topic"),
+                    counted(partitions, "partition"),
+                    self.flow.target.alias,
+                    first_of(sorted(created), noun="topics"),
+                )
         return created
+
+    def _created(self, name: str, future: Future[None], created: set[str]) -> None:
+        """Add `name` to `created` once its creation's `future` answers; an existing
+        topic is not created, and any other refusal says what to fix."""
+        try:
+            future.result(timeout=self.timeout_s)
+            created.add(name)
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
+                raise ConfigError(
+                    f"replication.factor={self.flow.replication_factor} for flow "
+                    f"{self.flow.name}: cluster {self.flow.target.alias!r} cannot create "
+                    f"{name} ({error.str()}); lower replication.factor"
+                ) from exc
+            raise ReplicatorError(
+                f"cannot create remote topic {name} on {self.flow.target.alias!r}: {error.str()}"
+            ) from exc
 
     def _coordinators_first(self) -> None:
         """Before creating thousands of partitions, have the target locate a group

@@ -34,6 +34,7 @@ from replicator.errors import ReplicatorError
 from replicator.kafka.clients import AdminClient, admin_for
 from replicator.kafka.errors import error_code, error_text
 from replicator.kafka.range_reads import range_reader
+from replicator.listing import first_of
 
 #: How long one wait for records lasts before the scans are looked at again.
 _POLL_S = 0.05
@@ -143,10 +144,9 @@ def _route(
 
 def _stalled(cluster: str, keys: Iterable[Key], floor: dict[Key, int]) -> str:
     listed = sorted(keys)
-    shown = ", ".join(f"{t}[{p}]@{floor[t, p]}" for t, p in listed[:5])
-    more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+    shown = first_of([f"{t}[{p}]@{floor[t, p]}" for t, p in listed])
     return (
-        f"reading {shown}{more} on {cluster!r} received nothing for {READ_TIMEOUT_S:.0f}s; "
+        f"reading {shown} on {cluster!r} received nothing for {READ_TIMEOUT_S:.0f}s; "
         f"is {cluster!r} reachable?"
     )
 

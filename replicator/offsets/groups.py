@@ -29,6 +29,7 @@ from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
 from replicator.kafka.coordinator import ask_coordinator
 from replicator.kafka.errors import error_code, error_text
+from replicator.listing import first_of
 from replicator.offsets.group_consumers import GroupConsumers
 
 T = TypeVar("T")
@@ -316,9 +317,8 @@ class GroupAdmin:
         )
 
 
-def _names(groups: list[str], shown: int = 5) -> str:
-    more = f" and {len(groups) - shown} more" if len(groups) > shown else ""
-    return ", ".join(repr(g) for g in groups[:shown]) + more
+def _names(groups: list[str]) -> str:
+    return first_of([repr(g) for g in groups])
 
 
 def _listed(partitions: list[TopicPartition]) -> str:

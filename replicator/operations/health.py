@@ -25,6 +25,7 @@ from replicator.engine.status import STALE_AFTER_S, PartitionStatus, read_status
 from replicator.errors import ReplicatorError
 from replicator.kafka.clients import admin_for
 from replicator.kafka.errors import error_text
+from replicator.listing import first_of
 from replicator.offsets.checkpoints import read_checkpoints
 from replicator.offsets.groups import GroupAdmin
 from replicator.operations.diagnose import DEFAULT_LAG_THRESHOLD
@@ -235,7 +236,6 @@ def checkpoint_problems(
                 )
     if not behind:
         return []
-    more = f" and {len(behind) - 5} more" if len(behind) > 5 else ""
     return _stalled(
         flow,
         "checkpoints",
@@ -243,7 +243,7 @@ def checkpoint_problems(
         age,
         bounds.max_checkpoint_age_s,
         running_for=running_for,
-        consequence=f" while groups moved on: {'; '.join(behind[:5])}{more}",
+        consequence=f" while groups moved on: {first_of(behind, sep='; ')}",
         fix="read the checkpoint errors in the worker's log (a cluster unreachable, or the "
         f"principal may not WRITE {topic}); the replication_sync DAG writes them too",
     )

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from replicator.config.model import shell_safe
+from replicator.listing import first_of
 from replicator.operations.health import Check, Problem
 from replicator.operations.incidents import Finding, IncidentPolicy, Notice
 
@@ -87,10 +88,9 @@ def _suite_line(name: str, suite: Mapping[str, Any]) -> str:
     parts = []
     for failure in suite["failed"]:
         rows = failure.get("rows") or []
-        examples = "; ".join(_row(row) for row in rows[:_EXAMPLE_ROWS])
-        more = f" and {len(rows) - _EXAMPLE_ROWS} more" if len(rows) > _EXAMPLE_ROWS else ""
+        examples = first_of([_row(row) for row in rows], _EXAMPLE_ROWS, sep="; ")
         column = f" on column {failure['column']}" if failure.get("column") else ""
-        shown = f", e.g. {examples}{more}" if examples else ""
+        shown = f", e.g. {examples}" if examples else ""
         parts.append(f"{failure['expectation']}{column} failed for {len(rows)} rows{shown}")
     return f"suite {name} ({suite.get('rows', '?')} rows checked): " + " | ".join(parts)
 

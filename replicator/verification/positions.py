@@ -32,6 +32,7 @@ from replicator.kafka.partition_scans import (
     partition_bounds,
     scan_partitions,
 )
+from replicator.listing import first_of
 from replicator.offsets.translation import TargetIndex
 
 
@@ -63,8 +64,7 @@ def read_positions(flow: FlowConfig, partitions: list[Key]) -> dict[Key, Positio
     absent = [f"{t}[{p}]" for t, p in partitions if (t, p) not in source]
     if absent:
         raise ReplicatorError(
-            f"cluster {alias!r}: {', '.join(absent[:5])}"
-            f"{f' and {len(absent) - 5} more' if len(absent) > 5 else ''} did not answer "
+            f"cluster {alias!r}: {first_of(absent)} did not answer "
             "(no leader, or deleted since the topics were listed); verify again once "
             "every partition has a leader"
         )

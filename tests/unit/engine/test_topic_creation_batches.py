@@ -6,6 +6,7 @@ partitions, retrying forever."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future
@@ -24,6 +25,7 @@ from replicator.engine.topic_sync import (
     TopicSync,
     _batches,
 )
+from replicator.errors import ReplicatorError
 
 from helpers.replication import flow_config
 
@@ -181,3 +183,43 @@ def test_the_limits_of_topics_created_now_are_known_without_describing_them(
     }
     # The topic that was there: for its configs' sync, then for its limit.
     assert sorted(target.described) == ["src.estate-0", "src.estate-0", "src.estate-2"]
+
+
+def test_the_remote_topics_created_are_one_line_a_request(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = _Cluster({f"estate-{i:04d}": 1000 for i in range(1_250)})
+    target = _Cluster({})
+    admins = iter([source, target])
+    monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: next(admins))
+    monkeypatch.setattr(TopicSync, "_coordinators_first", lambda self: None)
+    sync = TopicSync(flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), "estate-.*"))
+    with caplog.at_level(logging.INFO, logger=topic_sync.__name__):
+        sync.sync({f"estate-{i:04d}": 4 for i in range(1_250)})
+    lines = [r.getMessage() for r in caplog.records if "created" in r.getMessage()]
+    assert lines == [  # two requests of 4,000 partitions and one of the rest
+        "created 1,000 remote topics (4,000 partitions) on dst: src.estate-0000, "
+        "src.estate-0001, src.estate-0002, src.estate-0003, src.estate-0004 and 995 more topics",
+        "created 250 remote topics (1,000 partitions) on dst: src.estate-1000, "
+        "src.estate-1001, src.estate-1002, src.estate-1003, src.estate-1004 and 245 more topics",
+    ]
+
+
+def test_a_refusal_still_says_which_topics_were_created(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The request's topics before the refused one were created: the line says so
+    before the error names the refused topic."""
+    target = _Cluster({})
+    answers = {
+        "src.a": _done(None),
+        "src.b": _failed(KafkaError.POLICY_VIOLATION),
+        "src.c": _done(None),
+    }
+    monkeypatch.setattr(target, "create_topics", lambda _new, **_: answers, raising=False)
+    monkeypatch.setattr(topic_sync, "admin_for", lambda _cluster: target)
+    sync = TopicSync(flow_config(("src", "127.0.0.1:1"), ("dst", "127.0.0.1:2"), ".*"))
+    refused = pytest.raises(ReplicatorError, match=r"cannot create remote topic src\.b on 'dst'")
+    with caplog.at_level(logging.INFO, logger=topic_sync.__name__), refused:
+        sync._create_batch([NewTopic("src.a", 1), NewTopic("src.b", 2), NewTopic("src.c", 1)])
+    assert "created 1 remote topic (1 partition) on dst: src.a" in caplog.text
