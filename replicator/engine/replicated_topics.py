@@ -44,7 +44,18 @@ class ReplicatedTopics:
     def load(self) -> dict[str, int]:
         """The replicated topics, their remote topics made or synced (configs too);
         returns the remote topics' max.message.bytes."""
+        self.find()
+        return self.make_remotes()
+
+    def find(self) -> list[str]:
+        """List the replicated topics on the source (their remote topics not looked at
+        yet); their names."""
         self._topics = self.topic_sync.replicated_topics()
+        return self.names()
+
+    def make_remotes(self) -> dict[str, int]:
+        """Make or sync the remote topics of those `find` listed (configs too); their
+        max.message.bytes."""
         return self.topic_sync.sync(self._topics).max_message_bytes
 
     def refresh(self, sync_configs: bool) -> tuple[dict[str, int] | None, bool]:

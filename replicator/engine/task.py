@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import cast
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from replicator import metrics
 from replicator.config.model import FlowConfig
@@ -203,7 +203,7 @@ class ReplicationTask:
             if limits is not None:
                 writer.update_size_limits(limits)
             if changed:
-                self._subscribe(parts)
+                self._subscribe(parts.consumer)
         # On a timer of its own, as MM2's (not only when topics are refreshed).
         if flow.sync_topic_configs_enabled and timers.due(
             "config_sync", now, flow.sync_topic_configs_interval_seconds
@@ -286,6 +286,16 @@ class ReplicationTask:
         if code == KafkaError._AUTO_OFFSET_RESET and topic is not None and partition is not None:
             self._out_of_range(topic, partition, error.str())
             return
+        if code == KafkaError._MAX_POLL_EXCEEDED:
+            # Not polled for max.poll.interval.ms (a start that waited that long for the
+            # target, which it does after joining the group): librdkafka left the
+            # group, reports the partitions lost (`on_lost`) and joins again.
+            log.warning(
+                "flow %s: the source group was not polled for max.poll.interval.ms (%s); "
+                "its partitions go back to the group, which this worker joins again",
+                self.flow.name, error.str(),
+            )  # fmt: skip
+            return
         if code in AUTH_ERRORS:
             metrics.ERRORS.labels(self.flow.name, "authorization").inc()
             self._fail(
@@ -343,11 +353,33 @@ class ReplicationTask:
     # -- start and end -------------------------------------------------------------------
 
     def _prepare(self) -> _Parts:
-        """Make the internal and remote topics, the clients, and the parts."""
+        """Make the internal and remote topics, the clients, and the parts. The source
+        group is joined before the remote topics are made: its join goes on in
+        librdkafka's thread meanwhile (on a group with no member the broker waits
+        `group.initial.rebalance.delay.ms`, 3 s by default, for more to join), and the
+        loop's first poll serves the assignment, the parts made by then."""
         flow = self.flow
         for topic in written_by(flow, "worker"):  # status, offset syncs, heartbeats
             topic.ensure()
-        limits = self._topics.load()
+        self._topics.find()
+        consumer_config = source_consumer_config(flow)
+        self._source_commits.group = str(consumer_config["group.id"])
+        consumer_config["on_commit"] = self._source_commits.on_commit
+        consumer = Consumer(consumer_config)
+        try:
+            self._subscribe(consumer)
+            parts = self._make_parts(consumer)
+        except BaseException:
+            consumer.close()  # leaves the group: its share goes to the other workers
+            raise
+        self._reporter.read_lag_with(parts.fetch)  # the Mover's watermarks, if it reads
+        return parts
+
+    def _make_parts(self, consumer: Consumer) -> _Parts:
+        """The remote topics made, the producer to the source and the parts over
+        `consumer`."""
+        flow = self.flow
+        limits = self._topics.make_remotes()
         self._source_producer = Producer(flow.source.idempotent_producer(linger_ms=50))
         syncs = OffsetSyncWriter(
             offset_syncs_producer(flow, self._source_producer),
@@ -364,16 +396,9 @@ class ReplicationTask:
             flow.target.alias,
         )  # fmt: skip
         self._resume_points = ResumePoints(flow)
-        consumer_config = source_consumer_config(flow)
-        self._source_commits.group = str(consumer_config["group.id"])
-        consumer_config["on_commit"] = self._source_commits.on_commit
-        consumer = Consumer(consumer_config)
-        parts = self._compose(
+        return self._compose(
             consumer, syncs, limits, resume_points=self._resume_points, heartbeats=heartbeats
         )
-        self._reporter.read_lag_with(parts.fetch)  # the Mover's watermarks, if it reads
-        self._subscribe(parts)
-        return parts
 
     def _compose(
         self,
@@ -448,17 +473,30 @@ class ReplicationTask:
         )
         return self._parts
 
-    def _subscribe(self, parts: _Parts) -> None:
-        """Subscribe to the replicated topics. The group's callbacks hand the parts the
-        consumer as they see it (`fetch`): on the compiled path they assign, pause
-        and give up through MoverFetch."""
-        rebalance, fetch = parts.rebalance, parts.fetch
-        parts.consumer.subscribe(
+    def _subscribe(self, consumer: Consumer) -> None:
+        """Subscribe to the replicated topics. The group's callbacks run in the loop's
+        polls, once the parts are made: they hand the parts the consumer as they see
+        it (`fetch`), which on the compiled path assigns, pauses and gives up through
+        MoverFetch. A consumer closed before the parts were made (a start that failed)
+        leaves its assignment to librdkafka."""
+        consumer.subscribe(
             self._topics.names(),
-            on_assign=lambda _consumer, partitions: rebalance.on_assign(fetch, partitions),
-            on_revoke=lambda _consumer, partitions: rebalance.on_revoke(fetch, partitions),
-            on_lost=lambda _consumer, partitions: rebalance.on_lost(fetch, partitions),
+            on_assign=lambda _consumer, partitions: self._on_group("assign", partitions),
+            on_revoke=lambda _consumer, partitions: self._on_group("revoke", partitions),
+            on_lost=lambda _consumer, partitions: self._on_group("lost", partitions),
         )
+
+    def _on_group(self, event: str, partitions: list[TopicPartition]) -> None:
+        parts = self._parts
+        if parts is None:
+            return
+        rebalance = parts.rebalance
+        handler = {
+            "assign": rebalance.on_assign,
+            "revoke": rebalance.on_revoke,
+            "lost": rebalance.on_lost,
+        }[event]
+        handler(parts.fetch, partitions)
 
     def _shutdown(self) -> None:
         # Closing the consumer revokes its partitions (flush, final offset syncs,
