@@ -274,12 +274,17 @@ run: setup
 # - The images are built once before the solo phase (when a Docker engine can be had; the
 #   tests say why not otherwise), so its two stacks, one per worker, find them cached;
 #   stacks an earlier, killed session left are removed first.
+# - Each phase runs under a deadline in minutes (tests/phase.sh), well above its usual
+#   time (parallel 25-34, image 1-8, solo 10-11) and together inside CI's 90 minutes: a
+#   hang fails its phase, saying where, instead of taking all of CI's time (on 2026-12-07
+#   one did, with nothing printed about where).
 test: setup lint
-	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=20 -m "not solo" \
-		--junitxml=.data/test-artifacts/junit-parallel.xml; \
+	tests/phase.sh parallel 50 $(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder \
+		--durations=20 -m "not solo" --junitxml=.data/test-artifacts/junit-parallel.xml; \
 	parallel=$$?; \
-	if docker/engine.sh >/dev/null 2>&1; then $(MAKE) -s image; tests/remove-leftover-stacks.sh; fi; \
-	$(BIN)/pytest -n 2 --dist loadfile -m solo --durations=5 \
+	if docker/engine.sh >/dev/null 2>&1; then \
+		tests/phase.sh image 15 $(MAKE) -s image && tests/remove-leftover-stacks.sh; fi; \
+	tests/phase.sh solo 18 $(BIN)/pytest -n 2 --dist loadfile -m solo --durations=5 \
 		--junitxml=.data/test-artifacts/junit-solo.xml; \
 	solo=$$?; \
 	test $$parallel -eq 0 && test $$solo -eq 0

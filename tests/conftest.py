@@ -28,7 +28,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 #: Helper modules whose fixtures every test may take (`procedure_scene`): a test
 #: module that imported a fixture would shadow it with its parameter.
-pytest_plugins = ("helpers.procedures", "helpers.postgres", "helpers.secured")
+pytest_plugins = ("helpers.procedures", "helpers.postgres", "helpers.secured", "helpers.watchdog")
 
 # py4j's gateway logs "Closing down clientserver connection" at INFO from a finalizer at
 # interpreter exit, after pytest closed the stream a test's logging handler writes to;
