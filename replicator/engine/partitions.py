@@ -18,7 +18,7 @@ from typing import Protocol
 
 from confluent_kafka import TopicPartition
 
-from replicator.engine.partition import PartitionTracker
+from replicator.engine.partition import Counters, PartitionTracker
 from replicator.engine.size_limits import SizeHold
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,11 @@ class Partitions:
         self._trackers: dict[Key, PartitionTracker] = {}
         #: Partitions waiting to be resumed from the target (`Rebalance.resume_waiting`).
         self._waiting: dict[Key, PartitionTracker] = {}
+        #: What each partition this task ever tracked did: a partition assigned again
+        #: (a rebalance hands most partitions back to the worker that had them) goes on
+        #: counting, so its status says what this process copied, not what it copied
+        #: since the last rebalance.
+        self._counters: dict[Key, Counters] = {}
 
     # -- reading -------------------------------------------------------------------------
 
@@ -124,6 +129,7 @@ class Partitions:
             partition_labels=self._partition_labels,
         )
         key = tracker.key
+        tracker.counters = self._counters.setdefault(key, tracker.counters)
         self._trackers[key] = self._waiting[key] = tracker
         self._syncs.track(key)
         return tracker

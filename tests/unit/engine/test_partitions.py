@@ -179,3 +179,19 @@ def test_a_partition_held_at_an_oversized_record_takes_no_records(
     one.size.held = True
     assert partitions.replicating(one.key) is None
     assert partitions.replicating(("orders", 9)) is None  # not ours
+
+
+def test_a_partition_assigned_again_goes_on_counting_what_it_copied(
+    partitions: Partitions,
+) -> None:
+    """A rebalance (a topic created on the source, a worker joining) revokes every
+    partition and hands most back to the worker that had them: its status counts what
+    this process copied, not what it copied since the rebalance (`flows describe`
+    showed 0 of 200 after one)."""
+    first = partitions.track("orders", 3, "primary.orders", limit=500)
+    first.counters.replicated += 200
+    partitions.forget(("orders", 3))
+    again = partitions.track("orders", 3, "primary.orders", limit=500)
+    assert again is not first and again.status(lag=0).replicated == 200
+    other = partitions.track("orders", 4, "primary.orders", limit=500)
+    assert other.status(lag=0).replicated == 0
