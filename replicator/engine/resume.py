@@ -27,8 +27,8 @@ from replicator.engine.tail import (
     tail_replicas,
 )
 from replicator.engine.takeover import TakeoverPlanner, decide
+from replicator.kafka.bounds import partition_bounds
 from replicator.kafka.clients import admin_for
-from replicator.kafka.partition_scans import partition_bounds
 from replicator.kafka.range_reads import range_reader
 from replicator.kafka.watermarks import WatermarkSource, watermarks
 

@@ -53,8 +53,9 @@ from replicator import metrics
 from replicator.config.model import FlowConfig
 from replicator.engine.tail import Replica, replica_of
 from replicator.engine.written_runs import WrittenRuns, written_runs
+from replicator.kafka.bounds import partition_bounds
 from replicator.kafka.clients import admin_for
-from replicator.kafka.partition_scans import Scan, partition_bounds, scan_partitions
+from replicator.kafka.partition_scans import Scan, scan_partitions
 from replicator.offsets.replica_reads import first_records
 from replicator.offsets.sync_store import OffsetSyncStore
 from replicator.offsets.translation import PartitionReader, TargetIndex, Translation, translate

@@ -18,7 +18,8 @@ from confluent_kafka import Message
 
 from replicator.config.model import ClusterConfig
 from replicator.engine.tail import NOT_NEAR_END, TAIL_OFFSETS, Replica, replica_of, tail_replicas
-from replicator.kafka.partition_scans import Scan, partition_bounds, scan_partitions
+from replicator.kafka.bounds import partition_bounds
+from replicator.kafka.partition_scans import Scan, scan_partitions
 from replicator.offsets.translation import TargetIndex
 
 Where = tuple[str, int]

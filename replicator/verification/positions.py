@@ -22,16 +22,10 @@ from confluent_kafka import KafkaException, Message, TopicCollection
 from replicator.config.model import ClusterConfig, FlowConfig
 from replicator.engine.tail import NOT_NEAR_END, Replica, tail_replicas
 from replicator.errors import ReplicatorError
+from replicator.kafka.bounds import ABSENT, READ_TIMEOUT_S, partition_bounds
 from replicator.kafka.clients import admin_for
 from replicator.kafka.errors import error_code, error_text
-from replicator.kafka.partition_scans import (
-    ABSENT,
-    READ_TIMEOUT_S,
-    Key,
-    Scan,
-    partition_bounds,
-    scan_partitions,
-)
+from replicator.kafka.partition_scans import Key, Scan, scan_partitions
 from replicator.listing import first_of
 from replicator.offsets.translation import TargetIndex
 

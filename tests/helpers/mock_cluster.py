@@ -40,6 +40,13 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_topic_create.argtypes = [
         ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
     ]  # fmt: skip
+    lib.rd_kafka_mock_partition_set_leader.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
+    ]  # fmt: skip
+    lib.rd_kafka_mock_push_request_errors_array.restype = None
+    lib.rd_kafka_mock_push_request_errors_array.argtypes = [
+        ctypes.c_void_p, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int),
+    ]  # fmt: skip
     return lib
 
 
@@ -55,6 +62,20 @@ class MockCluster:
     def create_topic(self, topic: str, partitions: int) -> None:
         error = self._lib.rd_kafka_mock_topic_create(self._cluster, topic.encode(), partitions, 1)
         assert error == 0, f"mock topic {topic}: librdkafka error {error}"
+
+    def set_leader(self, topic: str, partition: int, broker: int) -> None:
+        """Make `broker` the partition's leader; -1: it has none (as right after its
+        creation, or during an election)."""
+        error = self._lib.rd_kafka_mock_partition_set_leader(
+            self._cluster, topic.encode(), partition, broker
+        )
+        assert error == 0, f"mock {topic}[{partition}] leader: librdkafka error {error}"
+
+    def fail_requests(self, api_key: int, error: int, count: int = 1) -> None:
+        """Answer the next `count` requests of `api_key` (the Kafka protocol's number:
+        ListOffsets is 2) with `error` (a Kafka error code) on everything they ask."""
+        errors = (ctypes.c_int * count)(*([error] * count))
+        self._lib.rd_kafka_mock_push_request_errors_array(self._cluster, api_key, count, errors)
 
     def broker_down(self) -> None:
         """Drop the broker's connections and refuse new ones (its log is kept)."""
