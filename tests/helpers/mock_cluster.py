@@ -11,7 +11,7 @@ through `bootstrap_servers`.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,6 +62,14 @@ class MockCluster:
     def create_topic(self, topic: str, partitions: int) -> None:
         error = self._lib.rd_kafka_mock_topic_create(self._cluster, topic.encode(), partitions, 1)
         assert error == 0, f"mock topic {topic}: librdkafka error {error}"
+
+    def produce(self, topic: str, records: Mapping[int, int]) -> None:
+        """Write `records[p]` records to each partition `p` of `topic`, acknowledged."""
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap_servers})
+        for partition, count in records.items():
+            for _ in range(count):
+                producer.produce(topic, b"v", partition=partition)
+        assert producer.flush(10) == 0, f"mock {topic}: records not acknowledged"
 
     def set_leader(self, topic: str, partition: int, broker: int) -> None:
         """Make `broker` the partition's leader; -1: it has none (as right after its

@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replicator.config.model import ClusterConfig
 from replicator.errors import ReplicatorError
@@ -36,11 +36,7 @@ def test_the_bounds_of_more_partitions_than_one_request_holds_are_all_read(
     with mock_cluster() as mock:
         mock.create_topic("orders", partitions)
         mock.create_topic("empty", 1)
-        producer = Producer({"bootstrap.servers": mock.bootstrap_servers})
-        for partition in range(partitions):
-            for _ in range(partition % 3):
-                producer.produce("orders", b"v", partition=partition)
-        assert producer.flush(10) == 0
+        mock.produce("orders", {p: p % 3 for p in range(partitions)})
         cluster = _cluster(mock)
         admin = admin_for(cluster)
         while admin:  # served until nothing is in flight: such a client is falsy
@@ -62,9 +58,7 @@ def test_the_bounds_of_more_partitions_than_one_request_holds_are_all_read(
 def test_a_partition_without_a_leader_is_left_out_and_the_others_are_read() -> None:
     with mock_cluster() as mock:
         mock.create_topic("orders", 3)
-        producer = Producer({"bootstrap.servers": mock.bootstrap_servers})
-        producer.produce("orders", b"v", partition=2)
-        assert producer.flush(10) == 0
+        mock.produce("orders", {2: 1})
         mock.set_leader("orders", 1, -1)  # as while the target creates it
         found = partition_bounds(_cluster(mock), [("orders", p) for p in range(3)])
     assert found == {("orders", 0): (0, 0), ("orders", 2): (0, 1)}

@@ -6,8 +6,6 @@ answers at once, and in that order."""
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
-
 from replicator.config.model import ClusterConfig
 from replicator.kafka.clients import admin_for
 from replicator.offsets.groups import GroupAdmin
@@ -31,9 +29,7 @@ class _Recording:
 def test_the_metadata_is_listed_before_the_offsets_are_asked() -> None:
     with mock_cluster() as mock:
         mock.create_topic("orders", 2)
-        producer = Producer({"bootstrap.servers": mock.bootstrap_servers})
-        producer.produce("orders", b"v", partition=1)
-        assert producer.flush(10) == 0
+        mock.produce("orders", {1: 1})
         servers = {"bootstrap.servers": mock.bootstrap_servers}
         cluster = ClusterConfig("mock", mock.bootstrap_servers, admin=servers)
         admin = _Recording(admin_for(cluster))
