@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from replicator import allocator
-from replicator.cli import main
+from replicator.__main__ import RUN, VALUED_ROOT_OPTIONS, command_name
+from replicator.cli import command_line, main
 from replicator.errors import ReplicatorError
 
 
@@ -80,11 +81,48 @@ def test_system_allocator_on_request() -> None:
     assert result.stdout.split(" ", 1)[1].strip() == "the C library's malloc", result.stdout
 
 
-def test_replicator_run_reexecutes_before_it_reads_its_configuration(tmp_path: Path) -> None:
+def _imports(stderr: str, module: str) -> int:
+    """How many times `python -X importtime`'s report (`stderr`) imported `module`."""
+    return sum(1 for line in stderr.splitlines() if line.endswith(f"| {module}"))
+
+
+@pytest.mark.parametrize("command", [["run"], ["-v", "--log-format", "json", "run"]])
+def test_replicator_run_reexecutes_before_it_imports_the_command_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Once, and before the command line's modules are imported (`replicator.__main__`):
+    re-executed from inside the command, the process imported them twice."""
     config = str(tmp_path / "absent")
-    result = _python("-m", "replicator", "-v", "run", "--config", config)
-    assert result.stderr.count("memory allocator: re-executing with LD_PRELOAD=") == 1
+    result = _python("-X", "importtime", "-m", "replicator", *command, "--config", config)
+    assert _imports(result.stderr, "replicator.allocator") == 2  # before and after
+    assert _imports(result.stderr, "replicator.cli") == 1
     assert result.returncode == 1 and "cannot read configuration file" in result.stderr
+
+
+def test_other_commands_never_reexecute(tmp_path: Path) -> None:
+    result = _python("-X", "importtime", "-m", "replicator", "flows", "list", "--config", "x")
+    assert _imports(result.stderr, "replicator.allocator") == 1
+
+
+def test_command_name_skips_the_root_options_and_their_values() -> None:
+    assert command_name(["run", "--config", "x"]) == "run"
+    assert command_name(["-v", "--log-format", "run", "status"]) == "status"
+    assert command_name(["--log-format=json", "run"]) == "run"
+    assert command_name(["--version"]) is None
+
+
+def test_every_root_option_that_takes_a_value_is_known_to_the_entry_point() -> None:
+    """`command_name` skips the values of exactly the root options that take one."""
+    root = command_line()
+    valued = {
+        name
+        for param in root.params
+        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+        for name in param.opts
+        if name.startswith("--")
+    }
+    assert valued == set(VALUED_ROOT_OPTIONS)
+    assert RUN in root.commands
 
 
 def test_a_wrong_choice_names_the_variable_and_the_choices(tmp_path: Path) -> None:
