@@ -77,7 +77,8 @@ _CONVENTIONS = f"""\
   - `{ALLOCATOR_ENV}`: the memory allocator of `replicator run` (`auto`, the
     default: jemalloc when the machine has `libjemalloc`, else the C library's malloc;
     `jemalloc`: jemalloc or an error at start; `system`: never jemalloc). `replicator run`
-    started from its own command line re-executes itself once (same pid, same arguments)
+    started from its own command line re-executes itself once (same pid, same arguments),
+    before it imports its command line's modules,
     with jemalloc in `LD_PRELOAD` and `MALLOC_CONF=oversize_threshold:0` (unless
     `MALLOC_CONF` is set: then it is used as given), and logs `memory allocator: ...` at
     start. librdkafka allocates and frees several blocks per record on different threads;

@@ -49,12 +49,13 @@ _PROBE_TIMEOUT_S = 10.0
 _RESUME_FIRST_S = 0.5
 _RESUME_MAX_S = 10.0
 #: Partitions of remote topics created a moment ago answer once their leaders settle,
-#: seconds after each other: they wait (paused) and are read again together, after
-#: 0.5 s while each read finds some of them ready, and twice as long each time a read
-#: finds none, up to 4 s (each read asks the cluster about every waiting partition
-#: while its brokers are busy creating them), for up to
-#: `_SETTLE_S`, while the others replicate. After that each is read on its own, which
-#: waits for its leader and names the partition that does not answer.
+#: seconds after each other (a fresh target given 5,000 partitions created their logs
+#: over 16 to 60 s): they wait (paused) and are read again together, after 0.5 s while
+#: each read finds some of them ready, and twice as long each time a read finds none,
+#: up to 4 s (each read asks the cluster about every waiting partition while its
+#: brokers are busy creating them), while the others replicate, until `_SETTLE_S` pass
+#: with none found ready. After that each is read on its own, which waits for its
+#: leader and names the partition that does not answer.
 _SETTLE_FIRST_S = 0.5
 _SETTLE_MAX_S = 4.0
 _SETTLE_S = 30.0
@@ -185,7 +186,7 @@ class Rebalance:
             return []
         resumed: list[PartitionTracker] = []
         try:
-            self._know_remotes(trackers)
+            self._make_missing(trackers)
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
             resets = self._resume_points.resets(wanted)  # once per attempt
             # All tails and offsets at once; not in exactly-once mode, where each
@@ -196,6 +197,7 @@ class Rebalance:
                     [(t.topic, t.partition, t.remote) for t in trackers]
                 )
                 trackers = self._settled(trackers, read, now)
+            self._know_remotes(trackers)
             for tracker in trackers:
                 if self._resume_partition(tracker, resets):
                     resumed.append(tracker)
@@ -242,13 +244,13 @@ class Rebalance:
     ) -> list[PartitionTracker]:
         """Those of `trackers` to resume now: the ones `prefetch` read, while the
         others' target leaders settle (they stay waiting, read again together with
-        backoff); all of them once that has lasted `_SETTLE_S`."""
+        backoff); all of them once `_SETTLE_S` passed with none found ready."""
         unread = [t for t in trackers if (t.topic, t.partition) not in read]
         if not unread:
             self._settling_since = None
             self._settle.succeeded(now)
             return trackers
-        if self._settling_since is None:
+        if self._settling_since is None or read:  # counted from the last progress
             self._settling_since = now
         if now - self._settling_since > _SETTLE_S:
             return trackers
@@ -257,15 +259,20 @@ class Rebalance:
         self._settle.failed(now)
         return [t for t in trackers if (t.topic, t.partition) in read]
 
-    def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
-        """The remote topics of `trackers` have their partitions on the target, and
-        the target producer knows them (it must before the first record)."""
+    def _make_missing(self, trackers: list[PartitionTracker]) -> None:
+        """The remote topics of `trackers` have their partitions on the target."""
         limits = self._topics.add_missing(trackers)
         if limits is not None:
             self._writer.update_size_limits(limits)
-        remote = self.flow.policy.format_remote_topic
-        topics = {t.topic for t in trackers}
-        self._writer.know((remote(self.flow.source.alias, t) for t in topics), _PROBE_TIMEOUT_S)
+
+    def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
+        """The target producer knows the remote topics of `trackers`, to be resumed
+        now (it must before the first record): only theirs, as the target may not
+        serve the topics of the partitions that wait yet (a topic it does not know
+        fails the producer's question, and with it the whole attempt)."""
+        if not trackers:
+            return
+        self._writer.know({t.remote for t in trackers}, _PROBE_TIMEOUT_S)
         if self._writer.draining:  # the limits' new producer found the target away
             raise ReplicatorError(f"{self.flow.target.alias!r} did not take the records in flight")
 

@@ -83,8 +83,12 @@ class ResumePoints:
         target = partition_bounds(
             self.flow.target, [(r, p) for _, p, r in partitions], self._target_admin
         )
+        # The source only where the target answered: the others are read again later
+        # (thousands wait while a target creates their partitions).
         source = partition_bounds(
-            self.flow.source, [(t, p) for t, p, _ in partitions], self._source_admin
+            self.flow.source,
+            [(t, p) for t, p, r in partitions if (r, p) in target],
+            self._source_admin,
         )
         tails = tail_replicas(self.flow.target, self.flow.source.alias, target)
         for topic, partition, remote in partitions:
