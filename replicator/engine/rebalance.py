@@ -186,7 +186,7 @@ class Rebalance:
             return []
         resumed: list[PartitionTracker] = []
         try:
-            self._make_missing(trackers)
+            self._know_remotes(trackers)
             wanted = [TopicPartition(t.topic, t.partition) for t in trackers]
             resets = self._resume_points.resets(wanted)  # once per attempt
             # All tails and offsets at once; not in exactly-once mode, where each
@@ -197,7 +197,6 @@ class Rebalance:
                     [(t.topic, t.partition, t.remote) for t in trackers]
                 )
                 trackers = self._settled(trackers, read, now)
-            self._know_remotes(trackers)
             for tracker in trackers:
                 if self._resume_partition(tracker, resets):
                     resumed.append(tracker)
@@ -259,20 +258,15 @@ class Rebalance:
         self._settle.failed(now)
         return [t for t in trackers if (t.topic, t.partition) in read]
 
-    def _make_missing(self, trackers: list[PartitionTracker]) -> None:
-        """The remote topics of `trackers` have their partitions on the target."""
+    def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
+        """The remote topics of `trackers` have their partitions on the target, and
+        the target producer knows them (it must before the first record)."""
         limits = self._topics.add_missing(trackers)
         if limits is not None:
             self._writer.update_size_limits(limits)
-
-    def _know_remotes(self, trackers: list[PartitionTracker]) -> None:
-        """The target producer knows the remote topics of `trackers`, to be resumed
-        now (it must before the first record): only theirs, as the target may not
-        serve the topics of the partitions that wait yet (a topic it does not know
-        fails the producer's question, and with it the whole attempt)."""
-        if not trackers:
-            return
-        self._writer.know({t.remote for t in trackers}, _PROBE_TIMEOUT_S)
+        remote = self.flow.policy.format_remote_topic
+        topics = {t.topic for t in trackers}
+        self._writer.know((remote(self.flow.source.alias, t) for t in topics), _PROBE_TIMEOUT_S)
         if self._writer.draining:  # the limits' new producer found the target away
             raise ReplicatorError(f"{self.flow.target.alias!r} did not take the records in flight")
 

@@ -166,28 +166,6 @@ def test_partitions_whose_target_leaders_settle_wait_while_the_others_replicate(
     assert g.partitions.waiting() == []
 
 
-def test_the_producer_learns_only_the_topics_of_the_partitions_resumed_now() -> None:
-    """While a target creates thousands of partitions, those it serves resume and the
-    others wait: the producer is asked about the resumed ones' topics alone (a topic the
-    target does not know yet failed the question, and with it the whole attempt)."""
-    g = _Group()
-    known: list[list[str]] = []
-    g.writer.know = lambda remotes, timeout: known.append(sorted(remotes))  # type: ignore[method-assign]
-    g.points.offsets = {("orders", 0): 3, ("items", 0): 4}
-    g.points.settling = {("items", 0)}
-    tps = [TopicPartition("orders", 0), TopicPartition("items", 0)]
-    g.rebalance.on_assign(g.consumer, tps)  # type: ignore[arg-type]
-
-    orders, items = g.partitions.get(("orders", 0)), g.partitions.get(("items", 0))
-    assert not orders.resuming and items.resuming
-    assert known == [["primary.orders"]]
-    g.points.settling = set()
-    time.sleep(0.6)
-    g.rebalance.resume_waiting()
-    assert not items.resuming and items.next_offset == 4
-    assert known == [["primary.orders"], ["primary.items"]]
-
-
 def test_settling_lasts_while_reads_find_partitions_ready(monkeypatch: pytest.MonkeyPatch) -> None:
     """A target creating 5,000 partitions serves them over tens of seconds: the
     partitions wait together for as long as reads keep finding some ready, and are
