@@ -50,8 +50,9 @@ LOST = Counter(
 ERRORS = Counter("replicator_errors", "Errors by kind.", ("flow", "kind"))
 LAG = Gauge(
     "replicator_lag_records",
-    "Source records not yet replicated (source high watermark - next offset), summed "
-    "over the worker's partitions of the topic.",
+    "Source records not yet replicated (source high watermark - the offset after the "
+    "last record the target acknowledged, or past it where nothing is in flight), "
+    "summed over the worker's partitions of the topic.",
     PARTITION_LABELS,
 )
 RECORD_AGE = Gauge(

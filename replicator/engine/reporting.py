@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -71,6 +71,8 @@ class TaskReporter:
         #: Which data path the records take, as `data_path.DataPath.describe` says it.
         self.data_path: str | None = None
         self._consumer: Watermarks | None = None
+        #: The partitions with records the target has not acknowledged yet.
+        self._in_flight: Callable[[], set[tuple[str, int]]] = set
         #: Skipped records per partition: reason -> [count, first source offset].
         self._skips: dict[tuple[str, int], dict[str, list[int]]] = {}
         #: The label sets of the gauges `publish_metrics` set last.
@@ -90,30 +92,47 @@ class TaskReporter:
         self._producer = producer
         self._status = StatusWriter(producer)
 
-    def read_lag_with(self, consumer: Watermarks) -> None:
+    def read_lag_with(
+        self,
+        consumer: Watermarks,
+        in_flight: Callable[[], set[tuple[str, int]]] = set,
+    ) -> None:
         """`consumer`'s cached high watermarks give each partition's lag (on the
-        compiled path, `MoverFetch`: the Mover's)."""
+        compiled path, `MoverFetch`: the Mover's); `in_flight` names the partitions
+        with records the target has not acknowledged yet (the writer's)."""
         self._consumer = consumer
+        self._in_flight = in_flight
 
-    def lag(self, tracker: PartitionTracker) -> int | None:
-        """Source offsets after what the partition has handled: its high watermark
-        less where it stands (`_read_through`)."""
+    def lag(
+        self, tracker: PartitionTracker, in_flight: set[tuple[str, int]] | None = None
+    ) -> int | None:
+        """Source offsets not replicated yet: the partition's high watermark less where
+        it stands (`_read_through`). `in_flight`: the writer's partitions with records
+        unacknowledged, if the caller asked it already (once for many partitions)."""
         tp = TopicPartition(tracker.topic, tracker.partition)
         # Bound by read_lag_with before any lag is asked; unpacked as it comes.
         consumer = cast(Watermarks, self._consumer)
         _, high = cast("tuple[int, int | None]", consumer.get_watermark_offsets(tp, cached=True))
         if high is None or high < 0 or tracker.next_offset < 0:
             return None
-        return max(0, high - self._read_through(tracker, tp))
+        if in_flight is None:
+            in_flight = self._in_flight()
+        return max(0, high - self._read_through(tracker, tp, tracker.key in in_flight))
 
-    def _read_through(self, tracker: PartitionTracker, tp: TopicPartition) -> int:
-        """Where every record of the partition before is handled: its next offset, or
-        past it the consumer's position while it replicates (not waiting, stopped or
-        held at a record). The offsets between are control records (transaction
-        markers) and aborted records, which the consumer never hands out: without
-        them, a transactional partition copied to its end showed a lag of one (its
-        commit marker), and an unplanned failover, which counts what was lost from
+    def _read_through(self, tracker: PartitionTracker, tp: TopicPartition, sending: bool) -> int:
+        """Where every record of the partition before is replicated. While records of
+        it are in flight (`sending`), after the last one the target acknowledged: a
+        record read or sent is not on the target yet (a status said lag 0 and 0
+        replicated while a partition's 100 records waited for their acknowledgement,
+        and an unplanned failover counts what was lost from the last status). Else its
+        next offset, or past it the consumer's position while it replicates (not
+        waiting, stopped or held at a record). The offsets between are control records
+        (transaction markers) and aborted records, which the consumer never hands out:
+        without them, a transactional partition copied to its end showed a lag of one
+        (its commit marker), and an unplanned failover, which counts what was lost from
         the last status, counted that marker as a lost record."""
+        if sending and tracker.acked_next >= 0:
+            return tracker.acked_next
         if tracker.resuming or tracker.stopped or tracker.size.held:
             return tracker.next_offset
         (position,) = cast(Watermarks, self._consumer).position([tp])
@@ -172,10 +191,11 @@ class TaskReporter:
         Series of partitions no longer ours are removed."""
         now_ms = time.time() * 1000
         gauges: dict[tuple[str, str, str], _Gauges] = {}
+        in_flight = self._in_flight()
         for tracker in trackers:
             counters = tracker.counters
             series = gauges.setdefault(tracker.labels, _Gauges())
-            series.lag += self.lag(tracker) or 0
+            series.lag += self.lag(tracker, in_flight) or 0
             series.stopped += 1 if tracker.stopped else 0
             series.acked_ms = max(series.acked_ms, counters.acked_timestamp_ms)
             taken = counters.take()
@@ -232,9 +252,10 @@ class TaskReporter:
         """Publish every partition's status and the worker's (`state`: running,
         stopped or failed, with the `error` that failed it)."""
         count = 0
+        in_flight = self._in_flight()
         for tracker in trackers:
             cast(StatusWriter, self._status).publish(
-                self._partition_status(tracker, self.lag(tracker))
+                self._partition_status(tracker, self.lag(tracker, in_flight))
             )
             count += 1
         cast(StatusWriter, self._status).publish(

@@ -372,7 +372,12 @@ class ReplicationTask:
         except BaseException:
             consumer.close()  # leaves the group: its share goes to the other workers
             raise
-        self._reporter.read_lag_with(parts.fetch)  # the Mover's watermarks, if it reads
+        # The Mover's watermarks, if it reads. Records in flight are not replicated yet,
+        # as for the source commits (`SourceCommits.position`; not in exactly-once mode).
+        writer = parts.writer
+        self._reporter.read_lag_with(
+            parts.fetch, writer.in_flight if writer.exactly_once is None else set
+        )
         return parts
 
     def _make_parts(self, consumer: Consumer) -> _Parts:

@@ -313,6 +313,36 @@ def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
     assert p.fetch.get_watermark_offsets(TopicPartition(*KEY), cached=False) == (0, OFFSET_INVALID)
 
 
+def test_records_read_but_not_acknowledged_are_still_lag(
+    p: _Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Mover read a partition's 100 records at once and sent them: its position is
+    # at the end, none acknowledged yet. The status published then said lag 0 and 0
+    # replicated (`flows describe` showed 0 of 200 after `flows list` said lag 0), and
+    # an unplanned failover counts what was lost from the last status.
+    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
+    monkeypatch.setattr(mover_writer, "_HIGHS_DUTY", float("inf"))  # read at every call
+    reporter = TaskReporter(p.flow.name, "w1", 0)
+    reporter.read_lag_with(p.fetch, p.writer.in_flight)
+    made = p.replicating(next_offset=0)
+    p.mover.highs[KEY] = 100
+    p.mover.positions_read[KEY] = 100
+    p.mover.reports = {KEY: (-1, -1, 100, 0, 0, [], -1, -1)}  # all 100 in flight
+    p.writer.serve()
+    assert p.writer.in_flight() == {KEY}
+    assert reporter.lag(made) == 100
+    p.mover.reports = {KEY: (59, 59, 40, 60, 6_000, [], 1_700_000_000_000, 59)}
+    p.writer.serve()
+    assert (reporter.lag(made), made.counters.replicated) == (40, 60)
+    p.mover.reports = {KEY: (99, 99, 0, 40, 4_000, [], 1_700_000_000_000, 99)}
+    p.writer.serve()
+    assert (reporter.lag(made), made.counters.replicated) == (0, 100)
+    # Without the writer's answer (as before), the position alone said 0 at once.
+    alone = TaskReporter(p.flow.name, "w2", 0)
+    alone.read_lag_with(p.fetch)
+    assert alone.lag(made) == 0
+
+
 def test_lag_counts_from_past_the_commit_markers_the_mover_read(
     p: _Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

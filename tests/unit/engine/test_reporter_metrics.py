@@ -71,3 +71,25 @@ def test_a_series_removed_and_published_again_is_set_anew() -> None:
     assert _sample("replicator_lag_records", flow, "orders") is None
     reporter.publish_metrics([orders])  # assigned again
     assert _sample("replicator_lag_records", flow, "orders") == 30
+
+
+def test_records_sent_and_not_acknowledged_are_lag_asked_once_a_publish() -> None:
+    # The Python loop sent each partition's records through 59 (its next offset 60);
+    # the target acknowledged through 49 on one, everything on the other.
+    flow = f"flow-{uuid.uuid4().hex[:8]}"
+    asked: list[int] = []
+
+    def in_flight() -> set[tuple[str, int]]:
+        asked.append(1)
+        return {("orders", 0)}
+
+    reporter = TaskReporter(flow, "w", 0)
+    reporter.read_lag_with(_Watermarks(), in_flight)
+    sending, done = (tracker(p, topic="orders", next_offset=60) for p in range(2))
+    sending.acked_next, done.acked_next = 50, 60
+    for made in (sending, done):
+        made.flow = flow
+    reporter.publish_metrics([sending, done])
+    assert _sample("replicator_lag_records", flow, "orders") == 50 + 40
+    assert len(asked) == 1, "the writer is asked once a publish, not once a partition"
+    assert (reporter.lag(sending), reporter.lag(done)) == (50, 40)
