@@ -288,17 +288,24 @@ def test_the_newest_pair_is_the_newest_record_written_not_a_skipped_one_after_it
     assert runs == [(10, 10, 1, 100), (11, 18, 8, 108)]
 
 
+def _lag_reporter(p: _Path, monkeypatch: pytest.MonkeyPatch) -> TaskReporter:
+    """A reporter whose lag reads the Mover's watermarks and positions at every call,
+    and the writer's partitions with records in flight, as the task binds it."""
+    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
+    monkeypatch.setattr(mover_writer, "_HIGHS_DUTY", float("inf"))
+    reporter = TaskReporter(p.flow.name, "w1", 0)
+    reporter.read_lag_with(p.fetch, p.writer.in_flight)
+    return reporter
+
+
 def test_lag_is_measured_against_the_high_watermarks_the_mover_fetched(
     p: _Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The group consumer never fetches, so its cached watermarks stay unknown: lag
     # read from them was unknown on this path (status `lag` null, `flows list` no
     # total, the lag gauge 0) unless a fetch slipped in before its pause.
-    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
-    monkeypatch.setattr(mover_writer, "_HIGHS_DUTY", float("inf"))  # read at every call
     p.consumer.high = OFFSET_INVALID
-    reporter = TaskReporter(p.flow.name, "w1", 0)
-    reporter.read_lag_with(p.fetch)
+    reporter = _lag_reporter(p, monkeypatch)
     made = p.replicating(next_offset=10)
     assert reporter.lag(made) is None  # not fetched yet: unknown, not 0
     # ... and the group consumer, which never fetches, is not asked for its cache.
@@ -320,13 +327,9 @@ def test_records_read_but_not_acknowledged_are_still_lag(
     # at the end, none acknowledged yet. The status published then said lag 0 and 0
     # replicated (`flows describe` showed 0 of 200 after `flows list` said lag 0), and
     # an unplanned failover counts what was lost from the last status.
-    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
-    monkeypatch.setattr(mover_writer, "_HIGHS_DUTY", float("inf"))  # read at every call
-    reporter = TaskReporter(p.flow.name, "w1", 0)
-    reporter.read_lag_with(p.fetch, p.writer.in_flight)
+    reporter = _lag_reporter(p, monkeypatch)
     made = p.replicating(next_offset=0)
-    p.mover.highs[KEY] = 100
-    p.mover.positions_read[KEY] = 100
+    p.mover.highs[KEY] = p.mover.positions_read[KEY] = 100  # read to its end
     p.mover.reports = {KEY: (-1, -1, 100, 0, 0, [], -1, -1)}  # all 100 in flight
     p.writer.serve()
     assert p.writer.in_flight() == {KEY}
@@ -350,10 +353,7 @@ def test_lag_counts_from_past_the_commit_markers_the_mover_read(
     # commit marker at 23, its high watermark 24. The consumer hands the marker to no
     # one, so the lag counted from the last record stayed 1 forever, and an unplanned
     # failover counted that marker as a lost record.
-    monkeypatch.setattr(mover_writer, "_HIGHS_EVERY_S", 0.0)
-    monkeypatch.setattr(mover_writer, "_HIGHS_DUTY", float("inf"))  # read at every call
-    reporter = TaskReporter(p.flow.name, "w1", 0)
-    reporter.read_lag_with(p.fetch)
+    reporter = _lag_reporter(p, monkeypatch)
     made = p.replicating(next_offset=23)
     p.mover.highs[KEY] = 24
     assert reporter.lag(made) == 1  # position not known yet: from the last record
