@@ -193,22 +193,23 @@ def test_abort_while_the_fence_waits_on_a_client_is_refused_and_the_ended_run_st
 def test_a_step_that_runs_longer_than_its_lease_keeps_it(
     primary: str, dr: str, store: StateStore, state_url: str
 ) -> None:
-    """The fence of two applications waits 3.5 s for the first one's client and 4 s
-    more for the second's, each within the 5 s timeout: 7.5 s, longer than the 6 s
-    lease. Another operator's failover of the first application, 6.5 s into it, is
-    refused."""
+    """The fence of two applications waits 5 s for the first one's client and 4.5 s
+    more for the second's, each within the 7.5 s timeout: 9.5 s, longer than the 8 s
+    lease. Another operator's failover of the first application, 8.5 s into it, is
+    refused. Each wait ends 2.5 s or more before its timeout (with 1 s, a loaded
+    machine's state store once failed the fence on the second client)."""
     config = _config(primary, dr)
     first, second = _application(store), _application(store)
     orchestrator_store, operator_store = StateStore(state_url), StateStore(state_url)
-    failover = Failover(config, _FLOW, [first, second], orchestrator_store, timeout_s=5)
-    failover.lease_ttl_s = 6
+    failover = Failover(config, _FLOW, [first, second], orchestrator_store, timeout_s=7.5)
+    failover.lease_ttl_s = 8
     try:
         assert failover.run_step("fo-long", "preflight").status == "done"
-        with _client(store, state_url, first, 3.5), _client(store, state_url, second, 7.5):
+        with _client(store, state_url, first, 5), _client(store, state_url, second, 9.5):
             fence = _Orchestrator(lambda: failover.run_step("fo-long", "fence"))
             wait_until(lambda: store.applications.get(first).fenced, 60, "the fence to start")
             started = time.monotonic()
-            time.sleep(6.5)  # the lease taken before the fence started would have lapsed
+            time.sleep(8.5)  # the lease taken before the fence started would have lapsed
 
             other = Failover(config, _FLOW, [first], operator_store, timeout_s=5)
             with pytest.raises(StepFailed, match=r"application \S+ is leased to fo-long until"):
